@@ -1,0 +1,56 @@
+# Two commands on a fresh machine (only Python 3.11+ needed):
+#   make serve   install into .venv and start the server on its embedded defaults
+#   make test    install into .venv and run ruff, mypy and the whole test suite
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: serve simulate test lint typecheck unit openapi openapi-check lock clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# Reinstall whenever the pins or the project metadata change.
+$(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+serve: install
+	$(BIN)/hermes-server serve --host $(HOST) --port $(PORT)
+
+simulate: install
+	$(BIN)/hermes-server simulate --port 9100
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install
+	$(BIN)/mypy
+
+unit: install
+	$(BIN)/pytest -q
+
+test: lint typecheck openapi-check unit
+
+openapi: install
+	$(BIN)/python -m server.openapi_dump openapi/openapi.json
+
+openapi-check: install
+	$(BIN)/python -m server.openapi_dump --check openapi/openapi.json
+
+# Regenerate the pins from a fresh resolve of pyproject.toml (run deliberately, commit the result).
+lock:
+	rm -rf .lockenv && $(PYTHON) -m venv .lockenv
+	.lockenv/bin/pip install -q --upgrade pip
+	.lockenv/bin/pip install -q '.[dev]'
+	.lockenv/bin/pip freeze --exclude hermes-server | grep -v '^-e' > constraints.txt
+	rm -rf .lockenv
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,157 @@
+"""Translate the openai and anthropic SDKs' exceptions into ProviderError, in one place."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from email.utils import parsedate_to_datetime
+from datetime import UTC, datetime
+
+import anthropic
+import openai
+
+from hermes_core.errors import ErrorKind, ProviderError
+
+_CONTEXT_OVERFLOW_HINTS = (
+    "context_length_exceeded",
+    "context length",
+    "context window",
+    "maximum context",
+    "prompt is too long",
+    "too many tokens",
+)
+_STREAM_ERROR_KINDS = {
+    "rate_limit_error": ErrorKind.RATE_LIMIT,
+    "rate_limit_exceeded": ErrorKind.RATE_LIMIT,
+    "overloaded_error": ErrorKind.SERVER_ERROR,
+    "api_error": ErrorKind.SERVER_ERROR,
+    "server_error": ErrorKind.SERVER_ERROR,
+    "authentication_error": ErrorKind.AUTH,
+    "permission_error": ErrorKind.FORBIDDEN,
+    "not_found_error": ErrorKind.NOT_FOUND,
+    "invalid_request_error": ErrorKind.INVALID_REQUEST,
+    "timeout_error": ErrorKind.TIMEOUT,
+}
+MAX_RETRY_AFTER = 3600.0
+
+
+def redact(text: str) -> str:
+    """Mask credential-looking tokens (``sk-...`` and long opaque strings)."""
+    return re.sub(r"sk-[A-Za-z0-9_\-]{6,}", "sk-***", text)
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait, from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    raw_ms = headers.get("retry-after-ms")
+    if raw_ms:
+        try:
+            return max(0.0, float(raw_ms) / 1000.0)
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return min(max(0.0, float(raw)), MAX_RETRY_AFTER)
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return min(max(0.0, (when - datetime.now(UTC)).total_seconds()), MAX_RETRY_AFTER)
+
+
+def classify_status(status: int, message: str) -> ErrorKind:
+    lowered = message.lower()
+    if status == 429:
+        return ErrorKind.RATE_LIMIT
+    if status == 401:
+        return ErrorKind.AUTH
+    if status == 403:
+        return ErrorKind.FORBIDDEN
+    if status == 404:
+        return ErrorKind.NOT_FOUND
+    if status == 408:
+        return ErrorKind.TIMEOUT
+    if status == 413 or (
+        status in (400, 422) and any(hint in lowered for hint in _CONTEXT_OVERFLOW_HINTS)
+    ):
+        return ErrorKind.CONTEXT_OVERFLOW
+    if status >= 500:
+        return ErrorKind.SERVER_ERROR
+    return ErrorKind.INVALID_REQUEST
+
+
+def _body_error(body: object) -> tuple[str | None, str | None]:
+    """(type, message) of an error body in either vendor's shape."""
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping):
+            kind = inner.get("type") or inner.get("code")
+            message = inner.get("message")
+            return (
+                str(kind) if kind is not None else None,
+                str(message) if message is not None else None,
+            )
+    return None, None
+
+
+def _from_sdk_error(exc: Exception, provider: str) -> ProviderError:
+    if isinstance(exc, openai.APITimeoutError | anthropic.APITimeoutError):
+        return ProviderError(
+            f"{provider}: upstream timed out", kind=ErrorKind.TIMEOUT, provider=provider
+        )
+    if isinstance(exc, openai.APIConnectionError | anthropic.APIConnectionError):
+        return ProviderError(
+            f"{provider}: connection to upstream failed ({exc.__cause__ or exc})",
+            kind=ErrorKind.CONNECTION,
+            provider=provider,
+        )
+    if isinstance(exc, openai.APIResponseValidationError | anthropic.APIResponseValidationError):
+        return ProviderError(
+            f"{provider}: upstream answered an invalid response: {exc.message}",
+            kind=ErrorKind.INVALID_RESPONSE,
+            provider=provider,
+            status_code=exc.status_code,
+        )
+    if isinstance(exc, openai.APIStatusError | anthropic.APIStatusError):
+        error_type, error_message = _body_error(exc.body)
+        detail = error_message or exc.message
+        return ProviderError(
+            f"{provider}: HTTP {exc.status_code}"
+            + (f" {error_type}" if error_type else "")
+            + f": {redact(detail)}",
+            kind=classify_status(exc.status_code, detail),
+            provider=provider,
+            status_code=exc.status_code,
+            retry_after=parse_retry_after(exc.response.headers),
+        )
+    if isinstance(exc, openai.APIError | anthropic.APIError):
+        # An error frame inside an already-started stream.
+        error_type, error_message = _body_error(exc.body)
+        return ProviderError(
+            f"{provider}: upstream stream error"
+            + (f" {error_type}" if error_type else "")
+            + f": {redact(error_message or exc.message)}",
+            kind=_STREAM_ERROR_KINDS.get(error_type or "", ErrorKind.SERVER_ERROR),
+            provider=provider,
+        )
+    return ProviderError(
+        f"{provider}: unreadable upstream response ({type(exc).__name__})",
+        kind=ErrorKind.INVALID_RESPONSE,
+        provider=provider,
+    )
+
+
+@contextmanager
+def sdk_errors(provider: str) -> Iterator[None]:
+    """Run SDK calls; re-raise any SDK failure as a ProviderError naming ``provider``."""
+    try:
+        yield
+    except (openai.OpenAIError, anthropic.AnthropicError, json.JSONDecodeError) as exc:
+        raise _from_sdk_error(exc, provider) from exc

@@ -1,0 +1,137 @@
+"""The provider interface: one model call in, one stream of provider events out.
+
+All three adapters (``chat_completions``, ``codex_responses``, ``anthropic_messages``) implement
+:class:`Provider`. The agent loop sees only these types, never a wire format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from hermes_core.messages import Message
+from hermes_core.usage import Usage
+
+ApiMode = Literal["chat_completions", "codex_responses", "anthropic_messages"]
+API_MODES: tuple[ApiMode, ...] = ("chat_completions", "codex_responses", "anthropic_messages")
+
+FinishReason = Literal["stop", "tool_calls", "length", "content_filter"]
+"""Why the model stopped, in OpenAI's vocabulary whatever the provider said."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSchema:
+    """A function the model may call."""
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+    """JSON Schema of the arguments object."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ForcedTool:
+    """``tool_choice`` that forces one named function."""
+
+    name: str
+
+
+ToolChoice = Literal["auto", "none", "required"] | ForcedTool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelRequest:
+    """Everything one model call needs, in the internal format."""
+
+    messages: Sequence[Message]
+    """The conversation; a leading ``system`` message becomes the provider's system prompt."""
+    tools: Sequence[ToolSchema] = ()
+    tool_choice: ToolChoice = "auto"
+    parallel_tool_calls: bool | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    reasoning_effort: str | None = None
+    """``low`` / ``medium`` / ``high``; mapped to each provider's reasoning control."""
+    extra_headers: Mapping[str, str] = field(default_factory=dict)
+
+
+# --- provider events --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextDelta:
+    """A piece of the assistant's answer text."""
+
+    kind: Literal["text_delta"] = "text_delta"
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReasoningDelta:
+    """A piece of the model's reasoning (thinking, reasoning summary or reasoning_content)."""
+
+    kind: Literal["reasoning_delta"] = "reasoning_delta"
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallDelta:
+    """A piece of a tool call as it is generated.
+
+    ``id`` and ``name`` arrive on the first delta of a call; later deltas carry argument text.
+    """
+
+    kind: Literal["tool_call_delta"] = "tool_call_delta"
+    index: int
+    """Position of the call within this model response (0, 1, ... for parallel calls)."""
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelResponse:
+    """The end of a model call: the assembled assistant message and what it cost."""
+
+    kind: Literal["model_response"] = "model_response"
+    message: Message
+    """An ``assistant`` message in the internal format (text, tool_calls, reasoning)."""
+    finish_reason: FinishReason
+    usage: Usage
+    provider: str
+    """Name of the provider that served the call."""
+    model: str
+    """Model id as the upstream reported it."""
+
+
+ProviderEvent = TextDelta | ReasoningDelta | ToolCallDelta | ModelResponse
+
+
+class Provider(Protocol):
+    """One configured upstream model, reachable through one api_mode."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def api_mode(self) -> ApiMode: ...
+
+    @property
+    def model(self) -> str: ...
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        """Run one streaming model call.
+
+        Yields deltas as they arrive and ends with exactly one :class:`ModelResponse`.
+        Raises :class:`hermes_core.errors.ProviderError` on any upstream failure, including
+        one after some deltas were already yielded. Closing the iterator (``aclose()``) or
+        cancelling the task consuming it closes the upstream connection at once.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release the HTTP client."""
+        ...

@@ -1,0 +1,108 @@
+"""The default policy: how the simulator answers a call no scenario scripted.
+
+Good enough for an offline demo: it calls an offered tool when the user's message names it
+(or when ``tool_choice`` demands one), summarises a tool result it was just given, and otherwise
+answers plainly. Models whose id suggests a reasoning model also "think" first.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from server.simulator.scenario import Reply, ToolCallSpec
+
+_REASONING_MODEL_HINTS = ("reason", "think", "o1", "o3", "o4", "gpt-5", "deepseek-r")
+
+
+@dataclass(slots=True)
+class ViewMessage:
+    role: str
+    """``system``, ``user``, ``assistant`` or ``tool``."""
+    text: str
+
+
+@dataclass(slots=True)
+class OfferedTool:
+    name: str
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ConversationView:
+    """A request reduced to what the policy needs, whatever protocol it came in."""
+
+    model: str
+    messages: list[ViewMessage] = field(default_factory=list)
+    tools: list[OfferedTool] = field(default_factory=list)
+    tool_choice: str = "auto"
+    """``auto``, ``none`` or ``required``."""
+    forced_tool: str | None = None
+
+
+def default_reply(view: ConversationView) -> Reply:
+    reasoning = _reasoning_for(view)
+    last = view.messages[-1] if view.messages else ViewMessage("user", "")
+    if last.role == "tool":
+        preview = last.text.strip().replace("\n", " ")[:200]
+        return Reply(reasoning=reasoning, text=f"The tool returned: {preview}")
+    tool = _tool_to_call(view, last.text if last.role == "user" else "")
+    if tool is not None:
+        return Reply(
+            reasoning=reasoning,
+            tool_calls=[ToolCallSpec(name=tool.name, arguments=_arguments_for(tool, last.text))],
+        )
+    said = last.text.strip().replace("\n", " ")[:200]
+    return Reply(
+        reasoning=reasoning,
+        text=f"Hello from the hermes-server upstream simulator. You said: {said}",
+    )
+
+
+def _reasoning_for(view: ConversationView) -> str:
+    model = view.model.lower()
+    if any(hint in model for hint in _REASONING_MODEL_HINTS):
+        return "Let me think about what the user asked and how to answer it."
+    return ""
+
+
+def _tool_to_call(view: ConversationView, user_text: str) -> OfferedTool | None:
+    if not view.tools or view.tool_choice == "none":
+        return None
+    if view.forced_tool is not None:
+        return next((t for t in view.tools if t.name == view.forced_tool), None)
+    lowered = user_text.lower()
+    for tool in view.tools:
+        spoken = tool.name.lower()
+        if spoken in lowered or spoken.replace("_", " ") in lowered:
+            return tool
+    if view.tool_choice == "required":
+        return view.tools[0]
+    return None
+
+
+def _arguments_for(tool: OfferedTool, user_text: str) -> dict[str, Any]:
+    """Fill the schema's required properties with plausible values from the user's text."""
+    properties = tool.parameters.get("properties") or {}
+    required = tool.parameters.get("required") or list(properties)[:1]
+    quoted = re.findall(r"[\"'`]([^\"'`]+)[\"'`]", user_text)
+    arguments: dict[str, Any] = {}
+    for name in required:
+        schema = properties.get(name) or {}
+        kind = schema.get("type", "string")
+        if "enum" in schema and schema["enum"]:
+            arguments[name] = schema["enum"][0]
+        elif kind == "integer":
+            arguments[name] = 1
+        elif kind == "number":
+            arguments[name] = 1.0
+        elif kind == "boolean":
+            arguments[name] = True
+        elif kind == "array":
+            arguments[name] = []
+        elif kind == "object":
+            arguments[name] = {}
+        else:
+            arguments[name] = quoted.pop(0) if quoted else user_text.strip()[:100]
+    return arguments

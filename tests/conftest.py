@@ -1,0 +1,48 @@
+"""Shared fixtures: the upstream simulator on a real socket, and a guard against the internet."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from server.simulator import SimulatorServer, SimulatorState
+
+_real_connect = socket.socket.connect
+
+
+def _loopback_only(self: socket.socket, address: Any) -> None:
+    """Fail any test that tries to reach a host other than this machine."""
+    if self.family in (socket.AF_INET, socket.AF_INET6):
+        host = address[0]
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = host == "localhost"
+        if not loopback:
+            raise RuntimeError(f"tests must not reach the network (tried {address!r})")
+    _real_connect(self, address)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_internet() -> Iterator[None]:
+    socket.socket.connect = _loopback_only  # type: ignore[method-assign]
+    yield
+    socket.socket.connect = _real_connect  # type: ignore[method-assign]
+
+
+@pytest.fixture(scope="session")
+def _simulator_server() -> Iterator[SimulatorServer]:
+    with SimulatorServer(SimulatorState()) as server:
+        yield server
+
+
+@pytest.fixture
+def simulator(_simulator_server: SimulatorServer) -> Iterator[SimulatorServer]:
+    """The upstream simulator, reset for each test (no scenarios, no recordings, empty cache)."""
+    _simulator_server.state.reset()
+    _simulator_server.state.cache.min_cacheable_tokens = 0
+    yield _simulator_server
