@@ -119,7 +119,7 @@ def _from_sdk_error(exc: Exception, provider: str) -> ProviderError:
             provider=provider,
             status_code=exc.status_code,
         )
-    if isinstance(exc, openai.APIStatusError | anthropic.APIStatusError):
+    if isinstance(exc, openai.APIStatusError | anthropic.APIStatusError) and exc.status_code >= 400:
         error_type, error_message = _body_error(exc.body)
         detail = error_message or exc.message
         return ProviderError(
@@ -132,7 +132,7 @@ def _from_sdk_error(exc: Exception, provider: str) -> ProviderError:
             retry_after=parse_retry_after(exc.response.headers),
         )
     if isinstance(exc, openai.APIError | anthropic.APIError):
-        # An error frame inside an already-started stream.
+        # An error frame inside an already-started (HTTP 200) stream.
         error_type, error_message = _body_error(exc.body)
         return ProviderError(
             f"{provider}: upstream stream error"
