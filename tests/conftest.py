@@ -29,9 +29,9 @@ def _loopback_only(self: socket.socket, address: Any) -> None:
 
 @pytest.fixture(autouse=True, scope="session")
 def _no_internet() -> Iterator[None]:
-    socket.socket.connect = _loopback_only  # type: ignore[method-assign]
+    socket.socket.connect = _loopback_only  # type: ignore[method-assign,assignment]
     yield
-    socket.socket.connect = _real_connect  # type: ignore[method-assign]
+    socket.socket.connect = _real_connect  # type: ignore[method-assign,assignment]
 
 
 @pytest.fixture(scope="session")
@@ -41,8 +41,8 @@ def _simulator_server() -> Iterator[SimulatorServer]:
 
 
 @pytest.fixture
-def simulator(_simulator_server: SimulatorServer) -> Iterator[SimulatorServer]:
+def simulator(_simulator_server: SimulatorServer) -> SimulatorServer:
     """The upstream simulator, reset for each test (no scenarios, no recordings, empty cache)."""
     _simulator_server.state.reset()
     _simulator_server.state.cache.min_cacheable_tokens = 0
-    yield _simulator_server
+    return _simulator_server

@@ -6,8 +6,8 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from email.utils import parsedate_to_datetime
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 
 import anthropic
 import openai

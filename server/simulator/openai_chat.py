@@ -216,7 +216,9 @@ def stream_frames(
         }
         frames.append(chunk({"tool_calls": [head]}))
         for piece in split_text(call.arguments_text, None):
-            frames.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+            frames.append(
+                chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            )
     frames.append(chunk({}, reply.resolved_finish_reason))
     if usage is not None:
         frames.append(

@@ -91,7 +91,7 @@ def _arguments_for(tool: OfferedTool, user_text: str) -> dict[str, Any]:
     for name in required:
         schema = properties.get(name) or {}
         kind = schema.get("type", "string")
-        if "enum" in schema and schema["enum"]:
+        if schema.get("enum"):
             arguments[name] = schema["enum"][0]
         elif kind == "integer":
             arguments[name] = 1

@@ -1,0 +1,239 @@
+"""The ``chat_completions`` adapter: OpenAI Chat Completions and every server that copies it.
+
+The internal message format already is Chat Completions, so conversion only strips our private
+keys. Streams are read by :class:`ChatStreamAccumulator`, a pure state object (chunks in,
+provider events out), so the parsing is testable without a network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+from openai.types.chat import ChatCompletionChunk
+
+from hermes_core.errors import ErrorKind, ProviderError
+from hermes_core.messages import Message, ToolCall
+from hermes_core.providers._sdk_errors import sdk_errors
+from hermes_core.providers.base import (
+    ApiMode,
+    FinishReason,
+    ForcedTool,
+    ModelRequest,
+    ModelResponse,
+    ProviderEvent,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    ToolSchema,
+)
+from hermes_core.providers.config import ProviderConfig
+from hermes_core.usage import Usage
+
+# Keys of the internal format that no Chat Completions server accepts.
+_PRIVATE_KEYS = ("reasoning", "reasoning_replay")
+_FINISH_REASONS: dict[str, FinishReason] = {
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "length",
+    "content_filter": "content_filter",
+}
+
+
+def to_wire_messages(messages: list[Message] | tuple[Message, ...]) -> list[dict[str, Any]]:
+    """Internal messages → Chat Completions messages (a copy; the input is never mutated)."""
+    wire = []
+    for message in messages:
+        out = {key: value for key, value in message.items() if key not in _PRIVATE_KEYS}
+        if out.get("role") == "assistant" and out.get("tool_calls") and not out.get("content"):
+            out["content"] = None
+        wire.append(out)
+    return wire
+
+
+def to_wire_tools(tools: tuple[ToolSchema, ...] | list[ToolSchema]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": dict(tool.parameters),
+            },
+        }
+        for tool in tools
+    ]
+
+
+def build_kwargs(request: ModelRequest, *, model: str) -> dict[str, Any]:
+    """The ``chat.completions.create`` arguments for one streaming call."""
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "messages": to_wire_messages(list(request.messages)),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.tools:
+        kwargs["tools"] = to_wire_tools(list(request.tools))
+        choice = request.tool_choice
+        kwargs["tool_choice"] = (
+            {"type": "function", "function": {"name": choice.name}}
+            if isinstance(choice, ForcedTool)
+            else choice
+        )
+        if request.parallel_tool_calls is not None:
+            kwargs["parallel_tool_calls"] = request.parallel_tool_calls
+    if request.max_tokens is not None:
+        kwargs["max_tokens"] = request.max_tokens
+    if request.temperature is not None:
+        kwargs["temperature"] = request.temperature
+    if request.reasoning_effort is not None:
+        kwargs["reasoning_effort"] = request.reasoning_effort
+    if request.extra_headers:
+        kwargs["extra_headers"] = dict(request.extra_headers)
+    return kwargs
+
+
+@dataclass(slots=True)
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+class ChatStreamAccumulator:
+    """Assembles a streamed chat completion; knows nothing of I/O."""
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._calls: dict[int, _PartialCall] = {}
+        self._finish_reason: str | None = None
+        self._usage = Usage()
+        self.model: str | None = None
+
+    def feed(self, chunk: ChatCompletionChunk) -> list[ProviderEvent]:
+        """Take one chunk; return the provider events it carries."""
+        self.model = self.model or chunk.model
+        if chunk.usage is not None:
+            self._usage = _normalise_usage(chunk.usage)
+        events: list[ProviderEvent] = []
+        for choice in chunk.choices:
+            if choice.index != 0:
+                continue  # we never ask for n > 1
+            delta = choice.delta
+            extra = delta.model_extra or {}
+            # DeepSeek-style servers say reasoning_content, vLLM/OpenRouter say reasoning.
+            reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+            if isinstance(reasoning, str) and reasoning:
+                self._reasoning.append(reasoning)
+                events.append(ReasoningDelta(text=reasoning))
+            if delta.content:
+                self._text.append(delta.content)
+                events.append(TextDelta(text=delta.content))
+            for call in delta.tool_calls or ():
+                partial = self._calls.setdefault(call.index, _PartialCall())
+                name = call.function.name if call.function else None
+                arguments = (call.function.arguments if call.function else None) or ""
+                partial.id = partial.id or (call.id or "")
+                partial.name = partial.name or (name or "")
+                partial.arguments += arguments
+                events.append(
+                    ToolCallDelta(index=call.index, id=call.id, name=name, arguments=arguments)
+                )
+            if choice.finish_reason is not None:
+                self._finish_reason = choice.finish_reason
+        return events
+
+    def finish(self, *, provider: str, model: str) -> ModelResponse:
+        """The assembled response; raises if the stream never said why it stopped."""
+        if self._finish_reason is None:
+            raise ProviderError(
+                f"{provider}: the stream ended before the model finished",
+                kind=ErrorKind.CONNECTION,
+                provider=provider,
+            )
+        message: Message = {"role": "assistant", "content": "".join(self._text) or None}
+        calls: list[ToolCall] = [
+            {
+                "id": call.id or f"call_{index}",
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for index, call in sorted(self._calls.items())
+        ]
+        if calls:
+            message["tool_calls"] = calls
+        if self._reasoning:
+            message["reasoning"] = "".join(self._reasoning)
+        finish = _FINISH_REASONS.get(self._finish_reason, "stop")
+        if calls and finish == "stop":
+            finish = "tool_calls"  # some servers say "stop" after tool calls
+        return ModelResponse(
+            message=message,
+            finish_reason=finish,
+            usage=self._usage,
+            provider=provider,
+            model=self.model or model,
+        )
+
+
+def _normalise_usage(usage: Any) -> Usage:
+    prompt_details = usage.prompt_tokens_details
+    completion_details = usage.completion_tokens_details
+    return Usage(
+        input_tokens=usage.prompt_tokens or 0,
+        cache_read_tokens=(prompt_details.cached_tokens or 0) if prompt_details else 0,
+        cache_write_tokens=(
+            (getattr(prompt_details, "cache_write_tokens", None) or 0) if prompt_details else 0
+        ),
+        output_tokens=usage.completion_tokens or 0,
+        reasoning_tokens=((completion_details.reasoning_tokens or 0) if completion_details else 0),
+    )
+
+
+class ChatCompletionsProvider:
+    """A provider reached through ``POST {base_url}/chat/completions``."""
+
+    def __init__(self, config: ProviderConfig) -> None:
+        self._config = config
+        self._client = openai.AsyncOpenAI(
+            base_url=config.base_url,
+            # The SDK insists on a key; local servers often need none.
+            api_key=config.api_key.get_secret_value() if config.api_key else "unused",
+            max_retries=0,  # retries and fallback belong to the agent, not the SDK
+            timeout=config.timeout,
+        )
+
+    @property
+    def name(self) -> str:
+        return self._config.name
+
+    @property
+    def api_mode(self) -> ApiMode:
+        return "chat_completions"
+
+    @property
+    def model(self) -> str:
+        return self._config.model
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        accumulator = ChatStreamAccumulator()
+        kwargs = build_kwargs(request, model=self.model)
+        with sdk_errors(self.name):
+            upstream = await self._client.chat.completions.create(**kwargs)
+            try:
+                async for chunk in upstream:
+                    for event in accumulator.feed(chunk):
+                        yield event
+            finally:
+                # Runs on normal end, on error, on aclose() and on task cancellation alike:
+                # the upstream connection never outlives our interest in it.
+                await upstream.close()
+        yield accumulator.finish(provider=self.name, model=self.model)
+
+    async def aclose(self) -> None:
+        await self._client.close()

@@ -1,0 +1,86 @@
+"""Every error the server answers, in the OpenAI envelope.
+
+``{"error": {"message", "type", "param", "code"}}`` with the right status, including for
+FastAPI's own routing (404/405) and validation (422 → 400) errors, so OpenAI SDKs raise the
+matching exception class with a readable message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    409: "conflict_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+
+class APIError(Exception):
+    """An error we answer on purpose, before any response byte was sent."""
+
+    def __init__(
+        self, status: int, message: str, *, param: str | None = None, code: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+
+
+def error_envelope(
+    status: int, message: str, *, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
+    kind = _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def error_response(
+    status: int, message: str, *, param: str | None = None, code: str | None = None
+) -> JSONResponse:
+    return JSONResponse(error_envelope(status, message, param=param, code=code), status)
+
+
+def _param_of(location: tuple[Any, ...] | list[Any]) -> str | None:
+    parts = [str(p) for p in location if p != "body"]
+    return ".".join(parts) or None
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(APIError)
+    async def _api_error(_: Request, exc: APIError) -> JSONResponse:
+        return error_response(exc.status, exc.message, param=exc.param, code=exc.code)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = exc.detail if isinstance(exc.detail, str) else "Request failed."
+        if exc.status_code == 404 and message == "Not Found":
+            message = "Unknown URL. See /openapi.json for the routes this server offers."
+        response = error_response(exc.status_code, message)
+        if exc.headers:
+            response.headers.update(exc.headers)
+        return response
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        param = _param_of(first.get("loc", ()))
+        detail = first.get("msg", "Invalid request.")
+        message = f"Invalid value for '{param}': {detail}" if param else str(detail)
+        return error_response(400, message, param=param)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        # Details go to the log, never to the client.
+        return error_response(500, "The server had an internal error.", code="server_error")

@@ -1,0 +1,1 @@
+"""Thin FastAPI routers; the work happens in services they call."""
