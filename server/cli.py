@@ -33,11 +33,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _simulate(args: argparse.Namespace) -> int:
     state = SimulatorState(min_cacheable_tokens=args.min_cacheable_tokens)
-    log.warning(
-        "upstream simulator on http://%s:%d (OpenAI base URL .../v1, Anthropic base URL ...)",
-        args.host,
-        args.port,
-    )
+    root = f"http://{args.host}:{args.port}"
+    log.info("upstream simulator: OpenAI base URL %s/v1, Anthropic base URL %s", root, root)
     uvicorn.run(
         create_simulator_app(state),
         host=args.host,
