@@ -4,6 +4,8 @@ The tree::
 
     HermesError                      root of everything hermes_core raises on purpose
     ├── ConfigurationError           a provider or agent was configured in a way that cannot work
+    ├── InvalidRequestError          a run was asked for something that cannot be done (a client
+    │                                tool named like a server tool, ...); a 400 for HTTP callers
     └── ProviderError                an upstream model call failed; carries status_code,
         │                            retry_after and a classification (ErrorKind)
         └── (no subclasses)          the kind, not the class, tells retry/fallback what to do
@@ -25,13 +27,22 @@ class ConfigurationError(HermesError):
     """A provider or agent setting that cannot work (unknown api_mode, missing model, ...)."""
 
 
+class InvalidRequestError(HermesError):
+    """A run request that cannot be served as asked; ``param`` names the culprit."""
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
 class ErrorKind(StrEnum):
     """Why an upstream call failed; retry and fallback decide on this, never on the message."""
 
     RATE_LIMIT = "rate_limit"
-    """429, or Anthropic's 529 overloaded: transient, honour Retry-After."""
+    """429: transient, honour Retry-After. (Anthropic's 529 overloaded is a SERVER_ERROR.)"""
     SERVER_ERROR = "server_error"
-    """5xx: transient."""
+    """5xx, including Anthropic's 529 overloaded: transient."""
     AUTH = "auth"
     """401: the credential is wrong or expired; re-read it once, then fail over."""
     FORBIDDEN = "forbidden"

@@ -31,7 +31,7 @@ def _loopback_only(self: socket.socket, address: Any) -> None:
 def _no_internet() -> Iterator[None]:
     socket.socket.connect = _loopback_only  # type: ignore[method-assign,assignment]
     yield
-    socket.socket.connect = _real_connect  # type: ignore[method-assign,assignment]
+    socket.socket.connect = _real_connect  # type: ignore[method-assign]
 
 
 @pytest.fixture(scope="session")

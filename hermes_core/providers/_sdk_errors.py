@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 import anthropic
+import httpx2
 import openai
 
 from hermes_core.errors import ErrorKind, ProviderError
@@ -155,3 +156,15 @@ def sdk_errors(provider: str) -> Iterator[None]:
         yield
     except (openai.OpenAIError, anthropic.AnthropicError, json.JSONDecodeError) as exc:
         raise _from_sdk_error(exc, provider) from exc
+    except httpx2.TimeoutException as exc:
+        # The anthropic SDK lets transport errors raised while reading a stream body through
+        # unwrapped (openai wraps them); both end up here as the same ProviderError.
+        raise ProviderError(
+            f"{provider}: upstream timed out", kind=ErrorKind.TIMEOUT, provider=provider
+        ) from exc
+    except httpx2.TransportError as exc:
+        raise ProviderError(
+            f"{provider}: connection to upstream failed ({type(exc).__name__})",
+            kind=ErrorKind.CONNECTION,
+            provider=provider,
+        ) from exc

@@ -107,7 +107,12 @@ def _check_roles(messages: list[Any]) -> str | None:
 
 def _check_thinking_config(body: dict[str, Any], max_tokens: int) -> str | None:
     thinking = body.get("thinking")
-    if not isinstance(thinking, dict) or thinking.get("type") != "enabled":
+    if not isinstance(thinking, dict) or thinking.get("type") not in ("enabled", "adaptive"):
+        return None
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") in ("any", "tool"):
+        return "Thinking may not be enabled when tool_choice forces tool use."
+    if thinking.get("type") == "adaptive":
         return None
     budget = thinking.get("budget_tokens")
     if not isinstance(budget, int) or budget < MIN_THINKING_BUDGET:

@@ -280,12 +280,12 @@ def response_object(
         "tools": [_echo_tool(tool) for tool in body.get("tools") or []],
         "tool_choice": body.get("tool_choice") or "auto",
         "truncation": body.get("truncation") or "disabled",
-        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "parallel_tool_calls": _given(body, "parallel_tool_calls", True),
         "text": body.get("text") or {"format": {"type": "text"}},
-        "top_p": body.get("top_p", 1.0),
+        "top_p": _given(body, "top_p", 1.0),
         "presence_penalty": 0.0,
         "frequency_penalty": 0.0,
-        "temperature": body.get("temperature", 1.0),
+        "temperature": _given(body, "temperature", 1.0),
         "top_logprobs": body.get("top_logprobs") or 0,
         "reasoning": (
             {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")}
@@ -295,13 +295,19 @@ def response_object(
         "usage": usage,
         "max_output_tokens": body.get("max_output_tokens"),
         "max_tool_calls": body.get("max_tool_calls"),
-        "store": body.get("store", True),
+        "store": _given(body, "store", True),
         "background": False,
         "service_tier": "default",
         "metadata": body.get("metadata") or {},
         "safety_identifier": body.get("safety_identifier"),
         "prompt_cache_key": body.get("prompt_cache_key"),
     }
+
+
+def _given(body: dict[str, Any], key: str, default: Any) -> Any:
+    # An explicit null means "the default" in a request, but the echo must carry a value.
+    value = body.get(key)
+    return default if value is None else value
 
 
 def _echo_tool(tool: dict[str, Any]) -> dict[str, Any]:

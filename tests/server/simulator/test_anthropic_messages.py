@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import anthropic
 import httpx
 import pytest
-from anthropic.types import MessageParam, TextBlock, ThinkingBlock, ToolUseBlock
+from anthropic.types import (
+    MessageParam,
+    TextBlock,
+    TextBlockParam,
+    ThinkingBlock,
+    ToolUseBlock,
+)
 
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from server.simulator.anthropic_messages import thinking_signature
@@ -29,6 +35,12 @@ def _script(simulator: SimulatorServer, model: str, *replies: Reply) -> None:
 
 def _hi() -> list[MessageParam]:
     return [{"role": "user", "content": "hi"}]
+
+
+def _text_block(text: str, cache: Literal["5m", "1h"] | None = None) -> TextBlockParam:
+    if cache is None:
+        return {"type": "text", "text": text}
+    return {"type": "text", "text": text, "cache_control": {"type": "ephemeral", "ttl": cache}}
 
 
 def _post_raw(simulator: SimulatorServer, body: dict[str, Any]) -> httpx.Response:
@@ -254,18 +266,12 @@ def test_overloaded_status_uses_the_anthropic_error_envelope(
 
 
 def _cached_call(
-    client: anthropic.Anthropic, *, ttl: str = "5m", question: str = "hi"
+    client: anthropic.Anthropic, *, ttl: Literal["5m", "1h"] = "5m", question: str = "hi"
 ) -> anthropic.types.Usage:
     message = client.messages.create(
         model="claude-sim",
         max_tokens=256,
-        system=[
-            {
-                "type": "text",
-                "text": LONG_SYSTEM,
-                "cache_control": {"type": "ephemeral", "ttl": ttl},  # type: ignore[typeddict-item]
-            }
-        ],
+        system=[_text_block(LONG_SYSTEM, ttl)],
         messages=[{"role": "user", "content": question}],
     )
     return message.usage
@@ -327,30 +333,23 @@ def test_prefix_below_min_cacheable_tokens_is_not_cached(
     assert second.cache_read_input_tokens == 0
 
 
-def _text_block(text: str, *, marked: bool) -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "text", "text": text}
-    if marked:
-        block["cache_control"] = {"type": "ephemeral"}
-    return block
-
-
 def test_unmarking_an_earlier_block_keeps_the_cached_prefix(client: anthropic.Anthropic) -> None:
     # A rolling strategy drops the system marker once four later blocks want one: the prefix up
     # to the still-marked first turn must read from the cache all the same.
     first = client.messages.create(
         model="claude-sim",
         max_tokens=256,
-        system=[_text_block(LONG_SYSTEM, marked=True)],  # type: ignore[list-item]
-        messages=[{"role": "user", "content": [_text_block("hi", marked=True)]}],  # type: ignore[list-item]
+        system=[_text_block(LONG_SYSTEM, "5m")],
+        messages=[{"role": "user", "content": [_text_block("hi", "5m")]}],
     ).usage
     second = client.messages.create(
         model="claude-sim",
         max_tokens=256,
-        system=[_text_block(LONG_SYSTEM, marked=False)],  # type: ignore[list-item]
+        system=[_text_block(LONG_SYSTEM)],
         messages=[
-            {"role": "user", "content": [_text_block("hi", marked=True)]},  # type: ignore[list-item]
+            {"role": "user", "content": [_text_block("hi", "5m")]},
             {"role": "assistant", "content": "Hello."},
-            {"role": "user", "content": [_text_block("and then?", marked=True)]},  # type: ignore[list-item]
+            {"role": "user", "content": [_text_block("and then?", "5m")]},
         ],
     ).usage
     assert first.cache_creation_input_tokens
@@ -360,15 +359,18 @@ def test_unmarking_an_earlier_block_keeps_the_cached_prefix(client: anthropic.An
 
 
 def test_five_cache_breakpoints_are_rejected(client: anthropic.Anthropic) -> None:
-    marked: list[MessageParam] = [
-        {
-            "role": "user" if i % 2 == 0 else "assistant",
-            "content": [_text_block(f"turn {i}", marked=True)],
-        }  # type: ignore[list-item]
-        for i in range(5)
-    ]
+    # Markers count wherever they sit: here two on the system prompt, three on message blocks.
     with pytest.raises(anthropic.BadRequestError) as caught:
-        client.messages.create(model="claude-sim", max_tokens=64, messages=marked)
+        client.messages.create(
+            model="claude-sim",
+            max_tokens=64,
+            system=[_text_block("rules", "5m"), _text_block("more rules", "5m")],
+            messages=[
+                {"role": "user", "content": [_text_block("a", "5m"), _text_block("b", "5m")]},
+                {"role": "assistant", "content": "ok"},
+                {"role": "user", "content": [_text_block("c", "5m")]},
+            ],
+        )
     assert (
         _rejection(caught) == "A maximum of 4 blocks with cache_control may be provided. Found 5."
     )
@@ -476,6 +478,19 @@ def test_thinking_budget_not_below_max_tokens_is_rejected(client: anthropic.Anth
             messages=_hi(),
         )
     assert "max_tokens` must be greater than `thinking.budget_tokens" in _rejection(caught)
+
+
+def test_thinking_with_a_forced_tool_choice_is_rejected(client: anthropic.Anthropic) -> None:
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        client.messages.create(
+            model="claude-sim",
+            max_tokens=2048,
+            thinking={"type": "enabled", "budget_tokens": 1024},
+            tools=[{"name": "alpha", "input_schema": {"type": "object"}}],
+            tool_choice={"type": "any"},
+            messages=_hi(),
+        )
+    assert _rejection(caught) == "Thinking may not be enabled when tool_choice forces tool use."
 
 
 def test_forced_tool_choice_makes_the_default_policy_call_it(client: anthropic.Anthropic) -> None:

@@ -1,0 +1,63 @@
+"""What an agent is configured with, and what one run is asked to do."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hermes_core.agent.budget import DEFAULT_MAX_ITERATIONS, BudgetPressure
+from hermes_core.messages import Message
+from hermes_core.providers.base import ToolSchema
+
+CORE_INSTRUCTIONS = (
+    "You are Hermes, an agent that completes the user's task by reasoning and by calling the "
+    "tools you are given. Call tools when they help; call several at once when they are "
+    "independent. When the task is done, answer the user directly and concisely. Never claim "
+    "to have done something you did not do."
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentConfig:
+    """Settings of an agent (a profile); shared by all its runs."""
+
+    core_instructions: str = CORE_INSTRUCTIONS
+    instructions: str = ""
+    """The profile's own instructions, layered after the core ones."""
+    max_iterations: int = DEFAULT_MAX_ITERATIONS
+    """Model calls per run (children of a run draw from the same pool)."""
+    budget_pressure: BudgetPressure = field(default_factory=BudgetPressure)
+    max_tool_concurrency: int = 8
+    max_tool_result_chars: int = 100_000
+    """Tool results longer than this are cut in the model's view (not in the transcript)."""
+    max_invalid_json_retries: int = 3
+    max_unknown_tool_turns: int = 3
+    max_delegate_children: int = 3
+    max_tokens: int | None = None
+    temperature: float | None = None
+    reasoning_effort: str | None = None
+    memory_char_limit: int = 2200
+    user_profile_char_limit: int = 1375
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentRequest:
+    """One run: the new user message (if any) on top of a history."""
+
+    user_message: str | list[dict[str, Any]] | None = None
+    """Appended to the history; None continues the history as it is (e.g. after client tool
+    results were appended)."""
+    history: Sequence[Message] = ()
+    system_message: str | None = None
+    """The client's system message, layered over the agent's own prompt."""
+    task_id: str | None = None
+    """Generated when omitted."""
+    run_id: str | None = None
+    """Generated when omitted."""
+    client_tools: Sequence[ToolSchema] = ()
+    """Tools the client declared and runs itself; calling one ends the run with
+    ``awaiting_client_tools``."""
+    max_tokens: int | None = None
+    temperature: float | None = None
+    reasoning_effort: str | None = None

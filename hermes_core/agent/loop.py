@@ -1,0 +1,258 @@
+"""``Agent``: the public face of the agent loop.
+
+``Agent.run(request)`` is the primitive: an async generator of :mod:`hermes_core.events`.
+``run_conversation()`` and ``chat()`` drive it to the end for callers that want a result, and
+feed the optional callbacks on the way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+from hermes_core.agent.budget import IterationBudget
+from hermes_core.agent.callbacks import AgentCallbacks
+from hermes_core.agent.config import AgentConfig, AgentRequest
+from hermes_core.agent.context import ContextHooks
+from hermes_core.agent.emitter import Emitter
+from hermes_core.agent.run import RunDriver
+from hermes_core.errors import InvalidRequestError
+from hermes_core.events import AgentEvent, ExitReason, MessageAdded, RunFinished, RunStarted
+from hermes_core.memory_stores import InMemoryMemoryStore, InMemorySessionIndex, InMemoryTodoStore
+from hermes_core.messages import Message
+from hermes_core.providers.base import Provider
+from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
+from hermes_core.tools.agent_tools import memory_snapshot
+from hermes_core.tools.registry import ApprovalCallback, ToolRegistry
+
+ClarifyCallback = Callable[[str, list[str]], Awaitable[str] | str]
+
+
+class Agent:
+    """An agent: a provider, tools, stores and settings. Runs one conversation turn at a time.
+
+    The system prompt (core instructions, the profile's instructions and the memory snapshot)
+    is built on the first run and then frozen for the agent's life — one agent is one session —
+    so the prompt prefix, and with it the provider's prompt cache, stays stable.
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        tools: ToolRegistry | None = None,
+        config: AgentConfig | None = None,
+        owner: str = "default",
+        memory_store: MemoryStore | None = None,
+        todo_store: TodoStore | None = None,
+        session_search: SessionSearchStore | None = None,
+        approval_callback: ApprovalCallback | None = None,
+        clarify_callback: ClarifyCallback | None = None,
+        callbacks: AgentCallbacks | None = None,
+        context: ContextHooks | None = None,
+        budget: IterationBudget | None = None,
+        depth: int = 0,
+    ) -> None:
+        self.provider = provider
+        self.tools = tools if tools is not None else ToolRegistry()
+        self.config = config if config is not None else AgentConfig()
+        self.owner = owner
+        self.memory_store: MemoryStore = memory_store or InMemoryMemoryStore()
+        self.todo_store: TodoStore = todo_store or InMemoryTodoStore()
+        self.session_search: SessionSearchStore = session_search or InMemorySessionIndex()
+        self.approval_callback = approval_callback
+        self.clarify_callback = clarify_callback or (
+            callbacks.clarify_callback if callbacks is not None else None
+        )
+        self.callbacks = callbacks
+        self.context = context if context is not None else ContextHooks()
+        self.shared_budget = budget
+        """When set, every run draws from this pool (a sub-agent shares its parent's)."""
+        self.depth = depth
+        self.interrupt_event = asyncio.Event()
+        self.interrupt_reason: str | None = None
+        self.children: list[Agent] = []
+        """Sub-agents of the current run, interrupted together with it."""
+        self._frozen_prompt: str | None = None
+        self._driver: RunDriver | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    # --- control ------------------------------------------------------------------------------
+
+    def interrupt(self, reason: str = "interrupted") -> None:
+        """Stop the current run soon; safe from any task or thread.
+
+        An in-flight model call is abandoned at once; running tools finish (cancellable ones
+        are cancelled); tools not yet started are answered as cancelled. An interrupt that
+        arrives between runs applies to the next one.
+        """
+        with self._lock:
+            self.interrupt_reason = reason
+            loop = self._loop
+        if loop is not None and loop.is_running():
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is loop:
+                self._interrupt_now()
+            else:
+                loop.call_soon_threadsafe(self._interrupt_now)
+        else:
+            self.interrupt_event.set()
+
+    def _interrupt_now(self) -> None:
+        self.interrupt_event.set()
+        if self._driver is not None:
+            self._driver.model_call.cancel()
+        for child in self.children:
+            child.interrupt(self.interrupt_reason or "parent interrupted")
+
+    # --- running ------------------------------------------------------------------------------
+
+    async def run(self, request: AgentRequest) -> AsyncIterator[AgentEvent]:
+        """Run one turn; yields every event, ending with exactly one ``RunFinished``."""
+        task_id = request.task_id or f"task_{uuid.uuid4().hex[:16]}"
+        run_id = request.run_id or f"run_{uuid.uuid4().hex[:16]}"
+        budget = self.shared_budget or IterationBudget(self.config.max_iterations)
+        tools = self._tools_for_run(request, task_id=task_id, budget=budget)
+        emitter = Emitter(run_id)
+        self._loop = asyncio.get_running_loop()
+        emitter.emit(
+            RunStarted, task_id=task_id, model=self.provider.model, provider=self.provider.name
+        )
+        system_prompt = await self._system_prompt(request.system_message)
+        driver = RunDriver(
+            self,
+            request,
+            emitter=emitter,
+            task_id=task_id,
+            budget=budget,
+            tools=tools,
+            system_prompt=system_prompt,
+        )
+        self._driver = driver
+        drive = asyncio.create_task(self._drive(driver, emitter))
+        try:
+            while (event := await emitter.queue.get()) is not None:
+                yield event
+        finally:
+            if not drive.done():
+                drive.cancel()
+                await asyncio.gather(drive, return_exceptions=True)
+            self._driver = None
+            self.children.clear()
+            if self.interrupt_event.is_set():  # honoured: the next run starts clean
+                self.interrupt_event.clear()
+                self.interrupt_reason = None
+
+    async def _drive(self, driver: RunDriver, emitter: Emitter) -> None:
+        try:
+            await driver.drive()
+        except Exception as exc:  # a bug of ours must still end the run honestly
+            driver.finish(ExitReason.FAILED, "", error=f"internal error: {type(exc).__name__}")
+            raise
+        finally:
+            emitter.close()
+
+    def _tools_for_run(
+        self, request: AgentRequest, *, task_id: str, budget: IterationBudget
+    ) -> ToolRegistry:
+        from hermes_core.agent.builtins import agent_level_tools
+
+        registry = ToolRegistry()
+        registry.pre_hooks = list(self.tools.pre_hooks)
+        registry.post_hooks = list(self.tools.post_hooks)
+        builtins = agent_level_tools(self, task_id=task_id, budget=budget)
+        for tool in builtins:
+            registry.register(tool)
+        for tool in self.tools.tools():
+            if tool.name not in registry:
+                registry.register(tool)
+        for client_tool in request.client_tools:
+            if client_tool.name in registry:
+                raise InvalidRequestError(
+                    f"The client tool '{client_tool.name}' has the name of a server tool; "
+                    "rename it.",
+                    param="tools",
+                )
+        return registry
+
+    async def _system_prompt(self, client_system: str | None) -> str:
+        if self._frozen_prompt is None:
+            snapshot = await memory_snapshot(self.memory_store, self.owner)
+            parts = [self.config.core_instructions, self.config.instructions, snapshot]
+            self._frozen_prompt = "\n\n".join(part.strip() for part in parts if part.strip())
+        if client_system and client_system.strip():
+            return f"{self._frozen_prompt}\n\n{client_system.strip()}"
+        return self._frozen_prompt
+
+    # --- convenience --------------------------------------------------------------------------
+
+    async def run_conversation(
+        self,
+        user_message: str | list[dict[str, Any]] | None,
+        system_message: str | None = None,
+        conversation_history: Sequence[Message] | None = None,
+        task_id: str | None = None,
+        **options: Any,
+    ) -> dict[str, Any]:
+        """Run one turn to its end and return the result as a dict.
+
+        Keys: ``final_response``, ``messages`` (the whole transcript, tool calls included),
+        ``exit_reason``, ``completed``, ``partial``, ``iterations``, ``model_calls``, ``usage``,
+        ``error``, ``task_id``, ``run_id``.
+        """
+        history = list(conversation_history or ())
+        request = AgentRequest(
+            user_message=user_message,
+            history=history,
+            system_message=system_message,
+            task_id=task_id,
+            **options,
+        )
+        transcript = list(history)
+        started: RunStarted | None = None
+        finished: RunFinished | None = None
+        async for event in self.run(request):
+            if self.callbacks is not None:
+                await self.callbacks.dispatch(event)
+            if isinstance(event, RunStarted):
+                started = event
+            elif isinstance(event, MessageAdded):
+                transcript.append(event.message)
+            elif isinstance(event, RunFinished):
+                finished = event
+        assert started is not None
+        assert finished is not None
+        usage = finished.usage
+        return {
+            "final_response": finished.final_text,
+            "messages": transcript,
+            "exit_reason": finished.exit_reason.value,
+            "completed": finished.exit_reason is ExitReason.COMPLETED,
+            "partial": finished.partial,
+            "iterations": finished.iterations,
+            "model_calls": finished.model_calls,
+            "usage": {
+                "input_tokens": usage.input_tokens,
+                "cache_read_tokens": usage.cache_read_tokens,
+                "cache_write_tokens": usage.cache_write_tokens,
+                "output_tokens": usage.output_tokens,
+                "reasoning_tokens": usage.reasoning_tokens,
+                "total_tokens": usage.total_tokens,
+            },
+            "calls": finished.calls,
+            "error": finished.error,
+            "task_id": started.task_id,
+            "run_id": started.run_id,
+        }
+
+    async def chat(self, message: str) -> str:
+        """Send one message; return the final answer text."""
+        result = await self.run_conversation(message)
+        return str(result["final_response"])

@@ -1,0 +1,397 @@
+"""One run of the agent loop, as explicit steps over explicit state.
+
+Each iteration: check for an interrupt, take an iteration from the budget (or make the grace
+call), build the model's view of the transcript, make the interruptible model call, then either
+finish on text or validate and execute the tool calls and go round again. Every exit goes
+through :meth:`RunDriver.finish`, which states the honest exit reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from hermes_core.agent.arguments import parse_arguments
+from hermes_core.agent.budget import IterationBudget
+from hermes_core.agent.config import AgentRequest
+from hermes_core.agent.emitter import Emitter
+from hermes_core.agent.model_call import CallOutcome, InterruptibleCall
+from hermes_core.agent.prepare import prepare_messages
+from hermes_core.events import (
+    BudgetWarning,
+    ClientToolCallsPending,
+    ExitReason,
+    MessageAdded,
+    RunFinished,
+    StatusChanged,
+    StepFinished,
+)
+from hermes_core.messages import Message, ToolCall, text_of
+from hermes_core.providers.base import ModelRequest, ModelResponse, ToolSchema
+from hermes_core.tools.executor import CallResult, PlannedCall, ToolExecutor
+from hermes_core.tools.registry import Tool, ToolRegistry
+from hermes_core.usage import Usage
+
+if TYPE_CHECKING:
+    from hermes_core.agent.loop import Agent
+
+HOUSEKEEPING_TOOLS = frozenset({"todo", "memory"})
+EMPTY_NUDGE = (
+    "You just executed tool calls but returned an empty response. Please process the tool "
+    "results above and continue with the task."
+)
+GRACE_REQUEST = (
+    "You have used every iteration of your budget, so you cannot call tools any more. Reply "
+    "now with your final answer: summarise what you did, what you found, and what is left."
+)
+
+
+@dataclass(slots=True)
+class RunState:
+    """Everything a run accumulates; the transcript is the record of the conversation."""
+
+    transcript: list[Message]
+    iterations: int = 0
+    model_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    invalid_json_retries: int = 0
+    unknown_tool_turns: int = 0
+    nudged: bool = False
+    warned: set[str] = field(default_factory=set)
+
+
+class RunDriver:
+    def __init__(
+        self,
+        agent: Agent,
+        request: AgentRequest,
+        *,
+        emitter: Emitter,
+        task_id: str,
+        budget: IterationBudget,
+        tools: ToolRegistry,
+        system_prompt: str,
+    ) -> None:
+        self.agent = agent
+        self.request = request
+        self.emitter = emitter
+        self.emit = emitter.emit
+        self.task_id = task_id
+        self.budget = budget
+        self.tools = tools
+        self.system_prompt = system_prompt
+        self.model_call = InterruptibleCall()
+        self.state = RunState(transcript=list(request.history))
+        self.client_tools = {tool.name: tool for tool in request.client_tools}
+        self.executor = ToolExecutor(
+            registry=tools,
+            emit=self.emit,
+            run_id=emitter.run_id,
+            task_id=task_id,
+            interrupted=agent.interrupt_event,
+            approval_callback=agent.approval_callback,
+            max_concurrency=agent.config.max_tool_concurrency,
+        )
+
+    # --- transcript -------------------------------------------------------------------------
+
+    def append(self, message: Message) -> None:
+        self.state.transcript.append(message)
+        self.emit(MessageAdded, index=len(self.state.transcript) - 1, message=message)
+
+    def _last_role(self) -> str | None:
+        return self.state.transcript[-1]["role"] if self.state.transcript else None
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    async def drive(self) -> None:
+        if self.request.user_message is not None:
+            self.append({"role": "user", "content": self.request.user_message})
+        while True:
+            if self.agent.interrupt_event.is_set():
+                return self.finish_interrupted("")
+            if not self.budget.consume():
+                return await self.budget_exhausted()
+            self.state.iterations += 1
+            outcome = await self.call_model(tools_allowed=True)
+            if outcome is None:
+                return
+            response = outcome.response
+            assert response is not None
+            if response.message.get("tool_calls"):
+                if not await self.handle_tool_calls(response):
+                    return
+                continue
+            if not self.handle_text(response, outcome.streamed_text):
+                return
+
+    async def call_model(
+        self, *, tools_allowed: bool, closing_note: str | None = None
+    ) -> CallOutcome | None:
+        """Make one model call; on failure or interrupt, finish the run and return None."""
+        await self.agent.context.before_call(self.state.transcript)
+        note = self._budget_note() if tools_allowed else None
+        messages = prepare_messages(
+            self.state.transcript,
+            system_prompt=self.system_prompt,
+            max_tool_result_chars=self.agent.config.max_tool_result_chars,
+            tool_result_limits=self._tool_result_limits(),
+            last_tool_note=note,
+            closing_user_note=closing_note,
+        )
+        request = self.agent.context.mark_cache(
+            ModelRequest(
+                messages=messages,
+                tools=self._offered_tools() if tools_allowed else (),
+                max_tokens=self.request.max_tokens or self.agent.config.max_tokens,
+                temperature=_first(self.request.temperature, self.agent.config.temperature),
+                reasoning_effort=self.request.reasoning_effort
+                or self.agent.config.reasoning_effort,
+            )
+        )
+        self.emit(StatusChanged, status="calling_model", message=self.agent.provider.model)
+        outcome = await self.model_call.run(
+            self.agent.provider,
+            request,
+            self.emit,
+            is_interrupted=self.agent.interrupt_event.is_set,
+        )
+        if outcome.interrupted:
+            self.finish_interrupted(outcome.streamed_text)
+            return None
+        if outcome.error is not None:
+            self.finish(ExitReason.FAILED, outcome.streamed_text, error=outcome.error.message)
+            return None
+        response = outcome.response
+        assert response is not None
+        self.state.model_calls += 1
+        self.state.usage += response.usage
+        self.state.calls.append((response.provider, response.model))
+        self.emit(
+            StepFinished,
+            iteration=self.state.iterations,
+            usage=response.usage,
+            provider=response.provider,
+            model=response.model,
+            finish_reason=response.finish_reason,
+        )
+        return outcome
+
+    def _offered_tools(self) -> list[ToolSchema]:
+        return [tool.schema for tool in self.tools.tools()] + list(self.client_tools.values())
+
+    def _tool_result_limits(self) -> Mapping[str, int]:
+        limits: dict[str, int] = {}
+        for message in self.state.transcript:
+            for call in message.get("tool_calls") or ():
+                tool = self.tools.get(call["function"]["name"])
+                if tool is not None and tool.max_result_chars is not None:
+                    limits[call["id"]] = tool.max_result_chars
+        return limits
+
+    def _budget_note(self) -> str | None:
+        pressure = self.agent.config.budget_pressure
+        used, total = self.budget.used, self.budget.max_total
+        tier = pressure.tier(used, total)
+        if tier is not None and tier not in self.state.warned:
+            self.state.warned.add(tier)
+            self.emit(BudgetWarning, tier=tier, used=used, total=total)
+        return pressure.note(used, total) if self._last_role() == "tool" else None
+
+    # --- text replies -----------------------------------------------------------------------
+
+    def handle_text(self, response: ModelResponse, streamed: str) -> bool:
+        """Finish on a text reply, or recover from an empty one. True means: loop again."""
+        text = text_of(response.message.get("content")) or streamed
+        if text.strip():
+            message: Message = dict(response.message)  # type: ignore[assignment]
+            message["content"] = text
+            self.append(message)
+            if response.finish_reason == "length":
+                self.finish(
+                    ExitReason.TRUNCATED,
+                    text,
+                    error="The answer was cut off by the output token limit.",
+                )
+            elif response.finish_reason == "content_filter":
+                self.finish(
+                    ExitReason.FAILED, text, error="The upstream content filter stopped the answer."
+                )
+            else:
+                self.finish(ExitReason.COMPLETED, text)
+            return False
+        earlier = self._text_before_housekeeping()
+        if earlier:
+            self.finish(ExitReason.COMPLETED, earlier)
+            return False
+        if self._last_role() == "tool" and not self.state.nudged:
+            self.state.nudged = True
+            self.append({"role": "assistant", "content": "(empty)"})
+            self.append({"role": "user", "content": EMPTY_NUDGE})
+            return True
+        self.finish(ExitReason.FAILED, "", error="The model returned an empty response.")
+        return False
+
+    def _text_before_housekeeping(self) -> str:
+        """The previous assistant's text, if its only tool calls were housekeeping ones."""
+        for message in reversed(self.state.transcript):
+            if message["role"] != "assistant":
+                continue
+            names = {call["function"]["name"] for call in message.get("tool_calls") or ()}
+            text = text_of(message.get("content"))
+            if names and names <= HOUSEKEEPING_TOOLS and text.strip():
+                return text
+            return ""
+        return ""
+
+    # --- tool calls -------------------------------------------------------------------------
+
+    async def handle_tool_calls(self, response: ModelResponse) -> bool:
+        """Validate and run a reply's tool calls. True means: loop again."""
+        calls: list[ToolCall] = list(response.message.get("tool_calls") or ())
+        verdicts = [
+            parse_arguments(call["function"]["arguments"], self._schema_of(call)) for call in calls
+        ]
+        truncated = [c for c, v in zip(calls, verdicts, strict=True) if v.verdict == "truncated"]
+        if truncated or response.finish_reason == "length":
+            name = (truncated or calls)[0]["function"]["name"]
+            self.finish(
+                ExitReason.TRUNCATED,
+                "",
+                error=(
+                    f"The model's reply was cut off by its output token limit while writing the "
+                    f"arguments of '{name}'. Raise max_tokens and try again."
+                ),
+            )
+            return False
+        retries_left = self.state.invalid_json_retries < self.agent.config.max_invalid_json_retries
+        if retries_left and any(v.verdict == "invalid" for v in verdicts):
+            # Ask again without recording the broken reply; it does not cost an iteration.
+            self.state.invalid_json_retries += 1
+            self.budget.refund()
+            self.state.iterations -= 1
+            return True
+        self.state.invalid_json_retries = 0
+        self.append(_normalised_assistant(response.message, calls))
+        planned = [
+            self._plan(call, verdict.arguments, verdict.error)
+            for call, verdict in zip(calls, verdicts, strict=True)
+        ]
+        unknown = [p.name for p in planned if p.preset_result and p.name not in self._known()]
+        client_calls = [call for call in calls if call["function"]["name"] in self.client_tools]
+        server_calls = [p for p in planned if p.name not in self.client_tools]
+        self.emit(
+            StatusChanged, status="running_tools", message=f"Running {len(server_calls)} tool(s)"
+        )
+        results = await self.executor.run_batch(server_calls)
+        self._append_results(results)
+        if client_calls:
+            self.emit(ClientToolCallsPending, tool_calls=client_calls)
+            self.finish(ExitReason.AWAITING_CLIENT_TOOLS, text_of(response.message.get("content")))
+            return False
+        self.state.unknown_tool_turns = self.state.unknown_tool_turns + 1 if unknown else 0
+        if self.state.unknown_tool_turns >= self.agent.config.max_unknown_tool_turns:
+            self.finish(
+                ExitReason.FAILED,
+                "",
+                error=(
+                    f"The model called tools that do not exist {self.state.unknown_tool_turns} "
+                    f"turns in a row (last: {', '.join(unknown)})."
+                ),
+            )
+            return False
+        return True
+
+    def _known(self) -> set[str]:
+        return set(self.tools.names) | set(self.client_tools)
+
+    def _schema_of(self, call: ToolCall) -> Mapping[str, Any] | None:
+        name = call["function"]["name"]
+        tool = self.tools.get(name)
+        if tool is not None:
+            return tool.parameters
+        client = self.client_tools.get(name)
+        return client.parameters if client is not None else None
+
+    def _plan(self, call: ToolCall, arguments: dict[str, Any], error: str) -> PlannedCall:
+        name = call["function"]["name"]
+        tool: Tool | None = self.tools.get(name)
+        preset: str | None = None
+        if tool is None and name not in self.client_tools:
+            preset = f"Tool '{name}' does not exist. Available: {sorted(self._known())}"
+        elif error:
+            tool, preset = None, f"Error: {error}"
+        return PlannedCall(
+            call_id=call["id"], name=name, arguments=arguments, tool=tool, preset_result=preset
+        )
+
+    def _append_results(self, results: list[CallResult]) -> None:
+        for result in results:
+            self.append({"role": "tool", "tool_call_id": result.call_id, "content": result.content})
+
+    # --- endings ----------------------------------------------------------------------------
+
+    async def budget_exhausted(self) -> None:
+        """Out of iterations: one tool-less grace call if the model has not yet spoken."""
+        if self._last_role() != "tool":
+            last = self.state.transcript[-1] if self.state.transcript else None
+            text = text_of(last.get("content")) if last and last["role"] == "assistant" else ""
+            return self.finish(ExitReason.BUDGET_EXHAUSTED, text, error=self._budget_error())
+        self.emit(StatusChanged, status="finishing", message="Budget exhausted: final answer")
+        outcome = await self.call_model(tools_allowed=False, closing_note=GRACE_REQUEST)
+        if outcome is None:
+            return None
+        assert outcome.response is not None
+        text = text_of(outcome.response.message.get("content")) or outcome.streamed_text
+        if text.strip():
+            self.append({"role": "assistant", "content": text})
+        return self.finish(ExitReason.BUDGET_EXHAUSTED, text, error=self._budget_error())
+
+    def _budget_error(self) -> str:
+        return f"The iteration budget ({self.budget.max_total}) is exhausted."
+
+    def finish_interrupted(self, partial_text: str) -> None:
+        reason = self.agent.interrupt_reason or "interrupted"
+        self.finish(
+            ExitReason.INTERRUPTED,
+            partial_text,
+            partial=bool(partial_text),
+            error=f"Interrupted: {reason}",
+        )
+
+    def finish(
+        self, reason: ExitReason, text: str, *, error: str | None = None, partial: bool = False
+    ) -> None:
+        self.emit(
+            RunFinished,
+            exit_reason=reason,
+            final_text=text,
+            partial=partial,
+            iterations=self.state.iterations,
+            usage=self.state.usage,
+            model_calls=self.state.model_calls,
+            error=error,
+            calls=list(self.state.calls),
+        )
+
+
+def _normalised_assistant(message: Message, calls: list[ToolCall]) -> Message:
+    """The assistant message as recorded: empty argument strings become ``{}``."""
+    out: Message = dict(message)  # type: ignore[assignment]
+    out["tool_calls"] = [
+        {
+            **call,
+            "function": {
+                **call["function"],
+                "arguments": call["function"]["arguments"].strip() or "{}",
+            },
+        }
+        for call in calls
+    ]
+    return out
+
+
+def _first(*values: float | None) -> float | None:
+    return next((v for v in values if v is not None), None)

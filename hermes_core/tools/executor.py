@@ -1,0 +1,257 @@
+"""Run one model reply's tool calls: concurrently where safe, in order where not.
+
+Whatever happens, every call gets exactly one result, and results come back in the order the
+model made the calls: a tool that raises, times out, is denied or is cancelled produces an
+error result; it never escapes into the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hermes_core.events import ApprovalRequested, ApprovalResolved, ToolFinished, ToolStarted
+from hermes_core.tools.registry import (
+    ApprovalCallback,
+    Tool,
+    ToolCallRequest,
+    ToolContext,
+    ToolRegistry,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_CONCURRENCY = 8
+PREVIEW_CHARS = 300
+CANCELLED_BEFORE_START = "Cancelled: the run was interrupted before this tool started."
+CANCELLED_WHILE_RUNNING = "Cancelled: the run was interrupted while this tool was running."
+
+Emit = Callable[..., None]
+"""``emit(EventClass, **fields)``: the loop stamps run id and sequence number."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlannedCall:
+    """A call the model made, ready to run or already answered."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    tool: Tool | None
+    """None when ``preset_result`` answers the call (unknown tool, unparsable arguments)."""
+    preset_result: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallResult:
+    call_id: str
+    name: str
+    content: str
+    ok: bool
+    error: str | None = None
+    duration_s: float = 0.0
+
+
+def render_result(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+async def _maybe_await(value: Awaitable[Any] | Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+class ToolExecutor:
+    """Executes batches of planned calls for one run."""
+
+    def __init__(
+        self,
+        *,
+        registry: ToolRegistry,
+        emit: Emit,
+        run_id: str,
+        task_id: str,
+        interrupted: asyncio.Event,
+        approval_callback: ApprovalCallback | None = None,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    ) -> None:
+        self._registry = registry
+        self._emit = emit
+        self._run_id = run_id
+        self._task_id = task_id
+        self._interrupted = interrupted
+        self._approve = approval_callback
+        self._slots = asyncio.Semaphore(max_concurrency)
+
+    async def run_batch(self, calls: Sequence[PlannedCall]) -> list[CallResult]:
+        """Run ``calls``; results are in call order whatever the completion order."""
+        runnable = [c for c in calls if c.tool is not None]
+        sequential = len(runnable) <= 1 or any(
+            c.tool.interactive or not c.tool.concurrent_safe for c in runnable if c.tool
+        )
+        if sequential:
+            return [await self._run_one(call) for call in calls]
+        return list(await asyncio.gather(*(self._run_one(call) for call in calls)))
+
+    async def _run_one(self, call: PlannedCall) -> CallResult:
+        if call.tool is None:
+            content = call.preset_result or "Error: this call could not be run."
+            self._emit(
+                ToolStarted,
+                call_id=call.call_id,
+                name=call.name,
+                arguments=call.arguments,
+                summary=call.name,
+            )
+            return self._finished(call, content, ok=False, error=content, started=time.monotonic())
+        async with self._slots:
+            if self._interrupted.is_set():
+                return self._finished(
+                    call,
+                    CANCELLED_BEFORE_START,
+                    ok=False,
+                    error="interrupted",
+                    started=time.monotonic(),
+                    announce=True,
+                )
+            return await self._execute(call, call.tool)
+
+    async def _execute(self, call: PlannedCall, tool: Tool) -> CallResult:
+        started = time.monotonic()
+        self._emit(
+            ToolStarted,
+            call_id=call.call_id,
+            name=call.name,
+            arguments=call.arguments,
+            summary=tool.summary(call.arguments),
+        )
+        request = ToolCallRequest(
+            call_id=call.call_id,
+            name=call.name,
+            arguments=call.arguments,
+            run_id=self._run_id,
+            task_id=self._task_id,
+        )
+        for hook in self._registry.pre_hooks:
+            blocked = await _maybe_await(hook(request))
+            if blocked is not None:
+                return self._finished(call, blocked, ok=False, error="blocked", started=started)
+        denial = await self._check_approval(tool, request)
+        if denial is not None:
+            return self._finished(call, denial, ok=False, error="denied", started=started)
+        try:
+            value = await self._invoke(tool, request)
+        except _Cancelled:
+            return self._finished(
+                call, CANCELLED_WHILE_RUNNING, ok=False, error="interrupted", started=started
+            )
+        except TimeoutError:
+            message = f"Error: {tool.name} timed out after {tool.timeout:g} s."
+            return self._finished(call, message, ok=False, error="timeout", started=started)
+        except Exception as exc:  # a tool's failure is the model's information, not ours
+            log.info("tool %s raised %s", tool.name, type(exc).__name__, exc_info=True)
+            message = f"Error: {type(exc).__name__}: {exc}"
+            return self._finished(call, message, ok=False, error=message, started=started)
+        content = render_result(value)
+        for post in self._registry.post_hooks:
+            content = await _maybe_await(post(request, content))
+        return self._finished(call, content, ok=True, started=started)
+
+    async def _check_approval(self, tool: Tool, request: ToolCallRequest) -> str | None:
+        reason = tool.needs_approval(request.arguments) if tool.needs_approval else None
+        if reason is None:
+            return None
+        self._emit(ApprovalRequested, call_id=request.call_id, name=tool.name, reason=reason)
+        if self._approve is None:
+            approved = False
+            verdict = (
+                f"Denied: {tool.name} needs approval ({reason}) and no approver is "
+                "configured. Do not retry; tell the user what you wanted to do."
+            )
+        else:
+            try:
+                approved = bool(await _maybe_await(self._approve(request, reason)))
+            except Exception:
+                log.exception("approval callback failed; denying %s", tool.name)
+                approved = False
+            verdict = f"Denied by the user: {tool.name} ({reason}). Choose another way."
+        self._emit(ApprovalResolved, call_id=request.call_id, approved=approved)
+        return None if approved else verdict
+
+    async def _invoke(self, tool: Tool, request: ToolCallRequest) -> Any:
+        context = ToolContext(
+            run_id=self._run_id,
+            task_id=self._task_id,
+            call_id=request.call_id,
+            is_interrupted=self._interrupted.is_set,
+            emit=self._emit,
+        )
+        if tool.is_async:
+            work: Awaitable[Any] = tool.handler(request.arguments, context)
+        else:
+            # Plain functions may block: keep them off the event loop.
+            work = asyncio.to_thread(tool.handler, request.arguments, context)
+        task = asyncio.ensure_future(asyncio.wait_for(work, tool.timeout))
+        if not tool.cancellable:
+            return await task
+        waiter = asyncio.ensure_future(self._interrupted.wait())
+        try:
+            done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if task in done:
+            return task.result()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        raise _Cancelled
+
+    def _finished(
+        self,
+        call: PlannedCall,
+        content: str,
+        *,
+        ok: bool,
+        started: float,
+        error: str | None = None,
+        announce: bool = False,
+    ) -> CallResult:
+        if announce:
+            self._emit(
+                ToolStarted,
+                call_id=call.call_id,
+                name=call.name,
+                arguments=call.arguments,
+                summary=call.name,
+            )
+        duration = time.monotonic() - started
+        self._emit(
+            ToolFinished,
+            call_id=call.call_id,
+            name=call.name,
+            ok=ok,
+            duration_s=duration,
+            result_preview=content[:PREVIEW_CHARS],
+            error=None if ok else (error or content[:PREVIEW_CHARS]),
+        )
+        return CallResult(
+            call_id=call.call_id,
+            name=call.name,
+            content=content,
+            ok=ok,
+            error=None if ok else error,
+            duration_s=duration,
+        )
+
+
+class _Cancelled(Exception):
+    """A cancellable tool was stopped by an interrupt."""

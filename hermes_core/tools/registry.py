@@ -1,0 +1,155 @@
+"""Tools the model may call: their schemas, handlers, flags and hooks.
+
+A handler takes the validated arguments and a :class:`ToolContext`; it may be a plain function
+(run in a worker thread, so it can block without stalling the event loop) or a coroutine
+function. Whatever it returns becomes the tool result: strings as they are, anything else as
+JSON.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from hermes_core.providers.base import ToolSchema
+
+ToolHandler: TypeAlias = Callable[[dict[str, Any], "ToolContext"], Any]
+ApprovalCheck: TypeAlias = Callable[[dict[str, Any]], str | None]
+"""Returns why a call needs approval (e.g. "deletes files"), or None when it does not."""
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolContext:
+    """What a running tool may know and do besides its arguments."""
+
+    run_id: str
+    task_id: str
+    call_id: str
+    is_interrupted: Callable[[], bool]
+    """True once the run was interrupted; long-running tools may poll it and stop early."""
+    emit: Callable[..., Any] = field(default=lambda *_args, **_fields: None)
+    """``emit(EventClass, **fields)`` adds an event to the run's stream (``delegate_task``
+    forwards its children's events this way). Call it from the event loop's thread only."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tool:
+    """One callable tool."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    """JSON Schema of the arguments object."""
+    handler: ToolHandler
+    concurrent_safe: bool = True
+    """May run at the same time as other tools of the same model reply."""
+    interactive: bool = False
+    """Talks to a human (e.g. clarify): forces the whole batch to run one call at a time."""
+    cancellable: bool = False
+    """On an interrupt the running call is cancelled instead of allowed to finish."""
+    max_result_chars: int | None = None
+    """Results longer than this are cut for the model's view (the transcript keeps them)."""
+    timeout: float | None = None
+    """Seconds before the call is abandoned with an error result."""
+    needs_approval: ApprovalCheck | None = None
+    """Dangerous-action check; a reason means an approval callback must allow the call."""
+    summarize: Callable[[dict[str, Any]], str] | None = None
+    """One human-readable line for progress displays; defaults to the name and first argument."""
+
+    @property
+    def schema(self) -> ToolSchema:
+        return ToolSchema(
+            name=self.name, description=self.description, parameters=dict(self.parameters)
+        )
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.handler)
+
+    def summary(self, arguments: dict[str, Any]) -> str:
+        if self.summarize is not None:
+            return self.summarize(arguments)
+        first = next(iter(arguments.values()), None)
+        if first is None:
+            return self.name
+        text = first if isinstance(first, str) else repr(first)
+        return f"{self.name} {text[:80]}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallRequest:
+    """A validated call about to run; what hooks and approval callbacks see."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    run_id: str
+    task_id: str
+
+
+PreToolHook: TypeAlias = Callable[[ToolCallRequest], Awaitable[str | None] | str | None]
+"""Runs before a call; returning a string blocks the call with that string as its result."""
+PostToolHook: TypeAlias = Callable[[ToolCallRequest, str], Awaitable[str] | str]
+"""Runs after a call with its result text; returns the (possibly rewritten) result."""
+ApprovalCallback: TypeAlias = Callable[[ToolCallRequest, str], Awaitable[bool] | bool]
+"""Asked with the call and the reason; True allows it."""
+
+
+class ToolRegistry:
+    """The tools of an agent, in a stable order (sorted by name) so prompts stay cacheable."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        self.pre_hooks: list[PreToolHook] = []
+        self.post_hooks: list[PostToolHook] = []
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Tool) -> Tool:
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+        return tool
+
+    def tool(
+        self, *, name: str | None = None, description: str = "", **options: Any
+    ) -> Callable[[ToolHandler], ToolHandler]:
+        """Decorator: register ``handler`` with the given schema and flags."""
+
+        def wrap(handler: ToolHandler) -> ToolHandler:
+            self.register(
+                Tool(
+                    name=name or handler.__name__,
+                    description=description or (inspect.getdoc(handler) or ""),
+                    handler=handler,
+                    **options,
+                )
+            )
+            return handler
+
+        return wrap
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def tools(self) -> list[Tool]:
+        return [self._tools[name] for name in self.names]
+
+    def without(self, *names: str) -> ToolRegistry:
+        """A copy lacking ``names`` (hooks kept), e.g. the tools a sub-agent may use."""
+        copy = ToolRegistry(t for t in self.tools() if t.name not in names)
+        copy.pre_hooks = list(self.pre_hooks)
+        copy.post_hooks = list(self.post_hooks)
+        return copy
