@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -10,7 +11,8 @@ import pytest
 from pydantic import SecretStr
 
 from hermes_core.agent import Agent, AgentRequest
-from hermes_core.events import AgentEvent, RunFinished
+from hermes_core.events import AgentEvent, MessageAdded, RunFinished
+from hermes_core.messages import Message
 from hermes_core.providers import Provider, ProviderConfig, create_provider
 from hermes_core.providers.base import ApiMode
 from server.simulator import RecordedRequest, Scenario, SimulatorServer, Step, ToolCallSpec
@@ -68,6 +70,11 @@ def call(name: str, **arguments: Any) -> ToolCallSpec:
 
 async def run_events(agent: Agent, request: AgentRequest) -> list[AgentEvent]:
     return [event async for event in agent.run(request)]
+
+
+def transcript_of(events: list[AgentEvent]) -> list[Message]:
+    """The messages a run added to its transcript, in order."""
+    return [e.message for e in events if isinstance(e, MessageAdded)]
 
 
 def finished(events: list[AgentEvent]) -> RunFinished:
@@ -129,7 +136,7 @@ def assert_alternation(record: RecordedRequest) -> None:
     roles = [r for r in conversation_roles(record) if r != "system"]
     assert roles, f"request {record.seq} has no conversation"
     assert roles[0] == "user", f"request {record.seq} starts with {roles[0]}"
-    for previous, current in zip(roles, roles[1:], strict=False):
+    for previous, current in itertools.pairwise(roles):
         assert not (previous == current == "user"), f"two users in a row: {roles}"
         assert not (previous == current == "assistant"), f"two assistants in a row: {roles}"
         if current == "tool":

@@ -157,7 +157,9 @@ async def test_reasoning_is_streamed_and_kept_in_the_transcript(
     events = await run_events(agent, AgentRequest(user_message="2+2?"))
     assert "".join(e.text for e in events if isinstance(e, ReasoningDelta)) == "Two plus two."
     answer = next(
-        e.message for e in events if isinstance(e, MessageAdded) and e.message["role"] == "assistant"
+        e.message
+        for e in events
+        if isinstance(e, MessageAdded) and e.message["role"] == "assistant"
     )
     assert answer["reasoning"] == "Two plus two."
 
