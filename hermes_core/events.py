@@ -156,9 +156,18 @@ class FallbackActivated(_Event):
 class CompressionPerformed(_Event):
     kind: Literal["compression"] = "compression"
     tokens_before: int
+    """Estimated prompt tokens of the transcript before compression."""
     tokens_after: int
     messages_before: int
     messages_after: int
+    session_id: str
+    """The child session that continues the conversation from here."""
+    parent_session_id: str
+    """The session that was compressed (the lineage)."""
+    messages: list[Message]
+    """The compressed transcript the child session starts from."""
+    summarised: bool
+    """False when only old tool outputs were pruned (no summary was written)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from hermes_core.agent.arguments import parse_arguments
 from hermes_core.agent.budget import IterationBudget
 from hermes_core.agent.config import AgentRequest
+from hermes_core.agent.context import CallContext
 from hermes_core.agent.emitter import Emitter
 from hermes_core.agent.model_call import CallOutcome, InterruptibleCall
 from hermes_core.agent.prepare import prepare_messages
@@ -59,6 +60,7 @@ class RunState:
     invalid_json_retries: int = 0
     unknown_tool_turns: int = 0
     nudged: bool = False
+    last_prompt_tokens: int | None = None
     warned: set[str] = field(default_factory=set)
 
 
@@ -131,7 +133,16 @@ class RunDriver:
         self, *, tools_allowed: bool, closing_note: str | None = None
     ) -> CallOutcome | None:
         """Make one model call; on failure or interrupt, finish the run and return None."""
-        await self.agent.context.before_call(self.state.transcript)
+        await self.agent.context.before_call(
+            CallContext(
+                transcript=self.state.transcript,
+                provider=self.agent.provider,
+                last_prompt_tokens=self.state.last_prompt_tokens,
+                session_id=self.task_id,
+                between_turns=self.state.model_calls == 0,
+                emit=self.emit,
+            )
+        )
         note = self._budget_note() if tools_allowed else None
         messages = prepare_messages(
             self.state.transcript,
@@ -149,7 +160,8 @@ class RunDriver:
                 temperature=_first(self.request.temperature, self.agent.config.temperature),
                 reasoning_effort=self.request.reasoning_effort
                 or self.agent.config.reasoning_effort,
-            )
+            ),
+            provider=self.agent.provider,
         )
         self.emit(StatusChanged, status="calling_model", message=self.agent.provider.model)
         outcome = await self.model_call.run(
@@ -168,6 +180,7 @@ class RunDriver:
         assert response is not None
         self.state.model_calls += 1
         self.state.usage += response.usage
+        self.state.last_prompt_tokens = response.usage.input_tokens or None
         self.state.calls.append((response.provider, response.model))
         self.emit(
             StepFinished,

@@ -274,6 +274,10 @@ class AnthropicMessagesProvider:
     def model(self) -> str:
         return self._config.model
 
+    @property
+    def context_window(self) -> int:
+        return self._config.context_window
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         accumulator = AnthropicStreamAccumulator()
         kwargs = build_kwargs(

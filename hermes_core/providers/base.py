@@ -43,6 +43,18 @@ ToolChoice = Literal["auto", "none", "required"] | ForcedTool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PromptCachePolicy:
+    """Ask the adapter to place explicit prompt-cache breakpoints (Anthropic ``cache_control``).
+
+    The layout is "system and last 3": one breakpoint on the system prompt and one on each of
+    the last three non-system messages, never more than four in all (the API's limit).
+    Adapters whose upstream caches automatically (OpenAI) ignore it.
+    """
+
+    ttl: Literal["5m", "1h"] = "5m"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRequest:
     """Everything one model call needs, in the internal format."""
 
@@ -56,6 +68,8 @@ class ModelRequest:
     reasoning_effort: str | None = None
     """``low`` / ``medium`` / ``high``; mapped to each provider's reasoning control."""
     extra_headers: Mapping[str, str] = field(default_factory=dict)
+    prompt_cache: PromptCachePolicy | None = None
+    """Explicit cache breakpoints to place; None places none."""
 
 
 # --- provider events --------------------------------------------------------------------------
@@ -121,6 +135,11 @@ class Provider(Protocol):
 
     @property
     def model(self) -> str: ...
+
+    @property
+    def context_window(self) -> int:
+        """The model's context window in tokens (from configuration)."""
+        ...
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         """Run one streaming model call.

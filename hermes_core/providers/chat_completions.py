@@ -220,6 +220,10 @@ class ChatCompletionsProvider:
     def model(self) -> str:
         return self._config.model
 
+    @property
+    def context_window(self) -> int:
+        return self._config.context_window
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         accumulator = ChatStreamAccumulator()
         kwargs = build_kwargs(request, model=self.model)

@@ -421,6 +421,10 @@ class ResponsesProvider:
     def model(self) -> str:
         return self._config.model
 
+    @property
+    def context_window(self) -> int:
+        return self._config.context_window
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         accumulator = ResponsesStreamAccumulator(provider=self.name)
         kwargs = build_kwargs(request, model=self.model)

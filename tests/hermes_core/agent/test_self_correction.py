@@ -210,6 +210,7 @@ class _StreamsTextButReportsNone:
     name = "odd"
     api_mode: ApiMode = "chat_completions"
     model = "odd-model"
+    context_window = 100_000
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[p.ProviderEvent]:
         yield p.TextDelta(text="Streamed ")
