@@ -144,6 +144,18 @@ class BudgetWarning(_Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RetryScheduled(_Event):
+    kind: Literal["retry"] = "retry"
+    provider: str
+    attempt: int
+    """The attempt that failed (1 for the first call)."""
+    delay_s: float
+    """How long the run waits before calling again (interruptible)."""
+    reason: str
+    """The failure's classification (``rate_limit``, ``server_error``, ...)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FallbackActivated(_Event):
     kind: Literal["fallback"] = "fallback"
     from_provider: str
@@ -239,6 +251,7 @@ AgentEvent = (
     | ApprovalRequested
     | ApprovalResolved
     | BudgetWarning
+    | RetryScheduled
     | FallbackActivated
     | CompressionPerformed
     | MessageAdded

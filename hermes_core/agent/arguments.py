@@ -32,7 +32,7 @@ def parse_arguments(raw: str, schema: Mapping[str, Any] | None = None) -> Parsed
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         # A reply cut off by the token limit never closes its JSON; retrying would cut it again.
-        if not text.endswith(("}", "]")):
+        if not text.endswith(("}", "]")) and exc.msg != "Extra data":
             return ParsedArguments("truncated", {}, f"arguments end mid-JSON ({exc.msg})")
         return ParsedArguments(
             "invalid",
@@ -42,7 +42,7 @@ def parse_arguments(raw: str, schema: Mapping[str, Any] | None = None) -> Parsed
         )
     if not isinstance(value, dict):
         return ParsedArguments(
-            "invalid", {}, f"Arguments must be a JSON object, not {type(value).__name__}."
+            "invalid", {}, f"Arguments must be a JSON object, not {_json_type(value)}."
         )
     return ParsedArguments("ok", coerce(value, schema or {}))
 
@@ -71,6 +71,8 @@ def _coerce_value(value: Any, spec: Mapping[str, Any]) -> Any:
     text = value.strip()
     try:
         if kind == "integer":
+            if text.lstrip("+-").isdigit():
+                return int(text)  # exact: a float would round integers beyond 2**53
             number = float(text)
             return int(number) if number.is_integer() else value
         if kind == "number":
@@ -84,3 +86,16 @@ def _coerce_value(value: Any, spec: Mapping[str, Any]) -> Any:
     except ValueError:
         pass
     return value
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type (``null``, ``array``, ``string``, ...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array"

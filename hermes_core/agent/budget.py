@@ -71,15 +71,15 @@ class BudgetPressure:
         """The line appended to the last tool result the model sees, if any."""
         tier = self.tier(used, total)
         left = total - used
+        plural = "" if left == 1 else "s"
         if tier == "warning":
-            plural = "" if left == 1 else "s"
             return (
                 f"[BUDGET WARNING: Iteration {used}/{total}. Only {left} iteration{plural} left. "
                 "Provide your final response NOW.]"
             )
         if tier == "caution":
             return (
-                f"[BUDGET: Iteration {used}/{total}. {left} iterations left. "
+                f"[BUDGET: Iteration {used}/{total}. {left} iteration{plural} left. "
                 "Start consolidating your work.]"
             )
         return None

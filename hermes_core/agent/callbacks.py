@@ -25,6 +25,7 @@ from hermes_core.events import (
     FallbackActivated,
     MessageAdded,
     ReasoningDelta,
+    RetryScheduled,
     RunFinished,
     RunStarted,
     StatusChanged,
@@ -112,6 +113,12 @@ class AgentCallbacks:
                     self.status_callback,
                     "budget",
                     f"{event.tier}: {event.used}/{event.total} iterations",
+                )
+            case RetryScheduled():
+                await self._call(
+                    self.status_callback,
+                    "retrying",
+                    f"{event.provider} ({event.reason}), again in {event.delay_s:.1f} s",
                 )
             case FallbackActivated():
                 await self._call(

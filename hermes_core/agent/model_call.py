@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import assert_never
 
 from hermes_core import events
 from hermes_core.errors import ErrorKind, ProviderError
 from hermes_core.providers import base as provider_events
-from hermes_core.providers.base import ModelRequest, ModelResponse, Provider
+from hermes_core.providers.base import ModelRequest, ModelResponse, Provider, ProviderEvent
 
 Emit = Callable[..., object]
 
@@ -51,21 +52,9 @@ class InterruptibleCall:
 
         async def consume() -> ModelResponse:
             async for event in provider.stream(request):
-                if isinstance(event, provider_events.TextDelta):
-                    text.append(event.text)
-                    emit(events.TextDelta, text=event.text)
-                elif isinstance(event, provider_events.ReasoningDelta):
-                    emit(events.ReasoningDelta, text=event.text)
-                elif isinstance(event, provider_events.ToolCallDelta):
-                    emit(
-                        events.ToolCallGenerating,
-                        index=event.index,
-                        call_id=event.id,
-                        name=event.name,
-                        arguments_delta=event.arguments,
-                    )
-                else:
-                    return event
+                response = forward(event, emit, text)
+                if response is not None:
+                    return response
             raise ProviderError(
                 f"{provider.name}: the stream ended without a final response",
                 kind=ErrorKind.INVALID_RESPONSE,
@@ -87,3 +76,41 @@ class InterruptibleCall:
         finally:
             self._task = None
         return CallOutcome(response, "".join(text))
+
+
+def forward(event: ProviderEvent, emit: Emit, text: list[str]) -> ModelResponse | None:
+    """Turn one provider event into agent events; return the final response when it comes."""
+    match event:
+        case provider_events.TextDelta():
+            text.append(event.text)
+            emit(events.TextDelta, text=event.text)
+        case provider_events.ReasoningDelta():
+            emit(events.ReasoningDelta, text=event.text)
+        case provider_events.ToolCallDelta():
+            emit(
+                events.ToolCallGenerating,
+                index=event.index,
+                call_id=event.id,
+                name=event.name,
+                arguments_delta=event.arguments,
+            )
+        case provider_events.RetryScheduled():
+            emit(
+                events.RetryScheduled,
+                provider=event.provider,
+                attempt=event.attempt,
+                delay_s=event.delay_s,
+                reason=event.reason,
+            )
+        case provider_events.ProviderSwitched():
+            emit(
+                events.FallbackActivated,
+                from_provider=event.from_provider,
+                to_provider=event.to_provider,
+                reason=event.reason,
+            )
+        case provider_events.ModelResponse():
+            return event
+        case _:
+            assert_never(event)
+    return None

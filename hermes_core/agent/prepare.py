@@ -95,7 +95,7 @@ class _Builder:
         if role == "assistant" and last is None:
             self.out.append({"role": "user", "content": CONTINUE_PLACEHOLDER})
             last = self.out[-1]
-        if last is not None and last["role"] == role and "tool_calls" not in last:
+        if last is not None and last["role"] == role and not last.get("tool_calls"):
             merged = copy.copy(last)
             merged["content"] = _merge_content(last.get("content"), message.get("content"))
             if message.get("tool_calls"):

@@ -31,6 +31,7 @@ from anthropic.types import (
 )
 from anthropic.types import TextDelta as WireTextDelta
 
+from hermes_core.context.caching import system_and_last_3
 from hermes_core.errors import ErrorKind, ProviderError
 from hermes_core.messages import Message, ToolCall
 from hermes_core.providers._anthropic_convert import (
@@ -51,6 +52,7 @@ from hermes_core.providers.base import (
     ToolCallDelta,
 )
 from hermes_core.providers.config import ProviderConfig
+from hermes_core.providers.credentials import read_key, rotated_client
 from hermes_core.usage import Usage
 
 _FINISH_REASONS: dict[str, FinishReason] = {
@@ -245,8 +247,8 @@ def _replay_item(block: _Block) -> dict[str, Any]:
 class AnthropicMessagesProvider:
     """A provider reached through ``POST {base_url}/v1/messages``.
 
-    ``cache_markers`` is where prompt-cache breakpoints get placed on each request body; the
-    default places none.
+    A request carrying a :class:`PromptCachePolicy` gets the "system and last 3" breakpoints
+    with the policy's TTL; other requests go through ``cache_markers`` (default: none).
     """
 
     def __init__(
@@ -257,7 +259,7 @@ class AnthropicMessagesProvider:
         self._client = anthropic.AsyncAnthropic(
             base_url=config.base_url,
             # The SDK insists on a key; local gateways often need none.
-            api_key=config.api_key.get_secret_value() if config.api_key else "unused",
+            api_key=read_key(config) or "unused",
             max_retries=0,  # retries and fallback belong to the agent, not the SDK
             timeout=config.timeout,
         )
@@ -278,13 +280,25 @@ class AnthropicMessagesProvider:
     def context_window(self) -> int:
         return self._config.context_window
 
+    async def refresh_credentials(self) -> bool:
+        """Re-read the key after a 401/403; True when a different key is now in use."""
+        client = await rotated_client(self._config, self._client)
+        if client is None:
+            return False
+        self._client = client
+        return True
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         accumulator = AnthropicStreamAccumulator()
         kwargs = build_kwargs(
             request,
             model=self.model,
             default_max_tokens=self._config.max_output_tokens,
-            cache_markers=self._cache_markers,
+            cache_markers=(
+                system_and_last_3(request.prompt_cache.ttl)
+                if request.prompt_cache is not None
+                else self._cache_markers
+            ),
         )
         with sdk_errors(self.name):
             upstream = await self._client.messages.create(stream=True, **kwargs)

@@ -121,7 +121,32 @@ class ModelResponse:
     """Model id as the upstream reported it."""
 
 
-ProviderEvent = TextDelta | ReasoningDelta | ToolCallDelta | ModelResponse
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryScheduled:
+    """A fallback chain will call ``provider`` again after ``delay_s`` seconds."""
+
+    kind: Literal["retry_scheduled"] = "retry_scheduled"
+    provider: str
+    attempt: int
+    """The attempt that failed (1 for the first call)."""
+    delay_s: float
+    reason: str
+    """The failure's classification (``rate_limit``, ``server_error``, ...)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderSwitched:
+    """A fallback chain gave up on ``from_provider`` and continues on ``to_provider``."""
+
+    kind: Literal["provider_switched"] = "provider_switched"
+    from_provider: str
+    to_provider: str
+    reason: str
+
+
+ProviderEvent = (
+    TextDelta | ReasoningDelta | ToolCallDelta | RetryScheduled | ProviderSwitched | ModelResponse
+)
 
 
 class Provider(Protocol):
@@ -139,6 +164,10 @@ class Provider(Protocol):
     @property
     def context_window(self) -> int:
         """The model's context window in tokens (from configuration)."""
+        ...
+
+    async def refresh_credentials(self) -> bool:
+        """Re-read the API key from its source; True when a different key is now in use."""
         ...
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:

@@ -14,6 +14,7 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletionChunk
 
+from hermes_core.context.caching import mark_chat_messages
 from hermes_core.errors import ErrorKind, ProviderError
 from hermes_core.messages import Message, ToolCall
 from hermes_core.providers._sdk_errors import sdk_errors
@@ -30,6 +31,7 @@ from hermes_core.providers.base import (
     ToolSchema,
 )
 from hermes_core.providers.config import ProviderConfig
+from hermes_core.providers.credentials import read_key, rotated_client
 from hermes_core.usage import Usage
 
 # Keys of the internal format that no Chat Completions server accepts.
@@ -76,6 +78,9 @@ def build_kwargs(request: ModelRequest, *, model: str) -> dict[str, Any]:
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if request.prompt_cache is not None:
+        # Only asked for Claude behind OpenAI-wire gateways, which read markers on content parts.
+        kwargs["messages"] = mark_chat_messages(kwargs["messages"], ttl=request.prompt_cache.ttl)
     if request.tools:
         kwargs["tools"] = to_wire_tools(list(request.tools))
         choice = request.tool_choice
@@ -203,7 +208,7 @@ class ChatCompletionsProvider:
         self._client = openai.AsyncOpenAI(
             base_url=config.base_url,
             # The SDK insists on a key; local servers often need none.
-            api_key=config.api_key.get_secret_value() if config.api_key else "unused",
+            api_key=read_key(config) or "unused",
             max_retries=0,  # retries and fallback belong to the agent, not the SDK
             timeout=config.timeout,
         )
@@ -223,6 +228,14 @@ class ChatCompletionsProvider:
     @property
     def context_window(self) -> int:
         return self._config.context_window
+
+    async def refresh_credentials(self) -> bool:
+        """Re-read the key after a 401/403; True when a different key is now in use."""
+        client = await rotated_client(self._config, self._client)
+        if client is None:
+            return False
+        self._client = client
+        return True
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         accumulator = ChatStreamAccumulator()

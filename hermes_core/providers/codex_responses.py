@@ -33,6 +33,7 @@ from hermes_core.providers.base import (
     ToolSchema,
 )
 from hermes_core.providers.config import ProviderConfig
+from hermes_core.providers.credentials import read_key, rotated_client
 from hermes_core.usage import Usage
 
 API_MODE: ApiMode = "codex_responses"
@@ -404,7 +405,7 @@ class ResponsesProvider:
         self._client = openai.AsyncOpenAI(
             base_url=config.base_url,
             # The SDK insists on a key; local servers often need none.
-            api_key=config.api_key.get_secret_value() if config.api_key else "unused",
+            api_key=read_key(config) or "unused",
             max_retries=0,  # retries and fallback belong to the agent, not the SDK
             timeout=config.timeout,
         )
@@ -424,6 +425,14 @@ class ResponsesProvider:
     @property
     def context_window(self) -> int:
         return self._config.context_window
+
+    async def refresh_credentials(self) -> bool:
+        """Re-read the key after a 401/403; True when a different key is now in use."""
+        client = await rotated_client(self._config, self._client)
+        if client is None:
+            return False
+        self._client = client
+        return True
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         accumulator = ResponsesStreamAccumulator(provider=self.name)

@@ -29,6 +29,13 @@ class ProviderConfig(BaseModel):
     """Explicit wire protocol; resolved from ``provider`` and ``base_url`` when omitted."""
     base_url: str | None = None
     api_key: SecretStr | None = None
+    """A literal key. The sources below are re-read when the upstream answers 401/403."""
+    api_key_env: str | None = None
+    """Name of an environment variable holding the key."""
+    api_key_file: str | None = None
+    """Path of a file holding the key (surrounding whitespace ignored)."""
+    api_key_command: str | None = None
+    """A shell command whose standard output is the key (e.g. a secrets-manager CLI)."""
     context_window: int = 128_000
     timeout: float = Field(default=600.0, gt=0)
     """Seconds to wait for connect, for the first byte and between stream chunks."""

@@ -155,7 +155,7 @@ class ToolExecutor:
             return self._finished(
                 call, CANCELLED_WHILE_RUNNING, ok=False, error="interrupted", started=started
             )
-        except TimeoutError:
+        except _ToolTimedOut:
             message = f"Error: {tool.name} timed out after {tool.timeout:g} s."
             return self._finished(call, message, ok=False, error="timeout", started=started)
         except Exception as exc:  # a tool's failure is the model's information, not ours
@@ -201,7 +201,7 @@ class ToolExecutor:
         else:
             # Plain functions may block: keep them off the event loop.
             work = asyncio.to_thread(tool.handler, request.arguments, context)
-        task = asyncio.ensure_future(asyncio.wait_for(work, tool.timeout))
+        task = asyncio.ensure_future(_bounded(work, tool.timeout))
         if not tool.cancellable:
             return await task
         waiter = asyncio.ensure_future(self._interrupted.wait())
@@ -255,3 +255,22 @@ class ToolExecutor:
 
 class _Cancelled(Exception):
     """A cancellable tool was stopped by an interrupt."""
+
+
+class _ToolTimedOut(Exception):
+    """The tool outran its own ``timeout`` (distinct from a TimeoutError the tool raised)."""
+
+
+async def _bounded(work: Awaitable[Any], seconds: float | None) -> Any:
+    if seconds is None:
+        return await work
+    deadline = asyncio.timeout(seconds)
+    try:
+        async with deadline:
+            return await work
+    except TimeoutError as exc:
+        # Only our deadline is a timeout; a TimeoutError the tool raised itself before the
+        # deadline is the tool's own failure and is reported as such.
+        if deadline.expired():
+            raise _ToolTimedOut from exc
+        raise

@@ -114,7 +114,12 @@ class ToolRegistry:
         return tool
 
     def tool(
-        self, *, name: str | None = None, description: str = "", **options: Any
+        self,
+        *,
+        name: str | None = None,
+        description: str = "",
+        parameters: Mapping[str, Any] | None = None,
+        **options: Any,
     ) -> Callable[[ToolHandler], ToolHandler]:
         """Decorator: register ``handler`` with the given schema and flags."""
 
@@ -123,6 +128,7 @@ class ToolRegistry:
                 Tool(
                     name=name or handler.__name__,
                     description=description or (inspect.getdoc(handler) or ""),
+                    parameters=parameters or {"type": "object", "properties": {}},
                     handler=handler,
                     **options,
                 )

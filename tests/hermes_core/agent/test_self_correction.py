@@ -223,6 +223,9 @@ class _StreamsTextButReportsNone:
             model=self.model,
         )
 
+    async def refresh_credentials(self) -> bool:
+        return False
+
     async def aclose(self) -> None:
         return None
 
