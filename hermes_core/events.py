@@ -41,6 +41,15 @@ class ExitReason(StrEnum):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CallRecord:
+    """One model call of a run: who served it and what it cost."""
+
+    provider: str
+    model: str
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Event:
     run_id: str
     """The run this event belongs to."""
@@ -225,8 +234,8 @@ class RunFinished(_Event):
     model_calls: int
     error: str | None = None
     """What went wrong, naming the upstream failure, when the run did not complete."""
-    calls: list[tuple[str, str]] = field(default_factory=list)
-    """(provider, model) that served each model call, in order."""
+    calls: list[CallRecord] = field(default_factory=list)
+    """Every model call, in order: the provider and model that served it and its usage."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

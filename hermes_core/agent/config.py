@@ -9,6 +9,7 @@ from typing import Any
 from hermes_core.agent.budget import DEFAULT_MAX_ITERATIONS, BudgetPressure
 from hermes_core.messages import Message
 from hermes_core.providers.base import ToolSchema
+from hermes_core.providers.retry import RetryPolicy
 
 CORE_INSTRUCTIONS = (
     "You are Hermes, an agent that completes the user's task by reasoning and by calling the "
@@ -34,6 +35,8 @@ class AgentConfig:
     max_invalid_json_retries: int = 3
     max_unknown_tool_turns: int = 3
     max_delegate_children: int = 3
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    """Retries of a provider that is not already a FallbackChain (a chain has its own)."""
     max_tokens: int | None = None
     temperature: float | None = None
     reasoning_effort: str | None = None

@@ -24,9 +24,11 @@ from hermes_core.events import AgentEvent, ExitReason, MessageAdded, RunFinished
 from hermes_core.memory_stores import InMemoryMemoryStore, InMemorySessionIndex, InMemoryTodoStore
 from hermes_core.messages import Message
 from hermes_core.providers.base import Provider
+from hermes_core.providers.fallback import ChainTurn, FallbackChain
 from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
 from hermes_core.tools.agent_tools import memory_snapshot
 from hermes_core.tools.registry import ApprovalCallback, ToolRegistry
+from hermes_core.usage import Usage
 
 ClarifyCallback = Callable[[str, list[str]], Awaitable[str] | str]
 
@@ -122,13 +124,13 @@ class Agent:
         tools = self._tools_for_run(request, task_id=task_id, budget=budget)
         emitter = Emitter(run_id)
         self._loop = asyncio.get_running_loop()
-        emitter.emit(
-            RunStarted, task_id=task_id, model=self.provider.model, provider=self.provider.name
-        )
+        turn = self._begin_turn()
+        emitter.emit(RunStarted, task_id=task_id, model=turn.model, provider=turn.name)
         system_prompt = await self._system_prompt(request.system_message)
         driver = RunDriver(
             self,
             request,
+            provider=turn,
             emitter=emitter,
             task_id=task_id,
             budget=budget,
@@ -158,6 +160,12 @@ class Agent:
             raise
         finally:
             emitter.close()
+
+    def _begin_turn(self) -> ChainTurn:
+        """Fallback is turn-scoped: every run starts again on the preferred provider."""
+        if isinstance(self.provider, FallbackChain):
+            return self.provider.for_turn()
+        return FallbackChain([self.provider], retry=self.config.retry).for_turn()
 
     def _tools_for_run(
         self, request: AgentRequest, *, task_id: str, budget: IterationBudget
@@ -229,7 +237,6 @@ class Agent:
                 finished = event
         assert started is not None
         assert finished is not None
-        usage = finished.usage
         return {
             "final_response": finished.final_text,
             "messages": transcript,
@@ -238,15 +245,11 @@ class Agent:
             "partial": finished.partial,
             "iterations": finished.iterations,
             "model_calls": finished.model_calls,
-            "usage": {
-                "input_tokens": usage.input_tokens,
-                "cache_read_tokens": usage.cache_read_tokens,
-                "cache_write_tokens": usage.cache_write_tokens,
-                "output_tokens": usage.output_tokens,
-                "reasoning_tokens": usage.reasoning_tokens,
-                "total_tokens": usage.total_tokens,
-            },
-            "calls": finished.calls,
+            "usage": usage_dict(finished.usage),
+            "calls": [
+                {"provider": c.provider, "model": c.model, "usage": usage_dict(c.usage)}
+                for c in finished.calls
+            ],
             "error": finished.error,
             "task_id": started.task_id,
             "run_id": started.run_id,
@@ -256,3 +259,14 @@ class Agent:
         """Send one message; return the final answer text."""
         result = await self.run_conversation(message)
         return str(result["final_response"])
+
+
+def usage_dict(usage: Usage) -> dict[str, int]:
+    return {
+        "input_tokens": usage.input_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+        "output_tokens": usage.output_tokens,
+        "reasoning_tokens": usage.reasoning_tokens,
+        "total_tokens": usage.total_tokens,
+    }

@@ -21,6 +21,7 @@ from hermes_core.agent.model_call import CallOutcome, InterruptibleCall
 from hermes_core.agent.prepare import prepare_messages
 from hermes_core.events import (
     BudgetWarning,
+    CallRecord,
     ClientToolCallsPending,
     ExitReason,
     MessageAdded,
@@ -29,7 +30,7 @@ from hermes_core.events import (
     StepFinished,
 )
 from hermes_core.messages import Message, ToolCall, text_of
-from hermes_core.providers.base import ModelRequest, ModelResponse, ToolSchema
+from hermes_core.providers.base import ModelRequest, ModelResponse, Provider, ToolSchema
 from hermes_core.tools.executor import CallResult, PlannedCall, ToolExecutor
 from hermes_core.tools.registry import Tool, ToolRegistry
 from hermes_core.usage import Usage
@@ -56,7 +57,7 @@ class RunState:
     iterations: int = 0
     model_calls: int = 0
     usage: Usage = field(default_factory=Usage)
-    calls: list[tuple[str, str]] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
     invalid_json_retries: int = 0
     unknown_tool_turns: int = 0
     nudged: bool = False
@@ -70,6 +71,7 @@ class RunDriver:
         agent: Agent,
         request: AgentRequest,
         *,
+        provider: Provider,
         emitter: Emitter,
         task_id: str,
         budget: IterationBudget,
@@ -77,6 +79,8 @@ class RunDriver:
         system_prompt: str,
     ) -> None:
         self.agent = agent
+        self.provider = provider
+        """This turn's provider: a fallback chain's view that remembers a switch."""
         self.request = request
         self.emitter = emitter
         self.emit = emitter.emit
@@ -136,7 +140,7 @@ class RunDriver:
         await self.agent.context.before_call(
             CallContext(
                 transcript=self.state.transcript,
-                provider=self.agent.provider,
+                provider=self.provider,
                 last_prompt_tokens=self.state.last_prompt_tokens,
                 session_id=self.task_id,
                 between_turns=self.state.model_calls == 0,
@@ -161,11 +165,11 @@ class RunDriver:
                 reasoning_effort=self.request.reasoning_effort
                 or self.agent.config.reasoning_effort,
             ),
-            provider=self.agent.provider,
+            provider=self.provider,
         )
-        self.emit(StatusChanged, status="calling_model", message=self.agent.provider.model)
+        self.emit(StatusChanged, status="calling_model", message=self.provider.model)
         outcome = await self.model_call.run(
-            self.agent.provider,
+            self.provider,
             request,
             self.emit,
             is_interrupted=self.agent.interrupt_event.is_set,
@@ -181,7 +185,9 @@ class RunDriver:
         self.state.model_calls += 1
         self.state.usage += response.usage
         self.state.last_prompt_tokens = response.usage.input_tokens or None
-        self.state.calls.append((response.provider, response.model))
+        self.state.calls.append(
+            CallRecord(provider=response.provider, model=response.model, usage=response.usage)
+        )
         self.emit(
             StepFinished,
             iteration=self.state.iterations,

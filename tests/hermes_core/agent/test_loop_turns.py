@@ -6,7 +6,7 @@ import asyncio
 import time
 from typing import Any
 
-from hermes_core.agent import Agent, AgentRequest
+from hermes_core.agent import Agent, AgentConfig, AgentRequest
 from hermes_core.events import (
     MessageAdded,
     ReasoningDelta,
@@ -19,6 +19,7 @@ from hermes_core.events import (
     ToolStarted,
 )
 from hermes_core.providers.base import ApiMode
+from hermes_core.providers.retry import RetryPolicy
 from hermes_core.tools.registry import ToolContext, ToolRegistry
 from server.simulator import Reply, SimulatorServer, Step
 from tests.hermes_core.agent.conftest import (
@@ -181,7 +182,9 @@ async def test_usage_is_summed_over_every_model_call(
     assert total.input_tokens == sum(s.usage.input_tokens for s in steps) > 0
     assert total.output_tokens == sum(s.usage.output_tokens for s in steps) > 0
     assert total.reasoning_tokens > 0
-    assert finished(events).calls == [("sim-" + api_mode, "usage")] * 2
+    calls = finished(events).calls
+    assert [(c.provider, c.model) for c in calls] == [("sim-" + api_mode, "usage")] * 2
+    assert [c.usage for c in calls] == [s.usage for s in steps]
 
 
 async def test_sync_tools_run_in_worker_threads_without_blocking_the_loop(
@@ -224,9 +227,12 @@ async def test_a_failing_upstream_fails_the_run_naming_the_failure(
 ) -> None:
     from server.simulator import Fault
 
-    script(simulator, "broken", Step(fault=Fault(status=503, message="upstream is down")))
-    agent = Agent(provider_for(api_mode, "broken"))
+    down = Fault(status=503, message="upstream is down")
+    script(simulator, "broken", Step(fault=down, repeat=3))
+    fast = RetryPolicy(base_delay=0.01)
+    agent = Agent(provider_for(api_mode, "broken"), config=AgentConfig(retry=fast))
     result = await agent.run_conversation("hi")
     assert result["exit_reason"] == "failed"
+    assert len(sent(simulator, "broken")) == 3  # retried twice before giving up
     assert "503" in result["error"]
     assert "upstream is down" in result["error"]

@@ -1,0 +1,207 @@
+"""Retries and provider fallback: the conversation continues when an upstream fails.
+
+A :class:`FallbackChain` is an ordered list of providers. Each turn of a conversation uses it
+through a :class:`ChainTurn`, which starts on the first provider that is not cooling down and
+stays on whichever provider last worked until the turn ends — fallback is turn-scoped.
+
+For one model call, the turn tries its current provider: transient failures (429, 5xx,
+timeouts, dropped connections) are retried with backoff, honouring Retry-After; a 401/403 makes
+the provider re-read its key once. When the provider still fails with a failure another
+provider could avoid, the next one in the chain takes over with the same request — the internal
+message format converts to any api_mode — and a ``ProviderSwitched`` event says so. A failure
+after output was streamed is never retried: the client already saw that output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+
+from hermes_core.errors import ErrorKind, ProviderError
+from hermes_core.providers.base import (
+    ApiMode,
+    ModelRequest,
+    Provider,
+    ProviderEvent,
+    ProviderSwitched,
+    ReasoningDelta,
+    RetryScheduled,
+    TextDelta,
+    ToolCallDelta,
+)
+from hermes_core.providers.retry import PROCESS_COOLDOWNS, Cooldowns, RetryPolicy
+
+# Failures another provider may not have. Not here: invalid requests and context overflow,
+# which any provider would refuse the same way.
+FALLBACK_KINDS = frozenset(
+    {
+        ErrorKind.RATE_LIMIT,
+        ErrorKind.SERVER_ERROR,
+        ErrorKind.TIMEOUT,
+        ErrorKind.CONNECTION,
+        ErrorKind.AUTH,
+        ErrorKind.FORBIDDEN,
+        ErrorKind.NOT_FOUND,
+        ErrorKind.INVALID_RESPONSE,
+    }
+)
+_OUTPUT = (TextDelta, ReasoningDelta, ToolCallDelta)
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class FallbackChain:
+    """Providers in order of preference. Also a Provider: each call is a one-call turn."""
+
+    def __init__(
+        self,
+        providers: Sequence[Provider],
+        *,
+        retry: RetryPolicy | None = None,
+        cooldowns: Cooldowns = PROCESS_COOLDOWNS,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        if not providers:
+            raise ValueError("a fallback chain needs at least one provider")
+        self.providers = list(providers)
+        self.retry = retry if retry is not None else RetryPolicy()
+        self.cooldowns = cooldowns
+        self.sleep = sleep
+
+    def for_turn(self) -> ChainTurn:
+        """A view for one conversation turn, starting on the first provider not cooling down."""
+        ready = [p for p in self.providers if not self.cooldowns.is_cooling(p.name)]
+        cooling = [p for p in self.providers if p not in ready]
+        # When every provider is cooling down, trying them beats failing without a call.
+        return ChainTurn(self, ready + cooling)
+
+    @property
+    def name(self) -> str:
+        return self.providers[0].name
+
+    @property
+    def api_mode(self) -> ApiMode:
+        return self.providers[0].api_mode
+
+    @property
+    def model(self) -> str:
+        return self.providers[0].model
+
+    @property
+    def context_window(self) -> int:
+        return self.providers[0].context_window
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        return self.for_turn().stream(request)
+
+    async def refresh_credentials(self) -> bool:
+        results = [await p.refresh_credentials() for p in self.providers]
+        return any(results)
+
+    async def aclose(self) -> None:
+        for provider in self.providers:
+            await provider.aclose()
+
+
+class ChainTurn:
+    """One turn's use of a chain; a Provider whose identity is the provider now in use."""
+
+    def __init__(self, chain: FallbackChain, order: list[Provider]) -> None:
+        self._chain = chain
+        self._order = order
+        self._index = 0
+
+    @property
+    def current(self) -> Provider:
+        return self._order[self._index]
+
+    @property
+    def name(self) -> str:
+        return self.current.name
+
+    @property
+    def api_mode(self) -> ApiMode:
+        return self.current.api_mode
+
+    @property
+    def model(self) -> str:
+        return self.current.model
+
+    @property
+    def context_window(self) -> int:
+        return self.current.context_window
+
+    async def refresh_credentials(self) -> bool:
+        return await self.current.refresh_credentials()
+
+    async def aclose(self) -> None:
+        return None  # the chain owns the providers
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        while True:
+            provider = self.current
+            failure: ProviderError | None = None
+            async for event in self._attempts(provider, request):
+                if isinstance(event, ProviderError):
+                    failure = event
+                else:
+                    yield event
+            if failure is None:
+                return
+            if failure.kind is ErrorKind.RATE_LIMIT:
+                self._chain.cooldowns.cool(provider.name, failure.retry_after)
+            if failure.kind not in FALLBACK_KINDS:
+                raise failure
+            if self._index + 1 >= len(self._order):
+                raise self._exhausted(failure)
+            self._index += 1
+            yield ProviderSwitched(
+                from_provider=provider.name,
+                to_provider=self.current.name,
+                reason=failure.kind.value,
+            )
+
+    async def _attempts(
+        self, provider: Provider, request: ModelRequest
+    ) -> AsyncIterator[ProviderEvent | ProviderError]:
+        """Call ``provider`` until it answers, yielding its events; end with the last failure
+        (as an item, not raised) when it gives up."""
+        policy = self._chain.retry
+        attempt = 0
+        refreshed = False
+        while True:
+            attempt += 1
+            streamed = False
+            try:
+                async for event in provider.stream(request):
+                    streamed = streamed or isinstance(event, _OUTPUT)
+                    yield event
+                return
+            except ProviderError as error:
+                if streamed:
+                    raise
+                if error.kind in (ErrorKind.AUTH, ErrorKind.FORBIDDEN) and not refreshed:
+                    refreshed = True
+                    if await provider.refresh_credentials():
+                        attempt -= 1  # a call with a new key is not a retry of the old one
+                        continue
+                if not error.transient or attempt >= policy.max_attempts:
+                    yield error
+                    return
+                delay = policy.delay(attempt, error)
+                yield RetryScheduled(
+                    provider=provider.name, attempt=attempt, delay_s=delay, reason=error.kind.value
+                )
+                await self._chain.sleep(delay)
+
+    def _exhausted(self, failure: ProviderError) -> ProviderError:
+        if len(self._order) == 1:
+            return failure
+        return ProviderError(
+            f"every provider failed ({', '.join(p.name for p in self._order)}); "
+            f"last: {failure.message}",
+            kind=failure.kind,
+            provider=failure.provider,
+            status_code=failure.status_code,
+            retry_after=failure.retry_after,
+        )
