@@ -8,7 +8,7 @@ from typing import Any
 
 from hermes_core.agent.budget import DEFAULT_MAX_ITERATIONS, BudgetPressure
 from hermes_core.messages import Message
-from hermes_core.providers.base import ToolSchema
+from hermes_core.providers.base import ToolChoice, ToolSchema
 from hermes_core.providers.retry import RetryPolicy
 
 CORE_INSTRUCTIONS = (
@@ -61,6 +61,9 @@ class AgentRequest:
     client_tools: Sequence[ToolSchema] = ()
     """Tools the client declared and runs itself; calling one ends the run with
     ``awaiting_client_tools``."""
+    tool_choice: ToolChoice = "auto"
+    """Applies to the run's first model call only: forcing a tool on every call would never
+    let the model answer."""
     max_tokens: int | None = None
     temperature: float | None = None
     reasoning_effort: str | None = None

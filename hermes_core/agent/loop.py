@@ -20,10 +20,17 @@ from hermes_core.agent.context import ContextHooks
 from hermes_core.agent.emitter import Emitter
 from hermes_core.agent.run import RunDriver
 from hermes_core.errors import InvalidRequestError
-from hermes_core.events import AgentEvent, ExitReason, MessageAdded, RunFinished, RunStarted
+from hermes_core.events import (
+    AgentEvent,
+    CompressionPerformed,
+    ExitReason,
+    MessageAdded,
+    RunFinished,
+    RunStarted,
+)
 from hermes_core.memory_stores import InMemoryMemoryStore, InMemorySessionIndex, InMemoryTodoStore
 from hermes_core.messages import Message
-from hermes_core.providers.base import Provider
+from hermes_core.providers.base import ModelRequest, Provider
 from hermes_core.providers.fallback import ChainTurn, FallbackChain
 from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
 from hermes_core.tools.agent_tools import memory_snapshot
@@ -163,9 +170,13 @@ class Agent:
 
     def _begin_turn(self) -> ChainTurn:
         """Fallback is turn-scoped: every run starts again on the preferred provider."""
-        if isinstance(self.provider, FallbackChain):
-            return self.provider.for_turn()
-        return FallbackChain([self.provider], retry=self.config.retry).for_turn()
+        chain = self.provider
+        if not isinstance(chain, FallbackChain):
+            chain = FallbackChain([self.provider], retry=self.config.retry)
+        return chain.for_turn(adapt=self._adapt_request)
+
+    def _adapt_request(self, request: ModelRequest, provider: Provider) -> ModelRequest:
+        return self.context.mark_cache(request, provider=provider)
 
     def _tools_for_run(
         self, request: AgentRequest, *, task_id: str, budget: IterationBudget
@@ -233,6 +244,8 @@ class Agent:
                 started = event
             elif isinstance(event, MessageAdded):
                 transcript.append(event.message)
+            elif isinstance(event, CompressionPerformed):
+                transcript = list(event.messages)  # the child session starts from here
             elif isinstance(event, RunFinished):
                 finished = event
         assert started is not None

@@ -160,6 +160,9 @@ class RunDriver:
             ModelRequest(
                 messages=messages,
                 tools=self._offered_tools() if tools_allowed else (),
+                tool_choice=self.request.tool_choice
+                if tools_allowed and self.state.model_calls == 0
+                else "auto",
                 max_tokens=self.request.max_tokens or self.agent.config.max_tokens,
                 temperature=_first(self.request.temperature, self.agent.config.temperature),
                 reasoning_effort=self.request.reasoning_effort

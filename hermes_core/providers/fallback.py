@@ -48,6 +48,7 @@ FALLBACK_KINDS = frozenset(
 _OUTPUT = (TextDelta, ReasoningDelta, ToolCallDelta)
 
 Sleep = Callable[[float], Awaitable[None]]
+Adapt = Callable[[ModelRequest, Provider], ModelRequest]
 
 
 class FallbackChain:
@@ -68,12 +69,16 @@ class FallbackChain:
         self.cooldowns = cooldowns
         self.sleep = sleep
 
-    def for_turn(self) -> ChainTurn:
-        """A view for one conversation turn, starting on the first provider not cooling down."""
+    def for_turn(self, *, adapt: Adapt | None = None) -> ChainTurn:
+        """A view for one conversation turn, starting on the first provider not cooling down.
+
+        ``adapt(request, provider)`` re-fits a request to the provider taking over after a
+        switch (e.g. prompt-cache markers one upstream accepts and another refuses).
+        """
         ready = [p for p in self.providers if not self.cooldowns.is_cooling(p.name)]
         cooling = [p for p in self.providers if p not in ready]
         # When every provider is cooling down, trying them beats failing without a call.
-        return ChainTurn(self, ready + cooling)
+        return ChainTurn(self, ready + cooling, adapt=adapt)
 
     @property
     def name(self) -> str:
@@ -106,10 +111,13 @@ class FallbackChain:
 class ChainTurn:
     """One turn's use of a chain; a Provider whose identity is the provider now in use."""
 
-    def __init__(self, chain: FallbackChain, order: list[Provider]) -> None:
+    def __init__(
+        self, chain: FallbackChain, order: list[Provider], *, adapt: Adapt | None = None
+    ) -> None:
         self._chain = chain
         self._order = order
         self._index = 0
+        self._adapt = adapt
 
     @property
     def current(self) -> Provider:
@@ -155,6 +163,8 @@ class ChainTurn:
             if self._index + 1 >= len(self._order):
                 raise self._exhausted(failure)
             self._index += 1
+            if self._adapt is not None:
+                request = self._adapt(request, self.current)
             yield ProviderSwitched(
                 from_provider=provider.name,
                 to_provider=self.current.name,

@@ -4,7 +4,9 @@ A request is a sequence of *segments* (tools, system blocks, message blocks) in 
 Some segments are *breakpoints* (Anthropic ``cache_control``); a breakpoint makes the prefix up
 to and including its segment cacheable. A later request whose prefix matches a cached one
 (within its TTL) reads those tokens from the cache; the rest of the prefix up to its last
-breakpoint is written. Prefixes shorter than ``min_cacheable_tokens`` are never cached,
+breakpoint is written. Like Anthropic, a lookup at a breakpoint also checks the block
+boundaries up to 20 segments before it, so a prefix cached at an earlier breakpoint still hits
+when the newest messages changed. Prefixes shorter than ``min_cacheable_tokens`` are never cached,
 as on the real APIs. OpenAI-style automatic caching treats every message boundary as a
 breakpoint and never reports writes.
 """
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from server.simulator.tokens import digest
 
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
+LOOKBACK_SEGMENTS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,26 +58,29 @@ class PromptCache:
     def account(self, segments: Sequence[Segment], *, report_writes: bool = True) -> CacheResult:
         """Look the request's breakpoint prefixes up, store them, and report the token split."""
         total = sum(seg.tokens for seg in segments)
-        prefixes: list[tuple[str, int, str]] = []  # (key, tokens, ttl) per breakpoint
+        boundaries: list[tuple[str, int]] = []  # (key, tokens) of every prefix
+        prefixes: list[tuple[int, str, int, str]] = []  # (index, key, tokens, ttl) per breakpoint
         running_key = ""
         running_tokens = 0
-        for seg in segments:
+        for index, seg in enumerate(segments):
             running_key = digest(running_key, seg.material)
             running_tokens += seg.tokens
+            boundaries.append((running_key, running_tokens))
             if seg.breakpoint and running_tokens >= self.min_cacheable_tokens:
-                prefixes.append((running_key, running_tokens, seg.ttl))
+                prefixes.append((index, running_key, running_tokens, seg.ttl))
         if not prefixes:
             return CacheResult(total, 0, 0)
         now = self._clock()
         with self._lock:
             read = 0
-            for key, tokens, _ in prefixes:
-                expiry = self._expires.get(key)
-                if expiry is not None and expiry > now:
-                    read = max(read, tokens)
-            last_tokens = prefixes[-1][1]
-            written = last_tokens - read if report_writes else 0
-            for key, _, ttl in prefixes:
+            for index, _, _, _ in prefixes:
+                for key, tokens in boundaries[max(0, index - LOOKBACK_SEGMENTS + 1) : index + 1]:
+                    expiry = self._expires.get(key)
+                    if tokens >= self.min_cacheable_tokens and expiry and expiry > now:
+                        read = max(read, tokens)
+            last_tokens = prefixes[-1][2]
+            written = max(0, last_tokens - read) if report_writes else 0
+            for _, key, _, ttl in prefixes:
                 # Reads refresh the TTL, as on Anthropic.
                 self._expires[key] = now + TTL_SECONDS.get(ttl, 300.0)
         return CacheResult(total, read, written)
