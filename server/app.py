@@ -1,24 +1,48 @@
-"""``create_app(settings)``: wires routes, error handlers and services once."""
+"""``create_app(services)``: wires routes, middleware and error handlers once."""
 
 from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
 from server.errors import install_error_handlers
-from server.routes import health, models
-from server.settings import ServerSettings
+from server.limits import BodySizeLimit
+from server.metrics import RequestMetrics
+from server.routes import chat, health, models, runs
+from server.routes import metrics as metrics_routes
+from server.services import Services
+from server.serving.chat import ChatServing
 
 VERSION = "0.1.0"
 
 
-def create_app(settings: ServerSettings | None = None) -> FastAPI:
+def create_app(services: Services) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        await services.runs.shutdown()
+        await services.close()
+
     app = FastAPI(
         title="hermes-server",
         version=VERSION,
         summary="An OpenAI-compatible HTTP server whose model is a whole agent.",
+        lifespan=lifespan,
     )
-    app.state.settings = settings if settings is not None else ServerSettings()
+    app.state.services = services
+    app.state.metrics = services.metrics
+    if services.metrics.observe not in services.runs.observers:
+        services.runs.observers.append(services.metrics.observe)
+    app.state.chat = ChatServing(services)
     install_error_handlers(app)
+    app.add_middleware(BodySizeLimit, max_bytes=services.max_body_bytes)
+    # Added last, so outermost: it also counts 413s and requests that crash.
+    app.add_middleware(RequestMetrics, metrics=services.metrics)
     app.include_router(health.router)
+    app.include_router(metrics_routes.router)
     app.include_router(models.router)
+    app.include_router(chat.router)
+    app.include_router(runs.router)
     return app

@@ -1,33 +1,106 @@
 """The ``hermes-server`` command.
 
-hermes-server serve    [--host 127.0.0.1] [--port 8000]   the agent server
-hermes-server simulate [--host 127.0.0.1] [--port 9100]   the upstream LLM simulator
+hermes-server serve        [--host 127.0.0.1] [--port 8000] [--config FILE]   the agent server
+hermes-server check-config [--config FILE]          validate a configuration, print what it means
+hermes-server simulate     [--host 127.0.0.1] [--port 9100]               the upstream LLM simulator
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
 
 import uvicorn
 
 from server.app import create_app
-from server.settings import ServerSettings
+from server.bootstrap import build_services, upstreams
+from server.config import (
+    CONFIG_ENV,
+    ConfigError,
+    HermesConfig,
+    config_warnings,
+    describe,
+    load_config,
+)
 from server.simulator import SimulatorState, create_simulator_app
 
 log = logging.getLogger("hermes.cli")
 
+EXIT_INVALID_CONFIG = 2  # as argparse uses for a bad command line
+
+
+def _config_path(args: argparse.Namespace, environ: Mapping[str, str]) -> Path | None:
+    given: str | None = args.config or environ.get(CONFIG_ENV) or None
+    return Path(given) if given else None
+
+
+def _load(args: argparse.Namespace) -> HermesConfig | None:
+    """The configuration, or None after printing why it is invalid (never a traceback)."""
+    environ: dict[str, str] = dict(os.environ)
+    # Command-line options win over the environment, so they are applied as its variables.
+    if getattr(args, "host", None) is not None:
+        environ["HERMES_HOST"] = args.host
+    if getattr(args, "port", None) is not None:
+        environ["HERMES_PORT"] = str(args.port)
+    try:
+        return load_config(_config_path(args, environ), environ)
+    except ConfigError as exc:
+        print(f"hermes-server: {exc}", file=sys.stderr)
+        return None
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
 
 def _serve(args: argparse.Namespace) -> int:
-    overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
-    settings = ServerSettings(**overrides)
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        log_level=args.log_level,
-        access_log=False,  # per-request logging belongs in metrics, off the hot path
-    )
+    config = _load(args)
+    if config is None:
+        return EXIT_INVALID_CONFIG
+    for warning in config_warnings(config):
+        log.warning("%s", warning)
+    if not config.server.api_keys and not _is_loopback(config.server.host):
+        print(
+            f"hermes-server: refusing to listen on {config.server.host} without API keys; set "
+            "HERMES_API_KEYS (or server.api_keys) or bind 127.0.0.1",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID_CONFIG
+    if not config.server.api_keys:
+        log.warning("no API keys configured: serving loopback only, every caller is 'local'")
+    with upstreams(config) as running:
+        server = running.server
+        log.info("serving %s on %s:%s", ", ".join(running.model_ids), server.host, server.port)
+        uvicorn.run(
+            create_app(build_services(running)),
+            host=server.host,
+            port=server.port,
+            log_level=args.log_level,
+            access_log=False,  # per-request logging belongs in metrics, off the hot path
+        )
+    return 0
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    config = _load(args)
+    if config is None:
+        return EXIT_INVALID_CONFIG
+    print(describe(config, source=_config_path(args, os.environ)), end="")
+    warnings = config_warnings(config)
+    if warnings:
+        print("\nwarnings")
+        for warning in warnings:
+            print(f"  - {warning}")
     return 0
 
 
@@ -45,6 +118,25 @@ def _simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not between 0 and 65535")
+    return port
+
+
+def _add_config_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help=f"YAML configuration file (default: ${CONFIG_ENV}, else the embedded defaults)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hermes-server", description=__doc__.split("\n")[0])
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
@@ -52,8 +144,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="run the OpenAI-compatible agent server")
     serve.add_argument("--host", default=None, help="bind address (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=None, help="port (default 8000)")
+    serve.add_argument("--port", type=_port, default=None, help="port (default 8000)")
+    _add_config_option(serve)
     serve.set_defaults(handler=_serve)
+
+    check = commands.add_parser(
+        "check-config", help="validate a configuration and print what it resolves to"
+    )
+    _add_config_option(check)
+    check.set_defaults(handler=_check_config)
 
     simulate = commands.add_parser("simulate", help="run the upstream LLM simulator")
     simulate.add_argument("--host", default="127.0.0.1")

@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 
 from server.app import create_app
+from server.services import Services
 
 
 def render() -> str:
-    return json.dumps(create_app().openapi(), indent=2, sort_keys=True) + "\n"
+    return json.dumps(create_app(Services(profiles=())).openapi(), indent=2, sort_keys=True) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -38,6 +38,8 @@ from hermes_core.tools.registry import ApprovalCallback, ToolRegistry
 from hermes_core.usage import Usage
 
 ClarifyCallback = Callable[[str, list[str]], Awaitable[str] | str]
+AGENT_LEVEL_TOOLS = frozenset({"todo", "memory", "session_search", "delegate_task", "clarify"})
+"""Names the loop reserves for its own tools; a client tool may not take them."""
 
 
 class Agent:
@@ -125,6 +127,7 @@ class Agent:
 
     async def run(self, request: AgentRequest) -> AsyncIterator[AgentEvent]:
         """Run one turn; yields every event, ending with exactly one ``RunFinished``."""
+        self.check(request)
         task_id = request.task_id or f"task_{uuid.uuid4().hex[:16]}"
         run_id = request.run_id or f"run_{uuid.uuid4().hex[:16]}"
         budget = self.shared_budget or IterationBudget(self.config.max_iterations)
@@ -192,14 +195,18 @@ class Agent:
         for tool in self.tools.tools():
             if tool.name not in registry:
                 registry.register(tool)
+        return registry
+
+    def check(self, request: AgentRequest) -> None:
+        """Raise :class:`InvalidRequestError` now if ``request`` cannot run as asked."""
+        taken = AGENT_LEVEL_TOOLS | set(self.tools.names)
         for client_tool in request.client_tools:
-            if client_tool.name in registry:
+            if client_tool.name in taken:
                 raise InvalidRequestError(
                     f"The client tool '{client_tool.name}' has the name of a server tool; "
                     "rename it.",
                     param="tools",
                 )
-        return registry
 
     async def _system_prompt(self, client_system: str | None) -> str:
         if self._frozen_prompt is None:

@@ -7,12 +7,12 @@ provider events out), so the parsing is testable without a network.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletionChunk
+from openai import AsyncStream
 
 from hermes_core.context.caching import mark_chat_messages
 from hermes_core.errors import ErrorKind, ProviderError
@@ -120,38 +120,47 @@ class ChatStreamAccumulator:
         self._usage = Usage()
         self.model: str | None = None
 
-    def feed(self, chunk: ChatCompletionChunk) -> list[ProviderEvent]:
-        """Take one chunk; return the provider events it carries."""
-        self.model = self.model or chunk.model
-        if chunk.usage is not None:
-            self._usage = _normalise_usage(chunk.usage)
+    def feed(self, chunk: Mapping[str, Any]) -> list[ProviderEvent]:
+        """Take one chunk (the decoded JSON of one SSE frame); return its provider events.
+
+        Chunks stay plain dicts: building the SDK's typed models for every chunk cost more
+        CPU than everything else the server does per token.
+        """
+        if self.model is None:
+            self.model = chunk.get("model")
+        usage = chunk.get("usage")
+        if usage:
+            self._usage = _normalise_usage(usage)
         events: list[ProviderEvent] = []
-        for choice in chunk.choices:
-            if choice.index != 0:
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
                 continue  # we never ask for n > 1
-            delta = choice.delta
-            extra = delta.model_extra or {}
+            delta = choice.get("delta") or {}
             # DeepSeek-style servers say reasoning_content, vLLM/OpenRouter say reasoning.
-            reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if isinstance(reasoning, str) and reasoning:
                 self._reasoning.append(reasoning)
                 events.append(ReasoningDelta(text=reasoning))
-            if delta.content:
-                self._text.append(delta.content)
-                events.append(TextDelta(text=delta.content))
-            for call in delta.tool_calls or ():
-                partial = self._calls.setdefault(call.index, _PartialCall())
-                name = call.function.name if call.function else None
-                arguments = (call.function.arguments if call.function else None) or ""
-                partial.id = partial.id or (call.id or "")
-                partial.name = partial.name or (name or "")
-                partial.arguments += arguments
-                events.append(
-                    ToolCallDelta(index=call.index, id=call.id, name=name, arguments=arguments)
-                )
-            if choice.finish_reason is not None:
-                self._finish_reason = choice.finish_reason
+            content = delta.get("content")
+            if content:
+                self._text.append(content)
+                events.append(TextDelta(text=content))
+            for call in delta.get("tool_calls") or ():
+                events.append(self._tool_call_delta(call))
+            if choice.get("finish_reason") is not None:
+                self._finish_reason = choice["finish_reason"]
         return events
+
+    def _tool_call_delta(self, call: Mapping[str, Any]) -> ToolCallDelta:
+        index = int(call.get("index", 0))
+        function = call.get("function") or {}
+        name = function.get("name")
+        arguments = function.get("arguments") or ""
+        partial = self._calls.setdefault(index, _PartialCall())
+        partial.id = partial.id or (call.get("id") or "")
+        partial.name = partial.name or (name or "")
+        partial.arguments += arguments
+        return ToolCallDelta(index=index, id=call.get("id"), name=name, arguments=arguments)
 
     def finish(self, *, provider: str, model: str) -> ModelResponse:
         """The assembled response; raises if the stream never said why it stopped."""
@@ -186,17 +195,15 @@ class ChatStreamAccumulator:
         )
 
 
-def _normalise_usage(usage: Any) -> Usage:
-    prompt_details = usage.prompt_tokens_details
-    completion_details = usage.completion_tokens_details
+def _normalise_usage(usage: Mapping[str, Any]) -> Usage:
+    prompt_details = usage.get("prompt_tokens_details") or {}
+    completion_details = usage.get("completion_tokens_details") or {}
     return Usage(
-        input_tokens=usage.prompt_tokens or 0,
-        cache_read_tokens=(prompt_details.cached_tokens or 0) if prompt_details else 0,
-        cache_write_tokens=(
-            (getattr(prompt_details, "cache_write_tokens", None) or 0) if prompt_details else 0
-        ),
-        output_tokens=usage.completion_tokens or 0,
-        reasoning_tokens=((completion_details.reasoning_tokens or 0) if completion_details else 0),
+        input_tokens=usage.get("prompt_tokens") or 0,
+        cache_read_tokens=prompt_details.get("cached_tokens") or 0,
+        cache_write_tokens=prompt_details.get("cache_write_tokens") or 0,
+        output_tokens=usage.get("completion_tokens") or 0,
+        reasoning_tokens=completion_details.get("reasoning_tokens") or 0,
     )
 
 
@@ -240,10 +247,22 @@ class ChatCompletionsProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         accumulator = ChatStreamAccumulator()
         kwargs = build_kwargs(request, model=self.model)
+        headers = kwargs.pop("extra_headers", None)
         with sdk_errors(self.name):
-            upstream = await self._client.chat.completions.create(**kwargs)
+            # The SDK's client does the HTTP, auth and error mapping; ``cast_to=object`` keeps
+            # each chunk a plain dict and skips the per-call parameter transformation.
+            upstream = await self._client.post(
+                "/chat/completions",
+                body=kwargs,
+                cast_to=object,
+                options={"headers": headers} if headers else {},
+                stream=True,
+                stream_cls=AsyncStream[object],
+            )
             try:
                 async for chunk in upstream:
+                    if not isinstance(chunk, dict):
+                        continue  # not a chunk (a stray JSON value): nothing to read
                     for event in accumulator.feed(chunk):
                         yield event
             finally:

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel
 
+from server.auth import Principal, require_principal
 from server.errors import APIError
-from server.settings import ServerSettings
+from server.services import Services
 
 router = APIRouter(prefix="/v1", tags=["models"])
 
@@ -19,6 +20,8 @@ class Model(BaseModel):
     object: Literal["model"] = "model"
     created: int = _CREATED
     owned_by: str = "hermes-server"
+    name: str | None = None
+    """A display name (Open WebUI shows it)."""
 
 
 class ModelList(BaseModel):
@@ -26,21 +29,27 @@ class ModelList(BaseModel):
     data: list[Model]
 
 
-def _settings(request: Request) -> ServerSettings:
-    settings: ServerSettings = request.app.state.settings
-    return settings
+def _services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
 
 
-@router.get("/models", response_model=ModelList)
-async def list_models(request: Request) -> ModelList:
-    """The agent models (profiles) this server offers."""
-    return ModelList(data=[Model(id=model_id) for model_id in _settings(request).model_ids])
+@router.get("/models", response_model=ModelList, response_model_exclude_none=True)
+async def list_models(
+    request: Request, _: Annotated[Principal, Depends(require_principal)]
+) -> ModelList:
+    """The agent profiles this server offers, one model each."""
+    profiles = _services(request).profiles
+    return ModelList(data=[Model(id=p.id, name=p.description or None) for p in profiles])
 
 
-@router.get("/models/{model_id:path}", response_model=Model)
-async def get_model(model_id: str, request: Request) -> Model:
-    if model_id not in _settings(request).model_ids:
+@router.get("/models/{model_id:path}", response_model=Model, response_model_exclude_none=True)
+async def get_model(
+    model_id: str, request: Request, _: Annotated[Principal, Depends(require_principal)]
+) -> Model:
+    profile = _services(request).profile(model_id)
+    if profile is None:
         raise APIError(
             404, f"The model '{model_id}' does not exist.", param="model", code="model_not_found"
         )
-    return Model(id=model_id)
+    return Model(id=profile.id, name=profile.description or None)

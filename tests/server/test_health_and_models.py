@@ -1,46 +1,28 @@
-"""The server's first routes, reached over real HTTP with the official openai SDK."""
+"""Health, model listing and the error envelope, over real HTTP with the official openai SDK."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import httpx
 import openai
 import pytest
 
-from server.app import create_app
-from server.settings import ServerSettings
+from server.openapi_dump import render
 from server.threaded import ThreadedServer
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[ThreadedServer]:
-    settings = ServerSettings(model_ids=["hermes-agent", "hermes-coder"])
-    with ThreadedServer(create_app(settings)) as running:
-        yield running
-
-
-@pytest.fixture
-async def client(server: ThreadedServer) -> AsyncIterator[openai.AsyncOpenAI]:
-    async with openai.AsyncOpenAI(
-        base_url=server.base_url + "/v1",
-        api_key="unused",
-        max_retries=0,
-        _strict_response_validation=True,
-    ) as sdk:
-        yield sdk
-
-
-async def test_health_answers_ok(server: ThreadedServer) -> None:
-    async with httpx.AsyncClient(base_url=server.base_url) as http:
+async def test_health_answers_ok_without_a_key(hermes: ThreadedServer) -> None:
+    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
         response = await http.get("/health")
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}
 
 
-async def test_models_lists_every_agent_model(client: openai.AsyncOpenAI) -> None:
-    models = [model.id async for model in client.models.list()]
-    assert models == ["hermes-agent", "hermes-coder"]
+async def test_models_lists_every_agent_profile(client: openai.AsyncOpenAI) -> None:
+    models = [model async for model in client.models.list()]
+    assert [m.id for m in models] == ["hermes-agent"]
+    assert (models[0].model_extra or {})["name"] == "Hermes test agent"
 
 
 async def test_retrieving_an_unknown_model_is_a_404_model_not_found(
@@ -54,21 +36,17 @@ async def test_retrieving_an_unknown_model_is_a_404_model_not_found(
 
 @pytest.mark.parametrize(
     ("method", "path", "status"),
-    [("GET", "/v1/nowhere", 404), ("POST", "/v1/models", 405)],
+    [("GET", "/v1/nowhere", 404), ("DELETE", "/v1/models", 405)],
 )
 async def test_routing_errors_use_the_openai_envelope(
-    server: ThreadedServer, method: str, path: str, status: int
+    hermes: ThreadedServer, method: str, path: str, status: int
 ) -> None:
-    async with httpx.AsyncClient(base_url=server.base_url) as http:
+    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
         response = await http.request(method, path)
     assert response.status_code == status
     assert set(response.json()["error"]) == {"message", "type", "param", "code"}
 
 
 def test_committed_openapi_document_is_current() -> None:
-    from pathlib import Path
-
-    from server.openapi_dump import render
-
     committed = Path(__file__).parents[2] / "openapi" / "openapi.json"
     assert committed.read_text() == render(), "run `make openapi` and commit openapi/openapi.json"

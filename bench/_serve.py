@@ -1,0 +1,49 @@
+"""Run hermes-server in its own process for benchmarks: one profile, upstream = a simulator URL.
+
+python -m bench._serve --upstream http://127.0.0.1:9100 --port 8123
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import uvicorn
+from pydantic import SecretStr
+
+from hermes_core.providers import ProviderConfig, create_provider
+from server.app import create_app
+from server.runs.manager import RunManager
+from server.services import Profile, Services
+
+BENCH_MODEL = "bench-upstream"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--upstream", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    provider = create_provider(
+        ProviderConfig(
+            name="sim",
+            model=BENCH_MODEL,
+            api_mode="chat_completions",
+            base_url=args.upstream + "/v1",
+            api_key=SecretStr("bench"),
+        )
+    )
+    services = Services(
+        profiles=[Profile(id="hermes-agent", provider=provider)],
+        runs=RunManager(max_runs=4096, max_runs_per_owner=4096),
+    )
+    uvicorn.run(
+        create_app(services),
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+    )
+
+
+if __name__ == "__main__":
+    main()

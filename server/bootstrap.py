@@ -1,0 +1,90 @@
+"""Build the running server from a loaded configuration: provider chains, agent profiles,
+keys and limits, and the embedded simulator when no real upstream is configured."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from hermes_core.context import CachingContext, CompressingContext, Compressor, PromptCacheSettings
+from hermes_core.providers import create_provider
+from hermes_core.providers.fallback import FallbackChain
+from hermes_core.tools.registry import ToolRegistry
+from server.auth import KeyRing
+from server.config import SIMULATOR_PROVIDER, HermesConfig, Profile
+from server.runs.manager import RunManager
+from server.services import Profile as ServedProfile
+from server.services import Services
+from server.simulator import SimulatorServer, SimulatorState
+
+log = logging.getLogger("hermes.bootstrap")
+
+
+def build_services(config: HermesConfig) -> Services:
+    """What ``create_app`` serves, built from a loaded configuration.
+
+    Provider clients are created here, once: ``config`` must already carry the embedded
+    simulator's address when it uses one (see :func:`upstreams`).
+    """
+    return Services(
+        profiles=[_profile(config, profile) for profile in config.profiles],
+        keyring=KeyRing({e.key.get_secret_value(): e.principal for e in config.server.api_keys}),
+        runs=RunManager(
+            max_runs=config.server.max_concurrent_runs,
+            max_runs_per_owner=config.server.max_concurrent_runs_per_key,
+        ),
+        stop_on_disconnect=config.server.stop_on_disconnect,
+        max_body_bytes=config.server.max_body_bytes,
+    )
+
+
+def _profile(config: HermesConfig, profile: Profile) -> ServedProfile:
+    retry = profile.retry.to_policy()
+    chain = FallbackChain([create_provider(p) for p in config.chain(profile)], retry=retry)
+    auxiliary = (
+        FallbackChain(
+            [create_provider(p) for p in config.chain(profile, auxiliary=True)], retry=retry
+        )
+        if profile.auxiliary_providers
+        else chain
+    )
+    if profile.tools:
+        # No server-side tool catalogue exists yet; say so rather than pretend they are on.
+        log.warning(
+            "profile %s: tools %s are not available in this build and stay off",
+            profile.id,
+            ", ".join(profile.tools),
+        )
+    return ServedProfile(
+        id=profile.id,
+        provider=chain,
+        config=profile.agent_config(),
+        tools=ToolRegistry(),
+        context=CachingContext(
+            PromptCacheSettings(ttl=profile.cache_ttl),
+            inner=CompressingContext(Compressor(auxiliary)),
+        ),
+        openwebui=profile.openwebui,
+        description=profile.description,
+    )
+
+
+@contextmanager
+def upstreams(config: HermesConfig) -> Iterator[HermesConfig]:
+    """``config`` with the embedded simulator running when it stands in for an upstream."""
+    embedded = any(p.name == SIMULATOR_PROVIDER and p.base_url is None for p in config.providers)
+    if not embedded:
+        yield config
+        return
+    with SimulatorServer(SimulatorState()) as simulator:
+        users = [p.id for p in config.profiles if SIMULATOR_PROVIDER in p.providers]
+        log.warning(
+            "no upstream model configured: the built-in simulator at %s answers %s. It is an "
+            "offline demo, not a language model. To use a real model set HERMES_UPSTREAM_BASE_URL"
+            " + HERMES_UPSTREAM_API_KEY + HERMES_UPSTREAM_MODEL, or ANTHROPIC_API_KEY, or "
+            "OPENAI_API_KEY (see docs/configuration.md).",
+            simulator.base_url,
+            ", ".join(users) or "no profile",
+        )
+        yield config.with_simulator_base_url(simulator.base_url)

@@ -1,0 +1,32 @@
+"""hermes-server's configuration: a YAML file with ``${VAR}`` substitution, overridden by
+environment variables, validated into one :class:`HermesConfig` (see docs/configuration.md)."""
+
+from server.config.describe import config_warnings, describe, mask_secret
+from server.config.loader import CONFIG_ENV, ConfigError, load_config
+from server.config.schema import (
+    ALWAYS_ON_TOOLS,
+    DEFAULT_PROFILE_ID,
+    SIMULATOR_PROVIDER,
+    ApiKey,
+    HermesConfig,
+    Profile,
+    RetrySettings,
+    ServerConfig,
+)
+
+__all__ = [
+    "ALWAYS_ON_TOOLS",
+    "CONFIG_ENV",
+    "DEFAULT_PROFILE_ID",
+    "SIMULATOR_PROVIDER",
+    "ApiKey",
+    "ConfigError",
+    "HermesConfig",
+    "Profile",
+    "RetrySettings",
+    "ServerConfig",
+    "config_warnings",
+    "describe",
+    "load_config",
+    "mask_secret",
+]

@@ -1,0 +1,198 @@
+"""A readable account of a configuration, for ``hermes-server check-config`` and start-up logs.
+
+Every secret is masked — client keys, provider keys, passwords in URLs; a key command is never
+shown because its command line may embed a secret. A test asserts that the literal keys of a
+configuration never appear in :func:`describe`'s output.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from hermes_core.providers.config import ProviderConfig
+from server.config.schema import SIMULATOR_PROVIDER, HermesConfig, Profile, ServerConfig
+
+_LABEL_WIDTH = 20
+_SECRET_QUERY_HINTS = ("pass", "key", "token", "secret", "auth")
+_INSTRUCTIONS_PREVIEW = 60
+
+
+def mask_secret(value: str) -> str:
+    """``sk-…abcd`` for a long secret (enough to tell keys apart), ``***`` for a short one."""
+    if len(value) < 20:
+        return "***"
+    return f"{value[:3]}…{value[-4:]}"
+
+
+def mask_url(url: str) -> str:
+    """``url`` with any password, and query values that look like credentials, masked."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return "***"  # unparseable: it may be anything, show nothing
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    secret_query = any(_looks_secret(name) for name, _ in pairs)
+    if password is None and not secret_query:
+        # Returned as given: re-assembling would also turn "sqlite:///x" into "sqlite:/x".
+        return url
+    netloc = parts.netloc
+    if password is not None:
+        netloc = f"{parts.username or ''}:***@{netloc.rpartition('@')[2]}"
+    query = urlencode(
+        [(name, "***" if _looks_secret(name) else value) for name, value in pairs], safe="*"
+    )
+    masked = f"{parts.scheme}://{netloc}{parts.path}"
+    return (
+        masked + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
+    )
+
+
+def _looks_secret(name: str) -> bool:
+    return any(hint in name.lower() for hint in _SECRET_QUERY_HINTS)
+
+
+def describe(config: HermesConfig, *, source: Path | None = None) -> str:
+    """The whole configuration as it was resolved, one setting per line, secrets masked."""
+    lines = [f"configuration: {source if source is not None else '(none; embedded defaults)'}"]
+    if config.uses_simulator:
+        lines.append(
+            "upstream: none configured — the built-in simulator answers (offline demo). "
+            "See docs/configuration.md to point at a real model."
+        )
+    lines += ["", "server", *_server_lines(config.server), "", "providers"]
+    for provider in config.providers:
+        lines += _provider_lines(provider)
+    lines += ["", "profiles (the models of GET /v1/models)"]
+    for profile in config.profiles:
+        lines += _profile_lines(profile)
+    return "\n".join(lines) + "\n"
+
+
+def _row(label: str, value: object, *, indent: int = 2) -> str:
+    return f"{' ' * indent}{label:<{_LABEL_WIDTH}}{value}"
+
+
+def _server_lines(server: ServerConfig) -> list[str]:
+    if server.api_keys:
+        keys = ", ".join(
+            f"{entry.principal} ({mask_secret(entry.key.get_secret_value())})"
+            for entry in server.api_keys
+        )
+        auth = f"{len(server.api_keys)}: {keys}"
+    else:
+        auth = "none (no authentication)"
+    return [
+        _row("listen", f"{server.host}:{server.port}"),
+        _row("api keys", auth),
+        _row("max body", f"{server.max_body_bytes} bytes"),
+        _row(
+            "concurrent runs",
+            f"{server.max_concurrent_runs} in total, {server.max_concurrent_runs_per_key} per key",
+        ),
+        _row("stop on disconnect", "yes" if server.stop_on_disconnect else "no"),
+        _row("data dir", server.data_dir),
+        _row("database", mask_url(server.resolved_database_url)),
+    ]
+
+
+def _provider_lines(provider: ProviderConfig) -> list[str]:
+    if provider.base_url is not None:
+        base_url = mask_url(provider.base_url)
+    elif provider.name == SIMULATOR_PROVIDER:
+        base_url = "(the built-in simulator, started by serve)"
+    else:
+        base_url = "(the vendor's default endpoint)"
+    return [
+        f"  {provider.name}",
+        _row("api mode", provider.resolved_api_mode, indent=4),
+        _row("model", provider.model, indent=4),
+        _row("base url", base_url, indent=4),
+        _row("key", key_source(provider), indent=4),
+        _row("context window", f"{provider.context_window} tokens", indent=4),
+        _row("max output", f"{provider.max_output_tokens} tokens", indent=4),
+        _row("timeout", f"{provider.timeout:g} s", indent=4),
+    ]
+
+
+def key_source(provider: ProviderConfig) -> str:
+    """Where ``provider``'s key comes from, in the order they are consulted, masked."""
+    sources = []
+    if provider.api_key_command:
+        sources.append("a command (not shown)")
+    if provider.api_key_file:
+        sources.append(f"file {provider.api_key_file}")
+    if provider.api_key_env:
+        sources.append(f"env {provider.api_key_env}")
+    if provider.api_key is not None:
+        sources.append(mask_secret(provider.api_key.get_secret_value()))
+    return ", else ".join(sources) if sources else "none"
+
+
+def _profile_lines(profile: Profile) -> list[str]:
+    auxiliary = " → ".join(profile.auxiliary_providers) or "(the main chain)"
+    retry = profile.retry
+    return [
+        f"  {profile.id}" + (f" — {profile.description}" if profile.description else ""),
+        _row("chain", " → ".join(profile.providers), indent=4),
+        _row("auxiliary chain", auxiliary, indent=4),
+        _row("tools", ", ".join(profile.enabled_tools), indent=4),
+        _row("max iterations", profile.max_iterations, indent=4),
+        _row("max tokens", profile.max_tokens or "(the provider's default)", indent=4),
+        _row(
+            "retry",
+            f"{retry.max_attempts} attempts, backoff {retry.base_delay:g}–{retry.max_delay:g} s",
+            indent=4,
+        ),
+        _row("prompt cache ttl", profile.cache_ttl, indent=4),
+        _row("open webui mode", "yes" if profile.openwebui else "no", indent=4),
+        _row("instructions", _preview(profile.instructions), indent=4),
+    ]
+
+
+def _preview(text: str) -> str:
+    text = text.strip()
+    if not text:
+        return "(none)"
+    first = text.splitlines()[0]
+    if len(first) > _INSTRUCTIONS_PREVIEW:
+        first = first[:_INSTRUCTIONS_PREVIEW] + "…"
+    return f"{len(text)} chars: {first!r}"
+
+
+def config_warnings(config: HermesConfig, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Things that are valid but probably not meant: an open server, a key that is missing."""
+    env = os.environ if environ is None else environ
+    warnings = []
+    server = config.server
+    if not server.api_keys and not _is_loopback(server.host):
+        warnings.append(
+            f"server.host is {server.host} but no API keys are set: anyone who can reach the "
+            "server may use it (set server.api_keys or HERMES_API_KEYS)"
+        )
+    for provider in config.providers:
+        if provider.api_key_env and not env.get(provider.api_key_env, "").strip():
+            warnings.append(
+                f"provider {provider.name}: environment variable {provider.api_key_env} is not set"
+            )
+        if provider.api_key_file and not Path(provider.api_key_file).is_file():
+            warnings.append(
+                f"provider {provider.name}: key file {provider.api_key_file} is missing"
+            )
+        unkeyed = key_source(provider) == "none" and provider.base_url is None
+        if unkeyed and provider.name != SIMULATOR_PROVIDER:
+            warnings.append(f"provider {provider.name}: no API key is configured")
+    return warnings
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,390 @@
+"""Loading a configuration: the YAML file, ``${VAR}`` substitution, then the environment.
+
+Order of precedence, lowest first: the embedded defaults, the file, environment variables.
+Everything is assembled into one plain dict and validated once by :class:`HermesConfig`, so a
+value has the same rules wherever it came from; an error about a value that came from the
+environment names the variable.
+
+With no upstream configured anywhere the built-in simulator stands in, so that ``serve`` with
+no configuration at all gives a working, offline server.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from server.config.schema import (
+    DEFAULT_PROFILE_ID,
+    PATTERN_HINTS,
+    SIMULATOR_MODEL,
+    SIMULATOR_PROVIDER,
+    HermesConfig,
+)
+
+log = logging.getLogger(__name__)
+
+CONFIG_ENV = "HERMES_CONFIG"
+DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
+DEFAULT_OPENAI_MODEL = "gpt-4.1"
+
+# Server settings each settable by one environment variable (which wins over the file).
+SERVER_ENV: dict[str, str] = {
+    "HERMES_HOST": "host",
+    "HERMES_PORT": "port",
+    "HERMES_DATA_DIR": "data_dir",
+    "DATABASE_URL": "database_url",
+    "HERMES_MAX_BODY_BYTES": "max_body_bytes",
+    "HERMES_MAX_CONCURRENT_RUNS": "max_concurrent_runs",
+    "HERMES_MAX_CONCURRENT_RUNS_PER_KEY": "max_concurrent_runs_per_key",
+    "HERMES_STOP_ON_DISCONNECT": "stop_on_disconnect",
+}
+API_KEYS_ENV = "HERMES_API_KEYS"
+_SHORTCUT_PREFIXES = ("HERMES_UPSTREAM_", "HERMES_ANTHROPIC_", "HERMES_OPENAI_")
+
+_REFERENCE = re.compile(r"\$\$\{|\$\{([^}]*)\}")
+_VARIABLE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?", re.DOTALL)
+# A problem line that starts with the path of the field it is about, e.g. "profiles[0].id: ".
+_LEADING_PATH = re.compile(r"^([A-Za-z_][\w.\[\]]*): ")
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; ``problems`` has one line per problem, each naming
+    the field (or environment variable) at fault. Never contains a secret."""
+
+    def __init__(self, problems: Sequence[str], *, source: Path | None = None) -> None:
+        self.problems = list(problems)
+        self.source = source
+        where = f" ({source})" if source is not None else ""
+        lines = "\n".join(f"  - {problem}" for problem in self.problems)
+        super().__init__(f"invalid configuration{where}:\n{lines}")
+
+
+def load_config(path: Path | None = None, environ: Mapping[str, str] | None = None) -> HermesConfig:
+    """Read ``path`` (if any), apply ``environ`` (default ``os.environ``) and validate.
+
+    Raises :class:`ConfigError` listing every problem found.
+    """
+    env = os.environ if environ is None else environ
+    raw = _read_file(path) if path is not None else {}
+    problems: list[str] = []
+    raw = _substitute(raw, env, "", problems)
+    if problems:
+        raise ConfigError(problems, source=path)
+    origins: dict[str, str] = {}
+    _apply_server_env(raw, env, origins)
+    _fill_providers(raw, env, origins, problems)
+    if problems:
+        raise ConfigError(problems, source=path)
+    _fill_default_profile(raw)
+    try:
+        return HermesConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_problems(exc, origins), source=path) from None
+
+
+# --- the file -----------------------------------------------------------------------------------
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([f"{path}: no such file"], source=path) from None
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot be read ({exc.strerror})"], source=path) from None
+    except UnicodeDecodeError:
+        raise ConfigError([f"{path}: not UTF-8 text"], source=path) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([_yaml_problem(path, exc)], source=path) from None
+    if data is None:  # an empty file (or only comments) is a valid, empty configuration
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            [f"{path}: the top level must be a mapping (server, providers, profiles)"],
+            source=path,
+        )
+    return data
+
+
+def _yaml_problem(path: Path, exc: yaml.YAMLError) -> str:
+    # str(exc) quotes the offending line, which may hold a key: report the position only.
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        return (
+            f"{path}: not valid YAML: {exc.problem} "
+            f"(line {mark.line + 1}, column {mark.column + 1})"
+        )
+    return f"{path}: not valid YAML"
+
+
+def _substitute(value: Any, environ: Mapping[str, str], where: str, problems: list[str]) -> Any:
+    """``value`` with every ``${VAR}`` / ``${VAR:-default}`` in its strings replaced.
+
+    Done on the parsed tree, not the text, so a value can never change the YAML's structure.
+    ``$${`` stands for a literal ``${``.
+    """
+    if isinstance(value, dict):
+        return {
+            key: _substitute(item, environ, _join(where, str(key)), problems)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [
+            _substitute(item, environ, f"{where}[{index}]", problems)
+            for index, item in enumerate(value)
+        ]
+    if not isinstance(value, str):
+        return value
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(1) is None:
+            return "${"
+        reference = _VARIABLE.fullmatch(match.group(1))
+        if reference is None:
+            problems.append(
+                f"{where or 'config'}: {match.group(0)!r} is not a valid reference; write "
+                "${NAME} or ${NAME:-default} (and $${ for a literal ${)"
+            )
+            return ""
+        name, default = reference.group(1), reference.group(2)
+        found = environ.get(name)
+        if found:
+            return found
+        if default is not None:  # as in the shell, ":-" also covers a set-but-empty variable
+            return default
+        if found is None:
+            problems.append(
+                f"{where or 'config'}: environment variable {name} is not set "
+                f"(write ${{{name}:-default}} to give a default)"
+            )
+        return ""
+
+    return _REFERENCE.sub(replace, value)
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+# --- the environment ----------------------------------------------------------------------------
+
+
+def _env(environ: Mapping[str, str], name: str) -> str | None:
+    # An empty variable counts as unset: `HERMES_PORT=` in a compose file means "no override".
+    value = environ.get(name, "").strip()
+    return value or None
+
+
+def _apply_server_env(
+    raw: dict[str, Any], environ: Mapping[str, str], origins: dict[str, str]
+) -> None:
+    if raw.get("server") is None:
+        raw["server"] = {}
+    server = raw["server"]
+    if not isinstance(server, dict):
+        return  # validation reports it
+    for variable, field in SERVER_ENV.items():
+        value = _env(environ, variable)
+        if value is not None:
+            server[field] = value
+            origins[f"server.{field}"] = variable
+    keys = _env(environ, API_KEYS_ENV)
+    if keys is not None:
+        server["api_keys"] = parse_api_keys(keys)
+        origins["server.api_keys"] = API_KEYS_ENV
+
+
+def parse_api_keys(value: str) -> list[dict[str, str]]:
+    """``HERMES_API_KEYS``: comma-separated ``key`` or ``principal:key`` entries."""
+    entries: list[dict[str, str]] = []
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        principal, colon, key = item.partition(":")
+        if colon:
+            entries.append({"principal": principal.strip(), "key": key.strip()})
+        else:
+            entries.append({"key": item})
+    return entries
+
+
+def _fill_providers(
+    raw: dict[str, Any], environ: Mapping[str, str], origins: dict[str, str], problems: list[str]
+) -> None:
+    """Providers from the environment shortcuts, or the simulator, when the file has none."""
+    if raw.get("providers"):
+        # Vendor keys are often set for other tools; only our own variables deserve a note.
+        ignored = sorted(v for v in environ if v.startswith(_SHORTCUT_PREFIXES) and environ[v])
+        if ignored:
+            log.info(
+                "the config file defines providers; ignoring %s (refer to them from the file)",
+                ", ".join(ignored),
+            )
+        _add_named_simulator(raw)
+        return
+    shortcuts, shortcut_origins = _shortcut_providers(environ, problems)
+    if shortcuts:
+        raw["providers"] = shortcuts
+        origins.update(shortcut_origins)
+    else:
+        raw["providers"] = [_simulator_provider()]
+    _add_named_simulator(raw)
+
+
+def _add_named_simulator(raw: dict[str, Any]) -> None:
+    providers, profiles = raw["providers"], raw.get("profiles")
+    if not isinstance(providers, list) or not isinstance(profiles, list):
+        return
+    # A profile may always name the simulator, e.g. for a demo profile beside real ones.
+    named = {p.get("name") for p in providers if isinstance(p, dict)}
+    wanted = {
+        name
+        for profile in profiles
+        if isinstance(profile, dict)
+        for key in ("providers", "auxiliary_providers")
+        if isinstance(profile.get(key), list)
+        for name in profile[key]
+        if isinstance(name, str)  # anything else is reported by validation
+    }
+    if SIMULATOR_PROVIDER in wanted and SIMULATOR_PROVIDER not in named:
+        providers.append(_simulator_provider())
+
+
+def _simulator_provider() -> dict[str, Any]:
+    # base_url stays empty here: `serve` starts the simulator and fills it in.
+    return {"name": SIMULATOR_PROVIDER, "model": SIMULATOR_MODEL, "api_mode": "chat_completions"}
+
+
+def _shortcut_providers(
+    environ: Mapping[str, str], problems: list[str]
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Upstreams configured by environment variables alone, in fallback order."""
+    providers: list[dict[str, Any]] = []
+    origins: dict[str, str] = {}
+
+    def add(provider: dict[str, Any], sources: dict[str, str]) -> None:
+        for field, variable in sources.items():
+            origins[f"providers[{len(providers)}].{field}"] = variable
+        providers.append(provider)
+
+    base_url = _env(environ, "HERMES_UPSTREAM_BASE_URL")
+    model = _env(environ, "HERMES_UPSTREAM_MODEL")
+    key = _env(environ, "HERMES_UPSTREAM_API_KEY")
+    mode = _env(environ, "HERMES_UPSTREAM_API_MODE")
+    if base_url and model:
+        add(
+            {
+                "name": "upstream",
+                "model": model,
+                "base_url": base_url,
+                "api_key": key,
+                "api_mode": mode,
+            },
+            {
+                "model": "HERMES_UPSTREAM_MODEL",
+                "base_url": "HERMES_UPSTREAM_BASE_URL",
+                "api_key": "HERMES_UPSTREAM_API_KEY",
+                "api_mode": "HERMES_UPSTREAM_API_MODE",
+            },
+        )
+    elif base_url or model or key or mode:
+        missing = "HERMES_UPSTREAM_MODEL" if base_url else "HERMES_UPSTREAM_BASE_URL"
+        problems.append(
+            f"{missing}: not set, but other HERMES_UPSTREAM_* variables are; an "
+            "OpenAI-compatible upstream needs HERMES_UPSTREAM_BASE_URL and HERMES_UPSTREAM_MODEL"
+        )
+    for vendor, default_model in (
+        ("anthropic", DEFAULT_ANTHROPIC_MODEL),
+        ("openai", DEFAULT_OPENAI_MODEL),
+    ):
+        key_var, model_var = f"{vendor.upper()}_API_KEY", f"HERMES_{vendor.upper()}_MODEL"
+        vendor_key, vendor_model = _env(environ, key_var), _env(environ, model_var)
+        if vendor_key:
+            add(
+                {
+                    "name": vendor,
+                    "provider": vendor,
+                    "model": vendor_model or default_model,
+                    "api_key": vendor_key,
+                },
+                {"model": model_var, "api_key": key_var},
+            )
+        elif vendor_model:
+            problems.append(f"{key_var}: not set, but {model_var} is")
+    return providers, origins
+
+
+def _fill_default_profile(raw: dict[str, Any]) -> None:
+    if raw.get("profiles"):
+        return
+    providers = raw.get("providers")
+    if not isinstance(providers, list):
+        return
+    names = [p["name"] for p in providers if isinstance(p, dict) and isinstance(p.get("name"), str)]
+    simulated = names == [SIMULATOR_PROVIDER]
+    raw["profiles"] = [
+        {
+            "id": DEFAULT_PROFILE_ID,
+            "description": (
+                "The built-in simulator (no upstream configured)"
+                if simulated
+                else "The default agent"
+            ),
+            "providers": names,
+        }
+    ]
+
+
+# --- error messages -----------------------------------------------------------------------------
+
+_FRIENDLY = {
+    "extra_forbidden": "unknown field (check its spelling)",
+    "missing": "required, but missing",
+}
+
+
+def _problems(exc: ValidationError, origins: Mapping[str, str]) -> list[str]:
+    problems: list[str] = []
+    for error in exc.errors(include_url=False, include_input=False):
+        location = _format_location(error["loc"])
+        context = error.get("ctx", {})
+        if error["type"] == "value_error":
+            message = str(context.get("error", error["msg"]))
+        elif error["type"] == "string_pattern_mismatch":
+            message = PATTERN_HINTS.get(str(context.get("pattern")), error["msg"])
+        else:
+            message = _FRIENDLY.get(error["type"], error["msg"])
+        for line in message.splitlines():
+            leading = _LEADING_PATH.match(line)
+            if leading:  # the validator named a field below `location`
+                path = _join(location, leading.group(1))
+                text = line[leading.end() :]
+            else:
+                path, text = location, line
+            problems.append(f"{path or 'config'}: {text}{_origin(path, origins)}")
+    return problems
+
+
+def _format_location(location: tuple[int | str, ...]) -> str:
+    text = ""
+    for part in location:
+        text = f"{text}[{part}]" if isinstance(part, int) else _join(text, part)
+    return text
+
+
+def _origin(path: str, origins: Mapping[str, str]) -> str:
+    for prefix, variable in origins.items():
+        if path == prefix or path.startswith((f"{prefix}.", f"{prefix}[")):
+            return f" (from {variable})"
+    return ""

@@ -1,0 +1,271 @@
+"""What a hermes-server configuration holds, and the rules a valid one obeys.
+
+The models are the single source of truth for the YAML file (``docs/configuration.md``
+documents them field by field). Cross-references — a profile naming a provider, unique names
+and ids — are checked on :class:`HermesConfig` so that an invalid configuration cannot be
+built by any route, file or code. Every secret is a ``SecretStr``: a ``repr`` or a log line of
+any of these models never shows one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from hermes_core.agent.budget import DEFAULT_MAX_ITERATIONS
+from hermes_core.agent.config import AgentConfig
+from hermes_core.providers.config import ProviderConfig
+from hermes_core.providers.retry import RetryPolicy
+
+CacheTTL = Literal["5m", "1h"]
+
+DEFAULT_PROFILE_ID = "hermes-agent"
+SIMULATOR_PROVIDER = "simulator"
+"""Reserved provider name: the built-in upstream simulator, started in-process by ``serve``
+when its ``base_url`` is not given."""
+SIMULATOR_MODEL = "hermes-simulator"
+
+ALWAYS_ON_TOOLS = ("todo", "memory", "session_search", "delegate_task")
+"""Agent-level tools every profile has; ``tools`` lists the others, which are off unless named
+(so a dangerous tool can never be on by default)."""
+
+_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$"
+_TOOL_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"  # the function-name rule of the OpenAI and Anthropic APIs
+_PRINCIPAL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$"
+PATTERN_HINTS = {
+    _NAME_PATTERN: "must start with a letter or digit and hold only letters, digits and ._:/@- "
+    "(at most 128 characters)",
+    _PRINCIPAL_PATTERN: "must start with a letter or digit and hold only letters, digits and "
+    "._@- (at most 64 characters)",
+}
+"""Readable versions of the patterns above, for validation messages."""
+
+
+class _Model(BaseModel):
+    # extra="forbid": a misspelt option must be an error, not silently ignored.
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def derived_principal(key: str) -> str:
+    """The principal of a key given without one: stable across restarts and key order, and
+    revealing nothing useful about the key (8 hex digits of its SHA-256)."""
+    return "key-" + hashlib.sha256(key.encode()).hexdigest()[:8]
+
+
+class ApiKey(_Model):
+    """A client API key and the principal (owner of sessions, memory, runs) it stands for."""
+
+    key: SecretStr
+    principal: str = Field(default="", pattern=_PRINCIPAL_PATTERN)
+    """Derived from the key when omitted (see :func:`derived_principal`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derive_principal(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("principal"):
+            key = data.get("key")
+            if isinstance(key, str) and key.strip():
+                return {**data, "principal": derived_principal(key.strip())}
+        return data
+
+    @field_validator("key")
+    @classmethod
+    def _strip_key(cls, key: SecretStr) -> SecretStr:
+        value = key.get_secret_value().strip()
+        if not value:
+            raise ValueError("an API key must not be empty")
+        return SecretStr(value)
+
+
+class ServerConfig(_Model):
+    """Settings of the HTTP server itself, shared by every profile."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    api_keys: list[ApiKey] = Field(default_factory=list)
+    """Keys clients must send as ``Authorization: Bearer``; none means no authentication."""
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    max_concurrent_runs: int = Field(default=64, ge=1)
+    """Agent runs in progress at once, over all keys."""
+    max_concurrent_runs_per_key: int = Field(default=8, ge=1)
+    stop_on_disconnect: bool = True
+    """Interrupt a streaming run when its client disconnects."""
+    data_dir: Path = Path("data")
+    """Where the server keeps its files (the SQLite database by default). Relative paths are
+    relative to the working directory."""
+    database_url: SecretStr | None = None
+    """SQLAlchemy URL of the database; a SQLite file in ``data_dir`` when omitted. A secret
+    because it may embed a password."""
+
+    @field_validator("database_url", mode="before")
+    @classmethod
+    def _empty_url_is_default(cls, value: Any) -> Any:
+        # `database_url: ${DATABASE_URL:-}` must mean "the default", not an empty URL.
+        if isinstance(value, str) and not value.strip():
+            return None
+        return value
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url is not None:
+            return self.database_url.get_secret_value()
+        return f"sqlite+aiosqlite:///{(self.data_dir / 'hermes.db').as_posix()}"
+
+    @model_validator(mode="after")
+    def _check_keys(self) -> Self:
+        seen: set[str] = set()
+        for index, entry in enumerate(self.api_keys):
+            value = entry.key.get_secret_value()
+            if value in seen:
+                # Never echo the key: the message may reach a log.
+                raise ValueError(f"api_keys[{index}]: the same key is listed twice")
+            seen.add(value)
+        if self.max_concurrent_runs_per_key > self.max_concurrent_runs:
+            raise ValueError(
+                "max_concurrent_runs_per_key: must not exceed max_concurrent_runs "
+                f"({self.max_concurrent_runs_per_key} > {self.max_concurrent_runs})"
+            )
+        return self
+
+
+class RetrySettings(_Model):
+    """Retries of one provider before the chain falls back to the next one."""
+
+    max_attempts: int = Field(default=3, ge=1, le=10)
+    base_delay: float = Field(default=1.0, ge=0)
+    max_delay: float = Field(default=30.0, ge=0)
+
+    def to_policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            max_attempts=self.max_attempts, base_delay=self.base_delay, max_delay=self.max_delay
+        )
+
+
+class Profile(_Model):
+    """One agent offered to clients as a model in ``GET /v1/models``."""
+
+    id: str = Field(pattern=_NAME_PATTERN)
+    """The model id clients send (``"model": "hermes-agent"``)."""
+    description: str = ""
+    providers: list[str] = Field(min_length=1)
+    """Provider names in order of preference: the fallback chain."""
+    auxiliary_providers: list[str] = Field(default_factory=list)
+    """Chain for side tasks such as summarising during context compression; the main chain
+    when empty. A cheaper, faster model fits here."""
+    instructions: str = ""
+    """The profile's own instructions, layered after the core agent instructions."""
+    tools: list[str] = Field(default_factory=list)
+    """Tools enabled besides the always-on agent-level ones."""
+    max_iterations: int = Field(default=DEFAULT_MAX_ITERATIONS, ge=1, le=10_000)
+    """Model calls per run, sub-agents included: the run's budget."""
+    max_tokens: int | None = Field(default=None, ge=1)
+    """Output tokens per model call when the client names none."""
+    retry: RetrySettings = Field(default_factory=RetrySettings)
+    openwebui: bool = False
+    """Shape streams for Open WebUI (progress it renders, no vendor extras it would store)."""
+    cache_ttl: CacheTTL = "5m"
+    """Lifetime of Anthropic prompt-cache breakpoints; "1h" costs more to write, less to keep."""
+
+    @field_validator("tools")
+    @classmethod
+    def _check_tools(cls, tools: list[str]) -> list[str]:
+        for name in tools:
+            if not re.fullmatch(_TOOL_PATTERN, name):
+                raise ValueError(f"{name!r} is not a tool name (letters, digits, _ and -)")
+        # Naming an always-on tool is harmless; keep the list to what it adds.
+        return list(dict.fromkeys(t for t in tools if t not in ALWAYS_ON_TOOLS))
+
+    @property
+    def enabled_tools(self) -> tuple[str, ...]:
+        return (*ALWAYS_ON_TOOLS, *self.tools)
+
+    @property
+    def auxiliary_chain(self) -> list[str]:
+        return self.auxiliary_providers or self.providers
+
+    def agent_config(self) -> AgentConfig:
+        """The agent settings of this profile (its provider chain is built separately)."""
+        return AgentConfig(
+            instructions=self.instructions,
+            max_iterations=self.max_iterations,
+            max_tokens=self.max_tokens,
+            retry=self.retry.to_policy(),
+        )
+
+
+class HermesConfig(_Model):
+    """A whole, validated configuration: server settings, upstreams and agent profiles."""
+
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    providers: list[ProviderConfig] = Field(min_length=1)
+    profiles: list[Profile] = Field(min_length=1)
+
+    @property
+    def uses_simulator(self) -> bool:
+        """True when the built-in simulator stands in for an upstream."""
+        return any(p.name == SIMULATOR_PROVIDER for p in self.providers)
+
+    @property
+    def model_ids(self) -> list[str]:
+        return [profile.id for profile in self.profiles]
+
+    def provider(self, name: str) -> ProviderConfig:
+        for provider in self.providers:
+            if provider.name == name:
+                return provider
+        raise KeyError(name)
+
+    def profile(self, model_id: str) -> Profile | None:
+        return next((p for p in self.profiles if p.id == model_id), None)
+
+    def chain(self, profile: Profile, *, auxiliary: bool = False) -> list[ProviderConfig]:
+        """The provider configurations of ``profile``'s main (or auxiliary) fallback chain."""
+        names = profile.auxiliary_chain if auxiliary else profile.providers
+        return [self.provider(name) for name in names]
+
+    def with_simulator_base_url(self, root_url: str) -> HermesConfig:
+        """This configuration with the embedded simulator's address filled in (at start-up)."""
+        providers = [
+            p.model_copy(update={"base_url": root_url.rstrip("/") + "/v1"})
+            if p.name == SIMULATOR_PROVIDER and p.base_url is None
+            else p
+            for p in self.providers
+        ]
+        return self.model_copy(update={"providers": providers})
+
+    @model_validator(mode="after")
+    def _check_references(self) -> Self:
+        # Collected rather than raised one by one: a user fixing a file wants every problem.
+        # One problem per line, each starting with the field it is about (see loader.py).
+        problems: list[str] = []
+        names: set[str] = set()
+        for index, provider in enumerate(self.providers):
+            if not provider.name.strip():
+                problems.append(f"providers[{index}].name: must not be empty")
+            elif provider.name in names:
+                problems.append(f"providers[{index}].name: duplicate provider {provider.name!r}")
+            names.add(provider.name)
+        defined = ", ".join(sorted(names)) or "none"
+        ids: set[str] = set()
+        for index, profile in enumerate(self.profiles):
+            if profile.id in ids:
+                problems.append(f"profiles[{index}].id: duplicate profile id {profile.id!r}")
+            ids.add(profile.id)
+            for field in ("providers", "auxiliary_providers"):
+                for position, name in enumerate(getattr(profile, field)):
+                    if name not in names:
+                        problems.append(
+                            f"profiles[{index}].{field}[{position}]: profile {profile.id!r} "
+                            f"names unknown provider {name!r} (defined: {defined})"
+                        )
+                if len(set(getattr(profile, field))) != len(getattr(profile, field)):
+                    problems.append(
+                        f"profiles[{index}].{field}: a provider appears twice in the chain"
+                    )
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self

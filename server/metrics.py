@@ -1,0 +1,448 @@
+"""Prometheus metrics: one more view of the event stream, plus the HTTP request layer.
+
+:class:`Metrics` owns its own ``CollectorRegistry`` (never the process-global one) so that
+several apps — and tests — can live in one process. It is fed two ways:
+
+- :meth:`Metrics.observe` is a :class:`~server.runs.manager.RunManager` observer: it sees every
+  event of every run on the event loop and turns runs, model calls, tools, budgets, fallbacks
+  and interrupts into counters and histograms;
+- :class:`RequestMetrics` is a pure-ASGI middleware counting requests and their duration.
+
+Every label is bounded: endpoints are a fixed set, providers and models are the configured
+ones (anything else is ``other``), tools are the registered ones (hallucinated or dynamic names
+are ``other``), reasons and outcomes are enums. Never a run id, session, user or key.
+
+``observe`` runs on the hot path of every token, so per-run scratch state lives in one dict
+keyed by run id (dropped on ``RunFinished``) and a ``TextDelta`` after a run's first costs one
+dict lookup. How the less obvious numbers are derived:
+
+- upstream calls: ``StepFinished`` is a success; each ``RetryScheduled`` and each
+  ``FallbackActivated`` is one failed attempt; a run that ends between
+  ``StatusChanged(calling_model)`` and its ``StepFinished`` lost that call (``error``, or
+  ``cancelled`` when interrupted);
+- grace calls: the loop announces the grace call with ``StatusChanged(finishing)`` and nothing
+  else. (Repeated iteration numbers are no signal: an invalid-JSON retry repeats one too.)
+- sub-agent events count for model calls, tokens, tools and compressions; their runs, budget
+  warnings and text are part of the parent's run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import assert_never
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from hermes_core.agent.loop import AGENT_LEVEL_TOOLS
+from hermes_core.errors import ErrorKind
+from hermes_core.events import (
+    AgentEvent,
+    ApprovalRequested,
+    ApprovalResolved,
+    BudgetWarning,
+    ClientToolCallsPending,
+    CompressionPerformed,
+    ExitReason,
+    FallbackActivated,
+    MessageAdded,
+    ReasoningDelta,
+    RetryScheduled,
+    RunFinished,
+    RunStarted,
+    StatusChanged,
+    StepFinished,
+    SubagentEvent,
+    TextDelta,
+    ToolCallGenerating,
+    ToolFinished,
+    ToolStarted,
+)
+from hermes_core.providers.fallback import FallbackChain
+from server.runs.manager import Run
+
+OTHER = "other"
+ENDPOINTS = frozenset({"chat_completions", "responses", "runs", "models"})
+_ERROR_KINDS = frozenset(kind.value for kind in ErrorKind)
+_INTERRUPT_SOURCES = {
+    "client disconnected": "client_disconnect",
+    "stopped through the API": "stop_api",
+    "server shutting down": "shutdown",
+}
+# What the tool executor writes into ToolFinished.error for the failures it recognises.
+_TOOL_ERRORS = {
+    "interrupted": "cancelled",
+    "denied": "denied",
+    "blocked": "denied",
+    "timeout": "timeout",
+}
+# Probes and scrapes would drown the API traffic and say nothing about it.
+_UNCOUNTED_PATHS = frozenset({"/metrics", "/health", "/ready"})
+
+REQUEST_BUCKETS = (*(0.1 * 2**i for i in range(13)), 900.0, 1800.0)  # 0.1 … 409.6, 900, 1800
+TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+ITERATION_BUCKETS = tuple(float(2**i) for i in range(10))  # 1 … 512
+RATIO_BUCKETS = tuple(i / 10 for i in range(1, 11))  # 0.1 … 1.0
+TOOL_BUCKETS = (*(0.01 * 2**i for i in range(14)), 300.0)  # 0.01 … 81.92, 300
+
+
+def run_endpoint(endpoint: str) -> str:
+    """The label of a run's endpoint (``chat.completions`` → ``chat_completions``)."""
+    label = endpoint.replace(".", "_")
+    return label if label in ENDPOINTS else OTHER
+
+
+def path_endpoint(path: str) -> str | None:
+    """The label of a request path, or None for paths not worth counting (probes, scrapes)."""
+    if path.startswith("/v1/"):
+        head = path[4:].split("/", 2)
+        name = "chat_completions" if head[:2] == ["chat", "completions"] else head[0]
+        return name if name in ENDPOINTS else OTHER
+    return None if path in _UNCOUNTED_PATHS else OTHER
+
+
+def interrupt_source(reason: str | None) -> str:
+    return _INTERRUPT_SOURCES.get(reason or "", OTHER)
+
+
+@dataclass(slots=True)
+class _RunScratch:
+    """What a run's metrics need to remember between its events."""
+
+    endpoint: str
+    models: dict[str, str]
+    """Configured provider name → model: the only label values we let through."""
+    provider: str
+    """The provider serving the run now (changes on a fallback)."""
+    started: float | None = None
+    """Monotonic time of RunStarted; None for runs we did not see start (or sub-agents)."""
+    first_token: bool = False
+    calling: bool = False
+    """A model call is in flight: StatusChanged(calling_model) without its StepFinished yet."""
+    grace: bool = False
+    """The budget ran out and the grace call was made (StatusChanged(finishing))."""
+
+    def labels(self, provider: str) -> tuple[str, str]:
+        """Bounded ``(provider, model)`` of a call served by ``provider``: the configured model,
+        not the one the upstream reported (that one is unbounded)."""
+        model = self.models.get(provider)
+        return (provider, model) if model is not None else (OTHER, OTHER)
+
+
+def _configured_models(run: Run) -> dict[str, str]:
+    provider = run.agent.provider
+    providers = provider.providers if isinstance(provider, FallbackChain) else [provider]
+    return {p.name: p.model for p in providers}
+
+
+class Metrics:
+    """Every ``hermes_*`` metric, in a registry of its own."""
+
+    def __init__(
+        self, *, registry: CollectorRegistry | None = None, runtime_metrics: bool = True
+    ) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        if runtime_metrics:  # process_*, python_*: what the global registry would have had
+            ProcessCollector(registry=self.registry)
+            PlatformCollector(registry=self.registry)
+            GCCollector(registry=self.registry)
+        self._runs: dict[str, _RunScratch] = {}
+
+        r = self.registry
+
+        def counter(name: str, doc: str, labels: str) -> Counter:
+            return Counter(name, doc, labels.split(), registry=r)
+
+        def histogram(name: str, doc: str, labels: str, buckets: Sequence[float]) -> Histogram:
+            return Histogram(name, doc, labels.split(), buckets=buckets, registry=r)
+
+        llm = "provider model"
+        self.requests = counter("hermes_requests_total", "HTTP requests.", "endpoint status")
+        self.request_duration = histogram(
+            "hermes_request_duration_seconds",
+            "HTTP request duration, to the last byte of the response.",
+            "endpoint status",
+            REQUEST_BUCKETS,
+        )
+        self.time_to_first_token = histogram(
+            "hermes_time_to_first_token_seconds",
+            "From the start of a run to its first answer text.",
+            "endpoint",
+            TTFT_BUCKETS,
+        )
+        self.runs_active = Gauge(
+            "hermes_runs_active", "Runs in progress.", ["endpoint"], registry=r
+        )
+        self.runs_finished = counter(
+            "hermes_runs_finished_total", "Finished runs.", "endpoint exit_reason"
+        )
+        self.run_iterations = histogram(
+            "hermes_run_iterations", "Budgeted model calls per run.", "endpoint", ITERATION_BUCKETS
+        )
+        self.interrupts = counter("hermes_interrupts_total", "Interrupted runs.", "endpoint source")
+        self.budget_used = histogram(
+            "hermes_run_budget_used_ratio", "Iteration budget used.", "endpoint", RATIO_BUCKETS
+        )
+        self.budget_warnings = counter("hermes_budget_warnings_total", "Budget warnings.", "tier")
+        self.budget_exhausted = counter(
+            "hermes_budget_exhausted_total", "Runs that ran out of iterations.", "endpoint"
+        )
+        self.grace_calls = counter(
+            "hermes_budget_grace_calls_total", "Final calls after the budget ran out.", "outcome"
+        )
+        self.llm_requests = counter(
+            "hermes_llm_requests_total", "Upstream model calls.", f"{llm} outcome"
+        )
+        self.llm_retries = counter("hermes_llm_retries_total", "Retries.", "provider reason")
+        self.llm_fallbacks = counter(
+            "hermes_llm_fallbacks_total",
+            "Switches to the next provider of a fallback chain.",
+            "from_provider to_provider reason",
+        )
+        self.input_tokens = counter(
+            "hermes_llm_input_tokens_total", "Prompt tokens, cache included.", llm
+        )
+        self.output_tokens = counter(
+            "hermes_llm_output_tokens_total", "Output tokens, reasoning included.", llm
+        )
+        self.cache_read_tokens = counter(
+            "hermes_llm_cache_read_input_tokens_total", "Prompt tokens read from cache.", llm
+        )
+        self.cache_write_tokens = counter(
+            "hermes_llm_cache_write_input_tokens_total", "Prompt tokens written to cache.", llm
+        )
+        self.reasoning_tokens = counter(
+            "hermes_llm_reasoning_output_tokens_total", "Reasoning tokens.", llm
+        )
+        self.prompt_cache = counter(
+            "hermes_llm_prompt_cache_total",
+            "Model calls by prompt-cache result (hit: read > 0; write_only; miss).",
+            f"{llm} result",
+        )
+        self.tool_calls = counter("hermes_tool_calls_total", "Tool calls.", "tool outcome")
+        self.tool_duration = histogram(
+            "hermes_tool_duration_seconds", "Tool call duration.", "tool outcome", TOOL_BUCKETS
+        )
+        self.compressions = counter(
+            "hermes_context_compressions_total",
+            "Context compressions (summary: a summary was written; prune: old outputs cut).",
+            "method",
+        )
+
+    # --- HTTP ---------------------------------------------------------------------------------
+
+    def record_request(self, endpoint: str, status: int, seconds: float) -> None:
+        code = str(status)
+        self.requests.labels(endpoint, code).inc()
+        self.request_duration.labels(endpoint, code).observe(seconds)
+
+    # --- events -------------------------------------------------------------------------------
+
+    def observe(self, run: Run, event: AgentEvent) -> None:
+        """The RunManager observer: count what ``event`` says about ``run``."""
+        self._handle(run, event, nested=False)
+
+    # One branch per event kind is exhaustiveness, not complexity: hence the noqa.
+    def _handle(self, run: Run, event: AgentEvent, *, nested: bool) -> None:  # noqa: C901
+        # The hottest kinds come first: a match tries its cases in order.
+        match event:
+            case TextDelta():
+                scratch = self._runs.get(event.run_id)
+                if scratch is not None and not scratch.first_token:
+                    self._first_token(scratch)
+            case (
+                ReasoningDelta()
+                | ToolCallGenerating()
+                | MessageAdded()
+                | ToolStarted()
+                | ApprovalRequested()
+                | ApprovalResolved()
+                | ClientToolCallsPending()
+            ):
+                pass
+            case StatusChanged():
+                if event.status == "calling_model":
+                    self._scratch(run, event.run_id).calling = True
+                elif event.status == "finishing":  # the loop's only use: the grace call
+                    self._scratch(run, event.run_id).grace = True
+            case StepFinished():
+                self._step_finished(run, event)
+            case ToolFinished():
+                self._tool_finished(run, event)
+            case RetryScheduled():
+                labels = self._scratch(run, event.run_id).labels(event.provider)
+                self.llm_requests.labels(*labels, "error").inc()
+                self.llm_retries.labels(labels[0], _bounded(event.reason, _ERROR_KINDS)).inc()
+            case FallbackActivated():
+                self._fallback(run, event)
+            case CompressionPerformed():
+                self.compressions.labels("summary" if event.summarised else "prune").inc()
+            case BudgetWarning():
+                if not nested:  # a sub-agent shares its parent's budget: one warning is enough
+                    self.budget_warnings.labels(event.tier).inc()
+            case RunStarted():
+                self._run_started(run, event, nested=nested)
+            case RunFinished():
+                self._run_finished(run, event, nested=nested)
+            case SubagentEvent():
+                # Tools and model calls of a sub-agent are real; its run is part of ours.
+                self._handle(run, event.event, nested=True)
+            case _:
+                assert_never(event)
+
+    def _scratch(self, run: Run, run_id: str) -> _RunScratch:
+        scratch = self._runs.get(run_id)
+        if scratch is None:  # a run already going when we were attached
+            models = _configured_models(run)
+            scratch = _RunScratch(
+                endpoint=run_endpoint(run.endpoint),
+                models=models,
+                provider=next(iter(models)),
+                first_token=True,
+            )
+            self._runs[run_id] = scratch
+        return scratch
+
+    def _first_token(self, scratch: _RunScratch) -> None:
+        scratch.first_token = True
+        if scratch.started is not None:
+            elapsed = time.monotonic() - scratch.started
+            self.time_to_first_token.labels(scratch.endpoint).observe(elapsed)
+
+    def _run_started(self, run: Run, event: RunStarted, *, nested: bool) -> None:
+        endpoint = run_endpoint(run.endpoint)
+        scratch = _RunScratch(
+            endpoint=endpoint,
+            models=_configured_models(run),
+            provider=event.provider,
+            # A sub-agent's text is not what the client waits for.
+            first_token=nested,
+            started=None if nested else time.monotonic(),
+        )
+        self._runs[event.run_id] = scratch
+        if not nested:
+            self.runs_active.labels(endpoint).inc()
+
+    def _step_finished(self, run: Run, event: StepFinished) -> None:
+        scratch = self._scratch(run, event.run_id)
+        scratch.calling = False
+        labels = scratch.labels(event.provider)
+        usage = event.usage
+        self.llm_requests.labels(*labels, "success").inc()
+        self.input_tokens.labels(*labels).inc(usage.input_tokens)
+        self.output_tokens.labels(*labels).inc(usage.output_tokens)
+        self.cache_read_tokens.labels(*labels).inc(usage.cache_read_tokens)
+        self.cache_write_tokens.labels(*labels).inc(usage.cache_write_tokens)
+        self.reasoning_tokens.labels(*labels).inc(usage.reasoning_tokens)
+        if usage.cache_read_tokens > 0:
+            result = "hit"
+        elif usage.cache_write_tokens > 0:
+            result = "write_only"
+        else:
+            result = "miss"
+        self.prompt_cache.labels(*labels, result).inc()
+
+    def _tool_finished(self, run: Run, event: ToolFinished) -> None:
+        known = event.name in run.agent.tools or event.name in AGENT_LEVEL_TOOLS
+        if event.ok:
+            outcome = "success"
+        elif not known:  # the executor runs only registered tools: this one was made up
+            outcome = "not_found"
+        else:
+            outcome = _TOOL_ERRORS.get(event.error or "", "error")
+        tool = event.name if known else OTHER
+        self.tool_calls.labels(tool, outcome).inc()
+        self.tool_duration.labels(tool, outcome).observe(event.duration_s)
+
+    def _fallback(self, run: Run, event: FallbackActivated) -> None:
+        scratch = self._scratch(run, event.run_id)
+        source = scratch.labels(event.from_provider)
+        # The provider given up on failed its last attempt: that is one failed call.
+        self.llm_requests.labels(*source, "error").inc()
+        target = scratch.labels(event.to_provider)[0]
+        reason = _bounded(event.reason, _ERROR_KINDS)
+        self.llm_fallbacks.labels(source[0], target, reason).inc()
+        scratch.provider = event.to_provider
+
+    def _run_finished(self, run: Run, event: RunFinished, *, nested: bool) -> None:
+        scratch = self._runs.pop(event.run_id, None)
+        interrupted = event.exit_reason is ExitReason.INTERRUPTED
+        if scratch is not None and scratch.calling:
+            # The run ended inside a model call: it failed (after its retries) or was cut off.
+            outcome = "cancelled" if interrupted else "error"
+            self.llm_requests.labels(*scratch.labels(scratch.provider), outcome).inc()
+        if nested:
+            return
+        endpoint = scratch.endpoint if scratch is not None else run_endpoint(run.endpoint)
+        if scratch is not None and scratch.started is not None:
+            self.runs_active.labels(endpoint).dec()
+        self.runs_finished.labels(endpoint, event.exit_reason.value).inc()
+        self.run_iterations.labels(endpoint).observe(event.iterations)
+        budget = max(1, run.agent.config.max_iterations)
+        self.budget_used.labels(endpoint).observe(min(1.0, event.iterations / budget))
+        if event.exit_reason is ExitReason.BUDGET_EXHAUSTED:
+            self.budget_exhausted.labels(endpoint).inc()
+        if scratch is not None and scratch.grace:
+            self.grace_calls.labels(_grace_outcome(event, still_calling=scratch.calling)).inc()
+        if interrupted:
+            reason = run.agent.interrupt_reason
+            if reason is None and event.error:  # the agent may already have reset it
+                reason = event.error.removeprefix("Interrupted: ")
+            self.interrupts.labels(endpoint, interrupt_source(reason)).inc()
+
+
+def _grace_outcome(event: RunFinished, *, still_calling: bool) -> str:
+    if still_calling:  # the grace call itself did not come back
+        return "interrupted" if event.exit_reason is ExitReason.INTERRUPTED else "error"
+    return "answered" if event.final_text.strip() else "empty"
+
+
+def _bounded(value: str, allowed: frozenset[str]) -> str:
+    return value if value in allowed else OTHER
+
+
+class RequestMetrics:
+    """Pure-ASGI middleware: ``hermes_requests_total`` and ``hermes_request_duration_seconds``
+    by endpoint and status.
+
+    The request is recorded just before its last body message goes out, so a client that reads
+    the response and then scrapes ``/metrics`` always finds it counted; streams are timed to
+    their end. A request that dies before any response counts as a 500.
+    """
+
+    def __init__(self, app: ASGIApp, *, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        endpoint = path_endpoint(scope["path"]) if scope["type"] == "http" else None
+        if endpoint is None:
+            await self.app(scope, receive, send)
+            return
+        started = time.monotonic()
+        status = 500
+        recorded = False
+
+        def record() -> None:
+            nonlocal recorded
+            recorded = True
+            self.metrics.record_request(endpoint, status, time.monotonic() - started)
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif not message.get("more_body") and not recorded:
+                record()  # the last body message of the response
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        finally:
+            if not recorded:  # an exception, or a stream the client walked away from
+                record()

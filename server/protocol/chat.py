@@ -1,0 +1,180 @@
+"""The Chat Completions wire format we serve: what clients send, and how it becomes a run.
+
+Unknown request fields are accepted and ignored (clients send many); known ones are honoured
+or refused with a 400 that names them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from hermes_core.agent import AgentRequest
+from hermes_core.messages import Message, ToolCall
+from hermes_core.providers.base import ForcedTool, ToolChoice, ToolSchema
+from server.errors import APIError
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class FunctionCallIn(_Open):
+    name: str
+    arguments: str = "{}"
+
+
+class ToolCallIn(_Open):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCallIn
+
+
+class ChatMessageIn(_Open):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCallIn] | None = None
+    tool_call_id: str | None = None
+
+
+class FunctionDefinitionIn(_Open):
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    strict: bool | None = None
+
+
+class ToolIn(_Open):
+    type: Literal["function"]
+    function: FunctionDefinitionIn
+
+
+class StreamOptions(_Open):
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(_Open):
+    """``POST /v1/chat/completions``."""
+
+    model: str = Field(min_length=1)
+    messages: list[ChatMessageIn] = Field(min_length=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    reasoning_effort: str | None = None
+    tools: list[ToolIn] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    n: int | None = Field(default=None, ge=1)
+    response_format: dict[str, Any] | None = None
+    user: str | None = None
+    metadata: dict[str, str] | None = None
+
+    @field_validator("n")
+    @classmethod
+    def _one_choice(cls, value: int | None) -> int | None:
+        if value is not None and value != 1:
+            raise ValueError("only n=1 is supported: an agent run produces one answer")
+        return value
+
+    @field_validator("response_format")
+    @classmethod
+    def _text_only(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and value.get("type", "text") != "text":
+            raise ValueError("only response_format {'type': 'text'} is supported")
+        return value
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+    @property
+    def is_openwebui_task(self) -> bool:
+        """Open WebUI's side requests (title, tags, follow-ups): one ``### Task:`` prompt."""
+        last = self.messages[-1]
+        return (
+            not self.stream
+            and last.role == "user"
+            and isinstance(last.content, str)
+            and last.content.lstrip().startswith("### Task:")
+        )
+
+    def client_tools(self) -> list[ToolSchema]:
+        return [
+            ToolSchema(
+                name=tool.function.name,
+                description=tool.function.description,
+                parameters=tool.function.parameters,
+            )
+            for tool in self.tools or ()
+        ]
+
+    def to_agent_request(self, *, with_client_tools: bool = True) -> AgentRequest:
+        """Split the messages into the client's system layer, the history and the new turn."""
+        system_parts: list[str] = []
+        conversation: list[Message] = []
+        for message in self.messages:
+            if message.role in ("system", "developer"):
+                text = _text(message.content)
+                if text:
+                    system_parts.append(text)
+                continue
+            conversation.append(_to_internal(message))
+        user_message: str | list[dict[str, Any]] | None = None
+        if conversation and conversation[-1]["role"] == "user":
+            user_message = conversation.pop().get("content") or ""
+        return AgentRequest(
+            user_message=user_message,
+            history=conversation,
+            system_message="\n\n".join(system_parts) or None,
+            client_tools=self.client_tools() if with_client_tools else (),
+            tool_choice=self._tool_choice(),
+            max_tokens=self.max_completion_tokens or self.max_tokens,
+            temperature=self.temperature,
+            reasoning_effort=self.reasoning_effort,
+        )
+
+    def _tool_choice(self) -> ToolChoice:
+        choice = self.tool_choice
+        if choice is None or choice == "auto":
+            return "auto"
+        if choice in ("none", "required"):
+            return choice  # type: ignore[return-value]
+        if isinstance(choice, dict) and choice.get("type") == "function":
+            name = (choice.get("function") or {}).get("name")
+            if isinstance(name, str) and name:
+                return ForcedTool(name=name)
+        raise APIError(400, f"Invalid tool_choice: {json.dumps(choice)}", param="tool_choice")
+
+
+def _text(content: str | list[dict[str, Any]] | None) -> str:
+    if isinstance(content, str):
+        return content
+    if content is None:
+        return ""
+    return "".join(str(p.get("text", "")) for p in content if p.get("type") == "text")
+
+
+def _to_internal(message: ChatMessageIn) -> Message:
+    out: Message = {"role": message.role}  # type: ignore[typeddict-item]
+    out["content"] = message.content if message.content is not None else ""
+    if message.tool_calls:
+        calls: list[ToolCall] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.function.name, "arguments": call.function.arguments},
+            }
+            for call in message.tool_calls
+        ]
+        out["tool_calls"] = calls
+    if message.role == "tool":
+        if not message.tool_call_id:
+            raise APIError(400, "A tool message needs a tool_call_id.", param="messages")
+        out["tool_call_id"] = message.tool_call_id
+    return out

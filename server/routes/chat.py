@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+
+from server.auth import Principal, require_principal
+from server.protocol.chat import ChatCompletionRequest
+from server.serving.chat import ChatServing
+
+router = APIRouter(prefix="/v1", tags=["chat"])
+
+
+@router.post("/chat/completions", response_model=None)
+async def create_chat_completion(
+    body: ChatCompletionRequest,
+    request: Request,
+    principal: Annotated[Principal, Depends(require_principal)],
+) -> Response:
+    """Run the agent on the conversation; stream its progress as chunks or answer at the end."""
+    serving: ChatServing = request.app.state.chat
+    return await serving.create(body, request, principal)

@@ -1,0 +1,40 @@
+"""``GET /metrics`` for Prometheus and ``GET /ready`` for orchestrators; neither needs a key.
+
+A scrape only serialises counters already in memory: no database, no upstream, no await.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel
+
+from server.errors import APIError
+from server.metrics import Metrics
+from server.services import Services
+
+router = APIRouter(tags=["health"])
+
+
+class Readiness(BaseModel):
+    status: str = "ready"
+    profiles: int
+    """How many agent profiles (models) are configured."""
+
+
+# Not in the OpenAPI document: it is not JSON, and only Prometheus reads it.
+@router.get("/metrics", include_in_schema=False)
+async def metrics(request: Request) -> Response:
+    """Every ``hermes_*`` metric in the Prometheus text format."""
+    source: Metrics = request.app.state.metrics
+    return Response(generate_latest(source.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/ready", response_model=Readiness)
+async def ready(request: Request) -> Readiness:
+    """Readiness: the server has something to serve. Needs no API key; 503 until it does."""
+    services: Services = request.app.state.services
+    if not services.profiles:
+        raise APIError(503, "No agent profile is configured.", code="not_ready")
+    return Readiness(profiles=len(services.profiles))

@@ -1,0 +1,101 @@
+"""Native run control: status, the replayable event stream, and stop."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from hermes_core.events import AgentEvent
+from server.auth import Principal, require_principal
+from server.errors import APIError
+from server.runs.manager import Run
+from server.services import Services
+from server.sse import sse_response
+
+router = APIRouter(prefix="/v1/runs", tags=["runs"])
+
+
+def _services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+def _find(request: Request, run_id: str, principal: Principal) -> Run:
+    run = _services(request).runs.get(run_id, owner=principal.name)
+    if run is None:  # another key's run is as invisible as a missing one
+        raise APIError(404, f"No run '{run_id}'.", param="run_id", code="run_not_found")
+    return run
+
+
+def describe(run: Run) -> dict[str, Any]:
+    end = run.finished
+    return {
+        "id": run.id,
+        "object": "hermes.run",
+        "endpoint": run.endpoint,
+        "model": run.model,
+        "completion_id": run.completion_id or None,
+        "session_id": run.session_id,
+        "status": run.status.value,
+        "exit_reason": run.exit_reason.value if run.exit_reason else None,
+        "error": run.error,
+        "created_at": int(run.created_at),
+        "ended_at": int(run.ended_at) if run.ended_at else None,
+        "iterations": end.iterations if end else None,
+        "usage": dataclasses.asdict(end.usage) if end else None,
+        "events": len(run.events),
+    }
+
+
+@router.get("/{run_id}")
+async def get_run(
+    run_id: str, request: Request, principal: Annotated[Principal, Depends(require_principal)]
+) -> dict[str, Any]:
+    """A run's status and, once it ended, its exit reason and usage."""
+    return describe(_find(request, run_id, principal))
+
+
+def event_frame(event: AgentEvent) -> bytes:
+    import json
+
+    payload = json.dumps(dataclasses.asdict(event), ensure_ascii=False, separators=(",", ":"))
+    # The native stream may carry ids: they let EventSource clients resume by Last-Event-ID.
+    return f"id: {event.seq}\nevent: {event.kind}\ndata: {payload}\n\n".encode()
+
+
+@router.get("/{run_id}/events", response_model=None)
+async def run_events(
+    run_id: str,
+    request: Request,
+    principal: Annotated[Principal, Depends(require_principal)],
+    after: Annotated[int, Query(ge=-1, description="Resume after this sequence number.")] = -1,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> Response:
+    """The run's native events as SSE: the log so far, then live ones until the run ends."""
+    run = _find(request, run_id, principal)
+    if last_event_id is not None and last_event_id.strip().lstrip("-").isdigit():
+        after = max(after, int(last_event_id))
+
+    async def frames() -> AsyncIterator[bytes]:
+        async for event in run.follow(after=after):
+            yield event_frame(event)
+
+    return sse_response(frames(), headers={"x-hermes-run-id": run.id})
+
+
+@router.post("/{run_id}/stop", status_code=202)
+async def stop_run(
+    run_id: str, request: Request, principal: Annotated[Principal, Depends(require_principal)]
+) -> JSONResponse:
+    """Interrupt a run (by run id or ``chatcmpl-`` id); it then ends as ``interrupted``."""
+    run = _find(request, run_id, principal)
+    if run.status.finished:
+        raise APIError(
+            409, f"Run '{run.id}' already ended ({run.status.value}).", code="run_finished"
+        )
+    _services(request).runs.stop(run, "stopped through the API")
+    return JSONResponse({"id": run.id, "object": "hermes.run", "status": run.status.value}, 202)

@@ -1,0 +1,230 @@
+"""Runs: every agent request runs as a task with an id, an owner and a replayable event log.
+
+The HTTP request that started a run only *follows* it: the run is an asyncio task of its own,
+its events are appended to a log, and any number of followers (the chat stream, a client
+re-attaching to ``/v1/runs/{id}/events``) read the log from a sequence number on. Stopping a
+run interrupts its agent; the run then ends with an honest ``interrupted`` ending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from hermes_core.agent import Agent, AgentRequest
+from hermes_core.errors import HermesError
+from hermes_core.events import AgentEvent, ExitReason, RunFinished
+
+log = logging.getLogger(__name__)
+
+
+class RunStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    COMPLETED = "completed"
+    INCOMPLETE = "incomplete"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def finished(self) -> bool:
+        return self not in (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.STOPPING)
+
+
+_STATUS_OF_EXIT = {
+    ExitReason.COMPLETED: RunStatus.COMPLETED,
+    ExitReason.AWAITING_CLIENT_TOOLS: RunStatus.COMPLETED,
+    ExitReason.INTERRUPTED: RunStatus.INTERRUPTED,
+    ExitReason.BUDGET_EXHAUSTED: RunStatus.INCOMPLETE,
+    ExitReason.TRUNCATED: RunStatus.INCOMPLETE,
+    ExitReason.FAILED: RunStatus.FAILED,
+}
+
+
+RunObserver = Callable[["Run", AgentEvent], None]
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}{secrets.token_hex(12)}"
+
+
+@dataclass(slots=True, eq=False)
+class Run:
+    """One run: who owns it, how it is going, and everything it has said so far."""
+
+    id: str
+    owner: str
+    endpoint: str
+    model: str
+    agent: Agent
+    completion_id: str = ""
+    """The ``chatcmpl-`` / ``resp_`` id the client knows the run by."""
+    session_id: str | None = None
+    status: RunStatus = RunStatus.QUEUED
+    exit_reason: ExitReason | None = None
+    error: str | None = None
+    created_at: float = field(default_factory=time.time)
+    ended_at: float | None = None
+    events: list[AgentEvent] = field(default_factory=list)
+    task: asyncio.Task[None] | None = None
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def finished(self) -> RunFinished | None:
+        last = self.events[-1] if self.events else None
+        return last if isinstance(last, RunFinished) else None
+
+    def record(self, event: AgentEvent) -> None:
+        self.events.append(event)
+        if isinstance(event, RunFinished):
+            self.exit_reason = event.exit_reason
+            self.error = event.error
+            self.status = _STATUS_OF_EXIT[event.exit_reason]
+            self.ended_at = time.time()
+        self.wake()
+
+    def wake(self) -> None:
+        """Wake every follower; the next wait gets a fresh event."""
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def follow(self, *, after: int = -1) -> AsyncIterator[AgentEvent]:
+        """Events with ``seq > after``: first those already logged, then live ones, to the end."""
+        index = after + 1
+        while True:
+            while index < len(self.events):
+                event = self.events[index]
+                index += 1
+                yield event
+                if isinstance(event, RunFinished):
+                    return
+            if self.status.finished:
+                return
+            await self._changed.wait()
+
+
+class RunLimitExceeded(HermesError):
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after = retry_after
+
+
+class RunManager:
+    """Starts runs, finds them for their owner, stops them, and forgets old finished ones."""
+
+    def __init__(
+        self,
+        *,
+        max_runs: int = 256,
+        max_runs_per_owner: int = 32,
+        keep_finished: int = 1000,
+        observers: Sequence[RunObserver] = (),
+    ) -> None:
+        self.observers = list(observers)
+        """Called with every event of every run (metrics, persistence); must not block."""
+        self._runs: OrderedDict[str, Run] = OrderedDict()
+        self._aliases: dict[str, str] = {}
+        self.max_runs = max_runs
+        self.max_runs_per_owner = max_runs_per_owner
+        self.keep_finished = keep_finished
+
+    # --- starting ---------------------------------------------------------------------------
+
+    def start(
+        self,
+        agent: Agent,
+        request: AgentRequest,
+        *,
+        owner: str,
+        endpoint: str,
+        model: str,
+        completion_id: str = "",
+        session_id: str | None = None,
+    ) -> Run:
+        self._check_limits(owner)
+        run = Run(
+            id=request.run_id or new_id("run_"),
+            owner=owner,
+            endpoint=endpoint,
+            model=model,
+            agent=agent,
+            completion_id=completion_id,
+            session_id=session_id,
+        )
+        self._runs[run.id] = run
+        if completion_id:
+            self._aliases[completion_id] = run.id
+        run.status = RunStatus.RUNNING
+        run.task = asyncio.create_task(self._drive(run, request), name=f"hermes-{run.id}")
+        self._forget_old()
+        return run
+
+    def _check_limits(self, owner: str) -> None:
+        active = [r for r in self._runs.values() if not r.status.finished]
+        if len(active) >= self.max_runs:
+            raise RunLimitExceeded("The server is running its maximum of runs.", retry_after=5)
+        if sum(1 for r in active if r.owner == owner) >= self.max_runs_per_owner:
+            raise RunLimitExceeded(
+                f"This API key already has {self.max_runs_per_owner} runs in progress.",
+                retry_after=5,
+            )
+
+    async def _drive(self, run: Run, request: AgentRequest) -> None:
+        request = dataclasses.replace(request, run_id=run.id)
+        try:
+            async for event in run.agent.run(request):
+                run.record(event)
+                for observe in self.observers:
+                    try:
+                        observe(run, event)
+                    except Exception:
+                        log.exception("a run observer failed on %s", event.kind)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # The agent turns its own failures into RunFinished; reaching here is our bug.
+            log.exception("run %s crashed", run.id)
+        finally:
+            if run.finished is None:
+                run.status = RunStatus.FAILED
+                run.error = run.error or "The run ended unexpectedly."
+                run.ended_at = time.time()
+                run.wake()
+
+    def _forget_old(self) -> None:
+        finished = [r for r in self._runs.values() if r.status.finished]
+        for run in finished[: max(0, len(finished) - self.keep_finished)]:
+            del self._runs[run.id]
+            self._aliases.pop(run.completion_id, None)
+
+    # --- finding and stopping -----------------------------------------------------------------
+
+    def get(self, run_id: str, *, owner: str) -> Run | None:
+        """The run named by its id or its completion id, if ``owner`` owns it."""
+        run = self._runs.get(self._aliases.get(run_id, run_id))
+        return run if run is not None and run.owner == owner else None
+
+    def stop(self, run: Run, reason: str) -> None:
+        if run.status.finished:
+            return
+        run.status = RunStatus.STOPPING
+        run.agent.interrupt(reason)
+
+    async def shutdown(self) -> None:
+        """Interrupt every live run and wait (briefly) for them to end honestly."""
+        live = [r for r in self._runs.values() if not r.status.finished]
+        for run in live:
+            self.stop(run, "server shutting down")
+        tasks = [r.task for r in live if r.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=5)

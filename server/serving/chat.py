@@ -1,0 +1,142 @@
+"""``POST /v1/chat/completions``: a request becomes a run; the run's events become the answer."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+
+from hermes_core.errors import InvalidRequestError, ProviderError
+from hermes_core.events import RunFinished
+from hermes_core.providers.base import ModelRequest, ModelResponse
+from server.auth import Principal
+from server.errors import APIError, error_response
+from server.protocol.chat import ChatCompletionRequest
+from server.runs.manager import Run, RunLimitExceeded, new_id
+from server.services import Profile, Services
+from server.sse import DONE, data_frame, sse_response
+from server.views.chat import ChatCompletionBuilder, ChatStreamView, chat_usage
+
+
+def is_openwebui(request: Request) -> bool:
+    return any(name.startswith("x-openwebui-") for name in request.headers)
+
+
+class ChatServing:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+
+    async def create(
+        self, body: ChatCompletionRequest, request: Request, principal: Principal
+    ) -> Response:
+        profile = self.services.profile(body.model)
+        if profile is None:
+            raise APIError(
+                404,
+                f"The model '{body.model}' does not exist.",
+                param="model",
+                code="model_not_found",
+            )
+        if body.is_openwebui_task:
+            return await self._side_task(body, profile)
+        openwebui = profile.openwebui or is_openwebui(request)
+        # Open WebUI sends its own 36 built-in tools with every request; they are not ours to run.
+        agent_request = body.to_agent_request(with_client_tools=not openwebui)
+        agent = profile.new_agent(owner=principal.name)
+        try:
+            agent.check(agent_request)
+        except InvalidRequestError as exc:
+            raise APIError(400, exc.message, param=exc.param) from exc
+        completion_id = new_id("chatcmpl-")
+        try:
+            run = self.services.runs.start(
+                agent,
+                agent_request,
+                owner=principal.name,
+                endpoint="chat.completions",
+                model=profile.id,
+                completion_id=completion_id,
+            )
+        except RunLimitExceeded as exc:
+            response = error_response(429, exc.message, code="rate_limit_exceeded")
+            response.headers["retry-after"] = str(exc.retry_after)
+            return response
+        headers = {"x-hermes-run-id": run.id}
+        created = int(time.time())
+        if body.stream:
+            view = ChatStreamView(
+                completion_id=completion_id,
+                model=profile.id,
+                created=created,
+                include_usage=body.include_usage,
+                openwebui=openwebui,
+            )
+            return sse_response(self._frames(run, view), headers=headers)
+        return await self._complete(run, completion_id, profile.id, created, headers)
+
+    async def _frames(self, run: Run, view: ChatStreamView) -> AsyncIterator[bytes]:
+        try:
+            async for event in run.follow():
+                for payload in view.handle(event):
+                    yield data_frame(payload)
+            yield DONE
+        finally:
+            # Reached early only when the client went away: Open WebUI's only stop signal.
+            if not run.status.finished and self.services.stop_on_disconnect:
+                self.services.runs.stop(run, "client disconnected")
+
+    async def _complete(
+        self, run: Run, completion_id: str, model: str, created: int, headers: dict[str, str]
+    ) -> Response:
+        builder = ChatCompletionBuilder(completion_id=completion_id, model=model, created=created)
+        end: RunFinished | None = None
+        async for event in run.follow():
+            builder.add(event)
+            if isinstance(event, RunFinished):
+                end = event
+        if end is None:
+            raise APIError(500, "The run ended without an answer.", code="server_error")
+        if not end.final_text and end.exit_reason.value == "failed":
+            response = error_response(502, end.error or "The run failed.", code="upstream_error")
+            response.headers.update(headers)
+            return response
+        return JSONResponse(builder.build(end), headers=headers)
+
+    async def _side_task(self, body: ChatCompletionRequest, profile: Profile) -> Response:
+        """Open WebUI's title/tags/follow-up prompts: one model call, no agent loop."""
+        messages = [m.model_dump(exclude_none=True) for m in body.messages]
+        request = ModelRequest(messages=messages, max_tokens=body.max_tokens)  # type: ignore[arg-type]
+        response: ModelResponse | None = None
+        try:
+            async for event in profile.provider.stream(request):
+                if isinstance(event, ModelResponse):
+                    response = event
+        except ProviderError as exc:
+            raise APIError(502, exc.message, code="upstream_error") from exc
+        if response is None:
+            raise APIError(502, "The upstream gave no answer.", code="upstream_error")
+        content = response.message.get("content") or ""
+        payload: dict[str, Any] = {
+            "id": new_id("chatcmpl-"),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": profile.id,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {
+                        "role": "assistant",
+                        "content": content,
+                        "refusal": None,
+                        "annotations": [],
+                    },
+                    "logprobs": None,
+                    "finish_reason": response.finish_reason,
+                }
+            ],
+            "usage": chat_usage(response.usage),
+        }
+        return JSONResponse(payload)

@@ -1,0 +1,42 @@
+"""SSE encoding for the OpenAI endpoints: one ``data:`` line per frame, ``\\n`` line endings.
+
+Frames are encoded here, once, as bytes; sse-starlette sends them, adds ``: keep-alive``
+comments while a run is quiet (tools running), and notices a client that went away.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+DONE = b"data: [DONE]\n\n"
+KEEPALIVE_SECONDS = 15
+
+
+def data_frame(payload: dict[str, Any]) -> bytes:
+    """``data: {json}`` — never an ``event:`` or ``id:`` line (they break OpenAI SDK parsers)."""
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return b"data: " + text.encode() + b"\n\n"
+
+
+def named_frame(event: str, payload: dict[str, Any]) -> bytes:
+    """``event: <type>`` + ``data:``; only for the Responses and native run-event streams."""
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return b"event: " + event.encode() + b"\ndata: " + text.encode() + b"\n\n"
+
+
+def _keepalive() -> ServerSentEvent:
+    return ServerSentEvent(comment="keep-alive", sep="\n")
+
+
+def sse_response(frames: AsyncIterator[bytes], *, headers: dict[str, str]) -> EventSourceResponse:
+    return EventSourceResponse(
+        frames,
+        headers={"cache-control": "no-cache", "x-accel-buffering": "no", **headers},
+        sep="\n",
+        ping=KEEPALIVE_SECONDS,
+        ping_message_factory=_keepalive,
+    )

@@ -1,0 +1,349 @@
+"""Agent events as Chat Completions: a stream of ``chat.completion.chunk``s, or one completion.
+
+Text goes to ``delta.content``; model reasoning and one human-readable line per tool step go to
+``delta.reasoning_content`` (never into ``content``: UIs store it and the model learns to imitate
+it); structured tool progress rides in ``delta.hermes``. In Open WebUI mode, server-run tools
+also appear as Responses-style ``function_call`` / ``function_call_output`` items (Open WebUI's
+tool cards) and status lines as ``{"event": {"type": "status"}}`` frames.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, assert_never
+
+from hermes_core.events import (
+    AgentEvent,
+    ApprovalRequested,
+    ApprovalResolved,
+    BudgetWarning,
+    ClientToolCallsPending,
+    CompressionPerformed,
+    ExitReason,
+    FallbackActivated,
+    MessageAdded,
+    ReasoningDelta,
+    RetryScheduled,
+    RunFinished,
+    RunStarted,
+    StatusChanged,
+    StepFinished,
+    SubagentEvent,
+    TextDelta,
+    ToolCallGenerating,
+    ToolFinished,
+    ToolStarted,
+)
+from hermes_core.messages import ToolCall
+from hermes_core.usage import Usage
+
+# Open WebUI appends items with a huge output_index instead of inserting them before the last.
+OPENWEBUI_OUTPUT_INDEX = 1_000_000
+
+
+def finish_reason_for(exit_reason: ExitReason) -> str:
+    """``stop`` only for a clean completion; every unfinished ending says ``length``."""
+    if exit_reason is ExitReason.COMPLETED:
+        return "stop"
+    if exit_reason is ExitReason.AWAITING_CLIENT_TOOLS:
+        return "tool_calls"
+    return "length"
+
+
+def chat_usage(usage: Usage) -> dict[str, Any]:
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+        "prompt_tokens_details": {
+            "cached_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        },
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+    }
+
+
+def hermes_summary(end: RunFinished, *, session_id: str | None) -> dict[str, Any]:
+    """The ``hermes`` extension object: how the run really ended."""
+    return {
+        "run_id": end.run_id,
+        "session_id": session_id,
+        "exit_reason": end.exit_reason.value,
+        "iterations": end.iterations,
+        "model_calls": end.model_calls,
+        "error": end.error,
+    }
+
+
+def _tool_calls_delta(calls: list[ToolCall]) -> list[dict[str, Any]]:
+    return [
+        {
+            "index": index,
+            "id": call["id"],
+            "type": "function",
+            "function": {
+                "name": call["function"]["name"],
+                "arguments": call["function"]["arguments"],
+            },
+        }
+        for index, call in enumerate(calls)
+    ]
+
+
+@dataclass(slots=True, kw_only=True)
+class ChatStreamView:
+    """Turns one run's events into chunk payloads (dicts); the route encodes and sends them."""
+
+    completion_id: str
+    model: str
+    created: int
+    include_usage: bool = False
+    openwebui: bool = False
+    session_id: str | None = None
+    _open_cards: dict[str, str] = field(default_factory=dict)
+    """Open WebUI tool cards shown as running: call id → tool name."""
+
+    def chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "id": self.completion_id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [
+                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            ],
+        }
+        if self.include_usage:
+            payload["usage"] = None
+        return payload
+
+    def handle(self, event: AgentEvent) -> list[dict[str, Any]]:
+        match event:
+            case RunStarted():
+                return [self.chunk({"role": "assistant", "content": ""})]
+            case TextDelta():
+                return [self.chunk({"content": event.text})]
+            case ReasoningDelta():
+                return [self.chunk({"reasoning_content": event.text})]
+            case ToolStarted():
+                return self._tool_started(event, prefix="")
+            case ToolFinished():
+                return self._tool_finished(event, prefix="")
+            case SubagentEvent():
+                return self._subagent(event)
+            case ClientToolCallsPending():
+                return [self.chunk({"tool_calls": _tool_calls_delta(event.tool_calls)})]
+            case RunFinished():
+                return self._finished(event)
+            case FallbackActivated():
+                line = (
+                    f"↪ {event.from_provider} failed ({event.reason}); "
+                    f"continuing on {event.to_provider}\n"
+                )
+                return [self.chunk({"reasoning_content": line})]
+            case RetryScheduled() | BudgetWarning() | CompressionPerformed():
+                return self._status(event)
+            case (
+                StatusChanged()
+                | ToolCallGenerating()
+                | ApprovalRequested()
+                | ApprovalResolved()
+                | MessageAdded()
+                | StepFinished()
+            ):
+                return []
+            case _:
+                assert_never(event)
+
+    def _tool_started(self, event: ToolStarted, *, prefix: str) -> list[dict[str, Any]]:
+        frames = [
+            self.chunk(
+                {
+                    "reasoning_content": f"{prefix}→ {event.summary}\n",
+                    "hermes": {
+                        "type": "tool",
+                        "phase": "started",
+                        "call_id": event.call_id,
+                        "name": event.name,
+                        "arguments": event.arguments,
+                    },
+                }
+            )
+        ]
+        if self.openwebui and not prefix:
+            self._open_cards[event.call_id] = event.name
+            frames.append(self._card_call(event.call_id, event.name, event.arguments))
+            frames.append(_status_frame(f"Running {event.summary}", done=False))
+        return frames
+
+    def _tool_finished(self, event: ToolFinished, *, prefix: str) -> list[dict[str, Any]]:
+        millis = round(event.duration_s * 1000)
+        line = (
+            f"{prefix}✓ {event.name} ({millis} ms)\n"
+            if event.ok
+            else f"{prefix}✗ {event.name} ({millis} ms): {event.error or 'failed'}\n"
+        )
+        frames = [
+            self.chunk(
+                {
+                    "reasoning_content": line,
+                    "hermes": {
+                        "type": "tool",
+                        "phase": "finished",
+                        "call_id": event.call_id,
+                        "name": event.name,
+                        "ok": event.ok,
+                        "duration_ms": millis,
+                        "preview": event.result_preview,
+                        "error": event.error,
+                    },
+                }
+            )
+        ]
+        if self.openwebui and not prefix and event.call_id in self._open_cards:
+            del self._open_cards[event.call_id]
+            output = event.result_preview if event.ok else f"Error: {event.error or 'failed'}"
+            frames.append(self._card_output(event.call_id, output))
+            frames.append(_status_frame(f"{event.name} done", done=True))
+        return frames
+
+    def _subagent(self, event: SubagentEvent) -> list[dict[str, Any]]:
+        inner = event.event
+        prefix = f"  ↳ [{event.child_index + 1}] "
+        if isinstance(inner, ToolStarted):
+            return self._tool_started(inner, prefix=prefix)
+        if isinstance(inner, ToolFinished):
+            return self._tool_finished(inner, prefix=prefix)
+        return []
+
+    def _status(
+        self, event: RetryScheduled | BudgetWarning | CompressionPerformed
+    ) -> list[dict[str, Any]]:
+        if isinstance(event, RetryScheduled):
+            text = f"{event.provider} failed ({event.reason}); retrying in {event.delay_s:.1f} s"
+        elif isinstance(event, BudgetWarning):
+            text = f"Iteration budget: {event.used}/{event.total} used"
+        else:
+            text = f"Context compressed: {event.tokens_before} → {event.tokens_after} tokens"
+        frames = [self.chunk({"reasoning_content": f"· {text}\n"})]
+        if self.openwebui:
+            frames.append(_status_frame(text, done=True))
+        return frames
+
+    def _finished(self, event: RunFinished) -> list[dict[str, Any]]:
+        frames: list[dict[str, Any]] = []
+        # Every tool card must get its output, or Open WebUI runs the tool itself.
+        for call_id in list(self._open_cards):
+            frames.append(
+                self._card_output(call_id, "Error: the run ended before this tool finished.")
+            )
+        self._open_cards.clear()
+        if event.exit_reason is ExitReason.FAILED:
+            frames.append({"error": _error_body(event)})
+            return frames
+        final = self.chunk({}, finish_reason_for(event.exit_reason))
+        final["hermes"] = hermes_summary(event, session_id=self.session_id)
+        frames.append(final)
+        if self.include_usage:
+            frames.append(
+                {
+                    "id": self.completion_id,
+                    "object": "chat.completion.chunk",
+                    "created": self.created,
+                    "model": self.model,
+                    "choices": [],
+                    "usage": chat_usage(event.usage),
+                }
+            )
+        return frames
+
+    def _card_call(self, call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        item = {
+            "type": "function_call",
+            "id": f"fc_{call_id}",
+            "call_id": call_id,
+            "name": name,
+            "arguments": json.dumps(arguments),
+            "status": "completed",
+        }
+        return {
+            "type": "response.output_item.added",
+            "output_index": OPENWEBUI_OUTPUT_INDEX,
+            "item": item,
+        }
+
+    def _card_output(self, call_id: str, output: str) -> dict[str, Any]:
+        item = {
+            "type": "function_call_output",
+            "id": f"fco_{call_id}",
+            "call_id": call_id,
+            "status": "completed",
+            "output": [{"type": "input_text", "text": output}],
+        }
+        return {
+            "type": "response.output_item.added",
+            "output_index": OPENWEBUI_OUTPUT_INDEX,
+            "item": item,
+        }
+
+
+def _status_frame(description: str, *, done: bool) -> dict[str, Any]:
+    return {"event": {"type": "status", "data": {"description": description, "done": done}}}
+
+
+def _error_body(end: RunFinished) -> dict[str, Any]:
+    return {
+        "message": end.error or "The run failed.",
+        "type": "upstream_error",
+        "param": None,
+        "code": "run_failed",
+    }
+
+
+@dataclass(slots=True, kw_only=True)
+class ChatCompletionBuilder:
+    """Collects a run's events into one non-streaming ``chat.completion``."""
+
+    completion_id: str
+    model: str
+    created: int
+    session_id: str | None = None
+    _reasoning: list[str] = field(default_factory=list)
+    _client_calls: list[ToolCall] = field(default_factory=list)
+
+    def add(self, event: AgentEvent) -> None:
+        if isinstance(event, ReasoningDelta):
+            self._reasoning.append(event.text)
+        elif isinstance(event, ClientToolCallsPending):
+            self._client_calls = list(event.tool_calls)
+
+    def build(self, end: RunFinished) -> dict[str, Any]:
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": end.final_text if end.final_text or not self._client_calls else None,
+            "refusal": None,
+            "annotations": [],
+        }
+        if self._reasoning:
+            message["reasoning_content"] = "".join(self._reasoning)
+        if self._client_calls:
+            message["tool_calls"] = _tool_calls_delta(self._client_calls)
+            for call in message["tool_calls"]:
+                del call["index"]
+        return {
+            "id": self.completion_id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": finish_reason_for(end.exit_reason),
+                }
+            ],
+            "usage": chat_usage(end.usage),
+            "hermes": hermes_summary(end, session_id=self.session_id),
+        }

@@ -1,0 +1,437 @@
+"""Configuration: the YAML file, ${VAR} substitution, environment overrides, validation
+messages, the masked description, and the ``check-config`` command run as a real process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from server.bootstrap import build_services
+from server.config import (
+    ALWAYS_ON_TOOLS,
+    SIMULATOR_PROVIDER,
+    ConfigError,
+    HermesConfig,
+    describe,
+    load_config,
+)
+from server.config.loader import DEFAULT_ANTHROPIC_MODEL
+
+REPO = Path(__file__).parents[3]
+OPENAI_KEY = "sk-test-openai-0123456789abcdef"
+ANTHROPIC_KEY = "sk-ant-test-0123456789abcdef"
+CLIENT_KEY = "hk-client-key-0123456789abcdef"
+
+TWO_PROVIDERS = """
+server:
+  port: 9000
+  api_keys:
+    - principal: alice
+      key: ${ALICE_KEY}
+providers:
+  - name: claude
+    provider: anthropic
+    model: claude-sonnet-4-5
+    api_key: ${ANTHROPIC_KEY}
+  - name: gateway
+    model: gpt-4.1-mini
+    base_url: https://gateway.example/v1
+    api_key_env: GATEWAY_KEY
+profiles:
+  - id: hermes-agent
+    description: General agent
+    providers: [claude, gateway]
+    auxiliary_providers: [gateway]
+    instructions: Be brief.
+    tools: [web_search, todo]
+    max_iterations: 40
+    cache_ttl: 1h
+  - id: hermes-webui
+    providers: [gateway]
+    openwebui: true
+"""
+TWO_PROVIDERS_ENV = {"ALICE_KEY": CLIENT_KEY, "ANTHROPIC_KEY": ANTHROPIC_KEY}
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "hermes.yaml"
+    path.write_text(text)
+    return path
+
+
+def problems_of(path: Path | None, environ: dict[str, str]) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, environ)
+    return caught.value.problems
+
+
+# --- defaults and environment-only upstreams ---------------------------------------------------
+
+
+def test_nothing_configured_serves_the_simulator_under_one_profile() -> None:
+    config = load_config(None, {})
+
+    assert config.uses_simulator
+    assert [p.name for p in config.providers] == [SIMULATOR_PROVIDER]
+    assert config.providers[0].base_url is None  # filled in when serve starts the simulator
+    assert config.model_ids == ["hermes-agent"]
+    assert config.profiles[0].providers == [SIMULATOR_PROVIDER]
+    assert (config.server.host, config.server.port) == ("127.0.0.1", 8000)
+    assert config.server.data_dir == Path("data")
+    assert config.server.resolved_database_url == "sqlite+aiosqlite:///data/hermes.db"
+    assert config.server.stop_on_disconnect is True
+    assert config.server.api_keys == []
+
+
+def test_env_only_openai_compatible_upstream() -> None:
+    config = load_config(
+        None,
+        {
+            "HERMES_UPSTREAM_BASE_URL": "http://localhost:11434/v1",
+            "HERMES_UPSTREAM_API_KEY": OPENAI_KEY,
+            "HERMES_UPSTREAM_MODEL": "llama3.1",
+        },
+    )
+
+    assert not config.uses_simulator
+    (provider,) = config.providers
+    assert (provider.name, provider.model, provider.base_url) == (
+        "upstream",
+        "llama3.1",
+        "http://localhost:11434/v1",
+    )
+    assert provider.api_key is not None
+    assert provider.api_key.get_secret_value() == OPENAI_KEY
+    assert provider.resolved_api_mode == "chat_completions"
+    assert config.profiles[0].id == "hermes-agent"
+    assert config.profiles[0].providers == ["upstream"]
+
+
+def test_env_only_upstream_api_mode_can_be_chosen() -> None:
+    config = load_config(
+        None,
+        {
+            "HERMES_UPSTREAM_BASE_URL": "https://proxy.example/v1",
+            "HERMES_UPSTREAM_MODEL": "gpt-5",
+            "HERMES_UPSTREAM_API_MODE": "codex_responses",
+        },
+    )
+    assert config.providers[0].resolved_api_mode == "codex_responses"
+
+
+def test_env_only_anthropic_uses_a_default_model() -> None:
+    config = load_config(None, {"ANTHROPIC_API_KEY": ANTHROPIC_KEY})
+
+    (provider,) = config.providers
+    assert (provider.name, provider.model) == ("anthropic", DEFAULT_ANTHROPIC_MODEL)
+    assert provider.resolved_api_mode == "anthropic_messages"
+    assert config.profiles[0].providers == ["anthropic"]
+
+
+def test_several_env_upstreams_form_one_fallback_chain() -> None:
+    config = load_config(
+        None,
+        {
+            "ANTHROPIC_API_KEY": ANTHROPIC_KEY,
+            "HERMES_ANTHROPIC_MODEL": "claude-opus-4-1",
+            "OPENAI_API_KEY": OPENAI_KEY,
+            "HERMES_OPENAI_MODEL": "gpt-4.1-mini",
+        },
+    )
+    assert [(p.name, p.model) for p in config.providers] == [
+        ("anthropic", "claude-opus-4-1"),
+        ("openai", "gpt-4.1-mini"),
+    ]
+    assert config.profiles[0].providers == ["anthropic", "openai"]
+
+
+def test_an_incomplete_upstream_in_the_environment_names_what_is_missing() -> None:
+    problems = problems_of(None, {"HERMES_UPSTREAM_BASE_URL": "http://localhost:8080/v1"})
+    assert len(problems) == 1
+    assert problems[0].startswith("HERMES_UPSTREAM_MODEL: not set")
+
+
+# --- the file -----------------------------------------------------------------------------------
+
+
+def test_file_with_two_providers_a_fallback_chain_and_two_profiles(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, TWO_PROVIDERS), TWO_PROVIDERS_ENV)
+
+    assert not config.uses_simulator
+    assert config.server.port == 9000
+    assert [(k.principal, k.key.get_secret_value()) for k in config.server.api_keys] == [
+        ("alice", CLIENT_KEY)
+    ]
+    assert [p.name for p in config.providers] == ["claude", "gateway"]
+    assert config.provider("gateway").api_key_env == "GATEWAY_KEY"
+    agent = config.profile("hermes-agent")
+    webui = config.profile("hermes-webui")
+    assert agent is not None
+    assert webui is not None
+    assert [p.name for p in config.chain(agent)] == ["claude", "gateway"]
+    assert [p.name for p in config.chain(agent, auxiliary=True)] == ["gateway"]
+    assert agent.enabled_tools == (*ALWAYS_ON_TOOLS, "web_search")
+    assert (agent.cache_ttl, agent.max_iterations, agent.openwebui) == ("1h", 40, False)
+    assert agent.agent_config().instructions == "Be brief."
+    assert [p.name for p in config.chain(webui, auxiliary=True)] == ["gateway"]
+    assert (webui.cache_ttl, webui.openwebui) == ("5m", True)
+
+
+def test_file_providers_without_profiles_get_the_default_profile(tmp_path: Path) -> None:
+    path = write(tmp_path, "providers:\n  - {name: a, model: m1}\n  - {name: b, model: m2}\n")
+    config = load_config(path, {"ANTHROPIC_API_KEY": ANTHROPIC_KEY})
+
+    # The file's providers win: the environment shortcut adds nothing.
+    assert [p.name for p in config.providers] == ["a", "b"]
+    assert [(p.id, p.providers) for p in config.profiles] == [("hermes-agent", ["a", "b"])]
+
+
+def test_a_profile_may_name_the_simulator_beside_real_providers(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "providers: [{name: real, model: m}]\n"
+        "profiles:\n  - {id: prod, providers: [real]}\n  - {id: demo, providers: [simulator]}\n",
+    )
+    config = load_config(path, {})
+    assert config.uses_simulator
+    started = config.with_simulator_base_url("http://127.0.0.1:9100")
+    assert started.provider(SIMULATOR_PROVIDER).base_url == "http://127.0.0.1:9100/v1"
+    assert started.provider("real").base_url is None
+
+
+def test_var_and_var_with_default_are_substituted(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "server:\n  host: ${BIND:-0.0.0.0}\n  port: ${PORT}\n"
+        "profiles:\n  - id: ${PROFILE_ID:-fallback-id}\n    providers: [simulator]\n"
+        "    instructions: 'Run $${HOME}/bin/${TOOL} as ${EMPTY:-nobody}.'\n",
+    )
+    config = load_config(path, {"PORT": "8123", "TOOL": "fmt", "EMPTY": ""})
+
+    assert (config.server.host, config.server.port) == ("0.0.0.0", 8123)
+    assert config.model_ids == ["fallback-id"]
+    assert config.profiles[0].instructions == "Run ${HOME}/bin/fmt as nobody."
+
+
+def test_an_unset_variable_without_default_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = write(tmp_path, "providers:\n  - name: a\n    model: m\n    api_key: ${MISSING_KEY}\n")
+
+    assert problems_of(path, {}) == [
+        "providers[0].api_key: environment variable MISSING_KEY is not set "
+        "(write ${MISSING_KEY:-default} to give a default)"
+    ]
+
+
+def test_environment_overrides_win_over_the_file(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "server:\n  host: 0.0.0.0\n  port: 9000\n  data_dir: /srv/from-file\n"
+        "  stop_on_disconnect: true\n  api_keys: [{principal: file, key: file-key-0123456789}]\n",
+    )
+    config = load_config(
+        path,
+        {
+            "HERMES_HOST": "127.0.0.2",
+            "HERMES_PORT": "9001",
+            "HERMES_DATA_DIR": "/srv/from-env",
+            "HERMES_STOP_ON_DISCONNECT": "false",
+            "HERMES_MAX_CONCURRENT_RUNS": "10",
+            "HERMES_MAX_CONCURRENT_RUNS_PER_KEY": "2",
+            "HERMES_API_KEYS": f"alice:{CLIENT_KEY}, bare-key-0123456789",
+            "DATABASE_URL": "postgresql+asyncpg://hermes:pw@db/hermes",
+        },
+    )
+    server = config.server
+    assert (server.host, server.port, server.data_dir) == ("127.0.0.2", 9001, Path("/srv/from-env"))
+    assert server.stop_on_disconnect is False
+    assert (server.max_concurrent_runs, server.max_concurrent_runs_per_key) == (10, 2)
+    assert server.resolved_database_url == "postgresql+asyncpg://hermes:pw@db/hermes"
+    principals = [k.principal for k in server.api_keys]
+    assert principals[0] == "alice"
+    assert principals[1].startswith("key-")  # derived from the key, stable across restarts
+    assert (
+        principals[1]
+        == load_config(None, {"HERMES_API_KEYS": "bare-key-0123456789"})
+        .server.api_keys[0]
+        .principal
+    )
+
+
+def test_the_data_dir_moves_the_default_database(tmp_path: Path) -> None:
+    # An empty database_url (e.g. from ${DATABASE_URL:-}) means the default SQLite file.
+    path = write(tmp_path, "server: {database_url: '${DATABASE_URL:-}'}\n")
+    config = load_config(path, {"HERMES_DATA_DIR": "/var/lib/hermes"})
+    assert config.server.resolved_database_url == "sqlite+aiosqlite:////var/lib/hermes/hermes.db"
+
+
+# --- invalid configurations ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "providers: [{name: a, model: m}]\nprofiles: [{id: x, providers: [a, nope]}]\n",
+            "profiles[0].providers[1]: profile 'x' names unknown provider 'nope' (defined: a)",
+        ),
+        (
+            "profiles:\n  - {id: twin, providers: [simulator]}\n"
+            "  - {id: twin, providers: [simulator]}\n",
+            "profiles[1].id: duplicate profile id 'twin'",
+        ),
+        (
+            "providers: [{name: a, model: m}, {name: a, model: n}]\n",
+            "providers[1].name: duplicate provider 'a'",
+        ),
+        ("server: {port: 70000}\n", "server.port: Input should be less than or equal to 65535"),
+        ("server: {prot: 8000}\n", "server.prot: unknown field (check its spelling)"),
+        ("profiles: [{id: x, providers: []}]\n", "profiles[0].providers: List should have"),
+        (
+            "profiles: [{id: x, providers: [simulator], cache_ttl: 2h}]\n",
+            "profiles[0].cache_ttl: Input should be '5m' or '1h'",
+        ),
+        (
+            "server: {max_concurrent_runs: 2, max_concurrent_runs_per_key: 3}\n",
+            "server.max_concurrent_runs_per_key: must not exceed max_concurrent_runs (3 > 2)",
+        ),
+        ("providers: [{name: a}]\n", "providers[0].model: required, but missing"),
+        (
+            "profiles: [{id: 'has space', providers: [simulator]}]\n",
+            "profiles[0].id: must start with a letter or digit and hold only letters",
+        ),
+        ("- just\n- a list\n", "the top level must be a mapping"),
+    ],
+)
+def test_invalid_configurations_name_the_field_at_fault(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    problems = problems_of(write(tmp_path, text), {})
+    assert any(expected in problem for problem in problems), problems
+
+
+def test_an_invalid_value_from_the_environment_names_the_variable() -> None:
+    problems = problems_of(None, {"HERMES_PORT": "99999"})
+    assert problems == [
+        "server.port: Input should be less than or equal to 65535 (from HERMES_PORT)"
+    ]
+
+
+def test_a_repeated_client_key_is_reported_without_showing_it() -> None:
+    problems = problems_of(None, {"HERMES_API_KEYS": f"a:{CLIENT_KEY},b:{CLIENT_KEY}"})
+    assert problems == ["server.api_keys[1]: the same key is listed twice (from HERMES_API_KEYS)"]
+
+
+def test_a_yaml_syntax_error_gives_its_position_but_not_the_line(tmp_path: Path) -> None:
+    path = write(tmp_path, f"providers:\n  - name: a\n    api_key: {OPENAI_KEY}: [\n")
+    (problem,) = problems_of(path, {})
+    assert "not valid YAML" in problem
+    assert "line 3" in problem
+    assert OPENAI_KEY not in problem
+
+
+# --- what it resolves to --------------------------------------------------------------------------
+
+
+def test_describe_never_shows_a_secret(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        TWO_PROVIDERS
+        + "  - id: with-command\n    providers: [cmd]\n"
+        + "  - id: short-key\n    providers: [short]\n",
+    )
+    path.write_text(
+        path.read_text().replace(
+            "profiles:",
+            "  - {name: cmd, model: m, api_key_command: 'vault read -token=tok-SECRET-1 x'}\n"
+            "  - {name: short, model: m, api_key: tiny-secret}\n"
+            "profiles:",
+        )
+    )
+    environ = {**TWO_PROVIDERS_ENV, "DATABASE_URL": "postgresql://hermes:db-password-9@db/h"}
+    text = describe(load_config(path, environ))
+
+    for secret in (CLIENT_KEY, ANTHROPIC_KEY, "tok-SECRET-1", "tiny-secret", "db-password-9"):
+        assert secret not in text
+    assert f"alice ({CLIENT_KEY[:3]}…{CLIENT_KEY[-4:]})" in text
+    assert "postgresql://hermes:***@db/h" in text
+    assert "hermes-agent — General agent" in text
+    assert "claude → gateway" in text
+
+
+def test_a_repr_never_shows_a_secret(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, TWO_PROVIDERS), TWO_PROVIDERS_ENV)
+    assert CLIENT_KEY not in repr(config)
+    assert ANTHROPIC_KEY not in repr(config)
+
+
+def test_services_are_built_from_the_configuration(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, TWO_PROVIDERS), TWO_PROVIDERS_ENV)
+    services = build_services(config)
+
+    assert [p.id for p in services.profiles] == ["hermes-agent", "hermes-webui"]
+    assert [p.openwebui for p in services.profiles] == [False, True]
+    principal = services.keyring.authenticate(f"Bearer {CLIENT_KEY}")
+    assert principal is not None
+    assert principal.name == "alice"
+    assert services.keyring.authenticate("Bearer wrong") is None
+
+
+# --- hermes-server check-config, as a real process ---------------------------------------------
+
+
+def run_check_config(path: Path, **environ: str) -> subprocess.CompletedProcess[str]:
+    inherited = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("HERMES_", "ANTHROPIC_", "OPENAI_")) and k != "DATABASE_URL"
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "server.cli", "check-config", "--config", str(path)],
+        cwd=REPO,
+        env={**inherited, **environ},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_check_config_prints_the_resolved_configuration(tmp_path: Path) -> None:
+    result = run_check_config(write(tmp_path, TWO_PROVIDERS), **TWO_PROVIDERS_ENV)
+
+    assert result.returncode == 0, result.stderr
+    assert "hermes-agent — General agent" in result.stdout
+    assert "hermes-webui" in result.stdout
+    assert "provider gateway: environment variable GATEWAY_KEY is not set" in result.stdout
+    for secret in (CLIENT_KEY, ANTHROPIC_KEY):
+        assert secret not in result.stdout + result.stderr
+
+
+def test_check_config_rejects_an_invalid_file_with_exit_code_2(tmp_path: Path) -> None:
+    text = TWO_PROVIDERS.replace("providers: [gateway]", "providers: [gateway, missing]")
+    result = run_check_config(write(tmp_path, text), **TWO_PROVIDERS_ENV)
+
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "profiles[1].providers[1]: profile 'hermes-webui' names unknown provider" in (
+        result.stderr
+    )
+    assert "Traceback" not in result.stderr
+    for secret in (CLIENT_KEY, ANTHROPIC_KEY):
+        assert secret not in result.stderr
+
+
+def test_loaded_configuration_round_trips_through_its_model(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, TWO_PROVIDERS), TWO_PROVIDERS_ENV)
+    assert HermesConfig.model_validate(config.model_dump()) == config
+
+
+def test_upstream_variables_are_ignored_when_the_file_defines_providers(tmp_path: Path) -> None:
+    path = write(tmp_path, "providers: [{name: a, model: m}]\n")
+    # Incomplete on its own, but the file's providers make it irrelevant: no error.
+    config = load_config(path, {"HERMES_ANTHROPIC_MODEL": "claude-opus-4-1"})
+    assert [p.name for p in config.providers] == ["a"]

@@ -1,0 +1,96 @@
+"""A real hermes-server (uvicorn on a thread) in front of the upstream simulator."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import openai
+import pytest
+from pydantic import SecretStr
+
+from hermes_core.agent import AgentConfig
+from hermes_core.providers import ProviderConfig, create_provider
+from hermes_core.providers.fallback import FallbackChain
+from hermes_core.providers.retry import Cooldowns, RetryPolicy
+from hermes_core.tools.registry import ToolContext, ToolRegistry
+from server.app import create_app
+from server.auth import KeyRing
+from server.runs.manager import RunManager
+from server.services import Profile, Services
+from server.simulator import SimulatorServer
+from server.threaded import ThreadedServer
+
+UPSTREAM_MODEL = "upstream-agent"
+"""The model id the agent profile sends upstream: tests script the simulator under it."""
+KEY_ALICE = "sk-alice-0123456789abcdef"
+KEY_BOB = "sk-bob-0123456789abcdef"
+
+
+def _tools() -> ToolRegistry:
+    registry = ToolRegistry()
+
+    @registry.tool(
+        description="Look a word up.",
+        parameters={"type": "object", "properties": {"word": {"type": "string"}}},
+    )
+    async def lookup(arguments: dict[str, Any], ctx: ToolContext) -> str:
+        return f"definition of {arguments.get('word', '?')}: a fine word"
+
+    @registry.tool(
+        description="Wait a while.",
+        parameters={"type": "object", "properties": {"seconds": {"type": "number"}}},
+    )
+    async def wait(arguments: dict[str, Any], ctx: ToolContext) -> str:
+        await asyncio.sleep(float(arguments.get("seconds", 0.1)))
+        return "waited"
+
+    return registry
+
+
+@pytest.fixture(scope="session")
+def hermes(_simulator_server: SimulatorServer) -> Iterator[ThreadedServer]:
+    provider = create_provider(
+        ProviderConfig(
+            name="sim",
+            model=UPSTREAM_MODEL,
+            api_mode="chat_completions",
+            base_url=_simulator_server.base_url + "/v1",
+            api_key=SecretStr("upstream-key"),
+            timeout=30,
+        )
+    )
+    chain = FallbackChain(
+        [provider], retry=RetryPolicy(base_delay=0.01, max_attempts=1), cooldowns=Cooldowns()
+    )
+    services = Services(
+        profiles=[
+            Profile(
+                id="hermes-agent",
+                provider=chain,
+                tools=_tools(),
+                config=AgentConfig(max_iterations=6),
+                description="Hermes test agent",
+            )
+        ],
+        keyring=KeyRing({KEY_ALICE: "alice", KEY_BOB: "bob"}),
+        runs=RunManager(max_runs=8, max_runs_per_owner=4),
+        max_body_bytes=256 * 1024,
+    )
+    with ThreadedServer(create_app(services)) as server:
+        yield server
+
+
+@pytest.fixture
+async def client(
+    hermes: ThreadedServer, simulator: SimulatorServer
+) -> AsyncIterator[openai.AsyncOpenAI]:
+    """The official SDK, strict, as Alice."""
+    async with openai.AsyncOpenAI(
+        base_url=hermes.base_url + "/v1",
+        api_key=KEY_ALICE,
+        max_retries=0,
+        _strict_response_validation=True,
+    ) as sdk:
+        yield sdk

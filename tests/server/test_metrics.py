@@ -1,0 +1,602 @@
+"""/metrics and /ready: runs against the simulator show up in the Prometheus exposition; the
+event observer is also checked on literal events."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+from pydantic import SecretStr
+from starlette.routing import NoMatchFound
+
+from hermes_core.agent import Agent, AgentConfig
+from hermes_core.context import CachingContext
+from hermes_core.events import (
+    AgentEvent,
+    BudgetWarning,
+    ExitReason,
+    FallbackActivated,
+    RetryScheduled,
+    RunFinished,
+    RunStarted,
+    StatusChanged,
+    StepFinished,
+    SubagentEvent,
+    TextDelta,
+    ToolFinished,
+)
+from hermes_core.providers import ProviderConfig, create_provider
+from hermes_core.providers.base import ApiMode, ModelRequest, Provider, ProviderEvent
+from hermes_core.providers.fallback import FallbackChain
+from hermes_core.providers.retry import Cooldowns, RetryPolicy
+from hermes_core.tools.registry import ToolContext, ToolRegistry
+from hermes_core.usage import Usage
+from server.app import create_app
+from server.auth import KeyRing
+from server.metrics import Metrics, RequestMetrics, interrupt_source, path_endpoint
+from server.routes import metrics as metrics_routes
+from server.runs.manager import Run, RunManager
+from server.services import Profile, Services
+from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from server.threaded import ThreadedServer
+
+KEY = "sk-metrics-0123456789abcdef"
+AUTH = {"authorization": f"Bearer {KEY}"}
+HELLO = [{"role": "user", "content": "hello"}]
+CHAT = "chat_completions"
+
+
+# --- a server with four profiles, metrics wired ---------------------------------------------
+
+
+def _tools() -> ToolRegistry:
+    registry = ToolRegistry()
+
+    @registry.tool(
+        description="Look a word up.",
+        parameters={"type": "object", "properties": {"word": {"type": "string"}}},
+    )
+    async def lookup(arguments: dict[str, Any], ctx: ToolContext) -> str:
+        return f"definition of {arguments.get('word', '?')}: " + "a fine word " * 20
+
+    @registry.tool(description="Always fails.", parameters={"type": "object", "properties": {}})
+    async def broken(arguments: dict[str, Any], ctx: ToolContext) -> str:
+        raise RuntimeError("broken on purpose")
+
+    return registry
+
+
+def _provider(simulator: SimulatorServer, name: str, model: str, api_mode: ApiMode) -> Provider:
+    # The Anthropic SDK appends /v1 itself; the OpenAI SDK wants it in the base URL.
+    suffix = "" if api_mode == "anthropic_messages" else "/v1"
+    return create_provider(
+        ProviderConfig(
+            name=name,
+            model=model,
+            api_mode=api_mode,
+            base_url=simulator.base_url + suffix,
+            api_key=SecretStr("upstream-key"),
+            timeout=10,
+        )
+    )
+
+
+def _chain(*providers: Provider) -> FallbackChain:
+    retry = RetryPolicy(base_delay=0.01, max_attempts=2, jitter=False)
+    return FallbackChain(list(providers), retry=retry, cooldowns=Cooldowns())
+
+
+def _services(simulator: SimulatorServer) -> Services:
+    def chat(name: str, model: str) -> Provider:
+        return _provider(simulator, name, model, "chat_completions")
+
+    tools = _tools()
+    profiles = [
+        Profile(id="plain-agent", provider=_chain(chat("plain", "sim-plain")), tools=tools),
+        Profile(
+            id="fallback-agent",
+            provider=_chain(chat("primary", "sim-primary"), chat("backup", "sim-backup")),
+        ),
+        Profile(
+            id="budget-agent",
+            provider=_chain(chat("budget", "sim-budget")),
+            tools=tools,
+            config=AgentConfig(max_iterations=2),
+        ),
+        Profile(
+            id="cache-agent",
+            provider=_chain(_provider(simulator, "claude", "claude-cache", "anthropic_messages")),
+            tools=tools,
+            context=CachingContext(),
+        ),
+    ]
+    return Services(profiles=profiles, keyring=KeyRing({KEY: "alice"}), runs=RunManager())
+
+
+def with_metrics(app: FastAPI, services: Services) -> Metrics:
+    """Wire metrics into ``app`` unless ``create_app`` already did; returns the live instance."""
+    metrics: Metrics | None = getattr(app.state, "metrics", None)
+    if metrics is None:
+        metrics = app.state.metrics = Metrics()
+    if metrics.observe not in services.runs.observers:
+        services.runs.observers.append(metrics.observe)
+    installed: list[object] = [middleware.cls for middleware in app.user_middleware]
+    if RequestMetrics not in installed:
+        app.add_middleware(RequestMetrics, metrics=metrics)
+    try:
+        app.url_path_for("metrics")
+    except NoMatchFound:
+        app.include_router(metrics_routes.router)
+    return metrics
+
+
+@pytest.fixture
+def server(simulator: SimulatorServer) -> Iterator[ThreadedServer]:
+    services = _services(simulator)
+    app = create_app(services)
+    with_metrics(app, services)
+    with ThreadedServer(app) as running:
+        yield running
+
+
+@pytest.fixture
+async def http(server: ThreadedServer) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=10) as client:
+        yield client
+
+
+class Scrape:
+    """One parsed ``/metrics`` exposition."""
+
+    def __init__(self, text: str) -> None:
+        self.samples: list[Sample] = [
+            sample for family in text_string_to_metric_families(text) for sample in family.samples
+        ]
+
+    def value(self, name: str, **labels: str) -> float:
+        """The sum of ``name``'s samples whose labels include ``labels`` (0 when none)."""
+        return sum(
+            s.value
+            for s in self.samples
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+        )
+
+
+async def scrape(http: httpx.AsyncClient) -> Scrape:
+    response = await http.get("/metrics")
+    assert response.status_code == 200
+    return Scrape(response.text)
+
+
+def script(simulator: SimulatorServer, model: str, *steps: Step) -> None:
+    simulator.state.script(model, Scenario(steps=list(steps)))
+
+
+def lookup(word: str) -> ToolCallSpec:
+    return ToolCallSpec(name="lookup", arguments={"word": word})
+
+
+async def chat(http: httpx.AsyncClient, model: str) -> dict[str, Any]:
+    response = await http.post(
+        "/v1/chat/completions", headers=AUTH, json={"model": model, "messages": HELLO}
+    )
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+# --- the endpoints ----------------------------------------------------------------------------
+
+
+async def test_metrics_are_prometheus_text_and_need_no_key(http: httpx.AsyncClient) -> None:
+    response = await http.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain; version=")
+    assert "# TYPE hermes_runs_finished_total counter" in response.text
+    assert "# TYPE hermes_tool_duration_seconds histogram" in response.text
+    assert "python_info" in response.text  # runtime collectors, in our own registry
+
+
+async def test_ready_names_the_profiles(http: httpx.AsyncClient) -> None:
+    response = await http.get("/ready")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ready", "profiles": 4}
+    assert (await http.get("/health")).status_code == 200
+
+
+async def test_not_ready_without_profiles() -> None:
+    services = Services(profiles=())
+    app = create_app(services)
+    with_metrics(app, services)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://hermes") as http:
+        response = await http.get("/ready")
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "not_ready"
+    assert response.json()["error"]["type"] == "server_error"
+
+
+# --- runs against the simulator ---------------------------------------------------------------
+
+
+async def test_a_fallback_is_counted_by_provider_and_reason(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    script(simulator, "sim-primary", Step(fault=Fault(status=503), repeat=10))
+    script(simulator, "sim-backup", Step(reply=Reply(text="From the backup.")))
+    answer = await chat(http, "fallback-agent")
+    assert answer["choices"][0]["message"]["content"] == "From the backup."
+    seen = await scrape(http)
+    fallback = {"from_provider": "primary", "to_provider": "backup", "reason": "server_error"}
+    assert seen.value("hermes_llm_fallbacks_total", **fallback) == 1
+    assert seen.value("hermes_llm_retries_total", provider="primary", reason="server_error") == 1
+    primary = {"provider": "primary", "model": "sim-primary"}
+    assert seen.value("hermes_llm_requests_total", **primary, outcome="error") == 2
+    backup = {"provider": "backup", "model": "sim-backup"}
+    assert seen.value("hermes_llm_requests_total", **backup, outcome="success") == 1
+    assert seen.value("hermes_llm_input_tokens_total", **backup) > 0
+    assert seen.value("hermes_llm_output_tokens_total", **backup) > 0
+    assert seen.value("hermes_runs_finished_total", endpoint=CHAT, exit_reason="completed") == 1
+    assert seen.value("hermes_requests_total", endpoint=CHAT, status="200") == 1
+    assert seen.value("hermes_request_duration_seconds_count", endpoint=CHAT) == 1
+    assert seen.value("hermes_time_to_first_token_seconds_count", endpoint=CHAT) == 1
+    assert seen.value("hermes_runs_active", endpoint=CHAT) == 0
+
+
+async def test_budget_exhaustion_warning_and_grace_call(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    script(
+        simulator,
+        "sim-budget",
+        Step(reply=Reply(tool_calls=[lookup("again")]), repeat=2),
+        Step(reply=Reply(text="Out of budget; here is what I found.")),
+    )
+    answer = await chat(http, "budget-agent")
+    assert answer["hermes"]["exit_reason"] == "budget_exhausted"
+    seen = await scrape(http)
+    assert seen.value("hermes_budget_exhausted_total", endpoint=CHAT) == 1
+    assert seen.value("hermes_budget_grace_calls_total", outcome="answered") == 1
+    assert seen.value("hermes_budget_warnings_total", tier="warning") == 1
+    assert seen.value("hermes_budget_warnings_total", tier="caution") == 0
+    finished = {"endpoint": CHAT, "exit_reason": "budget_exhausted"}
+    assert seen.value("hermes_runs_finished_total", **finished) == 1
+    assert seen.value("hermes_run_iterations_sum", endpoint=CHAT) == 2
+    assert seen.value("hermes_run_budget_used_ratio_sum", endpoint=CHAT) == 1.0
+    assert seen.value("hermes_run_budget_used_ratio_bucket", endpoint=CHAT, le="0.9") == 0
+    assert seen.value("hermes_tool_calls_total", tool="lookup", outcome="success") == 2
+    # Two budgeted calls and the grace call.
+    assert seen.value("hermes_llm_requests_total", provider="budget", outcome="success") == 3
+
+
+async def test_prompt_cache_reads_and_writes_by_provider(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    script(
+        simulator,
+        "claude-cache",
+        Step(reply=Reply(tool_calls=[lookup("cache")])),
+        Step(reply=Reply(text="Done.")),
+    )
+    await chat(http, "cache-agent")
+    seen = await scrape(http)
+    claude = {"provider": "claude", "model": "claude-cache"}
+    written = seen.value("hermes_llm_cache_write_input_tokens_total", **claude)
+    read = seen.value("hermes_llm_cache_read_input_tokens_total", **claude)
+    assert written > 0
+    assert read > 0
+    assert seen.value("hermes_llm_input_tokens_total", **claude) >= written + read
+    assert seen.value("hermes_llm_prompt_cache_total", **claude, result="write_only") == 1
+    assert seen.value("hermes_llm_prompt_cache_total", **claude, result="hit") == 1
+    assert seen.value("hermes_llm_prompt_cache_total", **claude, result="miss") == 0
+
+
+async def test_tool_calls_by_tool_and_outcome(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    made_up = ToolCallSpec(name="made_up_tool", arguments={})
+    broken = ToolCallSpec(name="broken", arguments={})
+    script(
+        simulator,
+        "sim-plain",
+        Step(reply=Reply(tool_calls=[lookup("a"), broken, made_up])),
+        Step(reply=Reply(text="Done.")),
+    )
+    await chat(http, "plain-agent")
+    seen = await scrape(http)
+    assert seen.value("hermes_tool_calls_total", tool="lookup", outcome="success") == 1
+    assert seen.value("hermes_tool_calls_total", tool="broken", outcome="error") == 1
+    # A hallucinated name never becomes a label value.
+    assert seen.value("hermes_tool_calls_total", tool="other", outcome="not_found") == 1
+    assert not any(s.labels.get("tool") == "made_up_tool" for s in seen.samples)
+    duration = {"tool": "lookup", "outcome": "success"}
+    assert seen.value("hermes_tool_duration_seconds_count", **duration) == 1
+
+
+async def test_requests_by_endpoint_and_status(http: httpx.AsyncClient) -> None:
+    assert (await http.get("/v1/models", headers=AUTH)).status_code == 200
+    unknown = {"model": "nope", "messages": HELLO}
+    assert (await http.post("/v1/chat/completions", headers=AUTH, json=unknown)).status_code == 404
+    assert (await http.post("/v1/chat/completions", json=unknown)).status_code == 401
+    assert (await http.get("/v1/runs/run_nope", headers=AUTH)).status_code == 404
+    assert (await http.get("/nowhere")).status_code == 404
+    await http.get("/health")
+    seen = await scrape(http)
+    assert seen.value("hermes_requests_total", endpoint="models", status="200") == 1
+    assert seen.value("hermes_requests_total", endpoint=CHAT, status="404") == 1
+    assert seen.value("hermes_requests_total", endpoint=CHAT, status="401") == 1
+    assert seen.value("hermes_requests_total", endpoint="runs", status="404") == 1
+    assert seen.value("hermes_requests_total", endpoint="other", status="404") == 1
+    # Probes and scrapes are not traffic.
+    assert seen.value("hermes_requests_total") == 5
+    assert seen.value("hermes_request_duration_seconds_count") == 5
+
+
+async def test_a_stop_through_the_api_is_an_interrupt_by_source(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    slow = Reply(text="slow " * 40, chunk_count=40)
+    script(simulator, "sim-plain", Step(reply=slow, fault=Fault(chunk_delay=0.2)))
+    body = {"model": "plain-agent", "messages": HELLO, "stream": True}
+    async with http.stream("POST", "/v1/chat/completions", headers=AUTH, json=body) as response:
+        run_id = response.headers["x-hermes-run-id"]
+        stopped = False
+        async for line in response.aiter_lines():
+            if stopped or not line.startswith("data: {"):
+                continue
+            delta = json.loads(line[6:])["choices"][0]["delta"]
+            if delta.get("content"):
+                stop = await http.post(f"/v1/runs/{run_id}/stop", headers=AUTH)
+                assert stop.status_code == 202
+                stopped = True
+    assert stopped
+    seen = await scrape(http)
+    assert seen.value("hermes_interrupts_total", endpoint=CHAT, source="stop_api") == 1
+    assert seen.value("hermes_runs_finished_total", endpoint=CHAT, exit_reason="interrupted") == 1
+    assert seen.value("hermes_llm_requests_total", provider="plain", outcome="cancelled") == 1
+    assert seen.value("hermes_time_to_first_token_seconds_count", endpoint=CHAT) == 1
+    assert seen.value("hermes_requests_total", endpoint="runs", status="202") == 1
+    assert seen.value("hermes_requests_total", endpoint=CHAT, status="200") == 1
+    assert seen.value("hermes_runs_active", endpoint=CHAT) == 0
+
+
+# --- the observer on literal events -----------------------------------------------------------
+
+
+class _Named:
+    """A provider that is never called: the observer only reads its name and model."""
+
+    api_mode: ApiMode = "chat_completions"
+    context_window = 1000
+
+    def __init__(self, name: str, model: str) -> None:
+        self.name = name
+        self.model = model
+
+    async def refresh_credentials(self) -> bool:
+        return False
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        raise AssertionError("metrics never call a model")
+
+    async def aclose(self) -> None:
+        return None
+
+
+E = TypeVar("E", bound=AgentEvent)
+
+
+def _events(run_id: str) -> Callable[..., Any]:
+    seq = itertools.count()
+
+    def make(kind: type[E], **fields: Any) -> E:
+        return kind(run_id=run_id, seq=next(seq), **fields)
+
+    return make
+
+
+def _run(max_iterations: int = 4) -> Run:
+    chain = FallbackChain([_Named("a", "model-a"), _Named("b", "model-b")])
+    registry = ToolRegistry()
+
+    @registry.tool(description="Look up.", parameters={"type": "object", "properties": {}})
+    async def lookup(arguments: dict[str, Any], ctx: ToolContext) -> str:
+        return ""
+
+    agent = Agent(chain, tools=registry, config=AgentConfig(max_iterations=max_iterations))
+    return Run(id="run_1", owner="alice", endpoint="chat.completions", model="m", agent=agent)
+
+
+def _finished(make: Callable[..., Any], reason: ExitReason, text: str = "") -> RunFinished:
+    finished: RunFinished = make(
+        RunFinished,
+        exit_reason=reason,
+        final_text=text,
+        iterations=4,
+        usage=Usage(),
+        model_calls=5,
+        error="Interrupted: client disconnected" if reason is ExitReason.INTERRUPTED else None,
+    )
+    return finished
+
+
+async def test_observe_counts_a_whole_run_from_literal_events() -> None:
+    metrics, run = Metrics(runtime_metrics=False), _run()
+    make, child = _events("run_1"), _events("run_child")
+
+    def sub(event: AgentEvent) -> SubagentEvent:
+        wrapped: SubagentEvent = make(SubagentEvent, call_id="c9", child_index=0, event=event)
+        return wrapped
+
+    def value(name: str, **labels: str) -> float | None:
+        return metrics.registry.get_sample_value(name, labels)
+
+    usage = Usage(input_tokens=100, cache_read_tokens=80, output_tokens=20, reasoning_tokens=5)
+    tool = {"call_id": "c1", "duration_s": 0.02, "result_preview": ""}
+    events: list[AgentEvent] = [
+        make(RunStarted, task_id="t", model="model-a", provider="a"),
+        make(StatusChanged, status="calling_model"),
+        make(RetryScheduled, provider="a", attempt=1, delay_s=0.1, reason="rate_limit"),
+        make(FallbackActivated, from_provider="a", to_provider="b", reason="made-up reason"),
+        make(TextDelta, text="Hel"),
+        make(TextDelta, text="lo"),
+        make(
+            StepFinished,
+            iteration=1,
+            usage=usage,
+            provider="b",
+            model="model-b-2025",
+            finish_reason="tool_calls",
+        ),
+        make(ToolFinished, name="lookup", ok=True, **tool),
+        make(ToolFinished, name="lookup", ok=False, error="timeout", **tool),
+        make(ToolFinished, name="lookup", ok=False, error="denied", **tool),
+        make(ToolFinished, name="invented", ok=False, error="Tool 'invented' does not…", **tool),
+        sub(child(RunStarted, task_id="t2", model="model-a", provider="a")),
+        sub(child(TextDelta, text="child text")),
+        sub(
+            child(
+                StepFinished,
+                iteration=2,
+                usage=Usage(input_tokens=7),
+                provider="a",
+                model="model-a",
+                finish_reason="stop",
+            )
+        ),
+        sub(child(ToolFinished, name="lookup", ok=False, error="interrupted", **tool)),
+        sub(child(BudgetWarning, tier="caution", used=3, total=4)),
+        sub(_finished(child, ExitReason.COMPLETED, "child answer")),
+        make(BudgetWarning, tier="warning", used=4, total=4),
+        make(StatusChanged, status="finishing"),
+        make(StatusChanged, status="calling_model"),
+    ]
+    for event in events:
+        metrics.observe(run, event)
+    assert value("hermes_runs_active", endpoint=CHAT) == 1
+    run.agent.interrupt("client disconnected")
+    metrics.observe(run, _finished(make, ExitReason.INTERRUPTED))
+
+    assert value("hermes_runs_active", endpoint=CHAT) == 0
+    assert value("hermes_time_to_first_token_seconds_count", endpoint=CHAT) == 1
+    assert value("hermes_llm_retries_total", provider="a", reason="rate_limit") == 1
+    fallback = {"from_provider": "a", "to_provider": "b", "reason": "other"}
+    assert value("hermes_llm_fallbacks_total", **fallback) == 1
+    a, b = {"provider": "a", "model": "model-a"}, {"provider": "b", "model": "model-b"}
+    assert value("hermes_llm_requests_total", **a, outcome="error") == 2
+    assert value("hermes_llm_requests_total", **a, outcome="success") == 1  # the child's
+    # The model label is the configured one, whatever the upstream reported.
+    assert value("hermes_llm_requests_total", **b, outcome="success") == 1
+    assert value("hermes_llm_requests_total", **b, outcome="cancelled") == 1  # the grace call
+    assert value("hermes_llm_cache_read_input_tokens_total", **b) == 80
+    assert value("hermes_llm_reasoning_output_tokens_total", **b) == 5
+    assert value("hermes_llm_input_tokens_total", **a) == 7
+    assert value("hermes_llm_prompt_cache_total", **b, result="hit") == 1
+    assert value("hermes_llm_prompt_cache_total", **a, result="miss") == 1
+    assert value("hermes_tool_calls_total", tool="lookup", outcome="success") == 1
+    assert value("hermes_tool_calls_total", tool="lookup", outcome="timeout") == 1
+    assert value("hermes_tool_calls_total", tool="lookup", outcome="denied") == 1
+    assert value("hermes_tool_calls_total", tool="lookup", outcome="cancelled") == 1
+    assert value("hermes_tool_calls_total", tool="other", outcome="not_found") == 1
+    # The child's run is part of the parent's: one run finished, the parent's warning only.
+    assert value("hermes_runs_finished_total", endpoint=CHAT, exit_reason="completed") is None
+    assert value("hermes_runs_finished_total", endpoint=CHAT, exit_reason="interrupted") == 1
+    assert value("hermes_budget_warnings_total", tier="caution") is None
+    assert value("hermes_budget_warnings_total", tier="warning") == 1
+    assert value("hermes_budget_grace_calls_total", outcome="interrupted") == 1
+    assert value("hermes_interrupts_total", endpoint=CHAT, source="client_disconnect") == 1
+    assert value("hermes_run_budget_used_ratio_sum", endpoint=CHAT) == 1.0
+    assert metrics._runs == {}  # no scratch state outlives its run
+
+
+@pytest.mark.parametrize(
+    ("text", "outcome"), [("Here is what I found.", "answered"), ("  ", "empty")]
+)
+async def test_a_grace_call_is_answered_or_empty(text: str, outcome: str) -> None:
+    metrics, run = Metrics(runtime_metrics=False), _run()
+    make = _events("run_1")
+    metrics.observe(run, make(RunStarted, task_id="t", model="model-a", provider="a"))
+    metrics.observe(run, make(StatusChanged, status="finishing"))
+    metrics.observe(run, make(StatusChanged, status="calling_model"))
+    step = make(StepFinished, iteration=4, usage=Usage(), provider="a", model="model-a",
+                finish_reason="stop")  # fmt: skip
+    metrics.observe(run, step)
+    metrics.observe(run, _finished(make, ExitReason.BUDGET_EXHAUSTED, text))
+    grace = metrics.registry.get_sample_value(
+        "hermes_budget_grace_calls_total", {"outcome": outcome}
+    )
+    assert grace == 1
+    exhausted = metrics.registry.get_sample_value(
+        "hermes_budget_exhausted_total", {"endpoint": CHAT}
+    )
+    assert exhausted == 1
+
+
+async def test_a_failed_last_call_is_an_upstream_error() -> None:
+    metrics, run = Metrics(runtime_metrics=False), _run()
+    make = _events("run_1")
+    for event in (
+        make(RunStarted, task_id="t", model="model-a", provider="a"),
+        make(StatusChanged, status="calling_model"),
+        _finished(make, ExitReason.FAILED),
+    ):
+        metrics.observe(run, event)
+    labels = {"provider": "a", "model": "model-a", "outcome": "error"}
+    assert metrics.registry.get_sample_value("hermes_llm_requests_total", labels) == 1
+    assert metrics.registry.get_sample_value("hermes_budget_grace_calls_total", {}) is None
+
+
+@pytest.mark.parametrize(
+    ("reason", "source"),
+    [
+        ("client disconnected", "client_disconnect"),
+        ("stopped through the API", "stop_api"),
+        ("server shutting down", "shutdown"),
+        ("some other reason", "other"),
+        (None, "other"),
+    ],
+)
+def test_interrupt_sources(reason: str | None, source: str) -> None:
+    assert interrupt_source(reason) == source
+
+
+@pytest.mark.parametrize(
+    ("path", "endpoint"),
+    [
+        ("/v1/chat/completions", "chat_completions"),
+        ("/v1/responses", "responses"),
+        ("/v1/responses/resp_1/cancel", "responses"),
+        ("/v1/runs/run_1/stop", "runs"),
+        ("/v1/models", "models"),
+        ("/v1/chat", "other"),
+        ("/v1/embeddings", "other"),
+        ("/docs", "other"),
+        ("/metrics", None),
+        ("/health", None),
+        ("/ready", None),
+    ],
+)
+def test_path_endpoints_are_bounded(path: str, endpoint: str | None) -> None:
+    assert path_endpoint(path) == endpoint
+
+
+async def test_a_request_that_crashes_counts_as_a_500() -> None:
+    async def crash(scope: Any, receive: Any, send: Any) -> None:
+        await asyncio.sleep(0)
+        raise RuntimeError("boom")
+
+    metrics = Metrics(runtime_metrics=False)
+    transport = httpx.ASGITransport(app=RequestMetrics(crash, metrics=metrics))
+    async with httpx.AsyncClient(transport=transport, base_url="http://hermes") as http:
+        with pytest.raises(RuntimeError):
+            await http.post("/v1/chat/completions")
+    labels = {"endpoint": CHAT, "status": "500"}
+    assert metrics.registry.get_sample_value("hermes_requests_total", labels) == 1

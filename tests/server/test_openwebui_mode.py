@@ -1,0 +1,102 @@
+"""Open WebUI mode: native tool cards and status lines in the chat stream, cheap side tasks."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from server.threaded import ThreadedServer
+from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL
+
+OPENWEBUI = {"authorization": f"Bearer {KEY_ALICE}", "x-openwebui-chat-id": "chat-123"}
+# Open WebUI sends its built-in tools with every request.
+OPENWEBUI_TOOLS = [
+    {"type": "function", "function": {"name": "get_current_timestamp", "parameters": {}}},
+    {"type": "function", "function": {"name": "lookup", "parameters": {}}},
+]
+
+
+async def _frames(hermes: ThreadedServer, body: dict[str, Any]) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient(base_url=hermes.base_url, timeout=30) as http:
+        response = await http.post("/v1/chat/completions", headers=OPENWEBUI, json=body)
+    assert response.status_code == 200
+    lines = [line for line in response.text.split("\n") if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"
+    return [json.loads(line[6:]) for line in lines[:-1]]
+
+
+def _script(simulator: SimulatorServer, *steps: Step) -> None:
+    simulator.state.script(UPSTREAM_MODEL, Scenario(steps=list(steps)))
+
+
+async def test_server_tools_appear_as_tool_cards_each_with_its_output(
+    simulator: SimulatorServer, hermes: ThreadedServer
+) -> None:
+    calls = [ToolCallSpec(name="lookup", arguments={"word": w}) for w in ("a", "b")]
+    _script(
+        simulator,
+        Step(reply=Reply(tool_calls=[*calls, ToolCallSpec(name="nonexistent")])),
+        Step(reply=Reply(text="Done.")),
+    )
+    body = {
+        "model": "hermes-agent",
+        "stream": True,
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": OPENWEBUI_TOOLS,
+    }
+    frames = await _frames(hermes, body)
+    items = [f["item"] for f in frames if f.get("type") == "response.output_item.added"]
+    started = {i["call_id"]: i for i in items if i["type"] == "function_call"}
+    outputs = {i["call_id"]: i for i in items if i["type"] == "function_call_output"}
+    assert len(started) == 3
+    assert set(outputs) == set(started)  # every card is closed, or Open WebUI would run the tool
+    texts = sorted(o["output"][0]["text"] for o in outputs.values())
+    assert texts[0].startswith("Error: ")  # the unknown tool shows as a failed card
+    assert all(i["status"] == "completed" for i in items)
+    statuses = [f["event"]["data"] for f in frames if "event" in f]
+    assert statuses
+    assert statuses[-1]["done"] is True
+    # Open WebUI's own tools were not offered to the model.
+    upstream = simulator.state.requests(scenario=UPSTREAM_MODEL)[0].body
+    assert "get_current_timestamp" not in json.dumps(upstream["tools"])
+
+
+async def test_an_interrupted_run_still_closes_its_tool_cards(
+    simulator: SimulatorServer, hermes: ThreadedServer
+) -> None:
+    _script(
+        simulator,
+        Step(reply=Reply(tool_calls=[ToolCallSpec(name="wait", arguments={"seconds": 0.3})])),
+        Step(fault=Fault(status=500)),
+    )
+    body = {"model": "hermes-agent", "stream": True, "messages": [{"role": "user", "content": "x"}]}
+    frames = await _frames(hermes, body)
+    items = [f["item"] for f in frames if f.get("type") == "response.output_item.added"]
+    assert [i["type"] for i in items] == ["function_call", "function_call_output"]
+    assert frames[-1].get("error") is not None  # the failure itself, after the cards closed
+
+
+async def test_a_task_request_is_answered_by_one_model_call_without_tools(
+    simulator: SimulatorServer, hermes: ThreadedServer
+) -> None:
+    _script(simulator, Step(reply=Reply(text='{"title": "Greeting"}')))
+    task = "### Task:\nGenerate a concise title for the chat.\n### Chat History:\nUSER: hi"
+    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+        response = await http.post(
+            "/v1/chat/completions",
+            headers=OPENWEBUI,
+            json={
+                "model": "hermes-agent",
+                "stream": False,
+                "max_tokens": 1000,
+                "messages": [{"role": "user", "content": task}],
+            },
+        )
+    assert response.status_code == 200
+    assert response.json()["choices"][0]["message"]["content"] == '{"title": "Greeting"}'
+    (upstream,) = simulator.state.requests(scenario=UPSTREAM_MODEL)
+    assert "tools" not in upstream.body
+    assert upstream.body["messages"] == [{"role": "user", "content": task}]
