@@ -102,6 +102,39 @@ def _body_error(body: object) -> tuple[str | None, str | None]:
     return None, None
 
 
+def error_from_status(
+    provider: str, status: int, headers: Mapping[str, str], body: bytes
+) -> ProviderError:
+    """The ProviderError for an HTTP error answer read without the SDK."""
+    try:
+        parsed: object = json.loads(body)
+    except ValueError:
+        parsed = None
+    error_type, error_message = _body_error(parsed)
+    detail = error_message or body.decode("utf-8", "replace")[:300] or f"HTTP {status}"
+    return ProviderError(
+        f"{provider}: HTTP {status}"
+        + (f" {error_type}" if error_type else "")
+        + f": {redact(detail)}",
+        kind=classify_status(status, detail),
+        provider=provider,
+        status_code=status,
+        retry_after=parse_retry_after(headers),
+    )
+
+
+def error_from_stream_frame(provider: str, frame: object) -> ProviderError:
+    """The ProviderError for an ``{"error": ...}`` frame inside a started stream."""
+    error_type, error_message = _body_error(frame)
+    return ProviderError(
+        f"{provider}: upstream stream error"
+        + (f" {error_type}" if error_type else "")
+        + f": {redact(error_message or 'no message')}",
+        kind=_STREAM_ERROR_KINDS.get(error_type or "", ErrorKind.SERVER_ERROR),
+        provider=provider,
+    )
+
+
 def _from_sdk_error(exc: Exception, provider: str) -> ProviderError:
     if isinstance(exc, openai.APITimeoutError | anthropic.APITimeoutError):
         return ProviderError(
@@ -134,14 +167,7 @@ def _from_sdk_error(exc: Exception, provider: str) -> ProviderError:
         )
     if isinstance(exc, openai.APIError | anthropic.APIError):
         # An error frame inside an already-started (HTTP 200) stream.
-        error_type, error_message = _body_error(exc.body)
-        return ProviderError(
-            f"{provider}: upstream stream error"
-            + (f" {error_type}" if error_type else "")
-            + f": {redact(error_message or exc.message)}",
-            kind=_STREAM_ERROR_KINDS.get(error_type or "", ErrorKind.SERVER_ERROR),
-            provider=provider,
-        )
+        return error_from_stream_frame(provider, exc.body or {"message": exc.message})
     return ProviderError(
         f"{provider}: unreadable upstream response ({type(exc).__name__})",
         kind=ErrorKind.INVALID_RESPONSE,

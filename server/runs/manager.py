@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import secrets
 import time
-from collections import OrderedDict
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -132,8 +132,12 @@ class RunManager:
     ) -> None:
         self.observers = list(observers)
         """Called with every event of every run (metrics, persistence); must not block."""
-        self._runs: OrderedDict[str, Run] = OrderedDict()
+        self._runs: dict[str, Run] = {}
         self._aliases: dict[str, str] = {}
+        # Kept incrementally so admission and clean-up cost O(1) per run, not O(runs kept).
+        self._live: dict[str, int] = {}
+        self._live_total = 0
+        self._finished_order: deque[str] = deque()
         self.max_runs = max_runs
         self.max_runs_per_owner = max_runs_per_owner
         self.keep_finished = keep_finished
@@ -164,16 +168,16 @@ class RunManager:
         self._runs[run.id] = run
         if completion_id:
             self._aliases[completion_id] = run.id
+        self._live[owner] = self._live.get(owner, 0) + 1
+        self._live_total += 1
         run.status = RunStatus.RUNNING
         run.task = asyncio.create_task(self._drive(run, request), name=f"hermes-{run.id}")
-        self._forget_old()
         return run
 
     def _check_limits(self, owner: str) -> None:
-        active = [r for r in self._runs.values() if not r.status.finished]
-        if len(active) >= self.max_runs:
+        if self._live_total >= self.max_runs:
             raise RunLimitExceeded("The server is running its maximum of runs.", retry_after=5)
-        if sum(1 for r in active if r.owner == owner) >= self.max_runs_per_owner:
+        if self._live.get(owner, 0) >= self.max_runs_per_owner:
             raise RunLimitExceeded(
                 f"This API key already has {self.max_runs_per_owner} runs in progress.",
                 retry_after=5,
@@ -200,12 +204,21 @@ class RunManager:
                 run.error = run.error or "The run ended unexpectedly."
                 run.ended_at = time.time()
                 run.wake()
+            self._retire(run)
 
-    def _forget_old(self) -> None:
-        finished = [r for r in self._runs.values() if r.status.finished]
-        for run in finished[: max(0, len(finished) - self.keep_finished)]:
-            del self._runs[run.id]
-            self._aliases.pop(run.completion_id, None)
+    def _retire(self, run: Run) -> None:
+        """Count a run out of the live ones and forget the oldest finished runs."""
+        self._live_total -= 1
+        left = self._live[run.owner] - 1
+        if left:
+            self._live[run.owner] = left
+        else:
+            del self._live[run.owner]
+        self._finished_order.append(run.id)
+        while len(self._finished_order) > self.keep_finished:
+            old = self._runs.pop(self._finished_order.popleft(), None)
+            if old is not None:
+                self._aliases.pop(old.completion_id, None)
 
     # --- finding and stopping -----------------------------------------------------------------
 

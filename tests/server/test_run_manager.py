@@ -1,0 +1,90 @@
+"""RunManager bookkeeping: admission caps, forgetting old runs, replaying a run's events."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from hermes_core.agent import Agent, AgentRequest
+from hermes_core.events import RunFinished
+from hermes_core.providers import base as p
+from hermes_core.providers.base import ApiMode, ModelRequest
+from hermes_core.usage import Usage
+from server.runs.manager import Run, RunLimitExceeded, RunManager, RunStatus
+
+
+class _Gate:
+    """A provider that answers once its gate opens."""
+
+    name = "gate"
+    api_mode: ApiMode = "chat_completions"
+    model = "gate-model"
+    context_window = 10_000
+
+    def __init__(self) -> None:
+        self.open = asyncio.Event()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[p.ProviderEvent]:
+        await self.open.wait()
+        yield p.TextDelta(text="ok")
+        yield p.ModelResponse(
+            message={"role": "assistant", "content": "ok"},
+            finish_reason="stop",
+            usage=Usage(),
+            provider=self.name,
+            model=self.model,
+        )
+
+    async def refresh_credentials(self) -> bool:
+        return False
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _start(manager: RunManager, gate: _Gate, owner: str) -> Run:
+    return manager.start(
+        Agent(gate), AgentRequest(user_message="hi"), owner=owner, endpoint="test", model="m"
+    )
+
+
+async def test_a_key_over_its_cap_is_refused_until_one_of_its_runs_ends() -> None:
+    gate = _Gate()
+    manager = RunManager(max_runs=10, max_runs_per_owner=2)
+    runs = [_start(manager, gate, "alice") for _ in range(2)]
+    with pytest.raises(RunLimitExceeded):
+        _start(manager, gate, "alice")
+    _start(manager, gate, "bob")  # another key is not affected
+    gate.open.set()
+    await asyncio.gather(*(r.task for r in runs if r.task is not None))
+    _start(manager, gate, "alice")
+
+
+async def test_finished_runs_beyond_the_retention_are_forgotten_oldest_first() -> None:
+    gate = _Gate()
+    gate.open.set()
+    manager = RunManager(keep_finished=2)
+    runs = [_start(manager, gate, "alice") for _ in range(3)]
+    await asyncio.gather(*(r.task for r in runs if r.task is not None))
+    ids = [r.id for r in runs]
+    assert manager.get(ids[0], owner="alice") is None
+    assert manager.get(ids[2], owner="alice") is not None
+
+
+async def test_a_follower_that_joins_late_replays_the_whole_run() -> None:
+    gate = _Gate()
+    manager = RunManager()
+    run = manager.start(
+        Agent(gate), AgentRequest(user_message="hi"), owner="a", endpoint="test", model="m"
+    )
+    gate.open.set()
+    assert run.task is not None
+    await run.task
+    events = [event async for event in run.follow()]
+    assert [e.seq for e in events] == list(range(len(events)))
+    assert isinstance(events[-1], RunFinished)
+    assert run.status is RunStatus.COMPLETED
+    tail = [event async for event in run.follow(after=len(events) - 2)]
+    assert tail == events[-1:]
