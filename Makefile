@@ -4,10 +4,10 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
-HOST ?= 127.0.0.1
-PORT ?= 8000
+HOST ?=
+PORT ?=
 
-.PHONY: serve simulate test lint typecheck unit openapi openapi-check lock clean
+.PHONY: serve simulate test lint typecheck unit openapi openapi-check lock clean bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 install: $(VENV)/.installed
 
 serve: install
-	$(BIN)/hermes-server serve --host $(HOST) --port $(PORT)
+	$(BIN)/hermes-server serve $(if $(HOST),--host $(HOST)) $(if $(PORT),--port $(PORT))
 
 simulate: install
 	$(BIN)/hermes-server simulate --port 9100
@@ -43,6 +43,11 @@ openapi: install
 
 openapi-check: install
 	$(BIN)/python -m server.openapi_dump --check openapi/openapi.json
+
+# Benchmarks (not part of the tests): prompt-cache hit share, server overhead per request.
+bench: install
+	$(BIN)/python -m bench.cache_hits
+	$(BIN)/python -m bench.server_overhead
 
 # Regenerate the pins from a fresh resolve of pyproject.toml (run deliberately, commit the result).
 lock:

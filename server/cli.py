@@ -169,6 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # One INFO line per upstream request is noise in the log and costs CPU on the hot path.
+    for chatty in ("httpx", "httpx2", "httpcore", "httpcore2"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
     handler = args.handler
     result: int = handler(args)

@@ -202,7 +202,11 @@ class RunDriver:
         return outcome
 
     def _offered_tools(self) -> list[ToolSchema]:
-        return [tool.schema for tool in self.tools.tools()] + list(self.client_tools.values())
+        client = list(self.client_tools.values())
+        if client and self.request.tool_choice == "required" and self.state.model_calls == 0:
+            # A client that requires a tool call means one of the tools it declared.
+            return client
+        return [tool.schema for tool in self.tools.tools()] + client
 
     def _tool_result_limits(self) -> Mapping[str, int]:
         limits: dict[str, int] = {}

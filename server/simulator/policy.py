@@ -14,6 +14,7 @@ from typing import Any
 from server.simulator.scenario import Reply, ToolCallSpec
 
 _REASONING_MODEL_HINTS = ("reason", "think", "o1", "o3", "o4", "gpt-5", "deepseek-r")
+_GENERIC_TOOL_WORDS = frozenset({"get", "set", "fetch", "run", "do", "make", "list", "read", "tool"})
 
 
 @dataclass(slots=True)
@@ -73,9 +74,15 @@ def _tool_to_call(view: ConversationView, user_text: str) -> OfferedTool | None:
     if view.forced_tool is not None:
         return next((t for t in view.tools if t.name == view.forced_tool), None)
     lowered = user_text.lower()
+    words = set(re.findall(r"[a-z0-9]+", lowered))
     for tool in view.tools:
         spoken = tool.name.lower()
         if spoken in lowered or spoken.replace("_", " ") in lowered:
+            return tool
+    for tool in view.tools:
+        # "What's the weather in Paris?" names get_weather by its distinctive word.
+        distinctive = set(re.split(r"[_\-]", tool.name.lower())) - _GENERIC_TOOL_WORDS
+        if any(len(word) >= 4 and word in words for word in distinctive):
             return tool
     if view.tool_choice == "required":
         return view.tools[0]

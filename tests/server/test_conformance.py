@@ -1,0 +1,104 @@
+"""Conformance: llm-comply's OpenAI Chat suite against a real `hermes-server serve` process.
+
+The server runs as its own process, configured by a YAML file, in front of a simulator process:
+exactly how a user would run it. One profile's id contains ``gpt-5`` so that llm-comply also
+runs its reasoning test (it skips it for other model ids); that profile's upstream model is a
+reasoning model of the simulator.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+KEY = "sk-conformance-0123456789"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _wait(url: str) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} never answered")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    simulator_port, server_port = _free_port(), _free_port()
+    upstream = f"http://127.0.0.1:{simulator_port}/v1"
+    config = tmp_path_factory.mktemp("conformance") / "hermes.yaml"
+    config.write_text(
+        f"""
+server:
+  api_keys: [{{principal: ci, key: {KEY}}}]
+providers:
+  - {{name: sim, model: sim-chat, base_url: "{upstream}", api_mode: chat_completions}}
+  - {{name: reasoner, model: sim-reasoner, base_url: "{upstream}", api_mode: chat_completions}}
+profiles:
+  - {{id: hermes-agent, providers: [sim]}}
+  - {{id: hermes-gpt-5, providers: [reasoner]}}
+"""
+    )
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "server.cli", "--log-level", "warning", "simulate",
+             "--port", str(simulator_port), "--min-cacheable-tokens", "0"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ),
+        subprocess.Popen(
+            [sys.executable, "-m", "server.cli", "--log-level", "warning", "serve",
+             "--config", str(config), "--port", str(server_port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ),
+    ]  # fmt: skip
+    try:
+        _wait(f"http://127.0.0.1:{simulator_port}/health")
+        _wait(f"http://127.0.0.1:{server_port}/health")
+        yield f"http://127.0.0.1:{server_port}/v1"
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+def _llm_comply() -> str:
+    found = shutil.which("llm-comply", path=str(Path(sys.executable).parent))
+    assert found, "llm-comply is a dev dependency; run `make test` to install it"
+    return found
+
+
+def test_llm_comply_openai_chat_suite_passes(served: str) -> None:
+    completed = subprocess.run(
+        [_llm_comply(), "--format", "openai-chat", "-u", served, "-k", KEY,
+         "-m", "hermes-gpt-5", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )  # fmt: skip
+    report = json.loads(completed.stdout)
+    failures = [r for r in report["results"] if r.get("status") not in ("passed", "skipped")]
+    assert report["summary"]["failed"] == 0, failures
+    assert report["summary"]["skipped"] == 0  # the reasoning test ran too
+    assert report["summary"]["passed"] == report["summary"]["total"]
