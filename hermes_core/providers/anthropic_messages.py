@@ -40,6 +40,7 @@ from hermes_core.providers._anthropic_convert import (
     build_kwargs,
     no_cache_markers,
 )
+from hermes_core.providers._configured import ConfiguredProvider
 from hermes_core.providers._sdk_errors import sdk_errors
 from hermes_core.providers.base import (
     ApiMode,
@@ -52,7 +53,7 @@ from hermes_core.providers.base import (
     ToolCallDelta,
 )
 from hermes_core.providers.config import ProviderConfig
-from hermes_core.providers.credentials import read_key, rotated_client
+from hermes_core.providers.credentials import read_key
 from hermes_core.usage import Usage
 
 _FINISH_REASONS: dict[str, FinishReason] = {
@@ -244,7 +245,7 @@ def _replay_item(block: _Block) -> dict[str, Any]:
     return {"type": "thinking", "thinking": "".join(block.text), "signature": block.signature}
 
 
-class AnthropicMessagesProvider:
+class AnthropicMessagesProvider(ConfiguredProvider[anthropic.AsyncAnthropic]):
     """A provider reached through ``POST {base_url}/v1/messages``.
 
     A request carrying a :class:`PromptCachePolicy` gets the "system and last 3" breakpoints
@@ -254,39 +255,21 @@ class AnthropicMessagesProvider:
     def __init__(
         self, config: ProviderConfig, *, cache_markers: CacheMarkers = no_cache_markers
     ) -> None:
-        self._config = config
         self._cache_markers = cache_markers
-        self._client = anthropic.AsyncAnthropic(
-            base_url=config.base_url,
-            # The SDK insists on a key; local gateways often need none.
-            api_key=read_key(config) or "unused",
-            max_retries=0,  # retries and fallback belong to the agent, not the SDK
-            timeout=config.timeout,
+        super().__init__(
+            config,
+            anthropic.AsyncAnthropic(
+                base_url=config.base_url,
+                # The SDK insists on a key; local gateways often need none.
+                api_key=read_key(config) or "unused",
+                max_retries=0,  # retries and fallback belong to the agent, not the SDK
+                timeout=config.timeout,
+            ),
         )
-
-    @property
-    def name(self) -> str:
-        return self._config.name
 
     @property
     def api_mode(self) -> ApiMode:
         return "anthropic_messages"
-
-    @property
-    def model(self) -> str:
-        return self._config.model
-
-    @property
-    def context_window(self) -> int:
-        return self._config.context_window
-
-    async def refresh_credentials(self) -> bool:
-        """Re-read the key after a 401/403; True when a different key is now in use."""
-        client = await rotated_client(self._config, self._client)
-        if client is None:
-            return False
-        self._client = client
-        return True
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         accumulator = AnthropicStreamAccumulator()
@@ -311,6 +294,3 @@ class AnthropicMessagesProvider:
                 # the upstream connection never outlives our interest in it.
                 await upstream.close()
         yield accumulator.finish(provider=self.name, model=self.model)
-
-    async def aclose(self) -> None:
-        await self._client.close()

@@ -18,6 +18,7 @@ import openai
 from hermes_core.context.caching import mark_chat_messages
 from hermes_core.errors import ErrorKind, ProviderError
 from hermes_core.messages import Message, ToolCall
+from hermes_core.providers._configured import ConfiguredProvider
 from hermes_core.providers._sdk_errors import error_from_status, error_from_stream_frame, sdk_errors
 from hermes_core.providers.base import (
     ApiMode,
@@ -32,7 +33,7 @@ from hermes_core.providers.base import (
     ToolSchema,
 )
 from hermes_core.providers.config import ProviderConfig
-from hermes_core.providers.credentials import read_key, rotated_client
+from hermes_core.providers.credentials import read_key
 from hermes_core.usage import Usage
 
 # Keys of the internal format that no Chat Completions server accepts.
@@ -208,22 +209,24 @@ def _normalise_usage(usage: Mapping[str, Any]) -> Usage:
     )
 
 
-class ChatCompletionsProvider:
+class ChatCompletionsProvider(ConfiguredProvider[openai.AsyncOpenAI]):
     """A provider reached through ``POST {base_url}/chat/completions``."""
 
     def __init__(self, config: ProviderConfig) -> None:
-        self._config = config
         self._http = httpx2.AsyncClient(
             timeout=httpx2.Timeout(config.timeout),
             limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100),
         )
-        self._client = openai.AsyncOpenAI(
-            base_url=config.base_url,
-            # The SDK insists on a key; local servers often need none.
-            api_key=read_key(config) or "unused",
-            max_retries=0,  # retries and fallback belong to the agent, not the SDK
-            timeout=config.timeout,
-            http_client=self._http,
+        super().__init__(
+            config,
+            openai.AsyncOpenAI(
+                base_url=config.base_url,
+                # The SDK insists on a key; local servers often need none.
+                api_key=read_key(config) or "unused",
+                max_retries=0,  # retries and fallback belong to the agent, not the SDK
+                timeout=config.timeout,
+                http_client=self._http,
+            ),
         )
         self._url = str(self._client.base_url).rstrip("/") + "/chat/completions"
         self._headers = self._wire_headers()
@@ -236,30 +239,12 @@ class ChatCompletionsProvider:
             "user-agent": self._client.user_agent,
         }
 
-    @property
-    def name(self) -> str:
-        return self._config.name
+    def _key_changed(self) -> None:
+        self._headers = self._wire_headers()
 
     @property
     def api_mode(self) -> ApiMode:
         return "chat_completions"
-
-    @property
-    def model(self) -> str:
-        return self._config.model
-
-    @property
-    def context_window(self) -> int:
-        return self._config.context_window
-
-    async def refresh_credentials(self) -> bool:
-        """Re-read the key after a 401/403; True when a different key is now in use."""
-        client = await rotated_client(self._config, self._client)
-        if client is None:
-            return False
-        self._client = client
-        self._headers = self._wire_headers()
-        return True
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         accumulator = ChatStreamAccumulator()

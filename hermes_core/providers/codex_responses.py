@@ -19,6 +19,7 @@ from openai.types import responses as wire
 
 from hermes_core.errors import ErrorKind, ProviderError
 from hermes_core.messages import Message, ToolCall, text_of
+from hermes_core.providers._configured import ConfiguredProvider
 from hermes_core.providers._sdk_errors import redact, sdk_errors
 from hermes_core.providers.base import (
     ApiMode,
@@ -33,7 +34,7 @@ from hermes_core.providers.base import (
     ToolSchema,
 )
 from hermes_core.providers.config import ProviderConfig
-from hermes_core.providers.credentials import read_key, rotated_client
+from hermes_core.providers.credentials import read_key
 from hermes_core.usage import Usage
 
 API_MODE: ApiMode = "codex_responses"
@@ -397,42 +398,24 @@ def _usage(usage: Any) -> Usage:
 # --- the provider -------------------------------------------------------------------------------
 
 
-class ResponsesProvider:
+class ResponsesProvider(ConfiguredProvider[openai.AsyncOpenAI]):
     """A provider reached through ``POST {base_url}/responses``."""
 
     def __init__(self, config: ProviderConfig) -> None:
-        self._config = config
-        self._client = openai.AsyncOpenAI(
-            base_url=config.base_url,
-            # The SDK insists on a key; local servers often need none.
-            api_key=read_key(config) or "unused",
-            max_retries=0,  # retries and fallback belong to the agent, not the SDK
-            timeout=config.timeout,
+        super().__init__(
+            config,
+            openai.AsyncOpenAI(
+                base_url=config.base_url,
+                # The SDK insists on a key; local servers often need none.
+                api_key=read_key(config) or "unused",
+                max_retries=0,  # retries and fallback belong to the agent, not the SDK
+                timeout=config.timeout,
+            ),
         )
-
-    @property
-    def name(self) -> str:
-        return self._config.name
 
     @property
     def api_mode(self) -> ApiMode:
         return API_MODE
-
-    @property
-    def model(self) -> str:
-        return self._config.model
-
-    @property
-    def context_window(self) -> int:
-        return self._config.context_window
-
-    async def refresh_credentials(self) -> bool:
-        """Re-read the key after a 401/403; True when a different key is now in use."""
-        client = await rotated_client(self._config, self._client)
-        if client is None:
-            return False
-        self._client = client
-        return True
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         accumulator = ResponsesStreamAccumulator(provider=self.name)
@@ -449,6 +432,3 @@ class ResponsesProvider:
                 # the upstream connection never outlives our interest in it.
                 await upstream.close()
         yield accumulator.finish(model=self.model)
-
-    async def aclose(self) -> None:
-        await self._client.close()

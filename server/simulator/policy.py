@@ -14,7 +14,9 @@ from typing import Any
 from server.simulator.scenario import Reply, ToolCallSpec
 
 _REASONING_MODEL_HINTS = ("reason", "think", "o1", "o3", "o4", "gpt-5", "deepseek-r")
-_GENERIC_TOOL_WORDS = frozenset({"get", "set", "fetch", "run", "do", "make", "list", "read", "tool"})
+_GENERIC_TOOL_WORDS = frozenset(
+    {"get", "set", "fetch", "run", "do", "make", "list", "read", "tool"}
+)
 
 
 @dataclass(slots=True)
