@@ -46,6 +46,8 @@ class Services:
     metrics: Metrics = field(default_factory=Metrics)
     """Prometheus metrics; ``create_app`` registers their observer with ``runs``."""
     stop_on_disconnect: bool = True
+    keepalive_seconds: float = 15.0
+    """Quiet time after which a stream gets a ``: keep-alive`` comment (tools running)."""
     max_body_bytes: int = 4 * 1024 * 1024
 
     def profile(self, model: str) -> Profile | None:

@@ -32,11 +32,16 @@ def _keepalive() -> ServerSentEvent:
     return ServerSentEvent(comment="keep-alive", sep="\n")
 
 
-def sse_response(frames: AsyncIterator[bytes], *, headers: dict[str, str]) -> EventSourceResponse:
+def sse_response(
+    frames: AsyncIterator[bytes],
+    *,
+    headers: dict[str, str],
+    keepalive_seconds: float = KEEPALIVE_SECONDS,
+) -> EventSourceResponse:
     return EventSourceResponse(
         frames,
         headers={"cache-control": "no-cache", "x-accel-buffering": "no", **headers},
         sep="\n",
-        ping=KEEPALIVE_SECONDS,
+        ping=keepalive_seconds,
         ping_message_factory=_keepalive,
     )

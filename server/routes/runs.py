@@ -84,7 +84,11 @@ async def run_events(
         async for event in run.follow(after=after):
             yield event_frame(event)
 
-    return sse_response(frames(), headers={"x-hermes-run-id": run.id})
+    return sse_response(
+        frames(),
+        headers={"x-hermes-run-id": run.id},
+        keepalive_seconds=_services(request).keepalive_seconds,
+    )
 
 
 @router.post("/{run_id}/stop", status_code=202)

@@ -21,6 +21,7 @@ from enum import StrEnum
 from hermes_core.agent import Agent, AgentRequest
 from hermes_core.errors import HermesError
 from hermes_core.events import AgentEvent, ExitReason, RunFinished
+from hermes_core.usage import Usage
 
 log = logging.getLogger(__name__)
 
@@ -187,12 +188,7 @@ class RunManager:
         request = dataclasses.replace(request, run_id=run.id)
         try:
             async for event in run.agent.run(request):
-                run.record(event)
-                for observe in self.observers:
-                    try:
-                        observe(run, event)
-                    except Exception:
-                        log.exception("a run observer failed on %s", event.kind)
+                self._publish(run, event)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -200,11 +196,17 @@ class RunManager:
             log.exception("run %s crashed", run.id)
         finally:
             if run.finished is None:
-                run.status = RunStatus.FAILED
-                run.error = run.error or "The run ended unexpectedly."
-                run.ended_at = time.time()
-                run.wake()
+                # Every follower and observer must still see an ending.
+                self._publish(run, _crashed(run))
             self._retire(run)
+
+    def _publish(self, run: Run, event: AgentEvent) -> None:
+        run.record(event)
+        for observe in self.observers:
+            try:
+                observe(run, event)
+            except Exception:
+                log.exception("a run observer failed on %s", event.kind)
 
     def _retire(self, run: Run) -> None:
         """Count a run out of the live ones and forget the oldest finished runs."""
@@ -241,3 +243,16 @@ class RunManager:
         tasks = [r.task for r in live if r.task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=5)
+
+
+def _crashed(run: Run) -> RunFinished:
+    return RunFinished(
+        run_id=run.id,
+        seq=len(run.events),
+        exit_reason=ExitReason.FAILED,
+        final_text="",
+        iterations=0,
+        usage=Usage(),
+        model_calls=0,
+        error="The run ended unexpectedly (a server error); see the server log.",
+    )

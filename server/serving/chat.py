@@ -74,7 +74,11 @@ class ChatServing:
                 include_usage=body.include_usage,
                 openwebui=openwebui,
             )
-            return sse_response(self._frames(run, view), headers=headers)
+            return sse_response(
+                self._frames(run, view),
+                headers=headers,
+                keepalive_seconds=self.services.keepalive_seconds,
+            )
         return await self._complete(run, completion_id, profile.id, created, headers)
 
     async def _frames(self, run: Run, view: ChatStreamView) -> AsyncIterator[bytes]:

@@ -77,6 +77,7 @@ def hermes(_simulator_server: SimulatorServer) -> Iterator[ThreadedServer]:
         keyring=KeyRing({KEY_ALICE: "alice", KEY_BOB: "bob"}),
         runs=RunManager(max_runs=8, max_runs_per_owner=4),
         max_body_bytes=256 * 1024,
+        keepalive_seconds=0.2,
     )
     with ThreadedServer(create_app(services)) as server:
         yield server

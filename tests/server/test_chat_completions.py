@@ -293,3 +293,21 @@ async def test_a_failure_mid_stream_arrives_as_an_error_frame(
         async for _ in stream:
             pass
     assert "upstream broke" in caught.value.message
+
+
+async def test_a_quiet_stream_gets_keepalive_comments_while_tools_run(
+    simulator: SimulatorServer, hermes: ThreadedServer
+) -> None:
+    script(
+        simulator,
+        Step(reply=Reply(tool_calls=[ToolCallSpec(name="wait", arguments={"seconds": 0.7})])),
+        Step(reply=Reply(text="Rested.")),
+    )
+    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+        response = await http.post(
+            "/v1/chat/completions",
+            headers={"authorization": f"Bearer {KEY_ALICE}"},
+            json={"model": "hermes-agent", "messages": HELLO, "stream": True},
+        )
+    assert ": keep-alive\n\n" in response.text
+    assert response.text.endswith("data: [DONE]\n\n")

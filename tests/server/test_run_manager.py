@@ -88,3 +88,23 @@ async def test_a_follower_that_joins_late_replays_the_whole_run() -> None:
     assert run.status is RunStatus.COMPLETED
     tail = [event async for event in run.follow(after=len(events) - 2)]
     assert tail == events[-1:]
+
+
+class _Broken(_Gate):
+    async def stream(self, request: ModelRequest) -> AsyncIterator[p.ProviderEvent]:
+        if request.messages:  # always: fail before the first event
+            raise RuntimeError("a bug, not an upstream failure")
+        yield p.TextDelta(text="never")
+
+
+async def test_a_run_that_crashes_still_ends_with_a_failed_ending_for_everyone() -> None:
+    seen: list[str] = []
+    manager = RunManager(observers=[lambda run, event: seen.append(event.kind)])
+    agent = Agent(_Broken())
+    # A crash inside the agent's own driver: the agent reports it as a failed run.
+    run = manager.start(agent, AgentRequest(user_message="hi"), owner="a", endpoint="t", model="m")
+    assert run.task is not None
+    await run.task
+    assert run.status is RunStatus.FAILED
+    assert seen[-1] == "run_finished"
+    assert [e.kind async for e in run.follow()][-1] == "run_finished"
