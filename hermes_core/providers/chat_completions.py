@@ -213,7 +213,9 @@ class ChatCompletionsProvider(ConfiguredProvider[openai.AsyncOpenAI]):
     """A provider reached through ``POST {base_url}/chat/completions``."""
 
     def __init__(self, config: ProviderConfig) -> None:
-        self._http = httpx2.AsyncClient(
+        # The SDK's aiohttp transport parses HTTP in C; httpx2's own transport is pure Python
+        # and was the largest cost left on the hot path (bench/server_overhead.py).
+        self._http = openai.DefaultAioHttpClient(
             timeout=httpx2.Timeout(config.timeout),
             limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100),
         )
@@ -269,7 +271,10 @@ class ChatCompletionsProvider(ConfiguredProvider[openai.AsyncOpenAI]):
                         continue  # comments, keep-alives, event names
                     data = line[5:].strip()
                     if data == "[DONE]":
-                        break
+                        # Keep reading to the end of the body rather than leave: a fully read
+                        # response returns its connection to the pool; an abandoned one is
+                        # closed, and a new upstream connection per call costs latency.
+                        continue
                     chunk = json.loads(data)
                     if not isinstance(chunk, dict):
                         continue
