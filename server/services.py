@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hermes_core.agent import Agent, AgentConfig, ContextHooks
+from hermes_core.memory_stores import InMemoryMemoryStore, InMemorySessionIndex, InMemoryTodoStore
 from hermes_core.providers.base import Provider
+from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
 from hermes_core.tools.registry import ToolRegistry
 from server.auth import KeyRing
 from server.metrics import Metrics
@@ -28,14 +30,27 @@ class Profile:
     """Always use Open WebUI's extras, even without X-OpenWebUI-* headers."""
     description: str = ""
 
-    def new_agent(self, *, owner: str) -> Agent:
+    def new_agent(self, *, owner: str, stores: Stores) -> Agent:
         return Agent(
             self.provider,
             tools=self.tools,
             config=self.config,
             owner=owner,
             context=self.context,
+            memory_store=stores.memory,
+            todo_store=stores.todos,
+            session_search=stores.sessions,
         )
+
+
+@dataclass(slots=True, kw_only=True)
+class Stores:
+    """State the agents of every request share, per owner. In memory until the SQL store
+    lands: it survives requests, not restarts."""
+
+    memory: MemoryStore = field(default_factory=InMemoryMemoryStore)
+    todos: TodoStore = field(default_factory=InMemoryTodoStore)
+    sessions: SessionSearchStore = field(default_factory=InMemorySessionIndex)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -43,6 +58,7 @@ class Services:
     profiles: Sequence[Profile]
     keyring: KeyRing = field(default_factory=KeyRing)
     runs: RunManager = field(default_factory=RunManager)
+    stores: Stores = field(default_factory=Stores)
     metrics: Metrics = field(default_factory=Metrics)
     """Prometheus metrics; ``create_app`` registers their observer with ``runs``."""
     stop_on_disconnect: bool = True

@@ -45,7 +45,7 @@ class ChatServing:
         openwebui = profile.openwebui or is_openwebui(request)
         # Open WebUI sends its own 36 built-in tools with every request; they are not ours to run.
         agent_request = body.to_agent_request(with_client_tools=not openwebui)
-        agent = profile.new_agent(owner=principal.name)
+        agent = profile.new_agent(owner=principal.name, stores=self.services.stores)
         try:
             agent.check(agent_request)
         except InvalidRequestError as exc:

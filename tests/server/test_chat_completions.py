@@ -311,3 +311,21 @@ async def test_a_quiet_stream_gets_keepalive_comments_while_tools_run(
         )
     assert ": keep-alive\n\n" in response.text
     assert response.text.endswith("data: [DONE]\n\n")
+
+
+async def test_memory_written_in_one_request_is_there_for_the_next_one(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI, hermes: ThreadedServer
+) -> None:
+    note = ToolCallSpec(
+        name="memory", arguments={"action": "add", "target": "user", "content": "Likes tea."}
+    )
+    script(
+        simulator,
+        Step(reply=Reply(tool_calls=[note])),
+        Step(reply=Reply(text="Noted.")),
+        Step(reply=Reply(text="Hello again.")),
+    )
+    await client.chat.completions.create(model="hermes-agent", messages=HELLO)
+    await client.chat.completions.create(model="hermes-agent", messages=HELLO)
+    third_prompt = simulator.state.requests(scenario=UPSTREAM_MODEL)[2].body["messages"][0]
+    assert "Likes tea." in third_prompt["content"]
