@@ -7,7 +7,6 @@ one in the other to get both, e.g. ``CachingContext(inner=CompressingContext(Com
 from hermes_core.context.caching import CachingContext, PromptCacheSettings
 from hermes_core.context.compression import (
     PRUNED_TOOL_OUTPUT,
-    SUMMARY_MARKER,
     CompressingContext,
     CompressionPlan,
     CompressionResult,
@@ -16,6 +15,7 @@ from hermes_core.context.compression import (
     estimate_tokens,
     plan,
 )
+from hermes_core.context.summary import SUMMARY_MARKER
 
 __all__ = [
     "PRUNED_TOOL_OUTPUT",

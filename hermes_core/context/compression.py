@@ -24,6 +24,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from hermes_core.agent.context import CallContext, ContextHooks
+from hermes_core.context.summary import (
+    clip_block,
+    fallback_summary,
+    summariser_prompt,
+    summary_message,
+)
 from hermes_core.errors import ProviderError
 from hermes_core.events import CompressionPerformed
 from hermes_core.messages import Message, text_of
@@ -31,26 +37,7 @@ from hermes_core.providers.base import ModelRequest, ModelResponse, Provider
 
 logger = logging.getLogger(__name__)
 
-SUMMARY_MARKER = "[CONTEXT SUMMARY — earlier conversation, for reference only]"
 PRUNED_TOOL_OUTPUT = "[Old tool output cleared to save context space]"
-_SUMMARY_NOTE = (
-    "Part of this conversation was condensed into the summary below to save context space. "
-    "It is background, not a new request: continue from the messages that follow it."
-)
-_SUMMARY_INSTRUCTIONS = """\
-You condense the middle part of a conversation between a user and an AI agent that uses tools,
-so that the agent can carry on without the original messages. Write a compact, factual summary
-in Markdown with exactly these sections:
-
-## Task so far
-## Decisions and findings
-## Work in progress
-## Open questions / next steps
-
-Keep the concrete details the agent will need again: file paths, identifiers, commands, numbers,
-error messages and the user's stated preferences. If the material contains an earlier summary,
-fold it into yours. Do not answer the user, do not continue the conversation and do not invent
-anything. Stay under about {budget} tokens."""
 
 _CHARS_PER_TOKEN = 4
 _MESSAGE_OVERHEAD = 4
@@ -186,94 +173,6 @@ def prune_tool_outputs(
     return out, replaced
 
 
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
-
-
-def _call_names(messages: Iterable[Message]) -> dict[str, str]:
-    """Tool call id → ``name(arguments)``, for labelling tool results."""
-    return {
-        call["id"]: f"{call['function']['name']}({_clip(call['function']['arguments'], 80)})"
-        for message in messages
-        for call in message.get("tool_calls") or ()
-    }
-
-
-def fallback_summary(middle: Sequence[Message], *, max_chars: int) -> str:
-    """A summary built without a model: requests, tool calls with results, last notes."""
-    calls = _call_names(middle)
-    earlier: list[str] = []
-    requests: list[str] = []
-    tools: list[str] = []
-    notes: list[str] = []
-    for message in middle:
-        text = text_of(message.get("content")).strip()
-        if message["role"] == "user" and text.startswith(SUMMARY_MARKER):
-            earlier.append(_clip(text.removeprefix(SUMMARY_MARKER), 1500))
-        elif message["role"] == "user" and text:
-            requests.append(_clip(text, 300))
-        elif message["role"] == "assistant" and text:
-            notes.append(_clip(text, 300))
-        elif message["role"] == "tool":
-            label = calls.get(str(message.get("tool_call_id")), "a tool")
-            first_line = next((line for line in text.splitlines() if line.strip()), "(empty)")
-            tools.append(f"{label} → {_clip(first_line, 160)}")
-    sections = [
-        f"(The summariser was unavailable: this is a mechanical digest of {len(middle)} "
-        "earlier messages.)"
-    ]
-    for title, items, keep in (
-        ("Earlier summary", earlier, 1),
-        ("User requests", requests, 10),
-        ("Tool calls and results", tools, 20),
-        ("Last assistant notes", notes, 5),
-    ):
-        if items:
-            lines = "\n".join(f"- {item}" for item in items[-keep:])
-            skipped = f"\n- (and {len(items) - keep} earlier)" if len(items) > keep else ""
-            sections.append(f"## {title}\n{lines}{skipped}")
-    return _clip_block("\n\n".join(sections), max_chars)
-
-
-def _clip_block(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: max(limit - 1, 0)].rstrip() + "…"
-
-
-def serialise_for_summary(middle: Sequence[Message], *, max_chars: int, per_message: int) -> str:
-    """The middle as plain labelled text, each message cut so the whole stays near max_chars."""
-    calls = _call_names(middle)
-    limit = max(200, min(per_message, max_chars // max(len(middle), 1)))
-    lines: list[str] = []
-    for message in middle:
-        role = message["role"]
-        text = _clip_block(text_of(message.get("content")).strip(), limit)
-        if role == "tool":
-            label = calls.get(str(message.get("tool_call_id")), "tool")
-            lines.append(f"[tool result of {label}]\n{text}")
-            continue
-        if text:
-            lines.append(f"[{role}]\n{text}")
-        for call in message.get("tool_calls") or ():
-            lines.append(f"[assistant calls {calls[call['id']]}]")
-    return "\n\n".join(lines)
-
-
-def _summary_message(summary: str, tail: Sequence[Message]) -> list[Message]:
-    """The summary as one user message, merged into the tail's first message if that is a
-    user's, so two user messages never follow each other."""
-    text = f"{SUMMARY_MARKER}\n{_SUMMARY_NOTE}\n\n{summary.strip()}"
-    if not tail or tail[0]["role"] != "user":
-        return [{"role": "user", "content": text}, *tail]
-    first = copy.copy(tail[0])
-    content = first.get("content")
-    if isinstance(content, list):
-        first["content"] = [{"type": "text", "text": text}, *content]
-    else:
-        first["content"] = f"{text}\n\n---\n\n{content or ''}".rstrip()
-    return [first, *tail[1:]]
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompressionResult:
     messages: list[Message]
@@ -353,7 +252,7 @@ class Compressor:
         # details a good summary keeps.
         middle = messages[cuts.head_end : cuts.tail_start]
         summary, failed = await self._summarise(middle, budget)
-        compacted = pruned[: cuts.head_end] + _summary_message(summary, pruned[cuts.tail_start :])
+        compacted = pruned[: cuts.head_end] + summary_message(summary, pruned[cuts.tail_start :])
         return CompressionResult(
             messages=compacted,
             tokens_before=before,
@@ -380,24 +279,17 @@ class Compressor:
             text = ""
         if not text.strip():
             return fallback_summary(middle, max_chars=max_chars), True
-        return _clip_block(text.strip(), max_chars), False
+        return clip_block(text.strip(), max_chars), False
 
     async def _ask_summariser(
         self, summariser: Provider, middle: Sequence[Message], budget: int
     ) -> str:
         s = self.settings
         max_chars = min(s.summary_input_max_chars, summariser.context_window * 2)
-        material = serialise_for_summary(
-            middle, max_chars=max_chars, per_message=s.summary_chars_per_message
-        )
         request = ModelRequest(
-            messages=[
-                {"role": "system", "content": _SUMMARY_INSTRUCTIONS.format(budget=budget)},
-                {
-                    "role": "user",
-                    "content": f"Conversation to summarise ({len(middle)} messages):\n\n{material}",
-                },
-            ],
+            messages=summariser_prompt(
+                middle, budget=budget, max_chars=max_chars, per_message=s.summary_chars_per_message
+            ),
             max_tokens=budget,
         )
         response: ModelResponse | None = None

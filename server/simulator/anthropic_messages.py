@@ -9,39 +9,33 @@ One deliberate limit: a non-streaming reply cannot carry malformed tool argument
 wire format has only the parsed ``input`` object; a scripted ``raw_arguments`` that is not a JSON
 object becomes ``input: {}`` there. Only a streamed reply delivers the raw text
 (``input_json_delta``), exactly as the real API would stream it.
+
+This module reads the request (validation, prompt-cache accounting, the policy's view);
+:mod:`server.simulator.anthropic_messages_reply` builds the reply and its SSE frames.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import json
 from typing import Any
 
 from starlette.responses import Response
 
+from server.simulator.anthropic_messages_reply import (
+    error_frame,
+    message_object,
+    stream_frames,
+    thinking_signature,
+)
 from server.simulator.cache import CacheResult, Segment
 from server.simulator.policy import ConversationView, OfferedTool, ViewMessage, default_reply
-from server.simulator.scenario import Reply, ToolCallSpec
+from server.simulator.scenario import Reply
 from server.simulator.state import CallPlan, SimulatorState
-from server.simulator.tokens import canonical, digest, estimate_tokens
-from server.simulator.wire import (
-    error_response,
-    json_reply,
-    preflight,
-    split_text,
-    sse,
-    stream_response,
-)
+from server.simulator.tokens import canonical, estimate_tokens
+from server.simulator.wire import error_response, json_reply, preflight, stream_response
 
 MAX_CACHE_BREAKPOINTS = 4
 MIN_THINKING_BUDGET = 1024
-_STOP_REASONS = {
-    "stop": "end_turn",
-    "tool_calls": "tool_use",
-    "length": "max_tokens",
-    "content_filter": "refusal",
-}
 # What the default policy "thinks" when a request enables thinking but the policy had no thought.
 _DEFAULT_THINKING = "Let me think about what the user asked and how to answer it."
 
@@ -62,15 +56,8 @@ async def respond(state: SimulatorState, plan: CallPlan, body: dict[str, Any]) -
     model = str(body.get("model", ""))
     if body.get("stream"):
         frames = stream_frames(message_id, model, reply, usage, plan.record.seq)
-        return stream_response(state, plan, frames, error_frame=_error_frame)
-    return json_reply(state, plan, message(message_id, model, reply, usage, plan.record.seq))
-
-
-def thinking_signature(thinking: str) -> str:
-    """The signature the simulator issues for a thinking text: deterministic, so a client that
-    replays the block verbatim passes and one that edits or drops it fails."""
-    raw = bytes.fromhex(digest("hermes-simulator thinking signature", thinking))
-    return base64.b64encode(raw).decode("ascii")
+        return stream_response(state, plan, frames, error_frame=error_frame)
+    return json_reply(state, plan, message_object(message_id, model, reply, usage, plan.record.seq))
 
 
 # --- validation -------------------------------------------------------------------------------
@@ -314,110 +301,3 @@ def _default_reply(body: dict[str, Any]) -> Reply:
     if enabled and not reply.reasoning:
         return reply.model_copy(update={"reasoning": _DEFAULT_THINKING})
     return reply
-
-
-# --- replies ----------------------------------------------------------------------------------
-
-
-def _tool_use_id(reply: Reply, index: int, seq: int) -> str:
-    return reply.tool_calls[index].id or f"toolu_sim{seq}_{index}"
-
-
-def _parsed_input(call: ToolCallSpec) -> dict[str, Any]:
-    try:
-        parsed = json.loads(call.arguments_text)
-    except json.JSONDecodeError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
-
-
-def message(
-    message_id: str, model: str, reply: Reply, usage: dict[str, Any], seq: int
-) -> dict[str, Any]:
-    """A complete (non-streaming) Messages API response."""
-    content: list[dict[str, Any]] = []
-    if reply.reasoning:
-        signature = thinking_signature(reply.reasoning)
-        content.append({"type": "thinking", "thinking": reply.reasoning, "signature": signature})
-    if reply.text:
-        content.append({"type": "text", "text": reply.text})
-    content += [
-        {
-            "type": "tool_use",
-            "id": _tool_use_id(reply, i, seq),
-            "name": call.name,
-            "input": _parsed_input(call),
-        }
-        for i, call in enumerate(reply.tool_calls)
-    ]
-    return {
-        "id": message_id,
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": content,
-        "stop_reason": _STOP_REASONS[reply.resolved_finish_reason],
-        "stop_sequence": None,
-        "usage": usage,
-    }
-
-
-def _streamed_blocks(reply: Reply, seq: int) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """(content_block_start block, its deltas) for each block, in index order."""
-    out: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
-    if reply.reasoning:
-        deltas = [
-            {"type": "thinking_delta", "thinking": p} for p in split_text(reply.reasoning, None)
-        ]
-        deltas.append({"type": "signature_delta", "signature": thinking_signature(reply.reasoning)})
-        out.append(({"type": "thinking", "thinking": "", "signature": ""}, deltas))
-    if reply.text:
-        pieces = split_text(reply.text, reply.chunk_count)
-        out.append(
-            ({"type": "text", "text": ""}, [{"type": "text_delta", "text": p} for p in pieces])
-        )
-    for i, call in enumerate(reply.tool_calls):
-        start = {
-            "type": "tool_use",
-            "id": _tool_use_id(reply, i, seq),
-            "name": call.name,
-            "input": {},
-        }
-        pieces = split_text(call.arguments_text, None)
-        out.append((start, [{"type": "input_json_delta", "partial_json": p} for p in pieces]))
-    return out
-
-
-def stream_frames(
-    message_id: str, model: str, reply: Reply, usage: dict[str, Any], seq: int
-) -> list[str]:
-    """The SSE frames of a streamed reply; every frame is named after its ``type``."""
-    start: dict[str, Any] = {
-        "id": message_id,
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": [],
-        "stop_reason": None,
-        "stop_sequence": None,
-        "usage": {**usage, "output_tokens": 1},
-    }
-    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}, {"type": "ping"}]
-    for index, (block, deltas) in enumerate(_streamed_blocks(reply, seq)):
-        events.append({"type": "content_block_start", "index": index, "content_block": block})
-        events += [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
-        events.append({"type": "content_block_stop", "index": index})
-    stop_reason = _STOP_REASONS[reply.resolved_finish_reason]
-    events.append(
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-            "usage": {"output_tokens": usage["output_tokens"]},
-        }
-    )
-    events.append({"type": "message_stop"})
-    return [sse(event, event=event["type"]) for event in events]
-
-
-def _error_frame(kind: str, message: str) -> str:
-    return sse({"type": "error", "error": {"type": kind, "message": message}}, event="error")

@@ -20,7 +20,8 @@ from hermes_core.context import (
     estimate_tokens,
     plan,
 )
-from hermes_core.context.compression import fallback_summary, prune_tool_outputs
+from hermes_core.context.compression import prune_tool_outputs
+from hermes_core.context.summary import fallback_summary
 from hermes_core.errors import ErrorKind, ProviderError
 from hermes_core.events import CompressionPerformed, ExitReason, StepFinished
 from hermes_core.messages import Message, ToolCall

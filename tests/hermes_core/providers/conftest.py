@@ -14,6 +14,8 @@ from hermes_core.providers.config import ProviderConfig
 from server.simulator import SimulatorServer
 
 ProviderFactory = Callable[..., Provider]
+API_KEY = "test-key"
+"""The key every provider from ``make_provider`` sends (unless overridden)."""
 
 
 @pytest.fixture
@@ -29,7 +31,7 @@ async def make_provider(simulator: SimulatorServer) -> AsyncIterator[ProviderFac
             "model": model,
             "api_mode": api_mode,
             "base_url": simulator.base_url + suffix,
-            "api_key": SecretStr("test-key"),
+            "api_key": SecretStr(API_KEY),
             "timeout": 10.0,
         }
         settings.update(overrides)

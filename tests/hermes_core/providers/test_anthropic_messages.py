@@ -1,9 +1,11 @@
-"""The anthropic_messages adapter: stream parsing, conversion, errors and cancellation."""
+"""The anthropic_messages adapter: stream parsing, request conversion and reasoning replay.
+
+Behaviour every adapter shares (streaming over HTTP, errors, timeouts, cancellation, usage) is
+tested for all three in ``test_adapter_contract.py``.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
 import pytest
@@ -23,7 +25,6 @@ from hermes_core.messages import Message
 from hermes_core.providers import (
     ForcedTool,
     ModelRequest,
-    ModelResponse,
     ReasoningDelta,
     TextDelta,
     ToolCallDelta,
@@ -41,7 +42,7 @@ from hermes_core.providers.anthropic_messages import (
 )
 from hermes_core.providers.config import ProviderConfig
 from hermes_core.usage import Usage
-from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from tests.hermes_core.providers.conftest import ProviderFactory, collect, final, user
 
 _EVENT_TYPES: dict[str, Any] = {
@@ -397,25 +398,6 @@ def test_conversion_leaves_the_caller_history_untouched() -> None:
 # --- against the simulator over HTTP ----------------------------------------------------------
 
 
-async def test_plain_text_streams_as_text_deltas(
-    simulator: SimulatorServer, make_provider: ProviderFactory
-) -> None:
-    _script(simulator, "plain", Step(reply=Reply(text="Hello there, world!", chunk_count=3)))
-    provider = make_provider("anthropic_messages", "plain")
-    events = await collect(provider, user("hi"))
-    assert [e for e in events if isinstance(e, TextDelta)] == [
-        TextDelta(text="Hello t"), TextDelta(text="here, "), TextDelta(text="world!")
-    ]  # fmt: skip
-    response = final(events)
-    assert response.message == {"role": "assistant", "content": "Hello there, world!"}
-    assert response.finish_reason == "stop"
-    assert response.provider == "sim-anthropic_messages"
-    assert provider.api_mode == "anthropic_messages"
-    sent = simulator.state.requests(scenario="plain")[0]
-    assert sent.path == "/v1/messages"
-    assert sent.body["max_tokens"] == 4096
-
-
 async def test_thinking_streams_and_its_replay_passes_the_signature_check(
     simulator: SimulatorServer, make_provider: ProviderFactory
 ) -> None:
@@ -462,42 +444,6 @@ async def test_an_edited_thinking_signature_is_an_invalid_request(
     assert "Invalid `signature`" in str(caught.value)
 
 
-async def test_single_tool_call_is_assembled(
-    simulator: SimulatorServer, make_provider: ProviderFactory
-) -> None:
-    call = ToolCallSpec(name="read_file", arguments={"path": "README.md"}, id="toolu_9")
-    _script(simulator, "one-tool", Step(reply=Reply(tool_calls=[call])))
-    request = ModelRequest(
-        messages=[{"role": "user", "content": "read it"}],
-        tools=[ToolSchema(name="read_file")],
-        tool_choice="required",
-    )
-    response = final(await collect(make_provider("anthropic_messages", "one-tool"), request))
-    assert response.finish_reason == "tool_calls"
-    assert response.message["tool_calls"] == [
-        {"id": "toolu_9", "type": "function",
-         "function": {"name": "read_file", "arguments": '{"path":"README.md"}'}}
-    ]  # fmt: skip
-    sent = simulator.state.requests(scenario="one-tool")[0].body
-    assert sent["tools"][0]["name"] == "read_file"
-    assert sent["tool_choice"] == {"type": "any"}
-
-
-async def test_parallel_tool_calls_keep_their_order(
-    simulator: SimulatorServer, make_provider: ProviderFactory
-) -> None:
-    calls = [ToolCallSpec(name=f"tool_{i}", arguments={"i": i}) for i in range(3)]
-    _script(simulator, "parallel", Step(reply=Reply(text="Three at once.", tool_calls=calls)))
-    events = await collect(make_provider("anthropic_messages", "parallel"), user("go"))
-    heads = [e for e in events if isinstance(e, ToolCallDelta) and e.name]
-    assert [(e.index, e.name) for e in heads] == [(i, f"tool_{i}") for i in range(3)]
-    response = final(events)
-    assert [c["function"]["arguments"] for c in response.message["tool_calls"]] == [
-        '{"i":0}', '{"i":1}', '{"i":2}'
-    ]  # fmt: skip
-    assert response.message["content"] == "Three at once."
-
-
 def _mark_system(body: dict[str, Any]) -> dict[str, Any]:
     system = [{**block, "cache_control": {"type": "ephemeral"}} for block in body["system"]]
     return {**body, "system": system}
@@ -526,107 +472,3 @@ async def test_usage_counts_cache_reads_and_writes_in_input_tokens(
     # Normalised: the whole prompt, so both calls count the same input tokens.
     assert first.usage.input_tokens == second.usage.input_tokens
     assert first.usage.input_tokens > first.usage.cache_write_tokens
-
-
-@pytest.mark.parametrize(
-    ("fault", "kind"),
-    [
-        (Fault(status=429, retry_after=7), ErrorKind.RATE_LIMIT),
-        (Fault(status=500), ErrorKind.SERVER_ERROR),
-        (Fault(status=503), ErrorKind.SERVER_ERROR),
-        (Fault(status=529, message="Overloaded"), ErrorKind.SERVER_ERROR),
-        (Fault(status=401), ErrorKind.AUTH),
-        (Fault(status=403), ErrorKind.FORBIDDEN),
-        (Fault(status=404, message="model: claude-nope"), ErrorKind.NOT_FOUND),
-        (
-            Fault(status=400, message="prompt is too long: 210000 tokens > 200000 maximum"),
-            ErrorKind.CONTEXT_OVERFLOW,
-        ),
-        (Fault(disconnect_after=2), ErrorKind.CONNECTION),
-        (Fault(stream_error="overloaded_error"), ErrorKind.SERVER_ERROR),
-    ],
-    ids=lambda value: getattr(value, "value", None) or "",
-)
-async def test_upstream_faults_become_typed_provider_errors(
-    simulator: SimulatorServer, make_provider: ProviderFactory, fault: Fault, kind: ErrorKind
-) -> None:
-    _script(simulator, "faulty", Step(reply=Reply(text="never seen in full " * 5), fault=fault))
-    with pytest.raises(ProviderError) as caught:
-        await collect(make_provider("anthropic_messages", "faulty"), user("hi"))
-    assert caught.value.kind is kind
-    assert caught.value.provider == "sim-anthropic_messages"
-    if fault.status:
-        assert caught.value.status_code == fault.status
-    if fault.retry_after:
-        assert caught.value.retry_after == fault.retry_after
-    assert "test-key" not in str(caught.value)
-
-
-async def test_slow_first_byte_beyond_the_timeout_is_a_timeout(
-    simulator: SimulatorServer, make_provider: ProviderFactory
-) -> None:
-    _script(simulator, "slow", Step(reply=Reply(text="late"), fault=Fault(first_byte_delay=2)))
-    provider = make_provider("anthropic_messages", "slow", timeout=0.3)
-    with pytest.raises(ProviderError) as caught:
-        await collect(provider, user("hi"))
-    assert caught.value.kind is ErrorKind.TIMEOUT
-
-
-async def test_a_stalled_stream_beyond_the_timeout_is_a_timeout(
-    simulator: SimulatorServer, make_provider: ProviderFactory
-) -> None:
-    reply = Reply(text="abcd", chunk_count=4)
-    _script(simulator, "stalled", Step(reply=reply, fault=Fault(chunk_delay=2)))
-    provider = make_provider("anthropic_messages", "stalled", timeout=0.3)
-    with pytest.raises(ProviderError) as caught:
-        await collect(provider, user("hi"))
-    assert caught.value.kind is ErrorKind.TIMEOUT
-
-
-def _slow_stream(simulator: SimulatorServer, model: str) -> None:
-    # About 45 frames 0.2 s apart: roughly 9 s if read to the end.
-    reply = Reply(text="x" * 40, chunk_count=40)
-    _script(simulator, model, Step(reply=reply, fault=Fault(chunk_delay=0.2)))
-
-
-async def _wait_disconnected(simulator: SimulatorServer, model: str) -> bool:
-    return await asyncio.to_thread(
-        simulator.state.wait_for,
-        lambda reqs: any(r.scenario == model and r.outcome == "disconnected" for r in reqs),
-        5.0,
-    )
-
-
-async def test_closing_the_stream_closes_the_upstream_connection(
-    simulator: SimulatorServer, make_provider: ProviderFactory
-) -> None:
-    _slow_stream(simulator, "closed-early")
-    started = time.monotonic()
-    stream = make_provider("anthropic_messages", "closed-early").stream(user("hi"))
-    assert isinstance(await anext(stream), TextDelta)
-    assert isinstance(await anext(stream), TextDelta)
-    await stream.aclose()  # type: ignore[attr-defined]
-    assert await _wait_disconnected(simulator, "closed-early")
-    assert time.monotonic() - started < 5
-
-
-async def test_cancelling_the_consumer_closes_the_upstream_connection(
-    simulator: SimulatorServer, make_provider: ProviderFactory
-) -> None:
-    _slow_stream(simulator, "cancelled")
-    provider = make_provider("anthropic_messages", "cancelled")
-    seen = asyncio.Event()
-
-    async def consume() -> list[ModelResponse]:
-        async for _ in provider.stream(user("hi")):
-            seen.set()
-        return []
-
-    started = time.monotonic()
-    task = asyncio.create_task(consume())
-    await asyncio.wait_for(seen.wait(), 5)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert await _wait_disconnected(simulator, "cancelled")
-    assert time.monotonic() - started < 5

@@ -1,10 +1,12 @@
-"""The codex_responses adapter: stream parsing, conversion, errors and cancellation."""
+"""The codex_responses adapter: stream parsing, request conversion and reasoning replay.
+
+Behaviour every adapter shares (streaming over HTTP, errors, timeouts, cancellation, usage) is
+tested for all three in ``test_adapter_contract.py``.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from typing import Any
 
 import pytest
@@ -28,11 +30,10 @@ from hermes_core.providers.codex_responses import (
     to_input,
 )
 from hermes_core.usage import Usage
-from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
-from tests.hermes_core.providers.conftest import ProviderFactory, collect, final, user
+from server.simulator import Reply, Scenario, SimulatorServer, Step
+from tests.hermes_core.providers.conftest import ProviderFactory, collect, final
 
 _EVENTS: TypeAdapter[ResponseStreamEvent] = TypeAdapter(ResponseStreamEvent)
-PROVIDER = "sim-codex_responses"
 
 
 def _response(status: str = "completed", **fields: Any) -> dict[str, Any]:
@@ -298,91 +299,6 @@ def test_to_input_converts_content_parts() -> None:
 # --- against the simulator over HTTP ------------------------------------------------------------
 
 
-async def test_plain_text_streams_as_text_deltas(
-    simulator: SimulatorServer, make_provider: ProviderFactory
-) -> None:
-    _script(simulator, "plain", Step(reply=Reply(text="Hello there, world!", chunk_count=3)))
-    events = await collect(make_provider("codex_responses", "plain"), user("hi"))
-    assert [e for e in events if isinstance(e, TextDelta)] == [
-        TextDelta(text="Hello t"), TextDelta(text="here, "), TextDelta(text="world!")
-    ]  # fmt: skip
-    response = final(events)
-    assert response.message == {"role": "assistant", "content": "Hello there, world!"}
-    assert (response.finish_reason, response.provider, response.model) == (
-        "stop",
-        PROVIDER,
-        "plain",
-    )
-    assert simulator.state.requests(scenario="plain")[0].path == "/v1/responses"
-
-
-async def test_reasoning_summary_becomes_reasoning_deltas(
-    simulator: SimulatorServer, make_provider: ProviderFactory
-) -> None:
-    _script(simulator, "thinker", Step(reply=Reply(reasoning="First, think.", text="42")))
-    request = ModelRequest(messages=[{"role": "user", "content": "?"}], reasoning_effort="low")
-    events = await collect(make_provider("codex_responses", "thinker"), request)
-    assert "".join(e.text for e in events if isinstance(e, ReasoningDelta)) == "First, think."
-    response = final(events)
-    assert response.message["reasoning"] == "First, think."
-    replay = response.message["reasoning_replay"]
-    assert replay["api_mode"] == "codex_responses"
-    assert [item["type"] for item in replay["items"]] == ["reasoning"]
-    assert response.usage.reasoning_tokens > 0
-    sent = simulator.state.requests(scenario="thinker")[0].body
-    assert sent["reasoning"] == {"effort": "low", "summary": "auto"}
-
-
-async def test_single_tool_call_is_assembled(
-    simulator: SimulatorServer, make_provider: ProviderFactory
-) -> None:
-    call = ToolCallSpec(name="read_file", arguments={"path": "README.md"}, id="call_1")
-    _script(simulator, "one-tool", Step(reply=Reply(tool_calls=[call])))
-    request = ModelRequest(
-        messages=[{"role": "user", "content": "read it"}], tools=[ToolSchema(name="read_file")]
-    )
-    events = await collect(make_provider("codex_responses", "one-tool"), request)
-    assert events[0] == ToolCallDelta(index=0, id="call_1", name="read_file", arguments="")
-    response = final(events)
-    assert response.finish_reason == "tool_calls"
-    assert response.message["content"] is None
-    assert response.message["tool_calls"] == [
-        {"id": "call_1", "type": "function",
-         "function": {"name": "read_file", "arguments": '{"path":"README.md"}'}}
-    ]  # fmt: skip
-
-
-async def test_parallel_tool_calls_keep_their_order(
-    simulator: SimulatorServer, make_provider: ProviderFactory
-) -> None:
-    calls = [ToolCallSpec(name=f"tool_{i}", arguments={"i": i}) for i in range(3)]
-    _script(simulator, "parallel", Step(reply=Reply(text="On it.", tool_calls=calls)))
-    events = await collect(make_provider("codex_responses", "parallel"), user("go"))
-    starts = [e for e in events if isinstance(e, ToolCallDelta) and e.name]
-    assert [(e.index, e.name) for e in starts] == [(0, "tool_0"), (1, "tool_1"), (2, "tool_2")]
-    response = final(events)
-    assert response.message["content"] == "On it."
-    assert [c["function"]["arguments"] for c in response.message["tool_calls"]] == [
-        '{"i":0}', '{"i":1}', '{"i":2}'
-    ]  # fmt: skip
-
-
-async def test_usage_reports_cached_tokens_on_a_repeated_prefix(
-    simulator: SimulatorServer, make_provider: ProviderFactory
-) -> None:
-    provider = make_provider("codex_responses", "cached")
-    history: list[Message] = [
-        {"role": "system", "content": "You are a careful assistant. " * 20},
-        {"role": "user", "content": "first question"},
-    ]
-    first = final(await collect(provider, ModelRequest(messages=history)))
-    assert first.usage.cache_read_tokens == 0
-    history += [first.message, {"role": "user", "content": "second question"}]
-    second = final(await collect(provider, ModelRequest(messages=history)))
-    assert 0 < second.usage.cache_read_tokens < second.usage.input_tokens
-    assert second.usage.cache_write_tokens == 0
-
-
 async def test_messages_convert_to_responses_items(
     simulator: SimulatorServer, make_provider: ProviderFactory
 ) -> None:
@@ -427,101 +343,3 @@ async def test_reasoning_items_are_replayed_on_the_next_call(
     sent = simulator.state.requests(scenario="replay")[1].body["input"]
     assert [item["type"] for item in sent] == ["message", "reasoning", "message", "message"]
     assert sent[1]["id"] == "rs_sim0"
-
-
-@pytest.mark.parametrize(
-    ("fault", "kind"),
-    [
-        (Fault(status=429, retry_after=7), ErrorKind.RATE_LIMIT),
-        (Fault(status=500), ErrorKind.SERVER_ERROR),
-        (Fault(status=503), ErrorKind.SERVER_ERROR),
-        (Fault(status=401), ErrorKind.AUTH),
-        (Fault(status=403), ErrorKind.FORBIDDEN),
-        (Fault(status=404, message="The model `x` does not exist"), ErrorKind.NOT_FOUND),
-        (
-            Fault(status=400, message="Your input exceeds the context window of this model."),
-            ErrorKind.CONTEXT_OVERFLOW,
-        ),
-        (Fault(disconnect_after=2), ErrorKind.CONNECTION),
-        (Fault(stream_error="rate_limit_exceeded"), ErrorKind.RATE_LIMIT),
-        (Fault(stream_error="server_error", disconnect_after=4), ErrorKind.SERVER_ERROR),
-    ],
-    ids=lambda value: getattr(value, "value", None) or "",
-)
-async def test_upstream_faults_become_typed_provider_errors(
-    simulator: SimulatorServer, make_provider: ProviderFactory, fault: Fault, kind: ErrorKind
-) -> None:
-    _script(simulator, "faulty", Step(reply=Reply(text="never seen in full " * 5), fault=fault))
-    with pytest.raises(ProviderError) as caught:
-        await collect(make_provider("codex_responses", "faulty"), user("hi"))
-    assert caught.value.kind is kind
-    assert caught.value.provider == PROVIDER
-    if fault.status:
-        assert caught.value.status_code == fault.status
-    if fault.retry_after:
-        assert caught.value.retry_after == fault.retry_after
-    assert "test-key" not in str(caught.value)
-
-
-async def test_slow_first_byte_beyond_the_timeout_is_a_timeout(
-    simulator: SimulatorServer, make_provider: ProviderFactory
-) -> None:
-    _script(simulator, "slow", Step(reply=Reply(text="late"), fault=Fault(first_byte_delay=2)))
-    provider = make_provider("codex_responses", "slow", timeout=0.3)
-    started = time.monotonic()
-    with pytest.raises(ProviderError) as caught:
-        await collect(provider, user("hi"))
-    assert caught.value.kind is ErrorKind.TIMEOUT
-    assert time.monotonic() - started < 1.5
-
-
-def _slow_stream(simulator: SimulatorServer, model: str) -> None:
-    # About 45 frames 0.2 s apart: some 9 s if read to the end.
-    reply = Reply(text="x" * 40, chunk_count=40)
-    _script(simulator, model, Step(reply=reply, fault=Fault(chunk_delay=0.2)))
-
-
-async def _wait_disconnected(simulator: SimulatorServer, model: str) -> bool:
-    return await asyncio.to_thread(
-        simulator.state.wait_for,
-        lambda reqs: any(r.scenario == model and r.outcome == "disconnected" for r in reqs),
-        5.0,
-    )
-
-
-async def test_closing_the_stream_closes_the_upstream_connection(
-    simulator: SimulatorServer, make_provider: ProviderFactory
-) -> None:
-    _slow_stream(simulator, "closed-early")
-    started = time.monotonic()
-    stream = make_provider("codex_responses", "closed-early").stream(user("hi"))
-    assert isinstance(await anext(stream), TextDelta)
-    assert isinstance(await anext(stream), TextDelta)
-    await stream.aclose()  # type: ignore[attr-defined]
-    assert await _wait_disconnected(simulator, "closed-early")
-    assert time.monotonic() - started < 4
-    [record] = simulator.state.requests(scenario="closed-early")
-    assert record.frames_sent < 10
-
-
-async def test_cancelling_the_consumer_closes_the_upstream_connection(
-    simulator: SimulatorServer, make_provider: ProviderFactory
-) -> None:
-    _slow_stream(simulator, "cancelled")
-    provider = make_provider("codex_responses", "cancelled")
-    seen = asyncio.Event()
-
-    async def consume() -> None:
-        async for _ in provider.stream(user("hi")):
-            seen.set()
-
-    started = time.monotonic()
-    task = asyncio.create_task(consume())
-    await asyncio.wait_for(seen.wait(), 5)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert await _wait_disconnected(simulator, "cancelled")
-    assert time.monotonic() - started < 4
-    [record] = simulator.state.requests(scenario="cancelled")
-    assert record.frames_sent < 10

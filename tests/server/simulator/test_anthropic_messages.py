@@ -18,7 +18,7 @@ from anthropic.types import (
 )
 
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
-from server.simulator.anthropic_messages import thinking_signature
+from server.simulator.anthropic_messages_reply import thinking_signature
 
 LONG_SYSTEM = "You are a meticulous assistant who explains every step. " * 40
 

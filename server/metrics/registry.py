@@ -1,16 +1,4 @@
-"""Prometheus metrics: one more view of the event stream, plus the HTTP request layer.
-
-:class:`Metrics` owns its own ``CollectorRegistry`` (never the process-global one) so that
-several apps — and tests — can live in one process. It is fed two ways:
-
-- :meth:`Metrics.observe` is a :class:`~server.runs.manager.RunManager` observer: it sees every
-  event of every run on the event loop and turns runs, model calls, tools, budgets, fallbacks
-  and interrupts into counters and histograms;
-- :class:`RequestMetrics` is a pure-ASGI middleware counting requests and their duration.
-
-Every label is bounded: endpoints are a fixed set, providers and models are the configured
-ones (anything else is ``other``), tools are the registered ones (hallucinated or dynamic names
-are ``other``), reasons and outcomes are enums. Never a run id, session, user or key.
+"""Every ``hermes_*`` metric in a registry of its own, and the run-event observer that feeds it.
 
 ``observe`` runs on the hot path of every token, so per-run scratch state lives in one dict
 keyed by run id (dropped on ``RunFinished``) and a ``TextDelta`` after a run's first costs one
@@ -37,7 +25,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hermes_core.agent.loop import AGENT_LEVEL_TOOLS
 from hermes_core.errors import ErrorKind
@@ -81,8 +68,6 @@ _TOOL_ERRORS = {
     "blocked": "denied",
     "timeout": "timeout",
 }
-# Probes and scrapes would drown the API traffic and say nothing about it.
-_UNCOUNTED_PATHS = frozenset({"/metrics", "/health", "/ready"})
 
 REQUEST_BUCKETS = (*(0.1 * 2**i for i in range(13)), 900.0, 1800.0)  # 0.1 … 409.6, 900, 1800
 TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -95,15 +80,6 @@ def run_endpoint(endpoint: str) -> str:
     """The label of a run's endpoint (``chat.completions`` → ``chat_completions``)."""
     label = endpoint.replace(".", "_")
     return label if label in ENDPOINTS else OTHER
-
-
-def path_endpoint(path: str) -> str | None:
-    """The label of a request path, or None for paths not worth counting (probes, scrapes)."""
-    if path.startswith("/v1/"):
-        head = path[4:].split("/", 2)
-        name = "chat_completions" if head[:2] == ["chat", "completions"] else head[0]
-        return name if name in ENDPOINTS else OTHER
-    return None if path in _UNCOUNTED_PATHS else OTHER
 
 
 def interrupt_source(reason: str | None) -> str:
@@ -404,45 +380,3 @@ def _grace_outcome(event: RunFinished, *, still_calling: bool) -> str:
 
 def _bounded(value: str, allowed: frozenset[str]) -> str:
     return value if value in allowed else OTHER
-
-
-class RequestMetrics:
-    """Pure-ASGI middleware: ``hermes_requests_total`` and ``hermes_request_duration_seconds``
-    by endpoint and status.
-
-    The request is recorded just before its last body message goes out, so a client that reads
-    the response and then scrapes ``/metrics`` always finds it counted; streams are timed to
-    their end. A request that dies before any response counts as a 500.
-    """
-
-    def __init__(self, app: ASGIApp, *, metrics: Metrics) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        endpoint = path_endpoint(scope["path"]) if scope["type"] == "http" else None
-        if endpoint is None:
-            await self.app(scope, receive, send)
-            return
-        started = time.monotonic()
-        status = 500
-        recorded = False
-
-        def record() -> None:
-            nonlocal recorded
-            recorded = True
-            self.metrics.record_request(endpoint, status, time.monotonic() - started)
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            elif not message.get("more_body") and not recorded:
-                record()  # the last body message of the response
-            await send(message)
-
-        try:
-            await self.app(scope, receive, tracking_send)
-        finally:
-            if not recorded:  # an exception, or a stream the client walked away from
-                record()
