@@ -16,13 +16,24 @@ LOCAL_PRINCIPAL = "local"
 @dataclass(frozen=True, slots=True)
 class Principal:
     name: str
+    profiles: frozenset[str] | None = None
+    """The profile ids this principal may use; None allows every profile."""
+
+    def may_use(self, profile_id: str) -> bool:
+        return self.profiles is None or profile_id in self.profiles
 
 
 class KeyRing:
-    """The configured keys. With none, every caller is the local principal (loopback only)."""
+    """The configured keys. With none, every caller is the local principal (loopback only).
 
-    def __init__(self, keys: Mapping[str, str] | None = None) -> None:
-        self._keys = [(key.encode(), principal) for key, principal in (keys or {}).items()]
+    ``keys`` maps a key to its principal's name, or to a Principal (to restrict its profiles).
+    """
+
+    def __init__(self, keys: Mapping[str, str | Principal] | None = None) -> None:
+        self._keys = [
+            (key.encode(), who if isinstance(who, Principal) else Principal(who))
+            for key, who in (keys or {}).items()
+        ]
 
     @property
     def enabled(self) -> bool:
@@ -34,12 +45,12 @@ class KeyRing:
         if not authorization or not authorization.lower().startswith("bearer "):
             return None
         offered = authorization[7:].strip().encode()
-        found: str | None = None
+        found: Principal | None = None
         # Compare against every key, always: the time taken says nothing about which matched.
         for key, principal in self._keys:
             if hmac.compare_digest(offered, key):
                 found = principal
-        return Principal(found) if found is not None else None
+        return found
 
 
 def require_principal(request: Request) -> Principal:

@@ -11,7 +11,7 @@ from hermes_core.context import CachingContext, CompressingContext, Compressor, 
 from hermes_core.providers import create_provider
 from hermes_core.providers.fallback import FallbackChain
 from hermes_core.tools.registry import ToolRegistry
-from server.auth import KeyRing
+from server.auth import KeyRing, Principal
 from server.config import SIMULATOR_PROVIDER, HermesConfig, Profile
 from server.runs.manager import RunManager
 from server.services import Profile as ServedProfile
@@ -29,7 +29,14 @@ def build_services(config: HermesConfig) -> Services:
     """
     return Services(
         profiles=[_profile(config, profile) for profile in config.profiles],
-        keyring=KeyRing({e.key.get_secret_value(): e.principal for e in config.server.api_keys}),
+        keyring=KeyRing(
+            {
+                e.key.get_secret_value(): Principal(
+                    e.principal, frozenset(e.profiles) if e.profiles is not None else None
+                )
+                for e in config.server.api_keys
+            }
+        ),
         runs=RunManager(
             max_runs=config.server.max_concurrent_runs,
             max_runs_per_owner=config.server.max_concurrent_runs_per_key,

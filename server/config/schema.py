@@ -62,6 +62,8 @@ class ApiKey(_Model):
     key: SecretStr
     principal: str = Field(default="", pattern=_PRINCIPAL_PATTERN)
     """Derived from the key when omitted (see :func:`derived_principal`)."""
+    profiles: list[str] | None = None
+    """The profile ids this key may use; None (the default) allows every profile."""
 
     @model_validator(mode="before")
     @classmethod
@@ -266,6 +268,17 @@ class HermesConfig(_Model):
                     problems.append(
                         f"profiles[{index}].{field}: a provider appears twice in the chain"
                     )
+        problems += self._key_problems(ids)
         if problems:
             raise ValueError("\n".join(problems))
         return self
+
+    def _key_problems(self, ids: set[str]) -> list[str]:
+        """Keys restricted to profiles that do not exist."""
+        return [
+            f"server.api_keys[{index}].profiles[{position}]: unknown profile {profile_id!r} "
+            f"(defined: {', '.join(sorted(ids))})"
+            for index, entry in enumerate(self.server.api_keys)
+            for position, profile_id in enumerate(entry.profiles or ())
+            if profile_id not in ids
+        ]

@@ -36,19 +36,19 @@ def _services(request: Request) -> Services:
 
 @router.get("/models", response_model=ModelList, response_model_exclude_none=True)
 async def list_models(
-    request: Request, _: Annotated[Principal, Depends(require_principal)]
+    request: Request, principal: Annotated[Principal, Depends(require_principal)]
 ) -> ModelList:
-    """The agent profiles this server offers, one model each."""
-    profiles = _services(request).profiles
+    """The agent profiles this server offers the caller, one model each."""
+    profiles = [p for p in _services(request).profiles if principal.may_use(p.id)]
     return ModelList(data=[Model(id=p.id, name=p.description or None) for p in profiles])
 
 
 @router.get("/models/{model_id:path}", response_model=Model, response_model_exclude_none=True)
 async def get_model(
-    model_id: str, request: Request, _: Annotated[Principal, Depends(require_principal)]
+    model_id: str, request: Request, principal: Annotated[Principal, Depends(require_principal)]
 ) -> Model:
     profile = _services(request).profile(model_id)
-    if profile is None:
+    if profile is None or not principal.may_use(model_id):
         raise APIError(
             404, f"The model '{model_id}' does not exist.", param="model", code="model_not_found"
         )

@@ -40,6 +40,13 @@ class ChatServing:
                 param="model",
                 code="model_not_found",
             )
+        if not principal.may_use(profile.id):
+            raise APIError(
+                403,
+                f"This API key may not use the model '{profile.id}'.",
+                param="model",
+                code="model_not_allowed",
+            )
         if body.is_openwebui_task:
             return await self._side_task(body, profile)
         openwebui = profile.openwebui or is_openwebui(request)

@@ -16,7 +16,7 @@ from hermes_core.providers.fallback import FallbackChain
 from hermes_core.providers.retry import Cooldowns, RetryPolicy
 from hermes_core.tools.registry import ToolContext, ToolRegistry
 from server.app import create_app
-from server.auth import KeyRing
+from server.auth import KeyRing, Principal
 from server.runs.manager import RunManager
 from server.services import Profile, Services
 from server.simulator import SimulatorServer
@@ -26,6 +26,8 @@ UPSTREAM_MODEL = "upstream-agent"
 """The model id the agent profile sends upstream: tests script the simulator under it."""
 KEY_ALICE = "sk-alice-0123456789abcdef"
 KEY_BOB = "sk-bob-0123456789abcdef"
+KEY_CAROL = "sk-carol-0123456789abcdef"
+"""A key restricted to a profile other than hermes-agent."""
 
 
 def _tools() -> ToolRegistry:
@@ -74,7 +76,13 @@ def hermes(_simulator_server: SimulatorServer) -> Iterator[ThreadedServer]:
                 description="Hermes test agent",
             )
         ],
-        keyring=KeyRing({KEY_ALICE: "alice", KEY_BOB: "bob"}),
+        keyring=KeyRing(
+            {
+                KEY_ALICE: "alice",
+                KEY_BOB: "bob",
+                KEY_CAROL: Principal("carol", frozenset({"hermes-other"})),
+            }
+        ),
         runs=RunManager(max_runs=8, max_runs_per_owner=4),
         max_body_bytes=256 * 1024,
         keepalive_seconds=0.2,

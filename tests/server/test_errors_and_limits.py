@@ -11,7 +11,7 @@ import pytest
 
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step
 from server.threaded import ThreadedServer
-from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL
+from tests.server.conftest import KEY_ALICE, KEY_CAROL, UPSTREAM_MODEL
 
 HELLO = [{"role": "user", "content": "hello"}]
 ALICE = {"authorization": f"Bearer {KEY_ALICE}"}
@@ -152,3 +152,22 @@ async def test_stopping_an_unknown_run_is_a_404(hermes: ThreadedServer) -> None:
         response = await http.post("/v1/runs/run_nope/stop", headers=ALICE)
     assert response.status_code == 404
     assert _envelope(response)["code"] == "run_not_found"
+
+
+async def test_a_key_restricted_to_other_models_gets_a_403_and_does_not_see_them(
+    hermes: ThreadedServer,
+) -> None:
+    carol = {"authorization": f"Bearer {KEY_CAROL}"}
+    response = await _post(hermes, {"model": "hermes-agent", "messages": HELLO}, headers=carol)
+    assert response.status_code == 403
+    error = _envelope(response)
+    assert (error["type"], error["code"], error["param"]) == (
+        "permission_error",
+        "model_not_allowed",
+        "model",
+    )
+    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+        listed = (await http.get("/v1/models", headers=carol)).json()["data"]
+        single = await http.get("/v1/models/hermes-agent", headers=carol)
+    assert listed == []
+    assert single.status_code == 404

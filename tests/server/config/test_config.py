@@ -304,6 +304,10 @@ def test_the_data_dir_moves_the_default_database(tmp_path: Path) -> None:
             "profiles[0].id: must start with a letter or digit and hold only letters",
         ),
         ("- just\n- a list\n", "the top level must be a mapping"),
+        (
+            "server: {api_keys: [{key: k-0123456789, profiles: [nope]}]}\n",
+            "server.api_keys[0].profiles[0]: unknown profile 'nope' (defined: hermes-agent)",
+        ),
     ],
 )
 def test_invalid_configurations_name_the_field_at_fault(
@@ -378,6 +382,23 @@ def test_services_are_built_from_the_configuration(tmp_path: Path) -> None:
     assert principal is not None
     assert principal.name == "alice"
     assert services.keyring.authenticate("Bearer wrong") is None
+
+
+def test_a_key_can_be_restricted_to_some_profiles(tmp_path: Path) -> None:
+    text = (
+        "server:\n  api_keys:\n"
+        "    - {principal: ops, key: k-ops-0123456789, profiles: [hermes-agent]}\n"
+        "    - {principal: all, key: k-all-0123456789}\n"
+        "profiles:\n  - {id: hermes-agent, providers: [simulator]}\n"
+        "  - {id: hermes-admin, providers: [simulator]}\n"
+    )
+    services = build_services(load_config(write(tmp_path, text), {}))
+    ops = services.keyring.authenticate("Bearer k-ops-0123456789")
+    anyone = services.keyring.authenticate("Bearer k-all-0123456789")
+    assert ops is not None
+    assert anyone is not None
+    assert (ops.may_use("hermes-agent"), ops.may_use("hermes-admin")) == (True, False)
+    assert anyone.may_use("hermes-admin")
 
 
 # --- hermes-server check-config, as a real process ---------------------------------------------
