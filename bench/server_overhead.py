@@ -28,6 +28,7 @@ import httpx
 from bench._serve import BENCH_MODEL
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+TRANSPORT_ERRORS: list[str] = []
 ANSWER = "The quick brown fox jumps over the lazy dog again and again. " * 2
 
 
@@ -82,11 +83,16 @@ async def _drive(
             while not queue.empty():
                 queue.get_nowait()
                 started = time.perf_counter()
-                async with http.stream("POST", url, json=body) as response:
-                    async for _ in response.aiter_raw():
-                        pass
-                    if response.status_code != 200:
-                        raise RuntimeError(f"HTTP {response.status_code}")
+                try:
+                    async with http.stream("POST", url, json=body) as response:
+                        async for _ in response.aiter_raw():
+                            pass
+                        if response.status_code != 200:
+                            raise RuntimeError(f"HTTP {response.status_code}")
+                except httpx.TransportError as exc:
+                    # Rare connection resets on this loaded 2-core machine: count, don't abort.
+                    TRANSPORT_ERRORS.append(type(exc).__name__)
+                    continue
                 durations.append(time.perf_counter() - started)
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -113,6 +119,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--ttfb-samples", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=5, help="measurements per mode (median)")
     args = parser.parse_args()
     sim_port, server_port = _free_port(), _free_port()
     upstream = f"http://127.0.0.1:{sim_port}"
@@ -129,23 +136,32 @@ def main() -> int:
         plain: dict[str, object] = {"model": "hermes-agent", "messages": messages}
         streamed: dict[str, object] = {**plain, "stream": True}
         upstream_body = {"model": BENCH_MODEL, "messages": messages, "stream": True}
-        print(f"{args.requests} requests per measurement, concurrency {args.concurrency}")
+        print(
+            f"{args.requests} requests per measurement, {args.repeat} measurements, "
+            f"concurrency {args.concurrency}"
+        )
         results: dict[str, float] = {}
         for label, body in (("non-streaming", plain), ("streaming (20 chunks)", streamed)):
-            asyncio.run(_drive(f"{server}/v1/chat/completions", body, requests=64,
-                               concurrency=args.concurrency))  # fmt: skip
-            before = _cpu_seconds(hermes.pid)
-            wall = time.perf_counter()
-            durations = asyncio.run(
-                _drive(f"{server}/v1/chat/completions", body,
-                       requests=args.requests, concurrency=args.concurrency)
-            )  # fmt: skip
-            wall = time.perf_counter() - wall
-            cpu_ms = (_cpu_seconds(hermes.pid) - before) / args.requests * 1000
+            url = f"{server}/v1/chat/completions"
+            asyncio.run(_drive(url, body, requests=64, concurrency=args.concurrency))
+            samples: list[float] = []
+            for _ in range(args.repeat):
+                before = _cpu_seconds(hermes.pid)
+                wall = time.perf_counter()
+                durations = asyncio.run(
+                    _drive(url, body, requests=args.requests, concurrency=args.concurrency)
+                )
+                wall = time.perf_counter() - wall
+                samples.append((_cpu_seconds(hermes.pid) - before) / args.requests * 1000)
+            # CPU accounting on a small shared machine is noisy: report the median of repeats.
+            cpu_ms = statistics.median(samples)
             results[label] = cpu_ms
             p50 = statistics.median(durations) * 1000
-            print(f"  {label:24s} server CPU {cpu_ms:6.2f} ms/request   "
-                  f"{args.requests / wall:7.1f} req/s   p50 {p50:6.1f} ms")  # fmt: skip
+            spread = f"{min(samples):.2f}-{max(samples):.2f}"
+            print(
+                f"  {label:24s} server CPU {cpu_ms:6.2f} ms/request (runs: {spread})   "
+                f"{args.requests / wall:7.1f} req/s   p50 {p50:6.1f} ms"
+            )
         direct = asyncio.run(
             _first_byte(f"{upstream}/v1/chat/completions", upstream_body, samples=args.ttfb_samples)
         )
@@ -157,6 +173,8 @@ def main() -> int:
               f"through hermes {statistics.median(through) * 1000:.2f} ms "
               f"(+{added:.2f} ms, concurrency 1, median of {args.ttfb_samples})")  # fmt: skip
     ok = results["non-streaming"] <= 1.5 and results["streaming (20 chunks)"] <= 3.0 and added <= 2
+    if TRANSPORT_ERRORS:
+        print(f"  transport errors in the load generator: {len(TRANSPORT_ERRORS)}")
     print("targets met" if ok else "targets NOT met (1.5 ms / 3 ms CPU, +2 ms first byte)")
     return 0 if ok else 1
 

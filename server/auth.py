@@ -53,8 +53,12 @@ class KeyRing:
         return found
 
 
-def require_principal(request: Request) -> Principal:
-    """FastAPI dependency: the caller's principal, or a 401 in the OpenAI envelope."""
+async def require_principal(request: Request) -> Principal:
+    """FastAPI dependency: the caller's principal, or a 401 in the OpenAI envelope.
+
+    ``async`` on purpose: FastAPI runs a plain-function dependency in a worker thread, a
+    thread hop per request for work that never blocks.
+    """
     keyring: KeyRing = request.app.state.services.keyring
     principal = keyring.authenticate(request.headers.get("authorization"))
     if principal is None:
