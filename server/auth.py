@@ -35,10 +35,6 @@ class KeyRing:
             for key, who in (keys or {}).items()
         ]
 
-    @property
-    def enabled(self) -> bool:
-        return bool(self._keys)
-
     def authenticate(self, authorization: str | None) -> Principal | None:
         if not self._keys:
             return Principal(LOCAL_PRINCIPAL)

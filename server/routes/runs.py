@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -60,8 +61,6 @@ async def get_run(
 
 
 def event_frame(event: AgentEvent) -> bytes:
-    import json
-
     payload = json.dumps(dataclasses.asdict(event), ensure_ascii=False, separators=(",", ":"))
     # The native stream may carry ids: they let EventSource clients resume by Last-Event-ID.
     return f"id: {event.seq}\nevent: {event.kind}\ndata: {payload}\n\n".encode()

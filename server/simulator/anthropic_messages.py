@@ -232,12 +232,7 @@ def write_split(prompt: list[Segment], cache: CacheResult, *, min_tokens: int) -
 
 
 def _usage(cache: CacheResult, writes: dict[str, int], reply: Reply) -> dict[str, Any]:
-    generated = reply.text + "".join(c.name + c.arguments_text for c in reply.tool_calls)
-    output_tokens = (
-        reply.output_tokens
-        if reply.output_tokens is not None
-        else estimate_tokens(generated) + estimate_tokens(reply.reasoning)
-    )
+    output_tokens = reply.total_output_tokens
     return {
         "input_tokens": cache.input_tokens - cache.cache_read_tokens - cache.cache_write_tokens,
         "cache_creation_input_tokens": cache.cache_write_tokens,

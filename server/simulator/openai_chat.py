@@ -11,7 +11,7 @@ from server.simulator.cache import Segment
 from server.simulator.policy import ConversationView, OfferedTool, ViewMessage, default_reply
 from server.simulator.scenario import Reply
 from server.simulator.state import CallPlan, SimulatorState
-from server.simulator.tokens import canonical, estimate_tokens
+from server.simulator.tokens import canonical, estimate_tokens, parts_text
 from server.simulator.wire import (
     error_body,
     error_response,
@@ -81,7 +81,7 @@ def to_view(body: dict[str, Any]) -> ConversationView:
     messages = []
     for message in body.get("messages") or []:
         role = {"developer": "system"}.get(message.get("role"), message.get("role"))
-        messages.append(ViewMessage(role=role, text=_text(message.get("content"))))
+        messages.append(ViewMessage(role=role, text=parts_text(message.get("content"))))
     tools = [
         OfferedTool(
             name=tool["function"]["name"], parameters=tool["function"].get("parameters") or {}
@@ -114,22 +114,9 @@ def segments(body: dict[str, Any]) -> list[Segment]:
     return out
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
-
-
 def _usage(prompt_tokens: int, cached: int, reply: Reply) -> dict[str, Any]:
-    reasoning = estimate_tokens(reply.reasoning)
-    generated = reply.text + "".join(c.name + c.arguments_text for c in reply.tool_calls)
-    completion_tokens = (
-        reply.output_tokens
-        if reply.output_tokens is not None
-        else estimate_tokens(generated) + reasoning
-    )
+    reasoning = reply.reasoning_tokens
+    completion_tokens = reply.total_output_tokens
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,

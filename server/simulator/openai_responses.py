@@ -28,7 +28,7 @@ from server.simulator.openai_responses_reply import (
 from server.simulator.policy import ConversationView, OfferedTool, ViewMessage, default_reply
 from server.simulator.scenario import Reply
 from server.simulator.state import CallPlan, SimulatorState
-from server.simulator.tokens import canonical, estimate_tokens
+from server.simulator.tokens import canonical, estimate_tokens, parts_text
 from server.simulator.wire import error_response, json_reply, preflight, stream_response
 
 _ROLES = ("user", "assistant", "system", "developer")
@@ -135,11 +135,11 @@ def to_view(body: dict[str, Any]) -> ConversationView:
         kind = item.get("type", "message")
         if kind == "message":
             role = "system" if item.get("role") == "developer" else str(item.get("role"))
-            messages.append(ViewMessage(role=role, text=_text(item.get("content"))))
+            messages.append(ViewMessage(role=role, text=parts_text(item.get("content"))))
         elif kind == "function_call":
             messages.append(ViewMessage(role="assistant", text=""))
         elif kind == "function_call_output":
-            messages.append(ViewMessage(role="tool", text=_text(item.get("output"))))
+            messages.append(ViewMessage(role="tool", text=parts_text(item.get("output"))))
     tools = [
         OfferedTool(name=tool["name"], parameters=tool.get("parameters") or {})
         for tool in body.get("tools") or []
@@ -179,25 +179,12 @@ def segments(body: dict[str, Any]) -> list[Segment]:
     return out
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
-
-
 # --- usage ---------------------------------------------------------------------------------------
 
 
 def _usage(input_tokens: int, cached: int, reply: Reply) -> dict[str, Any]:
-    reasoning = estimate_tokens(reply.reasoning)
-    generated = reply.text + "".join(c.name + c.arguments_text for c in reply.tool_calls)
-    output_tokens = (
-        reply.output_tokens
-        if reply.output_tokens is not None
-        else estimate_tokens(generated) + reasoning
-    )
+    reasoning = reply.reasoning_tokens
+    output_tokens = reply.total_output_tokens
     return {
         "input_tokens": input_tokens,
         "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from server.simulator.tokens import estimate_tokens
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -51,6 +53,18 @@ class Reply(_Strict):
     """Stream the text in exactly this many deltas (default: about 16 characters each)."""
     output_tokens: int | None = Field(default=None, ge=0)
     """Overrides the estimated output token count."""
+
+    @property
+    def reasoning_tokens(self) -> int:
+        return estimate_tokens(self.reasoning)
+
+    @property
+    def total_output_tokens(self) -> int:
+        """``output_tokens`` when scripted, else an estimate of everything generated."""
+        if self.output_tokens is not None:
+            return self.output_tokens
+        generated = self.text + "".join(c.name + c.arguments_text for c in self.tool_calls)
+        return estimate_tokens(generated) + self.reasoning_tokens
 
     @property
     def resolved_finish_reason(self) -> FinishReason:

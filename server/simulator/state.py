@@ -164,7 +164,3 @@ class SimulatorState:
         """Block the calling (test) thread until ``predicate(requests)`` holds or time runs out."""
         with self._changed:
             return self._changed.wait_for(lambda: predicate(self._requests), timeout)
-
-    def remaining_steps(self, key: str) -> int:
-        with self._lock:
-            return len(self._scenarios.get(key, ())) - self._cursors.get(key, 0)

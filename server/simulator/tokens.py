@@ -18,6 +18,15 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def parts_text(content: Any) -> str:
+    """The text of an OpenAI message ``content``: a string, or the text of its parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
 def digest(*parts: str) -> str:
     h = hashlib.sha256()
     for part in parts:
