@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import copy
 import itertools
-import re
 from dataclasses import dataclass
 
-from hermes_core.messages import Message, text_of
+from hermes_core.messages import Message
+from hermes_core.search_text import query_terms, searchable_text, snippet, words_of
 from hermes_core.stores import MemoryTarget, SessionHit, TodoItem
 
-_WORD = re.compile(r"\w+")
-SNIPPET_CHARS = 80
-"""Length of a search snippet (before the ellipses marking a cut)."""
 CONTEXT_MESSAGES = 2
 """Messages kept on each side of the matching one in a search hit."""
 
@@ -79,20 +76,22 @@ class InMemorySessionIndex:
         # System prompts are the same in every session (and carry the memory snapshot), so
         # indexing them would make every session match everything.
         kept = [copy.deepcopy(m) for m in messages if m.get("role") != "system"]
-        texts = [_searchable_text(m) for m in kept]
+        texts = [searchable_text(m) for m in kept]
         self._sessions[(owner, session_id)] = _IndexedSession(
             title=title,
             messages=kept,
             texts=texts,
-            words=[frozenset(w.lower() for w in _WORD.findall(t)) for t in texts],
+            words=[words_of(t) for t in texts],
             stamp=next(self._clock),
         )
 
-    async def search(self, owner: str, query: str, *, limit: int) -> list[SessionHit]:
-        terms = list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))
+    async def search(
+        self, owner: str, query: str, *, limit: int, exclude: str | None = None
+    ) -> list[SessionHit]:
+        terms = query_terms(query)
         if not terms or limit <= 0:
             return []
-        mine = [(sid, s) for (o, sid), s in self._sessions.items() if o == owner]
+        mine = [(sid, s) for (o, sid), s in self._sessions.items() if o == owner and sid != exclude]
         mine.sort(key=lambda item: item[1].stamp, reverse=True)
         hits: list[SessionHit] = []
         for session_id, session in mine:
@@ -117,24 +116,6 @@ def _match(session_id: str, session: _IndexedSession, terms: list[str]) -> Sessi
     return SessionHit(
         session_id=session_id,
         title=session.title,
-        snippet=_snippet(session.texts[best], terms),
+        snippet=snippet(session.texts[best], terms),
         messages=[copy.deepcopy(m) for m in session.messages[low:high]],
     )
-
-
-def _searchable_text(message: Message) -> str:
-    parts = [text_of(message.get("content"))]
-    for call in message.get("tool_calls", []):
-        function = call.get("function", {})
-        parts.append(f"{function.get('name', '')} {function.get('arguments', '')}")
-    return " ".join(" ".join(parts).split())
-
-
-def _snippet(text: str, terms: list[str]) -> str:
-    pattern = re.compile(r"\b(?:" + "|".join(re.escape(t) for t in terms) + r")\b", re.I)
-    found = pattern.search(text)
-    position = found.start() if found else 0
-    # Put the match about a third of the way in: some lead-in, more of what follows.
-    start = max(0, min(position - SNIPPET_CHARS // 3, len(text) - SNIPPET_CHARS))
-    end = start + SNIPPET_CHARS
-    return ("…" if start > 0 else "") + text[start:end] + ("…" if end < len(text) else "")

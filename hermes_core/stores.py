@@ -55,4 +55,9 @@ class TodoStore(Protocol):
 class SessionSearchStore(Protocol):
     """Full-text search over an owner's past sessions."""
 
-    async def search(self, owner: str, query: str, *, limit: int) -> list[SessionHit]: ...
+    async def search(
+        self, owner: str, query: str, *, limit: int, exclude: str | None = None
+    ) -> list[SessionHit]:
+        """Sessions of ``owner`` holding every word of ``query``, newest first; ``exclude``
+        names a session to leave out (the searching one: it holds the query itself)."""
+        ...

@@ -21,6 +21,7 @@ VERSION = "0.1.0"
 def create_app(services: Services) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await services.open()
         yield
         await services.runs.shutdown()
         await services.close()

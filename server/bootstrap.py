@@ -16,6 +16,7 @@ from server.config import SIMULATOR_PROVIDER, HermesConfig, Profile
 from server.runs.manager import RunManager
 from server.services import Profile as ServedProfile
 from server.services import Services
+from server.sessions.service import SessionSettings
 from server.simulator import SimulatorServer, SimulatorState
 
 log = logging.getLogger("hermes.bootstrap")
@@ -43,6 +44,11 @@ def build_services(config: HermesConfig) -> Services:
         ),
         stop_on_disconnect=config.server.stop_on_disconnect,
         max_body_bytes=config.server.max_body_bytes,
+        database_url=config.server.resolved_database_url,
+        migrate_on_start=config.server.migrate_on_start,
+        session_settings=SessionSettings(
+            busy=config.server.session_busy, wait_seconds=config.server.session_wait_seconds
+        ),
     )
 
 

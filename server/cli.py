@@ -3,11 +3,13 @@
 hermes-server serve        [--host 127.0.0.1] [--port 8000] [--config FILE]   the agent server
 hermes-server check-config [--config FILE]          validate a configuration, print what it means
 hermes-server simulate     [--host 127.0.0.1] [--port 9100]               the upstream LLM simulator
+hermes-server db upgrade   [--config FILE]            apply the database's schema migrations
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import ipaddress
 import logging
 import os
@@ -16,7 +18,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import uvicorn
+from sqlalchemy.exc import SQLAlchemyError
 
+from hermes_core.persistence import Database
 from server.app import create_app
 from server.bootstrap import build_services, upstreams
 from server.config import (
@@ -104,6 +108,29 @@ def _check_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _db_upgrade(args: argparse.Namespace) -> int:
+    config = _load(args)
+    if config is None:
+        return EXIT_INVALID_CONFIG
+    db = Database(config.server.resolved_database_url)
+
+    async def upgrade() -> str | None:
+        try:
+            await db.upgrade()
+            return await db.current_revision()
+        finally:
+            await db.engine.dispose()
+
+    try:
+        revision = asyncio.run(upgrade())
+    except (OSError, SQLAlchemyError) as exc:
+        # The URL may hold a password: name the database without it, never the raw error.
+        print(f"hermes-server: cannot upgrade {db.safe_url}: {type(exc).__name__}", file=sys.stderr)
+        return 1
+    print(f"{db.safe_url}: schema at revision {revision}")
+    return 0
+
+
 def _simulate(args: argparse.Namespace) -> int:
     state = SimulatorState(min_cacheable_tokens=args.min_cacheable_tokens)
     root = f"http://{args.host}:{args.port}"
@@ -153,6 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_config_option(check)
     check.set_defaults(handler=_check_config)
+
+    database = commands.add_parser("db", help="database maintenance")
+    db_commands = database.add_subparsers(dest="db_command", required=True)
+    upgrade = db_commands.add_parser("upgrade", help="apply the schema migrations")
+    _add_config_option(upgrade)
+    upgrade.set_defaults(handler=_db_upgrade)
 
     simulate = commands.add_parser("simulate", help="run the upstream LLM simulator")
     simulate.add_argument("--host", default="127.0.0.1")

@@ -3,17 +3,22 @@ by ``create_app`` and shared by every route through ``app.state.services``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from hermes_core.agent import Agent, AgentConfig, ContextHooks
 from hermes_core.memory_stores import InMemoryMemoryStore, InMemorySessionIndex, InMemoryTodoStore
+from hermes_core.persistence import Store
 from hermes_core.providers.base import Provider
 from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
 from hermes_core.tools.registry import ToolRegistry
 from server.auth import KeyRing
 from server.metrics import Metrics
 from server.runs.manager import RunManager
+from server.sessions.service import SessionService, SessionSettings
+
+log = logging.getLogger("hermes.services")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -30,23 +35,32 @@ class Profile:
     """Always use Open WebUI's extras, even without X-OpenWebUI-* headers."""
     description: str = ""
 
-    def new_agent(self, *, owner: str, stores: Stores) -> Agent:
+    def new_agent(
+        self,
+        *,
+        owner: str,
+        stores: Stores,
+        memory_owner: str | None = None,
+        checkpoint: Callable[[], Awaitable[None]] | None = None,
+    ) -> Agent:
         return Agent(
             self.provider,
             tools=self.tools,
             config=self.config,
             owner=owner,
+            memory_owner=memory_owner,
             context=self.context,
             memory_store=stores.memory,
             todo_store=stores.todos,
             session_search=stores.sessions,
+            checkpoint=checkpoint,
         )
 
 
 @dataclass(slots=True, kw_only=True)
 class Stores:
-    """State the agents of every request share, per owner. In memory until the SQL store
-    lands: it survives requests, not restarts."""
+    """State the agents of every request share, per owner: in memory by default (it survives
+    requests, not restarts), the SQL store's once :meth:`Services.open` connected it."""
 
     memory: MemoryStore = field(default_factory=InMemoryMemoryStore)
     todos: TodoStore = field(default_factory=InMemoryTodoStore)
@@ -65,12 +79,42 @@ class Services:
     keepalive_seconds: float = 15.0
     """Quiet time after which a stream gets a ``: keep-alive`` comment (tools running)."""
     max_body_bytes: int = 4 * 1024 * 1024
+    database_url: str | None = None
+    """Where durable state lives; None keeps everything in memory (library use, some tests)."""
+    migrate_on_start: bool | None = None
+    """Apply schema migrations at start; None: only on SQLite (PostgreSQL schemas are
+    upgraded deliberately, with ``hermes-server db upgrade``)."""
+    session_settings: SessionSettings = field(default_factory=SessionSettings)
+    store: Store | None = None
+    sessions: SessionService | None = None
+    """Named conversations and transcripts; set by :meth:`open` when there is a database."""
+
+    async def open(self) -> None:
+        """Connect the database, switch the agents' stores to it, and close what a previous
+        life of this instance left open (runs marked ``interrupted``)."""
+        if self.database_url is None or self.store is not None:
+            return
+        db_url = self.database_url
+        migrate = self.migrate_on_start
+        if migrate is None:
+            migrate = db_url.startswith("sqlite")
+        store = await Store.open(db_url, migrate=migrate)
+        self.store = store
+        self.stores = Stores(memory=store.memory, todos=store.todos, sessions=store.search)
+        self.sessions = SessionService(store, self.session_settings)
+        self.runs.observers.append(self.sessions.journal)
+        self.runs.settle = store.db.writer.flush
+        recovered = await self.sessions.recover()
+        if recovered:
+            log.warning("marked %d run(s) of a previous start interrupted", recovered)
 
     def profile(self, model: str) -> Profile | None:
         return next((p for p in self.profiles if p.id == model), None)
 
     async def close(self) -> None:
-        """Release upstream connections (profiles may share providers)."""
+        """Release upstream connections (profiles may share providers) and the database."""
+        if self.store is not None:
+            await self.store.close()
         closed: set[int] = set()
         for profile in self.profiles:
             if id(profile.provider) not in closed:

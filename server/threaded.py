@@ -46,6 +46,7 @@ class ThreadedServer:
         deadline = time.monotonic() + timeout
         while not self._server.started:
             if time.monotonic() > deadline or not self._thread.is_alive():
+                self.stop()
                 raise RuntimeError(f"server on {self.base_url} did not start")
             time.sleep(0.01)
         return self

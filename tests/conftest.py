@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from server.simulator import SimulatorServer, SimulatorState
+from tests.databases import ENGINES, fresh_database
 
 _real_connect = socket.socket.connect
 
@@ -46,3 +48,10 @@ def simulator(_simulator_server: SimulatorServer) -> SimulatorServer:
     _simulator_server.state.reset()
     _simulator_server.state.cache.min_cacheable_tokens = 0
     return _simulator_server
+
+
+@pytest.fixture(params=ENGINES)
+async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A fresh database for this test, once on SQLite and once on PostgreSQL."""
+    async with fresh_database(request.param, tmp_path) as url:
+        yield url

@@ -59,16 +59,18 @@ _CLARIFY_SCHEMA: dict[str, Any] = {
 }
 
 
-def agent_level_tools(agent: Agent, *, task_id: str, budget: IterationBudget) -> list[Tool]:
+def agent_level_tools(
+    agent: Agent, *, task_id: str, session_id: str, budget: IterationBudget
+) -> list[Tool]:
     tools = [
-        todo_tool(agent.todo_store, task_id),
-        session_search_tool(agent.session_search, agent.owner),
+        todo_tool(agent.todo_store, session_id),
+        session_search_tool(agent.session_search, agent.owner, session_id=session_id),
     ]
     if agent.depth == 0:
         tools.append(
             memory_tool(
                 agent.memory_store,
-                agent.owner,
+                agent.memory_owner,
                 memory_limit=agent.config.memory_char_limit,
                 user_limit=agent.config.user_profile_char_limit,
             )

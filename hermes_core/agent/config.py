@@ -56,6 +56,9 @@ class AgentRequest:
     """The client's system message, layered over the agent's own prompt."""
     task_id: str | None = None
     """Generated when omitted."""
+    session_id: str | None = None
+    """The session the run continues: it keys the todo list and the compression lineage.
+    The task id when omitted."""
     run_id: str | None = None
     """Generated when omitted."""
     client_tools: Sequence[ToolSchema] = ()

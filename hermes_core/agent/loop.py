@@ -57,6 +57,7 @@ class Agent:
         tools: ToolRegistry | None = None,
         config: AgentConfig | None = None,
         owner: str = "default",
+        memory_owner: str | None = None,
         memory_store: MemoryStore | None = None,
         todo_store: TodoStore | None = None,
         session_search: SessionSearchStore | None = None,
@@ -66,11 +67,16 @@ class Agent:
         context: ContextHooks | None = None,
         budget: IterationBudget | None = None,
         depth: int = 0,
+        system_prompt: str | None = None,
+        checkpoint: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.provider = provider
         self.tools = tools if tools is not None else ToolRegistry()
         self.config = config if config is not None else AgentConfig()
         self.owner = owner
+        """Whose sessions ``session_search`` sees (an API key's principal)."""
+        self.memory_owner = memory_owner or owner
+        """Whose memory the agent reads and writes: the owner, or a scope within it."""
         self.memory_store: MemoryStore = memory_store or InMemoryMemoryStore()
         self.todo_store: TodoStore = todo_store or InMemoryTodoStore()
         self.session_search: SessionSearchStore = session_search or InMemorySessionIndex()
@@ -87,7 +93,10 @@ class Agent:
         self.interrupt_reason: str | None = None
         self.children: list[Agent] = []
         """Sub-agents of the current run, interrupted together with it."""
-        self._frozen_prompt: str | None = None
+        self.checkpoint = checkpoint
+        """Awaited before tools run: a journal of ``MessageAdded`` events makes the tool-call
+        request durable there, so a crash never leaves a tool's effect without its cause."""
+        self._frozen_prompt: str | None = system_prompt
         self._driver: RunDriver | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
@@ -131,7 +140,9 @@ class Agent:
         task_id = request.task_id or f"task_{uuid.uuid4().hex[:16]}"
         run_id = request.run_id or f"run_{uuid.uuid4().hex[:16]}"
         budget = self.shared_budget or IterationBudget(self.config.max_iterations)
-        tools = self._tools_for_run(request, task_id=task_id, budget=budget)
+        tools = self._tools_for_run(
+            request, task_id=task_id, session_id=request.session_id or task_id, budget=budget
+        )
         emitter = Emitter(run_id)
         self._loop = asyncio.get_running_loop()
         turn = self._begin_turn()
@@ -182,14 +193,14 @@ class Agent:
         return self.context.mark_cache(request, provider=provider)
 
     def _tools_for_run(
-        self, request: AgentRequest, *, task_id: str, budget: IterationBudget
+        self, request: AgentRequest, *, task_id: str, session_id: str, budget: IterationBudget
     ) -> ToolRegistry:
         from hermes_core.agent.builtins import agent_level_tools
 
         registry = ToolRegistry()
         registry.pre_hooks = list(self.tools.pre_hooks)
         registry.post_hooks = list(self.tools.post_hooks)
-        builtins = agent_level_tools(self, task_id=task_id, budget=budget)
+        builtins = agent_level_tools(self, task_id=task_id, session_id=session_id, budget=budget)
         for tool in builtins:
             registry.register(tool)
         for tool in self.tools.tools():
@@ -208,14 +219,25 @@ class Agent:
                     param="tools",
                 )
 
-    async def _system_prompt(self, client_system: str | None) -> str:
+    async def frozen_prompt(self) -> str:
+        """The agent's own system prompt — core and profile instructions and the memory
+        snapshot — built on first use and then fixed (a session stores it and passes it back
+        as ``system_prompt``, so memory writes show in the next session, not this one)."""
         if self._frozen_prompt is None:
-            snapshot = await memory_snapshot(self.memory_store, self.owner)
+            snapshot = await memory_snapshot(self.memory_store, self.memory_owner)
             parts = [self.config.core_instructions, self.config.instructions, snapshot]
             self._frozen_prompt = "\n\n".join(part.strip() for part in parts if part.strip())
-        if client_system and client_system.strip():
-            return f"{self._frozen_prompt}\n\n{client_system.strip()}"
         return self._frozen_prompt
+
+    def freeze_prompt(self, prompt: str) -> None:
+        """Use ``prompt`` (a stored session's frozen prompt) instead of building one."""
+        self._frozen_prompt = prompt
+
+    async def _system_prompt(self, client_system: str | None) -> str:
+        frozen = await self.frozen_prompt()
+        if client_system and client_system.strip():
+            return f"{frozen}\n\n{client_system.strip()}"
+        return frozen
 
     # --- convenience --------------------------------------------------------------------------
 

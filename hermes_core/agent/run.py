@@ -142,7 +142,7 @@ class RunDriver:
                 transcript=self.state.transcript,
                 provider=self.provider,
                 last_prompt_tokens=self.state.last_prompt_tokens,
-                session_id=self.task_id,
+                session_id=self.request.session_id or self.task_id,
                 between_turns=self.state.model_calls == 0,
                 emit=self.emit,
             )
@@ -311,6 +311,9 @@ class RunDriver:
         self.emit(
             StatusChanged, status="running_tools", message=f"Running {len(server_calls)} tool(s)"
         )
+        if server_calls and self.agent.checkpoint is not None:
+            # The call request must be on record before the tools act on the world.
+            await self.agent.checkpoint()
         results = await self.executor.run_batch(server_calls)
         self._append_results(results)
         if client_calls:

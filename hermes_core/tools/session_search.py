@@ -53,8 +53,11 @@ SEARCH_DESCRIPTION = (
 )
 
 
-def session_search_tool(store: SessionSearchStore, owner: str) -> Tool:
-    """The ``session_search`` tool over one owner's past sessions."""
+def session_search_tool(
+    store: SessionSearchStore, owner: str, *, session_id: str | None = None
+) -> Tool:
+    """The ``session_search`` tool over one owner's past sessions, except ``session_id`` (the
+    one searching, which would always match the words of its own call)."""
 
     async def handle(args: dict[str, Any], ctx: ToolContext) -> str:
         query = args.get("query")
@@ -63,7 +66,9 @@ def session_search_tool(store: SessionSearchStore, owner: str) -> Tool:
         limit = args.get("limit", 3)
         if isinstance(limit, bool) or not isinstance(limit, int):
             return _error("limit must be an integer from 1 to 10.")
-        hits = await store.search(owner, query.strip(), limit=min(max(limit, 1), 10))
+        hits = await store.search(
+            owner, query.strip(), limit=min(max(limit, 1), 10), exclude=session_id
+        )
         if not hits:
             return f"No sessions matched {query.strip()!r}. Try fewer or different words."
         results = [

@@ -103,6 +103,15 @@ class ServerConfig(_Model):
     """SQLAlchemy URL of the database; a SQLite file in ``data_dir`` when omitted. A secret
     because it may embed a password."""
 
+    migrate_on_start: bool | None = None
+    """Apply schema migrations at start. Default: yes on SQLite; on PostgreSQL run
+    ``hermes-server db upgrade`` deliberately (several replicas must not race to migrate)."""
+    session_busy: Literal["wait", "refuse"] = "wait"
+    """A turn of a named session that is already running a turn waits for it, or is refused
+    with 409 ``session_busy``."""
+    session_wait_seconds: float = Field(default=30.0, ge=0, le=3600)
+    """How long a waiting turn waits before it too is refused."""
+
     @field_validator("database_url", mode="before")
     @classmethod
     def _empty_url_is_default(cls, value: Any) -> Any:

@@ -37,4 +37,6 @@ async def ready(request: Request) -> Readiness:
     services: Services = request.app.state.services
     if not services.profiles:
         raise APIError(503, "No agent profile is configured.", code="not_ready")
+    if services.store is not None and not await services.store.db.ping():
+        raise APIError(503, "The database is not reachable.", code="not_ready")
     return Readiness(profiles=len(services.profiles))

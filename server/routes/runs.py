@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from hermes_core.events import AgentEvent
+from hermes_core.persistence import RunRecord
 from server.auth import Principal, require_principal
 from server.errors import APIError
 from server.runs.manager import Run
@@ -56,8 +57,36 @@ def describe(run: Run) -> dict[str, Any]:
 async def get_run(
     run_id: str, request: Request, principal: Annotated[Principal, Depends(require_principal)]
 ) -> dict[str, Any]:
-    """A run's status and, once it ended, its exit reason and usage."""
-    return describe(_find(request, run_id, principal))
+    """A run's status and, once it ended, its exit reason and usage — also for runs of an
+    earlier start of the server, from the database."""
+    run = _services(request).runs.get(run_id, owner=principal.name)
+    if run is not None:
+        return describe(run)
+    store = _services(request).store
+    record = await store.runs.get(principal.name, run_id) if store is not None else None
+    if record is None:
+        raise APIError(404, f"No run '{run_id}'.", param="run_id", code="run_not_found")
+    return describe_record(record)
+
+
+def describe_record(record: RunRecord) -> dict[str, Any]:
+    """A run known only from the database (its events are gone with the process)."""
+    return {
+        "id": record.id,
+        "object": "hermes.run",
+        "endpoint": record.endpoint,
+        "model": record.model,
+        "completion_id": record.completion_id,
+        "session_id": record.session_id,
+        "status": record.status,
+        "exit_reason": record.exit_reason,
+        "error": record.error,
+        "created_at": int(record.created_at),
+        "ended_at": int(record.ended_at) if record.ended_at else None,
+        "iterations": record.iterations,
+        "usage": record.usage or None,
+        "events": 0,
+    }
 
 
 def event_frame(event: AgentEvent) -> bytes:

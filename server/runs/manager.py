@@ -14,7 +14,7 @@ import logging
 import secrets
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -41,7 +41,7 @@ class RunStatus(StrEnum):
         return self not in (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.STOPPING)
 
 
-_STATUS_OF_EXIT = {
+STATUS_OF_EXIT = {
     ExitReason.COMPLETED: RunStatus.COMPLETED,
     ExitReason.AWAITING_CLIENT_TOOLS: RunStatus.COMPLETED,
     ExitReason.INTERRUPTED: RunStatus.INTERRUPTED,
@@ -89,7 +89,7 @@ class Run:
         if isinstance(event, RunFinished):
             self.exit_reason = event.exit_reason
             self.error = event.error
-            self.status = _STATUS_OF_EXIT[event.exit_reason]
+            self.status = STATUS_OF_EXIT[event.exit_reason]
             self.ended_at = time.time()
         self.wake()
 
@@ -130,9 +130,14 @@ class RunManager:
         max_runs_per_owner: int = 32,
         keep_finished: int = 1000,
         observers: Sequence[RunObserver] = (),
+        settle: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.observers = list(observers)
         """Called with every event of every run (metrics, persistence); must not block."""
+        self.settle = settle
+        """Awaited after the observers saw a run's ending and before any follower does: what
+        they queued (the final message, the run's record) is durable before a client hears
+        the run is over."""
         self._runs: dict[str, Run] = {}
         self._aliases: dict[str, str] = {}
         # Kept incrementally so admission and clean-up cost O(1) per run, not O(runs kept).
@@ -156,7 +161,7 @@ class RunManager:
         completion_id: str = "",
         session_id: str | None = None,
     ) -> Run:
-        self._check_limits(owner)
+        self.admit(owner)
         run = Run(
             id=request.run_id or new_id("run_"),
             owner=owner,
@@ -175,7 +180,8 @@ class RunManager:
         run.task = asyncio.create_task(self._drive(run, request), name=f"hermes-{run.id}")
         return run
 
-    def _check_limits(self, owner: str) -> None:
+    def admit(self, owner: str) -> None:
+        """Raise :class:`RunLimitExceeded` if ``owner`` may not start a run now."""
         if self._live_total >= self.max_runs:
             raise RunLimitExceeded("The server is running its maximum of runs.", retry_after=5)
         if self._live.get(owner, 0) >= self.max_runs_per_owner:
@@ -188,7 +194,11 @@ class RunManager:
         request = dataclasses.replace(request, run_id=run.id)
         try:
             async for event in run.agent.run(request):
-                self._publish(run, event)
+                if isinstance(event, RunFinished):
+                    await self._finish(run, event)
+                else:
+                    run.record(event)
+                    self._observe(run, event)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -197,11 +207,21 @@ class RunManager:
         finally:
             if run.finished is None:
                 # Every follower and observer must still see an ending.
-                self._publish(run, _crashed(run))
+                ending = _crashed(run)
+                self._observe(run, ending)
+                run.record(ending)
             self._retire(run)
 
-    def _publish(self, run: Run, event: AgentEvent) -> None:
+    async def _finish(self, run: Run, event: RunFinished) -> None:
+        self._observe(run, event)
+        if self.settle is not None:
+            try:
+                await self.settle()
+            except Exception:
+                log.exception("settling run %s failed", run.id)
         run.record(event)
+
+    def _observe(self, run: Run, event: AgentEvent) -> None:
         for observe in self.observers:
             try:
                 observe(run, event)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
+from hermes_core.agent import Agent, AgentRequest
 from hermes_core.errors import InvalidRequestError, ProviderError
 from hermes_core.events import RunFinished
 from hermes_core.providers.base import ModelRequest, ModelResponse
@@ -17,12 +19,44 @@ from server.errors import APIError, error_response
 from server.protocol.chat import ChatCompletionRequest
 from server.runs.manager import Run, RunLimitExceeded, new_id
 from server.services import Profile, Services
+from server.sessions.service import MAX_NAME_LENGTH, SessionBusy, valid_name
 from server.sse import DONE, data_frame, sse_response
 from server.views.chat import ChatCompletionBuilder, ChatStreamView, chat_usage
 
 
 def is_openwebui(request: Request) -> bool:
     return any(name.startswith("x-openwebui-") for name in request.headers)
+
+
+def _session_name(request: Request) -> str | None:
+    """The conversation the client names: ours, else Open WebUI's chat id."""
+    for header in ("x-hermes-session-id", "x-openwebui-chat-id"):
+        value = request.headers.get(header, "").strip()
+        if value:
+            if not valid_name(value):
+                raise APIError(
+                    400,
+                    f"The {header} header must be 1 to {MAX_NAME_LENGTH} printable characters.",
+                    param=header,
+                )
+            return value
+    return None
+
+
+def _memory_owner(request: Request, principal: Principal) -> str:
+    """Memory belongs to the key's principal, or to a named scope inside it (one key serving
+    several end users keeps their memories apart)."""
+    scope = request.headers.get("x-hermes-memory-scope", "").strip()
+    if not scope:
+        return principal.name
+    if not valid_name(scope):
+        raise APIError(
+            400,
+            f"The x-hermes-memory-scope header must be 1 to {MAX_NAME_LENGTH} printable "
+            "characters.",
+            param="x-hermes-memory-scope",
+        )
+    return f"{principal.name}/{scope}"
 
 
 class ChatServing:
@@ -52,26 +86,44 @@ class ChatServing:
         openwebui = profile.openwebui or is_openwebui(request)
         # Open WebUI sends its own 36 built-in tools with every request; they are not ours to run.
         agent_request = body.to_agent_request(with_client_tools=not openwebui)
-        agent = profile.new_agent(owner=principal.name, stores=self.services.stores)
+        services = self.services
+        session_name = _session_name(request)
+        agent = profile.new_agent(
+            owner=principal.name,
+            stores=services.stores,
+            memory_owner=_memory_owner(request, principal),
+            checkpoint=services.store.db.writer.flush if services.store is not None else None,
+        )
         try:
             agent.check(agent_request)
         except InvalidRequestError as exc:
             raise APIError(400, exc.message, param=exc.param) from exc
         completion_id = new_id("chatcmpl-")
+        run_id = new_id("run_")
         try:
-            run = self.services.runs.start(
-                agent,
-                agent_request,
-                owner=principal.name,
-                endpoint="chat.completions",
-                model=profile.id,
-                completion_id=completion_id,
-            )
+            services.runs.admit(principal.name)
+            session_id = None
+            if services.sessions is not None:
+                turn = await services.sessions.begin(
+                    agent,
+                    agent_request,
+                    owner=principal.name,
+                    profile=profile.id,
+                    run_id=run_id,
+                    name=session_name,
+                )
+                agent_request, session_id = turn.request, turn.session_id
+            agent_request = dataclasses.replace(agent_request, run_id=run_id)
+            run = self._start(agent, agent_request, principal, profile, completion_id, session_id)
         except RunLimitExceeded as exc:
             response = error_response(429, exc.message, code="rate_limit_exceeded")
             response.headers["retry-after"] = str(exc.retry_after)
             return response
+        except SessionBusy as exc:
+            raise APIError(409, str(exc), code="session_busy") from exc
         headers = {"x-hermes-run-id": run.id}
+        if session_id is not None:
+            headers["x-hermes-session-id"] = session_name or session_id
         created = int(time.time())
         if body.stream:
             view = ChatStreamView(
@@ -87,6 +139,30 @@ class ChatServing:
                 keepalive_seconds=self.services.keepalive_seconds,
             )
         return await self._complete(run, completion_id, profile.id, created, headers)
+
+    def _start(
+        self,
+        agent: Agent,
+        request: AgentRequest,
+        principal: Principal,
+        profile: Profile,
+        completion_id: str,
+        session_id: str | None,
+    ) -> Run:
+        try:
+            return self.services.runs.start(
+                agent,
+                request,
+                owner=principal.name,
+                endpoint="chat.completions",
+                model=profile.id,
+                completion_id=completion_id,
+                session_id=session_id,
+            )
+        except BaseException:
+            if self.services.sessions is not None and request.run_id is not None:
+                self.services.sessions.abandon(request.run_id)
+            raise
 
     async def _frames(self, run: Run, view: ChatStreamView) -> AsyncIterator[bytes]:
         try:

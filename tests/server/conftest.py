@@ -11,6 +11,7 @@ import pytest
 from pydantic import SecretStr
 
 from hermes_core.agent import AgentConfig
+from hermes_core.persistence import sqlite_url
 from hermes_core.providers import ProviderConfig, create_provider
 from hermes_core.providers.fallback import FallbackChain
 from hermes_core.providers.retry import Cooldowns, RetryPolicy
@@ -51,14 +52,14 @@ def _tools() -> ToolRegistry:
     return registry
 
 
-@pytest.fixture(scope="session")
-def hermes(_simulator_server: SimulatorServer) -> Iterator[ThreadedServer]:
+def make_services(simulator: SimulatorServer, **overrides: Any) -> Services:
+    """The services of a test server: one agent profile on the simulator, three keys."""
     provider = create_provider(
         ProviderConfig(
             name="sim",
             model=UPSTREAM_MODEL,
             api_mode="chat_completions",
-            base_url=_simulator_server.base_url + "/v1",
+            base_url=simulator.base_url + "/v1",
             api_key=SecretStr("upstream-key"),
             timeout=30,
         )
@@ -66,8 +67,8 @@ def hermes(_simulator_server: SimulatorServer) -> Iterator[ThreadedServer]:
     chain = FallbackChain(
         [provider], retry=RetryPolicy(base_delay=0.01, max_attempts=1), cooldowns=Cooldowns()
     )
-    services = Services(
-        profiles=[
+    settings: dict[str, Any] = {
+        "profiles": [
             Profile(
                 id="hermes-agent",
                 provider=chain,
@@ -76,17 +77,27 @@ def hermes(_simulator_server: SimulatorServer) -> Iterator[ThreadedServer]:
                 description="Hermes test agent",
             )
         ],
-        keyring=KeyRing(
+        "keyring": KeyRing(
             {
                 KEY_ALICE: "alice",
                 KEY_BOB: "bob",
                 KEY_CAROL: Principal("carol", frozenset({"hermes-other"})),
             }
         ),
-        runs=RunManager(max_runs=8, max_runs_per_owner=4),
-        max_body_bytes=256 * 1024,
-        keepalive_seconds=0.2,
-    )
+        "runs": RunManager(max_runs=8, max_runs_per_owner=4),
+        "max_body_bytes": 256 * 1024,
+        "keepalive_seconds": 0.2,
+    }
+    settings.update(overrides)
+    return Services(**settings)
+
+
+@pytest.fixture(scope="session")
+def hermes(
+    _simulator_server: SimulatorServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ThreadedServer]:
+    database = sqlite_url(tmp_path_factory.mktemp("hermes") / "hermes.db")
+    services = make_services(_simulator_server, database_url=database)
     with ThreadedServer(create_app(services)) as server:
         yield server
 

@@ -10,40 +10,21 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
+
+from tests.processes import free_port, hermes_command
 
 KEY = "sk-conformance-0123456789"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _wait(url: str) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} never answered")
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    simulator_port, server_port = _free_port(), _free_port()
+    simulator_port, server_port = free_port(), free_port()
     upstream = f"http://127.0.0.1:{simulator_port}/v1"
     config = tmp_path_factory.mktemp("conformance") / "hermes.yaml"
     config.write_text(
@@ -58,28 +39,12 @@ profiles:
   - {{id: hermes-gpt-5, providers: [reasoner]}}
 """
     )
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "--log-level", "warning", "simulate",
-             "--port", str(simulator_port), "--min-cacheable-tokens", "0"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        ),
-        subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "--log-level", "warning", "serve",
-             "--config", str(config), "--port", str(server_port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        ),
-    ]  # fmt: skip
-    try:
-        _wait(f"http://127.0.0.1:{simulator_port}/health")
-        _wait(f"http://127.0.0.1:{server_port}/health")
+    data = {"HERMES_DATA_DIR": str(config.parent / "data")}
+    with (
+        hermes_command("simulate", "--min-cacheable-tokens", "0", port=simulator_port),
+        hermes_command("serve", "--config", str(config), port=server_port, env=data),
+    ):
         yield f"http://127.0.0.1:{server_port}/v1"
-    finally:
-        for process in processes:
-            process.terminate()
-            process.wait(timeout=10)
 
 
 def _llm_comply() -> str:

@@ -1,0 +1,70 @@
+"""The SQL store: sessions and transcripts, runs, responses, memory and todos.
+
+``Store`` opens one database (SQLite file by default, PostgreSQL by URL) and hands out one
+repository per kind of record; every repository shares the database's write queue.
+"""
+
+from __future__ import annotations
+
+import socket
+
+from hermes_core.persistence.agent_stores import SqlMemoryStore, SqlTodoStore
+from hermes_core.persistence.database import Database, SchemaOutOfDate, sqlite_url
+from hermes_core.persistence.responses import ResponseStore, StoredResponse
+from hermes_core.persistence.rows import Source, StoredMessage
+from hermes_core.persistence.runs import RunRecord, RunStore
+from hermes_core.persistence.search import SqlSessionSearch
+from hermes_core.persistence.sessions import LogicalMessage, SessionInfo, SessionStore
+
+__all__ = [
+    "Database",
+    "LogicalMessage",
+    "ResponseStore",
+    "RunRecord",
+    "RunStore",
+    "SchemaOutOfDate",
+    "SessionInfo",
+    "SessionStore",
+    "Source",
+    "SqlMemoryStore",
+    "SqlSessionSearch",
+    "SqlTodoStore",
+    "Store",
+    "StoredMessage",
+    "StoredResponse",
+    "sqlite_url",
+]
+
+
+class Store:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        instance: str | None = None,
+        responses_max_count: int | None = None,
+        responses_max_age_seconds: float | None = None,
+    ) -> None:
+        self.db = db
+        self.sessions = SessionStore(db)
+        self.runs = RunStore(db, instance=instance or socket.gethostname())
+        self.responses = ResponseStore(
+            db, max_count=responses_max_count, max_age_seconds=responses_max_age_seconds
+        )
+        self.memory = SqlMemoryStore(db)
+        self.todos = SqlTodoStore(db)
+        self.search = SqlSessionSearch(db)
+
+    @classmethod
+    async def open(cls, url: str, *, migrate: bool = True, instance: str | None = None) -> Store:
+        """Connect and bring the schema up to date (or check it is, when ``migrate`` is off)."""
+        db = Database(url)
+        try:
+            await db.ensure_schema(upgrade=migrate)
+        except BaseException:
+            await db.engine.dispose()
+            raise
+        return cls(db, instance=instance)
+
+    async def close(self) -> None:
+        await self.db.close()

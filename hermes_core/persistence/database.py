@@ -1,0 +1,119 @@
+"""The database: an async engine for a URL, its migrations, and the shared write queue.
+
+SQLite (the embedded default) runs in WAL mode, so readers never wait for the writer, with
+``synchronous=NORMAL``: a commit survives a crash of the process (what ``kill -9`` tests), only
+a power loss may lose the last transactions. PostgreSQL needs nothing special.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from hermes_core.persistence.writer import WriteBehind
+
+log = logging.getLogger(__name__)
+MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+class SchemaOutOfDate(RuntimeError):
+    """The database's schema is not the one this code needs (run ``hermes-server db upgrade``)."""
+
+
+def sqlite_url(path: Path | str) -> str:
+    return f"sqlite+aiosqlite:///{Path(path)}"
+
+
+class Database:
+    def __init__(self, url: str) -> None:
+        parsed = make_url(url)
+        self.url = url
+        self.dialect = parsed.get_backend_name()
+        options: dict[str, Any] = {}
+        if self.dialect == "sqlite" and parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        if self.dialect == "postgresql":
+            options["pool_size"] = 10
+            options["pool_pre_ping"] = True
+        self.engine: AsyncEngine = create_async_engine(url, **options)
+        if self.dialect == "sqlite":
+            event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
+        self.writer = WriteBehind(self.engine)
+
+    @property
+    def safe_url(self) -> str:
+        """The URL with any password masked, for logs."""
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    # --- schema -------------------------------------------------------------------------------
+
+    async def upgrade(self) -> None:
+        """Apply every migration not yet applied."""
+        async with self.engine.begin() as conn:
+            await conn.run_sync(_upgrade)
+
+    async def current_revision(self) -> str | None:
+        async with self.engine.connect() as conn:
+            return await conn.run_sync(_current)
+
+    async def ensure_schema(self, *, upgrade: bool) -> None:
+        """Upgrade (when allowed) or check that the schema is at the newest revision."""
+        if upgrade:
+            await self.upgrade()
+            return
+        head = ScriptDirectory.from_config(_config()).get_current_head()
+        current = await self.current_revision()
+        if current != head:
+            raise SchemaOutOfDate(
+                f"The database is at schema revision {current or 'none'}, this server needs "
+                f"{head}: run `hermes-server db upgrade`."
+            )
+
+    # --- health and life ----------------------------------------------------------------------
+
+    async def ping(self) -> bool:
+        try:
+            async with self.engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+        except Exception:  # any failure means "not reachable"; the reason is logged
+            log.warning("database ping failed", exc_info=True)
+            return False
+        return True
+
+    async def close(self) -> None:
+        await self.writer.flush()
+        await self.engine.dispose()
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.close()
+
+
+def _config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return config
+
+
+def _upgrade(connection: Connection) -> None:
+    config = _config()
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")
+
+
+def _current(connection: Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()

@@ -1,0 +1,171 @@
+"""The record of every run: who started it, how it ended, and which process ran it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import bindparam, insert, or_, select, update
+
+from hermes_core.persistence.database import Database
+from hermes_core.persistence.tables import RunRow
+
+RUNS = RunRow.__table__  # type: ignore[attr-defined]
+LIVE_STATUSES = ("queued", "running", "stopping")
+
+_INSERT = insert(RUNS)
+_FINISH = (
+    update(RUNS)
+    .where(RUNS.c.id == bindparam("b_id"))
+    .values(
+        status=bindparam("b_status"),
+        exit_reason=bindparam("b_exit_reason"),
+        iterations=bindparam("b_iterations"),
+        model_calls=bindparam("b_model_calls"),
+        usage=bindparam("b_usage"),
+        error=bindparam("b_error"),
+        ended_at=bindparam("b_now"),
+    )
+)
+_STATUS = update(RUNS).where(RUNS.c.id == bindparam("b_id")).values(status=bindparam("b_status"))
+_SESSION = (
+    update(RUNS).where(RUNS.c.id == bindparam("b_id")).values(session_id=bindparam("b_session"))
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRecord:
+    id: str
+    owner: str
+    session_id: str | None
+    endpoint: str
+    model: str
+    completion_id: str | None
+    status: str
+    exit_reason: str | None
+    iterations: int
+    model_calls: int
+    usage: dict[str, int]
+    error: str | None
+    created_at: float
+    ended_at: float | None
+
+
+class RunStore:
+    def __init__(self, db: Database, *, instance: str) -> None:
+        self.db = db
+        self.instance = instance
+        """This server process's instance name: its runs are the ones it recovers."""
+
+    def started(
+        self,
+        *,
+        run_id: str,
+        owner: str,
+        endpoint: str,
+        model: str,
+        session_id: str | None,
+        completion_id: str | None,
+        created_at: float,
+    ) -> None:
+        self.db.writer.submit(
+            _INSERT,
+            {
+                "id": run_id,
+                "owner": owner,
+                "session_id": session_id,
+                "endpoint": endpoint,
+                "model": model,
+                "completion_id": completion_id or None,
+                "status": "running",
+                "exit_reason": None,
+                "iterations": 0,
+                "model_calls": 0,
+                "usage": None,
+                "error": None,
+                "instance": self.instance,
+                "created_at": created_at,
+                "ended_at": None,
+            },
+        )
+
+    def moved(self, run_id: str, session_id: str) -> None:
+        """The run now writes to another session (compression started a child)."""
+        self.db.writer.submit(_SESSION, {"b_id": run_id, "b_session": session_id})
+
+    def status(self, run_id: str, status: str) -> None:
+        self.db.writer.submit(_STATUS, {"b_id": run_id, "b_status": status})
+
+    def finished(
+        self,
+        run_id: str,
+        *,
+        status: str,
+        exit_reason: str,
+        iterations: int,
+        model_calls: int,
+        usage: dict[str, int],
+        error: str | None,
+    ) -> None:
+        self.db.writer.submit(
+            _FINISH,
+            {
+                "b_id": run_id,
+                "b_status": status,
+                "b_exit_reason": exit_reason,
+                "b_iterations": iterations,
+                "b_model_calls": model_calls,
+                "b_usage": usage,
+                "b_error": error,
+                "b_now": time.time(),
+            },
+        )
+
+    async def get(self, owner: str, run_id: str) -> RunRecord | None:
+        """A run by its id or its completion id, if ``owner`` owns it."""
+        await self.db.writer.flush()
+        statement = select(RUNS).where(
+            RUNS.c.owner == owner, or_(RUNS.c.id == run_id, RUNS.c.completion_id == run_id)
+        )
+        async with self.db.engine.connect() as conn:
+            row = (await conn.execute(statement)).first()
+        return _record(row) if row is not None else None
+
+    async def recover(self) -> list[RunRecord]:
+        """Mark the runs this instance left live (it crashed or was killed) ``interrupted``,
+        and return them as they were, so their transcripts can be closed."""
+        await self.db.writer.flush()
+        live = (RUNS.c.instance == self.instance) & RUNS.c.status.in_(LIVE_STATUSES)
+        async with self.db.engine.begin() as conn:
+            rows = (await conn.execute(select(RUNS).where(live))).all()
+            await conn.execute(
+                update(RUNS)
+                .where(live)
+                .values(
+                    status="interrupted",
+                    exit_reason="interrupted",
+                    error="The server stopped while this run was in progress.",
+                    ended_at=time.time(),
+                )
+            )
+        return [_record(row) for row in rows]
+
+
+def _record(row: Any) -> RunRecord:
+    return RunRecord(
+        id=row.id,
+        owner=row.owner,
+        session_id=row.session_id,
+        endpoint=row.endpoint,
+        model=row.model,
+        completion_id=row.completion_id,
+        status=row.status,
+        exit_reason=row.exit_reason,
+        iterations=row.iterations,
+        model_calls=row.model_calls,
+        usage=row.usage or {},
+        error=row.error,
+        created_at=row.created_at,
+        ended_at=row.ended_at,
+    )

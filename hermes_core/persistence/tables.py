@@ -1,0 +1,147 @@
+"""The tables of the store, as sqlmodel classes.
+
+Times are UNIX seconds (floats): the same type on every engine, cheap to compare, and what the
+OpenAI objects carry anyway. Message bodies and other nested data are JSON columns, so a
+message round-trips exactly (content parts, tool calls, reasoning replay) without a table per
+shape. Changing anything here needs a migration in ``migrations/versions``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Column, Index, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+class SessionRow(SQLModel, table=True):
+    """A conversation: one owner's transcript, with its lineage.
+
+    A fork (the client edited or regenerated history) and a compression both start a child
+    session; ``parent_id`` records where it came from. A compression child begins with a
+    compacted rendering of its parent (messages flagged ``compacted``); ``base_id`` names the
+    session whose messages that rendering stands for, so the full history can be rebuilt.
+    """
+
+    __tablename__ = "sessions"
+    __table_args__ = (Index("ix_sessions_owner_name", "owner", "name"),)
+
+    id: str = Field(primary_key=True)
+    owner: str = Field(index=True)
+    name: str | None = None
+    """The client's name for the conversation (X-Hermes-Session-Id, Open WebUI's chat id)."""
+    profile: str
+    title: str = ""
+    system_prompt: str = ""
+    """Frozen when the session starts (instructions + memory snapshot): the prompt cache holds."""
+    parent_id: str | None = None
+    origin: str | None = None
+    """How it started from its parent: ``fork`` or ``compression``."""
+    base_id: str | None = None
+    created_at: float
+    updated_at: float
+    ended_at: float | None = None
+    end_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+
+class SessionLockRow(SQLModel, table=True):
+    """Who holds a named conversation's turn: two turns of one conversation never interleave.
+
+    Keyed by the conversation's name rather than a session, because the turn decides which
+    session (branch) it continues; that decision must see the previous turn's outcome.
+    """
+
+    __tablename__ = "session_locks"
+
+    owner: str = Field(primary_key=True)
+    name: str = Field(primary_key=True)
+    run_id: str
+    lease_until: float
+    """A lock past this time is free again (its holder is gone)."""
+
+
+class MessageRow(SQLModel, table=True):
+    __tablename__ = "messages"
+    __table_args__ = (UniqueConstraint("session_id", "position"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: str = Field(foreign_key="sessions.id", ondelete="CASCADE")
+    position: int
+    role: str
+    content: Any = Field(default=None, sa_column=Column(JSON))
+    tool_calls: Any = Field(default=None, sa_column=Column(JSON))
+    tool_call_id: str | None = None
+    reasoning: str | None = None
+    extra: Any = Field(default=None, sa_column=Column(JSON))
+    """Any other keys of the message (``name``, ``reasoning_replay``)."""
+    source: str = "agent"
+    """``client``: it arrived in a request. ``agent``: the agent produced it."""
+    compacted: bool = False
+    """Part of a compression child's compacted rendering of earlier history."""
+    search_text: str = ""
+    """What full-text search sees: content, tool names and arguments, results."""
+    created_at: float
+
+
+class RunRow(SQLModel, table=True):
+    __tablename__ = "runs"
+
+    id: str = Field(primary_key=True)
+    owner: str = Field(index=True)
+    session_id: str | None = Field(default=None, index=True)
+    endpoint: str
+    model: str
+    completion_id: str | None = Field(default=None, index=True)
+    status: str = Field(index=True)
+    exit_reason: str | None = None
+    iterations: int = 0
+    model_calls: int = 0
+    usage: Any = Field(default=None, sa_column=Column(JSON))
+    error: str | None = None
+    instance: str
+    """The server instance that runs it (crash recovery closes only its own runs)."""
+    created_at: float
+    ended_at: float | None = None
+
+
+class ResponseRow(SQLModel, table=True):
+    """A stored Responses API object, for ``previous_response_id`` and retrieval."""
+
+    __tablename__ = "responses"
+
+    id: str = Field(primary_key=True)
+    owner: str = Field(index=True)
+    session_id: str | None = None
+    previous_id: str | None = None
+    run_id: str | None = None
+    status: str
+    request: Any = Field(default=None, sa_column=Column(JSON))
+    body: Any = Field(default=None, sa_column=Column(JSON))
+    """The response object as last sent to the client."""
+    transcript_length: int = 0
+    """How many messages of the session this response's turn ended at (for forks)."""
+    created_at: float = Field(index=True)
+    updated_at: float
+
+
+class MemoryRow(SQLModel, table=True):
+    __tablename__ = "memory"
+
+    scope: str = Field(primary_key=True)
+    """The owner, or ``owner/scope`` for an explicit memory scope."""
+    target: str = Field(primary_key=True)
+    entries: Any = Field(default=None, sa_column=Column(JSON))
+    updated_at: float
+
+
+class TodoRow(SQLModel, table=True):
+    __tablename__ = "todos"
+
+    session_id: str = Field(primary_key=True)
+    items: Any = Field(default=None, sa_column=Column(JSON))
+    updated_at: float

@@ -1,0 +1,1 @@
+"""Chat sessions: stored transcripts and how a client's history relates to them."""

@@ -1,0 +1,102 @@
+"""The run observer that writes transcripts: every run event that changes the record becomes a
+queued write (see :mod:`hermes_core.persistence.writer`).
+
+- ``RunStarted``: the run's row.
+- ``MessageAdded``: the message, at its position in the session (the run's transcript *is*
+  the session's, so the event's index is the position).
+- ``CompressionPerformed``: a child session that starts from the compacted transcript; the
+  parent ends, and the run's later messages go to the child.
+- ``RunFinished``: the run's ending, the session's token counters, and the turn lock released.
+  The run manager flushes the queue before any client hears of the ending.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from hermes_core.events import (
+    AgentEvent,
+    CompressionPerformed,
+    MessageAdded,
+    RunFinished,
+    RunStarted,
+)
+from hermes_core.persistence import Store, StoredMessage
+from server.runs.manager import STATUS_OF_EXIT, Run
+
+
+@dataclass(slots=True)
+class _Tracked:
+    session_id: str
+    lock: tuple[str, str] | None
+    """(owner, name) of the conversation lock the run holds."""
+
+
+class SessionJournal:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._runs: dict[str, _Tracked] = {}
+
+    def track(self, run_id: str, session_id: str, *, lock: tuple[str, str] | None) -> None:
+        self._runs[run_id] = _Tracked(session_id, lock)
+
+    def untrack(self, run_id: str) -> None:
+        tracked = self._runs.pop(run_id, None)
+        if tracked is not None and tracked.lock is not None:
+            self.store.sessions.unlock(*tracked.lock, run_id)
+
+    def session_of(self, run_id: str) -> str | None:
+        tracked = self._runs.get(run_id)
+        return tracked.session_id if tracked is not None else None
+
+    def __call__(self, run: Run, event: AgentEvent) -> None:
+        tracked = self._runs.get(run.id)
+        if isinstance(event, MessageAdded):
+            if tracked is not None:
+                self.store.sessions.add_messages(
+                    tracked.session_id, event.index, [StoredMessage(event.message, "agent")]
+                )
+        elif isinstance(event, RunStarted):
+            self.store.runs.started(
+                run_id=run.id,
+                owner=run.owner,
+                endpoint=run.endpoint,
+                model=run.model,
+                session_id=tracked.session_id if tracked else run.session_id,
+                completion_id=run.completion_id,
+                created_at=run.created_at,
+            )
+        elif isinstance(event, CompressionPerformed):
+            if tracked is not None:
+                self._compressed(run, tracked, event)
+        elif isinstance(event, RunFinished):
+            self._finished(run, tracked, event)
+
+    def _compressed(self, run: Run, tracked: _Tracked, event: CompressionPerformed) -> None:
+        sessions = self.store.sessions
+        parent = tracked.session_id
+        sessions.create_compression_child(parent, event.session_id)
+        sessions.add_messages(
+            event.session_id,
+            0,
+            [StoredMessage(m, "agent", compacted=True) for m in event.messages],
+        )
+        sessions.end(parent, "compression")
+        self.store.runs.moved(run.id, event.session_id)
+        tracked.session_id = event.session_id
+        run.session_id = event.session_id
+
+    def _finished(self, run: Run, tracked: _Tracked | None, event: RunFinished) -> None:
+        if tracked is not None:
+            self.store.sessions.add_usage(tracked.session_id, event.usage)
+        self.store.runs.finished(
+            run.id,
+            status=STATUS_OF_EXIT[event.exit_reason].value,
+            exit_reason=event.exit_reason.value,
+            iterations=event.iterations,
+            model_calls=event.model_calls,
+            usage=dataclasses.asdict(event.usage),
+            error=event.error,
+        )
+        self.untrack(run.id)

@@ -1,0 +1,232 @@
+"""Which session a turn continues, and the turn lock that keeps two turns of one conversation
+from interleaving.
+
+A request either names its conversation (``X-Hermes-Session-Id``, Open WebUI's chat id) or
+not. Unnamed, it starts a session of its own from the history it carries. Named, the turn
+takes the conversation's lock, compares the client's visible history with each live branch of
+the conversation (:mod:`server.sessions.reconcile`), and then continues the best branch — the
+stored transcript, hidden tool calls included, plus the client's new messages — or forks a
+child at the point where the client's history diverged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from hermes_core.agent import Agent, AgentRequest
+from hermes_core.messages import Message, text_of
+from hermes_core.persistence import SessionInfo, Store, StoredMessage
+from hermes_core.persistence.sessions import new_session_id
+from server.sessions.journal import SessionJournal
+from server.sessions.reconcile import Reconciliation, reconcile
+
+MAX_NAME_LENGTH = 256
+BRANCHES_COMPARED = 10
+"""Live branches of a conversation a turn compares itself with (the most recent ones)."""
+LOCK_POLL_SECONDS = 0.05
+
+
+class SessionBusy(Exception):
+    """Another turn of the conversation is running (and waiting was not allowed or too long)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Turn:
+    session_id: str
+    request: AgentRequest
+    """The agent request on the session's full transcript."""
+    forked_from: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class SessionSettings:
+    busy: Literal["wait", "refuse"] = "wait"
+    """A second concurrent turn of one conversation waits for the first, or gets a 409."""
+    wait_seconds: float = 30.0
+    lease_seconds: float = 6 * 3600.0
+    """A lock older than this is considered abandoned (its holder died without recovery)."""
+
+
+def valid_name(name: str) -> bool:
+    return 0 < len(name) <= MAX_NAME_LENGTH and name.isprintable()
+
+
+class SessionService:
+    def __init__(self, store: Store, settings: SessionSettings | None = None) -> None:
+        self.store = store
+        self.settings = settings or SessionSettings()
+        self.journal = SessionJournal(store)
+
+    async def begin(
+        self,
+        agent: Agent,
+        request: AgentRequest,
+        *,
+        owner: str,
+        profile: str,
+        run_id: str,
+        name: str | None,
+    ) -> Turn:
+        """Resolve the turn's session, save the client's new messages, and point ``agent`` at
+        the session's frozen system prompt. The caller must start the run with ``run_id``, or
+        call :meth:`abandon`."""
+        client = list(request.history)
+        if request.user_message is not None:
+            client.append({"role": "user", "content": request.user_message})
+        if name is None:
+            turn = await self._new_session(agent, request, owner, profile, client, name=None)
+            self.journal.track(run_id, turn.session_id, lock=None)
+            return turn
+        await self._lock(owner, name, run_id)
+        try:
+            turn = await self._continue(agent, request, owner, profile, client, name)
+        except BaseException:
+            self.store.sessions.unlock(owner, name, run_id)
+            raise
+        self.journal.track(run_id, turn.session_id, lock=(owner, name))
+        return turn
+
+    def abandon(self, run_id: str) -> None:
+        """The run was not started after all: give its lock back."""
+        self.journal.untrack(run_id)
+
+    async def recover(self) -> int:
+        """Close what a previous life of this instance left open; returns how many runs."""
+        runs = await self.store.runs.recover()
+        await self.store.sessions.unlock_runs([run.id for run in runs])
+        for session_id in {run.session_id for run in runs if run.session_id}:
+            messages = await self.store.sessions.messages(session_id)
+            missing = _unanswered_calls(messages)
+            self.store.sessions.add_messages(
+                session_id,
+                len(messages),
+                [
+                    StoredMessage(
+                        {"role": "tool", "tool_call_id": call_id, "content": INTERRUPTED_RESULT},
+                        "agent",
+                    )
+                    for call_id in missing
+                ],
+            )
+        await self.store.db.writer.flush()
+        return len(runs)
+
+    # --- the steps ----------------------------------------------------------------------------
+
+    async def _lock(self, owner: str, name: str, run_id: str) -> None:
+        sessions, settings = self.store.sessions, self.settings
+        deadline = time.monotonic() + (settings.wait_seconds if settings.busy == "wait" else 0)
+        while not await sessions.lock(owner, name, run_id, lease_seconds=settings.lease_seconds):
+            if time.monotonic() >= deadline:
+                raise SessionBusy(
+                    f"Another turn of the session '{name}' is still running; retry when it ends."
+                )
+            await asyncio.sleep(LOCK_POLL_SECONDS)
+
+    async def _new_session(
+        self,
+        agent: Agent,
+        request: AgentRequest,
+        owner: str,
+        profile: str,
+        client: list[Message],
+        *,
+        name: str | None,
+    ) -> Turn:
+        prompt = await agent.frozen_prompt()
+        # An unnamed session is named by its id, so a client can continue it by that name.
+        session_id = new_session_id()
+        self.store.sessions.create(
+            session_id=session_id,
+            owner=owner,
+            profile=profile,
+            system_prompt=prompt,
+            name=name or session_id,
+            title=_title(client),
+        )
+        self.store.sessions.add_messages(
+            session_id, 0, [StoredMessage(message, "client") for message in client]
+        )
+        return Turn(session_id=session_id, request=_on_transcript(request, session_id, client))
+
+    async def _continue(
+        self,
+        agent: Agent,
+        request: AgentRequest,
+        owner: str,
+        profile: str,
+        client: list[Message],
+        name: str,
+    ) -> Turn:
+        best = await self._best_branch(owner, name, client)
+        if best is None:
+            return await self._new_session(agent, request, owner, profile, client, name=name)
+        branch, found = best
+        agent.freeze_prompt(branch.system_prompt)
+        sessions = self.store.sessions
+        if found.fork_at is None:
+            session_id, forked_from = branch.id, None
+            base = [stored.message for stored in await sessions.messages(branch.id)]
+        else:
+            session_id, kept = await sessions.fork(branch, found.fork_at)
+            forked_from = branch.id
+            base = [stored.message for stored in kept]
+        sessions.add_messages(
+            session_id, len(base), [StoredMessage(m, "client") for m in found.new_messages]
+        )
+        transcript = base + list(found.new_messages)
+        return Turn(
+            session_id=session_id,
+            request=_on_transcript(request, session_id, transcript),
+            forked_from=forked_from,
+        )
+
+    async def _best_branch(
+        self, owner: str, name: str, client: list[Message]
+    ) -> tuple[SessionInfo, Reconciliation] | None:
+        """The live branch the client's history matches furthest (the newest on a tie)."""
+        best: tuple[SessionInfo, Reconciliation] | None = None
+        for branch in await self.store.sessions.tips(owner, name, limit=BRANCHES_COMPARED):
+            logical = [entry.stored for entry in await self.store.sessions.logical(branch)]
+            found = reconcile(logical, client)
+            if best is None or found.matched > best[1].matched:
+                best = (branch, found)
+            if found.fork_at is None:
+                break  # a branch the client simply continues: nothing can match better
+        return best
+
+
+INTERRUPTED_RESULT = (
+    "Error: the server stopped while this tool call was in progress; it may or may not have "
+    "taken effect. Check before repeating it."
+)
+
+
+def _unanswered_calls(messages: list[StoredMessage]) -> list[str]:
+    """Ids of the last tool-call request's calls that no tool message answers (where a run
+    that died while its tools ran left the transcript)."""
+    for index in range(len(messages) - 1, -1, -1):
+        calls = messages[index].message.get("tool_calls")
+        if calls:
+            answered = {m.message.get("tool_call_id") for m in messages[index + 1 :]}
+            return [call["id"] for call in calls if call["id"] not in answered]
+    return []
+
+
+def _title(messages: list[Message]) -> str:
+    first = next((m for m in messages if m["role"] == "user"), None)
+    return " ".join(text_of(first.get("content")).split()) if first is not None else ""
+
+
+def _on_transcript(
+    request: AgentRequest, session_id: str, transcript: list[Message]
+) -> AgentRequest:
+    """The request re-expressed on the session: the whole transcript is history (its new
+    messages are already saved), nothing is appended by the run itself."""
+    return dataclasses.replace(
+        request, history=transcript, user_message=None, session_id=session_id
+    )

@@ -1,0 +1,319 @@
+"""Sessions over HTTP, on SQLite and on PostgreSQL: named conversations that keep their hidden
+tool history, forks on edited history, one turn at a time, session_search, frozen memory, and
+isolation between keys. (Store-level behaviour is tested in tests/hermes_core/persistence.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from hermes_core.persistence import Store
+from server.app import create_app
+from server.sessions.service import SessionSettings
+from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from server.threaded import ThreadedServer
+from tests.server.conftest import KEY_ALICE, KEY_BOB, UPSTREAM_MODEL, make_services
+
+Message = dict[str, Any]
+
+
+def script(simulator: SimulatorServer, *steps: Step) -> None:
+    simulator.state.script(UPSTREAM_MODEL, Scenario(steps=list(steps)))
+
+
+def call(name: str, **arguments: Any) -> ToolCallSpec:
+    return ToolCallSpec(name=name, arguments=arguments)
+
+
+def text(reply: str) -> Step:
+    return Step(reply=Reply(text=reply))
+
+
+def tools(*calls: ToolCallSpec) -> Step:
+    return Step(reply=Reply(tool_calls=list(calls)))
+
+
+def upstream_messages(simulator: SimulatorServer) -> list[list[Message]]:
+    """The messages of every upstream call so far, in order."""
+    return [r.body["messages"] for r in simulator.state.requests(scenario=UPSTREAM_MODEL)]
+
+
+@pytest.fixture
+def settings() -> SessionSettings:
+    return SessionSettings()
+
+
+@pytest.fixture
+def served(
+    simulator: SimulatorServer, database_url: str, settings: SessionSettings
+) -> Iterator[ThreadedServer]:
+    services = make_services(
+        simulator, database_url=database_url, migrate_on_start=True, session_settings=settings
+    )
+    with ThreadedServer(create_app(services)) as server:
+        yield server
+
+
+@pytest.fixture
+async def http(served: ThreadedServer) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=served.base_url, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+async def store(database_url: str, served: ThreadedServer) -> AsyncIterator[Store]:
+    """The server's database, opened beside it to check what it wrote."""
+    opened = await Store.open(database_url, migrate=False)
+    yield opened
+    await opened.close()
+
+
+async def chat(
+    http: httpx.AsyncClient,
+    messages: list[Message],
+    *,
+    session: str | None = None,
+    key: str = KEY_ALICE,
+    headers: dict[str, str] | None = None,
+) -> httpx.Response:
+    sent = {"authorization": f"Bearer {key}", **(headers or {})}
+    if session is not None:
+        sent["x-hermes-session-id"] = session
+    return await http.post(
+        "/v1/chat/completions",
+        json={"model": "hermes-agent", "messages": messages},
+        headers=sent,
+    )
+
+
+def answer(response: httpx.Response) -> str:
+    assert response.status_code == 200, response.text
+    content: str = response.json()["choices"][0]["message"]["content"]
+    return content
+
+
+def user(content: str) -> Message:
+    return {"role": "user", "content": content}
+
+
+def assistant(content: str) -> Message:
+    return {"role": "assistant", "content": content}
+
+
+async def test_a_named_session_continues_with_its_hidden_tool_history(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    script(simulator, tools(call("lookup", word="zebra")), text("Zebras are fine."), text("Yes."))
+    first = await chat(http, [user("check zebra")], session="chat-1")
+    assert answer(first) == "Zebras are fine."
+    assert first.headers["x-hermes-session-id"] == "chat-1"
+    second = await chat(
+        http, [user("check zebra"), assistant("Zebras are fine."), user("sure?")], session="chat-1"
+    )
+    assert answer(second) == "Yes."
+    sent = upstream_messages(simulator)[-1]
+    roles = [m["role"] for m in sent if m["role"] != "system"]
+    # The tool call and its result, which the client never saw, are back in the history.
+    assert roles == ["user", "assistant", "tool", "assistant", "user"]
+    assert "definition of zebra" in sent[-3]["content"]
+
+
+async def test_without_a_name_the_request_history_is_used(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    script(simulator, tools(call("lookup", word="zebra")), text("Fine."), text("Yes."))
+    first = await chat(http, [user("check zebra")])
+    assert answer(first) == "Fine."
+    await chat(http, [user("check zebra"), assistant("Fine."), user("sure?")])
+    roles = [m["role"] for m in upstream_messages(simulator)[-1] if m["role"] != "system"]
+    assert roles == ["user", "assistant", "user"]
+    # The unnamed session is named by its id: a client may continue it by that name.
+    assert first.headers["x-hermes-session-id"].startswith("sess_")
+
+
+async def test_an_edited_message_forks_a_child_session_and_keeps_the_original(
+    simulator: SimulatorServer, http: httpx.AsyncClient, store: Store
+) -> None:
+    script(
+        simulator,
+        tools(call("lookup", word="zebra")),
+        text("Zebras are fine."),
+        text("Lions too."),
+        text("Tigers too."),
+    )
+    history = [user("check zebra"), assistant("Zebras are fine.")]
+    answer(await chat(http, history[:1], session="chat-2"))
+    answer(await chat(http, [*history, user("and lions?")], session="chat-2"))
+    answer(await chat(http, [*history, user("and tigers?")], session="chat-2"))
+    sent = upstream_messages(simulator)[-1]
+    contents = [m.get("content") for m in sent]
+    assert "and tigers?" in contents
+    assert "and lions?" not in contents
+    assert any(m["role"] == "tool" for m in sent)  # the fork kept the hidden tool history
+    branches = await store.sessions.tips("alice", "chat-2")
+    assert len(branches) == 2
+    child, original = branches
+    assert child.origin == "fork"
+    assert child.parent_id == original.id
+    kept = [m.message.get("content") for m in await store.sessions.messages(original.id)]
+    assert kept[-2:] == ["and lions?", "Lions too."]
+
+
+async def test_a_regenerated_answer_forks_at_the_user_message(
+    simulator: SimulatorServer, http: httpx.AsyncClient, store: Store
+) -> None:
+    script(simulator, text("First try."), text("Second try."))
+    answer(await chat(http, [user("hello")], session="chat-3"))
+    assert answer(await chat(http, [user("hello")], session="chat-3")) == "Second try."
+    child, original = await store.sessions.tips("alice", "chat-3")
+    assert [m.message.get("content") for m in await store.sessions.messages(child.id)] == [
+        "hello",
+        "Second try.",
+    ]
+    assert child.parent_id == original.id
+
+
+@pytest.mark.parametrize("settings", [SessionSettings(busy="wait", wait_seconds=10)])
+async def test_concurrent_turns_of_one_session_run_one_after_the_other(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    script(simulator, tools(call("wait", seconds=0.5)), text("first done"), text("second done"))
+    first = asyncio.create_task(chat(http, [user("first")], session="busy"))
+    await asyncio.sleep(0.2)
+    second = await chat(
+        http, [user("first"), assistant("first done"), user("second")], session="busy"
+    )
+    assert answer(await first) == "first done"
+    assert answer(second) == "second done"
+    # The second turn waited: it continued the first one's finished transcript.
+    sent = upstream_messages(simulator)[-1]
+    assert [m["role"] for m in sent if m["role"] != "system"] == [
+        *("user", "assistant", "tool", "assistant", "user"),
+    ]
+
+
+@pytest.mark.parametrize("settings", [SessionSettings(busy="refuse")])
+async def test_a_concurrent_turn_is_refused_when_configured(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    script(simulator, tools(call("wait", seconds=0.5)), text("first done"))
+    first = asyncio.create_task(chat(http, [user("first")], session="busy"))
+    await asyncio.sleep(0.2)
+    refused = await chat(http, [user("second")], session="busy")
+    assert refused.status_code == 409
+    assert refused.json()["error"]["code"] == "session_busy"
+    assert answer(await first) == "first done"
+
+
+async def test_session_search_finds_an_earlier_conversation_by_a_word_in_a_tool_result(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    script(
+        simulator,
+        tools(call("lookup", word="quagga")),
+        text("Looked it up."),
+        tools(call("session_search", query="definition quagga")),
+        text("Found it."),
+    )
+    earlier = await chat(http, [user("what is a quagga?")], session="earlier")
+    answer(earlier)
+    answer(await chat(http, [user("what did we find last time?")], session="later"))
+    result = next(m for m in upstream_messages(simulator)[-1] if m["role"] == "tool")
+    hits = json.loads(result["content"])
+    assert [hit["title"] for hit in hits] == ["what is a quagga?"]
+    assert "definition" in hits[0]["snippet"]
+
+
+async def test_memory_reaches_the_next_session_but_not_the_one_that_wrote_it(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    note = call("memory", action="add", target="user", content="Likes green tea.")
+    script(simulator, tools(note), text("Noted."), text("Again."), text("Hello."))
+    answer(await chat(http, [user("I like green tea")], session="tea"))
+    answer(
+        await chat(http, [user("I like green tea"), assistant("Noted."), user("ok")], session="tea")
+    )
+    answer(await chat(http, [user("hi")], session="fresh"))
+    systems = [m[0]["content"] for m in upstream_messages(simulator)]
+    assert "green tea" not in systems[1]  # the writing session's prompt stays frozen
+    assert "green tea" not in systems[2]
+    assert "Likes green tea." in systems[3]  # a new session starts with it
+
+
+async def test_a_memory_write_over_its_limit_is_refused_and_changes_nothing(
+    simulator: SimulatorServer, http: httpx.AsyncClient, store: Store
+) -> None:
+    huge = call("memory", action="add", target="user", content="x" * 2000)
+    script(simulator, tools(huge), text("Too long."))
+    answer(await chat(http, [user("remember this")]))
+    result = next(m for m in upstream_messages(simulator)[-1] if m["role"] == "tool")
+    assert result["content"].startswith("Error:")
+    assert await store.memory.load("alice", "user") == []
+
+
+async def test_a_memory_scope_header_keeps_memories_apart(
+    simulator: SimulatorServer, http: httpx.AsyncClient, store: Store
+) -> None:
+    note = call("memory", action="add", target="user", content="Prefers tabs.")
+    script(simulator, tools(note), text("Noted."))
+    scoped = {"x-hermes-memory-scope": "end-user-7"}
+    answer(await chat(http, [user("tabs please")], headers=scoped))
+    assert await store.memory.load("alice/end-user-7", "user") == ["Prefers tabs."]
+    assert await store.memory.load("alice", "user") == []
+
+
+async def test_one_key_never_continues_or_reads_another_keys_session(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    script(simulator, tools(call("lookup", word="secret")), text("Alice's answer."), text("Hi."))
+    alice = await chat(http, [user("alice's question")], session="shared")
+    answer(alice)
+    answer(
+        await chat(
+            http,
+            [user("alice's question"), assistant("Alice's answer."), user("more")],
+            session="shared",
+            key=KEY_BOB,
+        )
+    )
+    sent = upstream_messages(simulator)[-1]
+    assert not any(m["role"] == "tool" for m in sent)  # Bob got a session of his own
+    run = alice.headers["x-hermes-run-id"]
+    hidden = await http.get(f"/v1/runs/{run}", headers={"authorization": f"Bearer {KEY_BOB}"})
+    assert hidden.status_code == 404
+
+
+async def test_a_bad_session_name_is_a_400(http: httpx.AsyncClient) -> None:
+    response = await chat(http, [user("hi")], session="x" * 300)
+    assert response.status_code == 400
+    assert response.json()["error"]["param"] == "x-hermes-session-id"
+
+
+async def test_the_transcript_is_saved_with_its_tool_calls_and_the_run_recorded(
+    simulator: SimulatorServer, http: httpx.AsyncClient, store: Store
+) -> None:
+    script(simulator, tools(call("lookup", word="okapi")), text("Okapis are fine."))
+    response = await chat(http, [user("check okapi")], session="saved")
+    answer(response)
+    (session,) = await store.sessions.tips("alice", "saved")
+    saved = await store.sessions.messages(session.id)
+    assert [(m.message["role"], m.source) for m in saved] == [
+        ("user", "client"),
+        ("assistant", "agent"),
+        ("tool", "agent"),
+        ("assistant", "agent"),
+    ]
+    assert saved[1].message["tool_calls"][0]["function"]["name"] == "lookup"
+    assert session.usage.input_tokens > 0
+    record = await store.runs.get("alice", response.headers["x-hermes-run-id"])
+    assert record is not None
+    assert (record.status, record.exit_reason, record.session_id) == (
+        "completed",
+        "completed",
+        session.id,
+    )
