@@ -1,0 +1,1 @@
+"""Alembic migrations of the store (applied by ``Database.upgrade``)."""
