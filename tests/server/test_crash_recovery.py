@@ -1,0 +1,120 @@
+"""A server process killed with SIGKILL in the middle of a run, then started again: the run is
+marked ``interrupted``, the transcript keeps everything saved before the kill and gets a
+result for the tool call that was cut off, and the conversation can go on. On SQLite and on
+PostgreSQL (whose schema the ``db upgrade`` command installs, as in production)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from hermes_core.persistence import Store
+from server.sessions.service import INTERRUPTED_RESULT
+from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from tests.processes import free_port, hermes_command
+
+KEY = "sk-crash-0123456789abcdef"
+MODEL = "crash-upstream"
+
+
+def _config(directory: Path, simulator: SimulatorServer) -> Path:
+    config = directory / "hermes.yaml"
+    config.write_text(
+        f"""
+server:
+  api_keys: [{{principal: alice, key: {KEY}}}]
+providers:
+  - {{name: sim, model: {MODEL}, base_url: "{simulator.base_url}/v1", api_mode: chat_completions}}
+profiles:
+  - {{id: hermes-agent, providers: [sim]}}
+"""
+    )
+    return config
+
+
+async def _wait_for_upstream_calls(simulator: SimulatorServer, count: int) -> None:
+    deadline = time.monotonic() + 20
+    while len(simulator.state.requests(scenario=MODEL)) < count:
+        assert time.monotonic() < deadline, "the run never reached its tool"
+        await asyncio.sleep(0.05)
+
+
+async def _db_upgrade(config: Path, env: dict[str, str]) -> None:
+    upgrade = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "server.cli", "db", "upgrade", "--config", str(config)),
+        env={**os.environ, **env},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert await upgrade.wait() == 0
+
+
+async def test_a_run_killed_mid_tool_is_interrupted_and_its_transcript_closed(
+    simulator: SimulatorServer, database_url: str, tmp_path: Path
+) -> None:
+    delegate = ToolCallSpec(name="delegate_task", arguments={"goal": "dig deeper"})
+    simulator.state.script(
+        MODEL,
+        Scenario(
+            steps=[
+                Step(reply=Reply(tool_calls=[delegate])),
+                # The sub-agent's call hangs: the server is killed while the tool runs.
+                Step(reply=Reply(text="never sent"), fault=Fault(first_byte_delay=60)),
+                Step(reply=Reply(text="Back again.")),
+            ]
+        ),
+    )
+    config = _config(tmp_path, simulator)
+    env = {"DATABASE_URL": database_url, "HERMES_DATA_DIR": str(tmp_path / "data")}
+    await _db_upgrade(config, env)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    auth = {"authorization": f"Bearer {KEY}"}
+    body = {
+        "model": "hermes-agent",
+        "stream": True,
+        "messages": [{"role": "user", "content": "investigate"}],
+    }
+    with hermes_command("serve", "--config", str(config), port=port, env=env) as server:
+        async with (
+            httpx.AsyncClient(base_url=base, timeout=30) as http,
+            http.stream(
+                "POST",
+                "/v1/chat/completions",
+                json=body,
+                headers={**auth, "x-hermes-session-id": "dig"},
+            ) as stream,
+        ):
+            run_id = stream.headers["x-hermes-run-id"]
+            await _wait_for_upstream_calls(simulator, 2)
+            server.send_signal(signal.SIGKILL)
+            server.wait(timeout=10)
+
+    with hermes_command("serve", "--config", str(config), port=port, env=env):
+        async with httpx.AsyncClient(base_url=base, timeout=30, headers=auth) as http:
+            run = (await http.get(f"/v1/runs/{run_id}")).json()
+            assert (run["status"], run["exit_reason"]) == ("interrupted", "interrupted")
+            store = await Store.open(database_url, migrate=False)
+            try:
+                (session,) = await store.sessions.tips("alice", "dig")
+                saved = [m.message for m in await store.sessions.messages(session.id)]
+            finally:
+                await store.close()
+            assert [m["role"] for m in saved] == ["user", "assistant", "tool"]
+            assert saved[1]["tool_calls"][0]["function"]["name"] == "delegate_task"
+            assert saved[2]["tool_call_id"] == saved[1]["tool_calls"][0]["id"]
+            assert saved[2]["content"] == INTERRUPTED_RESULT
+            # The conversation's lock died with the run: the next turn goes through.
+            again = await http.post(
+                "/v1/chat/completions",
+                json={**body, "stream": False},
+                headers={"x-hermes-session-id": "dig"},
+            )
+            assert again.status_code == 200, again.text
+            assert again.json()["choices"][0]["message"]["content"] == "Back again."
