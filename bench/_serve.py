@@ -6,10 +6,13 @@ python -m bench._serve --upstream http://127.0.0.1:9100 --port 8123
 from __future__ import annotations
 
 import argparse
+import tempfile
+from pathlib import Path
 
 import uvicorn
 from pydantic import SecretStr
 
+from hermes_core.persistence import sqlite_url
 from hermes_core.providers import ProviderConfig, create_provider
 from server.app import create_app
 from server.runs.manager import RunManager
@@ -22,7 +25,18 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--upstream", required=True)
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument(
+        "--database-url",
+        default=None,
+        help="where runs and transcripts are saved (default: a SQLite file, as `serve` does)",
+    )
+    parser.add_argument(
+        "--no-database", action="store_true", help="keep nothing (to measure what saving costs)"
+    )
     args = parser.parse_args()
+    database_url = args.database_url or sqlite_url(Path(tempfile.mkdtemp()) / "hermes.db")
+    if args.no_database:
+        database_url = None
     provider = create_provider(
         ProviderConfig(
             name="sim",
@@ -35,6 +49,7 @@ def main() -> None:
     services = Services(
         profiles=[Profile(id="hermes-agent", provider=provider)],
         runs=RunManager(max_runs=4096, max_runs_per_owner=4096),
+        database_url=database_url,
     )
     uvicorn.run(
         create_app(services),

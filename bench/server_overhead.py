@@ -120,12 +120,17 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--ttfb-samples", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5, help="measurements per mode (median)")
+    parser.add_argument(
+        "--no-database", action="store_true", help="serve without saving anything (comparison)"
+    )
     args = parser.parse_args()
     sim_port, server_port = _free_port(), _free_port()
     upstream = f"http://127.0.0.1:{sim_port}"
     server = f"http://127.0.0.1:{server_port}"
     simulate = ["-m", "server.cli", "--log-level", "warning", "simulate", "--port", str(sim_port)]
     serve = ["-m", "bench._serve", "--upstream", upstream, "--port", str(server_port)]
+    if args.no_database:
+        serve.append("--no-database")
     with (
         _process(simulate, upstream + "/health"),
         _process(serve, server + "/health") as hermes,

@@ -31,6 +31,9 @@ class InMemoryMemoryStore:
     async def save(self, owner: str, target: MemoryTarget, entries: list[str]) -> None:
         self._entries[(owner, target)] = list(entries)
 
+    async def snapshot(self, owner: str) -> dict[MemoryTarget, list[str]]:
+        return {target: await self.load(owner, target) for target in ("memory", "user")}
+
 
 class InMemoryTodoStore:
     """The task list of each session. Items are frozen, so copying the list is enough."""

@@ -43,6 +43,11 @@ class MemoryStore(Protocol):
 
     async def save(self, owner: str, target: MemoryTarget, entries: list[str]) -> None: ...
 
+    async def snapshot(self, owner: str) -> dict[MemoryTarget, list[str]]:
+        """Both targets' entries for a new session's prompt. May be slightly stale (a
+        cache): never use it to read-modify-write."""
+        ...
+
 
 class TodoStore(Protocol):
     """The task list of a session."""

@@ -119,7 +119,7 @@ def _db_upgrade(args: argparse.Namespace) -> int:
             await db.upgrade()
             return await db.current_revision()
         finally:
-            await db.engine.dispose()
+            await db.close()
 
     try:
         revision = asyncio.run(upgrade())

@@ -62,7 +62,7 @@ class Store:
         try:
             await db.ensure_schema(upgrade=migrate)
         except BaseException:
-            await db.engine.dispose()
+            await db.close()
             raise
         return cls(db, instance=instance)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 
 from sqlalchemy import select
 
@@ -19,11 +20,39 @@ class SqlMemoryStore:
     """Memory entries per owner (or ``owner/scope``) and target.
 
     Saves are written at once, not queued: the memory tool tells the model a write is kept,
-    and the next session's snapshot must see it.
+    and the next session's snapshot must see it. Snapshots — one per new session, on the
+    path to a request's first byte — come from a cache that this store's own saves update and
+    that expires after ``snapshot_ttl`` seconds (what another replica wrote shows by then).
     """
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, snapshot_ttl: float = 2.0, max_cached: int = 4096) -> None:
         self.db = db
+        self.snapshot_ttl = snapshot_ttl
+        self.max_cached = max_cached
+        self._snapshots: OrderedDict[str, tuple[float, dict[MemoryTarget, list[str]]]] = (
+            OrderedDict()
+        )
+
+    async def snapshot(self, owner: str) -> dict[MemoryTarget, list[str]]:
+        now = time.monotonic()
+        cached = self._snapshots.get(owner)
+        if cached is not None and now - cached[0] < self.snapshot_ttl:
+            return {target: list(entries) for target, entries in cached[1].items()}
+        statement = select(MEMORY.c.target, MEMORY.c.entries).where(MEMORY.c.scope == owner)
+        async with self.db.engine.connect() as conn:
+            rows = (await conn.execute(statement)).all()
+        loaded: dict[MemoryTarget, list[str]] = {"memory": [], "user": []}
+        for row in rows:
+            if row.target in loaded:
+                loaded[row.target] = [str(entry) for entry in row.entries or []]
+        self._remember(owner, now, loaded)
+        return {target: list(entries) for target, entries in loaded.items()}
+
+    def _remember(self, owner: str, now: float, loaded: dict[MemoryTarget, list[str]]) -> None:
+        self._snapshots[owner] = (now, loaded)
+        self._snapshots.move_to_end(owner)
+        while len(self._snapshots) > self.max_cached:
+            self._snapshots.popitem(last=False)
 
     async def load(self, owner: str, target: MemoryTarget) -> list[str]:
         statement = select(MEMORY.c.entries).where(
@@ -42,6 +71,7 @@ class SqlMemoryStore:
         }
         async with self.db.engine.begin() as conn:
             await conn.execute(upsert(self.db.dialect, MEMORY, values, keys=("scope", "target")))
+        self._snapshots.pop(owner, None)  # the next snapshot reads what was just written
 
 
 class SqlTodoStore:
@@ -51,7 +81,8 @@ class SqlTodoStore:
         self.db = db
 
     async def load(self, session_id: str) -> list[TodoItem]:
-        statement = select(TODOS.c.items).where(TODOS.c.session_id == session_id)
+        # ``c["items"]``: ``c.items`` is the column collection's own ``items()`` method.
+        statement = select(TODOS.c["items"]).where(TODOS.c.session_id == session_id)
         async with self.db.engine.connect() as conn:
             items = (await conn.execute(statement)).scalar()
         return [

@@ -15,7 +15,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, event, text
+from sqlalchemy import Connection, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -38,16 +38,26 @@ class Database:
         parsed = make_url(url)
         self.url = url
         self.dialect = parsed.get_backend_name()
-        options: dict[str, Any] = {}
         if self.dialect == "sqlite" and parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        self.engine: AsyncEngine = self._new_engine()
+        if self.dialect == "sqlite":
+            # The writer's thread needs no event loop on SQLite: the plain driver is cheaper.
+            sync = create_engine(parsed.set(drivername="sqlite"))
+            event.listen(sync, "connect", _sqlite_pragmas)
+            self.writer = WriteBehind.threaded(sync)
+        else:
+            self.writer = WriteBehind.threaded(self._new_engine)
+
+    def _new_engine(self) -> AsyncEngine:
+        options: dict[str, Any] = {}
         if self.dialect == "postgresql":
             options["pool_size"] = 10
             options["pool_pre_ping"] = True
-        self.engine: AsyncEngine = create_async_engine(url, **options)
+        engine = create_async_engine(self.url, **options)
         if self.dialect == "sqlite":
-            event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
-        self.writer = WriteBehind(self.engine)
+            event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        return engine
 
     @property
     def safe_url(self) -> str:
@@ -90,7 +100,7 @@ class Database:
         return True
 
     async def close(self) -> None:
-        await self.writer.flush()
+        await self.writer.close()
         await self.engine.dispose()
 
 

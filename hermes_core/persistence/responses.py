@@ -12,6 +12,7 @@ from sqlalchemy import delete, select
 from hermes_core.persistence.database import Database
 from hermes_core.persistence.rows import upsert
 from hermes_core.persistence.tables import ResponseRow
+from hermes_core.persistence.writer import Phase
 
 RESPONSES = ResponseRow.__table__  # type: ignore[attr-defined]
 
@@ -54,7 +55,8 @@ class ResponseStore:
             "created_at": response.created_at,
             "updated_at": response.updated_at,
         }
-        self.db.writer.submit(upsert(self.db.dialect, RESPONSES, values, keys=("id",)), {})
+        statement = upsert(self.db.dialect, RESPONSES, values, keys=("id",))
+        self.db.writer.submit(statement, {}, phase=Phase.UPDATE)
 
     async def get(self, owner: str, response_id: str) -> StoredResponse | None:
         await self.db.writer.flush()

@@ -10,6 +10,7 @@ from sqlalchemy import bindparam, insert, or_, select, update
 
 from hermes_core.persistence.database import Database
 from hermes_core.persistence.tables import RunRow
+from hermes_core.persistence.writer import Phase
 
 RUNS = RunRow.__table__  # type: ignore[attr-defined]
 LIVE_STATUSES = ("queued", "running", "stopping")
@@ -88,14 +89,17 @@ class RunStore:
                 "created_at": created_at,
                 "ended_at": None,
             },
+            phase=Phase.APPEND,
         )
 
     def moved(self, run_id: str, session_id: str) -> None:
         """The run now writes to another session (compression started a child)."""
-        self.db.writer.submit(_SESSION, {"b_id": run_id, "b_session": session_id})
+        self.db.writer.submit(
+            _SESSION, {"b_id": run_id, "b_session": session_id}, phase=Phase.UPDATE
+        )
 
     def status(self, run_id: str, status: str) -> None:
-        self.db.writer.submit(_STATUS, {"b_id": run_id, "b_status": status})
+        self.db.writer.submit(_STATUS, {"b_id": run_id, "b_status": status}, phase=Phase.UPDATE)
 
     def finished(
         self,
@@ -120,6 +124,7 @@ class RunStore:
                 "b_error": error,
                 "b_now": time.time(),
             },
+            phase=Phase.SETTLE,
         )
 
     async def get(self, owner: str, run_id: str) -> RunRecord | None:

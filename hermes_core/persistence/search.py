@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import and_, column, func, literal_column, or_, select, table, true
 from sqlalchemy.sql import Select
+from sqlalchemy.sql.expression import ColumnClause
 
 from hermes_core.persistence.database import Database
 from hermes_core.persistence.rows import stored_message
@@ -25,6 +26,13 @@ CONTEXT_MESSAGES = 2
 """Messages kept on each side of the matching one in a hit."""
 MAX_CANDIDATES = 2000
 """Matching messages considered per search (the newest sessions' first)."""
+PG_VECTOR = "to_tsvector('simple', regexp_replace(messages.search_text, '[[:punct:]]+', ' ', 'g'))"
+"""The words PostgreSQL indexes: exactly the expression of the index ``ix_messages_search``
+(migration 0001), constants inline, so that the planner uses it. Punctuation is blanked
+because PostgreSQL's parser keeps paths, URLs, e-mail addresses and dotted numbers as single
+tokens, where ``\\w+`` (the in-memory index, SQLite's unicode61) sees their words. Outside
+ASCII, punctuation and case follow the database's ``LC_CTYPE``: under the C locale, ``’`` or
+``—`` do not split words and ``É`` does not fold to ``é`` (a UTF-8 locale has neither gap)."""
 
 
 class SqlSessionSearch:
@@ -65,7 +73,7 @@ class SqlSessionSearch:
                 )
             )
         else:
-            vector = func.to_tsvector("simple", MESSAGES.c.search_text)
+            vector: ColumnClause[Any] = literal_column(PG_VECTOR)
             statement = (
                 select(*columns)
                 .select_from(joined)

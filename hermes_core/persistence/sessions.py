@@ -23,6 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from hermes_core.persistence.database import Database
 from hermes_core.persistence.rows import StoredMessage, message_row, stored_message
 from hermes_core.persistence.tables import MessageRow, SessionLockRow, SessionRow
+from hermes_core.persistence.writer import Phase
 from hermes_core.usage import Usage
 
 SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
@@ -150,6 +151,7 @@ class SessionStore:
                 "cache_write_tokens": 0,
                 "reasoning_tokens": 0,
             },
+            phase=Phase.CREATE,
         )
         return session_id
 
@@ -158,14 +160,18 @@ class SessionStore:
         and frozen prompt, copied inside the database (no read on the caller's path)."""
         now = time.time()
         self.db.writer.submit(
-            _INSERT_CHILD, {"b_child": child_id, "b_parent": parent_id, "b_now": now}
+            _INSERT_CHILD,
+            {"b_child": child_id, "b_parent": parent_id, "b_now": now},
+            phase=Phase.DERIVE,
         )
 
     def add_messages(self, session_id: str, start: int, messages: Sequence[StoredMessage]) -> None:
         now = time.time()
         for offset, stored in enumerate(messages):
             self.db.writer.submit(
-                _INSERT_MESSAGE, message_row(session_id, start + offset, stored, now=now)
+                _INSERT_MESSAGE,
+                message_row(session_id, start + offset, stored, now=now),
+                phase=Phase.APPEND,
             )
 
     def add_usage(self, session_id: str, usage: Usage) -> None:
@@ -180,10 +186,13 @@ class SessionStore:
                 "b_write": usage.cache_write_tokens,
                 "b_reasoning": usage.reasoning_tokens,
             },
+            phase=Phase.UPDATE,
         )
 
     def end(self, session_id: str, reason: str) -> None:
-        self.db.writer.submit(_END, {"b_id": session_id, "b_now": time.time(), "b_reason": reason})
+        self.db.writer.submit(
+            _END, {"b_id": session_id, "b_now": time.time(), "b_reason": reason}, phase=Phase.UPDATE
+        )
 
     # --- the turn lock --------------------------------------------------------------------------
 
@@ -213,7 +222,9 @@ class SessionStore:
 
     def unlock(self, owner: str, name: str, run_id: str) -> None:
         """Give the turn back (queued: the next turn's :meth:`lock` flushes first)."""
-        self.db.writer.submit(_UNLOCK, {"b_owner": owner, "b_name": name, "b_run": run_id})
+        self.db.writer.submit(
+            _UNLOCK, {"b_owner": owner, "b_name": name, "b_run": run_id}, phase=Phase.RELEASE
+        )
 
     async def unlock_runs(self, run_ids: Sequence[str]) -> None:
         """Free every lock held by these (dead) runs."""

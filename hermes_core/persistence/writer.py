@@ -1,41 +1,80 @@
 """Group commit: the writes of every run share transactions.
 
 Runs emit many small writes (a message, a run's status, token counters). Committing each on
-its own would cost a transaction, and on SQLite an fsync, per write, on the hot path of every
-request. Instead writes are queued without waiting, and one task commits whatever has queued
-while the previous commit was in flight, as a single transaction with one ``executemany`` per
-run of identical statements. A caller that needs durability — before tools run, before a run
-is reported finished — awaits :meth:`WriteBehind.flush`.
+its own would cost a transaction per write on the hot path of every request. Instead writes
+are queued without waiting, and one task commits whatever has queued while the previous commit
+was in flight, as a single transaction with one ``executemany`` per statement. A caller that
+needs durability — before tools run, before a run is reported finished — awaits
+:meth:`WriteBehind.flush`.
+
+The commits run on a thread of their own. A commit talks to the driver several times, and on
+the server's event loop each of those turns would queue behind every request in progress (a
+commit then takes a hundred times longer under load, and every run waits on it). The loop
+hands a batch over and awaits one future. On SQLite the thread uses the plain synchronous
+driver — nothing is gained by hopping to aiosqlite's own thread per statement; on PostgreSQL
+it runs an asyncpg engine on an event loop of its own.
+
+Grouping a batch by statement reorders it, so each write names its :class:`Phase`: a batch runs
+phase by phase, and within a phase each statement's writes keep their order. Writes of one
+phase must therefore not depend on each other's order.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
-from typing import Any
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from enum import IntEnum
+from typing import Any, Protocol
 
+from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
 log = logging.getLogger(__name__)
 
-Write = tuple[Executable, Mapping[str, Any]]
+
+class Phase(IntEnum):
+    CREATE = 0
+    """Rows others refer to (sessions)."""
+    DERIVE = 1
+    """Rows copied from rows created in this batch (a compression child from its parent)."""
+    APPEND = 2
+    """Rows that refer to those (messages, runs)."""
+    UPDATE = 3
+    """Changes to existing rows that commute (token counters, a session's end, responses)."""
+    SETTLE = 4
+    """A record's final state, after any other update of it (a run's ending)."""
+    RELEASE = 5
+    """Deletions (a conversation's lock, once the turn's writes are in)."""
+
+
+Write = tuple[Executable, Mapping[str, Any], Phase]
+Statements = list[tuple[Executable, list[Mapping[str, Any]]]]
 
 
 class WriteBehind:
-    def __init__(self, engine: AsyncEngine) -> None:
-        self._engine = engine
+    def __init__(self, committer: Committer) -> None:
+        self._committer = committer
         self._queued: list[Write] = []
         self._waiters: list[asyncio.Future[None]] = []
         self._task: asyncio.Task[None] | None = None
         self.failures = 0
         """Writes that could not be committed (logged); a health signal."""
 
-    def submit(self, statement: Executable, params: Mapping[str, Any]) -> None:
-        """Queue a write; it is committed soon, in order with every other queued write."""
-        self._queued.append((statement, params))
+    @classmethod
+    def threaded(cls, engine: Engine | Callable[[], AsyncEngine]) -> WriteBehind:
+        """A writer over a synchronous engine, or over a factory of asynchronous ones."""
+        if isinstance(engine, Engine):
+            return cls(SyncCommitter(engine))
+        return cls(AsyncCommitter(engine))
+
+    def submit(self, statement: Executable, params: Mapping[str, Any], *, phase: Phase) -> None:
+        """Queue a write; it is committed soon (see :class:`Phase` for the order)."""
+        self._queued.append((statement, params, phase))
         self._start()
 
     async def flush(self) -> None:
@@ -46,6 +85,11 @@ class WriteBehind:
         self._waiters.append(waiter)
         self._start()
         await asyncio.shield(waiter)
+
+    async def close(self) -> None:
+        """Commit what is queued, then release the writer's connections and thread."""
+        await self.flush()
+        await self._committer.close()
 
     def _start(self) -> None:
         if self._task is None:
@@ -59,7 +103,7 @@ class WriteBehind:
                 writes, self._queued = self._queued, []
                 waiters, self._waiters = self._waiters, []
                 if writes:
-                    await self._commit(writes)
+                    self.failures += await self._committer.commit(writes)
                 for waiter in waiters:
                     if not waiter.done():
                         waiter.set_result(None)
@@ -68,30 +112,103 @@ class WriteBehind:
             if self._queued or self._waiters:  # cancelled mid-way: do not strand anyone
                 self._start()
 
-    async def _commit(self, writes: list[Write]) -> None:
+
+class Committer(Protocol):
+    async def commit(self, writes: list[Write]) -> int:
+        """Commit ``writes``; returns how many failed (each logged)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class SyncCommitter:
+    """Transactions on a synchronous engine, in one worker thread."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hermes-store-writer")
+
+    async def commit(self, writes: list[Write]) -> int:
+        return await asyncio.wrap_future(self._thread.submit(self._commit, writes))
+
+    def _commit(self, writes: list[Write]) -> int:
+        try:
+            with self._engine.begin() as conn:
+                for statement, params in grouped(writes):
+                    conn.execute(statement, params)
+        except SQLAlchemyError:
+            return self._one_by_one(writes)
+        return 0
+
+    def _one_by_one(self, writes: list[Write]) -> int:
+        # One bad write must not cost the others.
+        failures = 0
+        for statement, params, _phase in sorted(writes, key=lambda w: w[2]):
+            try:
+                with self._engine.begin() as conn:
+                    conn.execute(statement, params)
+            except SQLAlchemyError as exc:
+                failures += 1
+                log.error("a store write failed: %s", type(exc).__name__, exc_info=exc)
+        return failures
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._thread.shutdown)
+        self._engine.dispose()
+
+
+class AsyncCommitter:
+    """Transactions on an asynchronous engine, on an event loop of its own thread."""
+
+    def __init__(self, engine: Callable[[], AsyncEngine]) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="hermes-store-writer", daemon=True
+        )
+        self._thread.start()
+        self._engine = engine()
+
+    async def commit(self, writes: list[Write]) -> int:
+        done: Future[int] = asyncio.run_coroutine_threadsafe(self._commit(writes), self._loop)
+        return await asyncio.wrap_future(done)
+
+    async def _commit(self, writes: list[Write]) -> int:
         try:
             async with self._engine.begin() as conn:
-                await _execute_grouped(conn, writes)
+                for statement, params in grouped(writes):
+                    await conn.execute(statement, params)
         except SQLAlchemyError:
-            # One bad write must not cost the others: retry them one by one.
-            for write in writes:
+            failures = 0
+            for statement, one, _phase in sorted(writes, key=lambda w: w[2]):
                 try:
                     async with self._engine.begin() as conn:
-                        await conn.execute(write[0], write[1])
+                        await conn.execute(statement, one)
                 except SQLAlchemyError as exc:
-                    self.failures += 1
+                    failures += 1
                     log.error("a store write failed: %s", type(exc).__name__, exc_info=exc)
+            return failures
+        return 0
+
+    async def close(self) -> None:
+        if self._thread.is_alive():
+            disposed = asyncio.run_coroutine_threadsafe(self._engine.dispose(), self._loop)
+            await asyncio.wrap_future(disposed)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            await asyncio.to_thread(self._thread.join, 5)
+            self._loop.close()
 
 
-async def _execute_grouped(conn: AsyncConnection, writes: list[Write]) -> None:
-    group: list[Mapping[str, Any]] = []
-    statement: Executable | None = None
-    for stmt, params in writes:
-        if stmt is not statement and group:
-            assert statement is not None
-            await conn.execute(statement, group)
-            group = []
-        statement = stmt
-        group.append(params)
-    if group and statement is not None:
-        await conn.execute(statement, group)
+def grouped(writes: list[Write]) -> Statements:
+    """By phase, then by statement (in order of first use), each statement's writes in order:
+    one ``executemany`` per statement and phase however the runs' writes interleaved."""
+    first_use: dict[int, int] = {}
+    ordered = sorted(
+        writes, key=lambda write: (write[2], first_use.setdefault(id(write[0]), len(first_use)))
+    )
+    statements: Statements = []
+    for statement, params, _phase in ordered:
+        if statements and statements[-1][0] is statement:
+            statements[-1][1].append(params)
+        else:
+            statements.append((statement, [params]))
+    return statements

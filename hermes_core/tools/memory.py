@@ -199,8 +199,9 @@ async def memory_snapshot(
         ("user", "## About the user", user_limit),
     ]
     sections = []
+    loaded = await store.snapshot(owner)
     for target, heading, limit in parts:
-        entries = await store.load(owner, target)
+        entries = loaded.get(target, [])
         if entries:
             body = ENTRY_SEPARATOR.join(entries)
             sections.append(f"{heading} ({_usage(entries)}/{limit} chars)\n{body}")

@@ -1,0 +1,97 @@
+"""The schema: migrations create it, it matches the sqlmodel tables, and a server that may not
+migrate refuses a database that is behind."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, inspect
+from sqlmodel import SQLModel
+
+from hermes_core.persistence import Database, SchemaOutOfDate, Store
+from hermes_core.persistence.database import MIGRATIONS
+from hermes_core.persistence.search import PG_VECTOR
+from tests.hermes_core.persistence.helpers import new_session, user
+
+SEARCH_OBJECTS = ("messages_fts", "ix_messages_search")
+"""Full-text search objects made by raw DDL (FTS5 tables on SQLite, a GIN index on PostgreSQL):
+not in the sqlmodel tables, by design."""
+
+
+def _head() -> str | None:
+    return ScriptDirectory(str(MIGRATIONS)).get_current_head()
+
+
+def _differences(connection: Connection) -> list[Any]:
+    context = MigrationContext.configure(connection)
+    return [
+        diff
+        for diff in compare_metadata(context, SQLModel.metadata)
+        if not (isinstance(diff, tuple) and str(diff[1].name).startswith(SEARCH_OBJECTS))
+    ]
+
+
+async def test_open_creates_every_table_at_the_newest_revision(database_url: str) -> None:
+    store = await Store.open(database_url)
+    try:
+        assert await store.db.current_revision() == _head()
+        async with store.db.engine.connect() as conn:
+            tables = set(await conn.run_sync(lambda sync: inspect(sync).get_table_names()))
+        assert set(SQLModel.metadata.tables) <= tables
+    finally:
+        await store.close()
+
+
+async def test_opening_an_up_to_date_database_again_keeps_its_data(database_url: str) -> None:
+    first = await Store.open(database_url)
+    try:
+        session = await new_session(first, user("hello"))
+    finally:
+        await first.close()
+
+    for migrate in (True, False):
+        again = await Store.open(database_url, migrate=migrate)
+        try:
+            assert await again.sessions.get("alice", session.id) == session
+            assert [m.message for m in await again.sessions.messages(session.id)] == [user("hello")]
+        finally:
+            await again.close()
+
+
+async def test_migrated_schema_matches_the_tables(database_url: str) -> None:
+    store = await Store.open(database_url)
+    try:
+        async with store.db.engine.connect() as conn:
+            assert await conn.run_sync(_differences) == []
+    finally:
+        await store.close()
+
+
+async def test_the_search_expression_is_served_by_the_full_text_index(store: Store) -> None:
+    # compare_metadata cannot see the raw-DDL search index: check that the query's
+    # expression is the indexed one, or PostgreSQL would scan every message.
+    async with store.db.engine.connect() as conn:
+        if store.db.dialect == "postgresql":
+            await conn.exec_driver_sql("SET enable_seqscan = off")
+            query = f"EXPLAIN SELECT id FROM messages WHERE {PG_VECTOR} @@ 'x'::tsquery"
+            index = "ix_messages_search"
+        else:
+            query = "EXPLAIN QUERY PLAN SELECT rowid FROM messages_fts WHERE messages_fts MATCH 'x'"
+            index = "VIRTUAL TABLE INDEX"
+        plan = " ".join(str(row) for row in (await conn.exec_driver_sql(query)).all())
+    assert index in plan
+
+
+async def test_an_empty_database_is_refused_without_migrating(database_url: str) -> None:
+    db = Database(database_url)
+    try:
+        with pytest.raises(SchemaOutOfDate, match="revision none"):
+            await db.ensure_schema(upgrade=False)
+    finally:
+        await db.close()
+    with pytest.raises(SchemaOutOfDate):
+        await Store.open(database_url, migrate=False)

@@ -1,0 +1,67 @@
+"""The write queue: writes from every run share transactions, and one bad write loses nothing
+else."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+from sqlalchemy import func, select
+
+from hermes_core.persistence import Store
+from hermes_core.persistence.sessions import MESSAGES, SESSIONS
+from hermes_core.usage import Usage
+from tests.hermes_core.persistence.helpers import assistant, stored, user
+
+TASKS = 20
+TURNS = 3
+
+
+async def _count(store: Store, table_name: str) -> int:
+    table = {"sessions": SESSIONS, "messages": MESSAGES}[table_name]
+    async with store.db.engine.connect() as conn:
+        return int(await conn.scalar(select(func.count()).select_from(table)) or 0)
+
+
+async def test_writes_queued_by_many_tasks_are_all_committed(store: Store) -> None:
+    async def converse(task: int) -> None:
+        session_id = store.sessions.create(owner=f"owner_{task}", profile="p", system_prompt="s")
+        for turn in range(TURNS):
+            store.sessions.add_messages(
+                session_id, 2 * turn, stored(user(f"q{task}.{turn}"), assistant("a"))
+            )
+            await asyncio.sleep(0)  # let the other tasks (and the commit loop) interleave
+        # What a task has queued is committed once its own flush returns, whatever the
+        # others are doing.
+        await store.db.writer.flush()
+        messages = await store.sessions.messages(session_id)
+        assert [m.message["content"] for m in messages[::2]] == [
+            f"q{task}.{turn}" for turn in range(TURNS)
+        ]
+
+    await asyncio.gather(*(converse(task) for task in range(TASKS)))
+    assert await _count(store, "sessions") == TASKS
+    assert await _count(store, "messages") == TASKS * TURNS * 2
+    assert store.db.writer.failures == 0
+
+
+async def test_a_failing_write_is_counted_and_spares_the_rest_of_its_batch(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    session_id = store.sessions.create(owner="alice", profile="p", system_prompt="s")
+    # Queued together, so committed as one batch: the duplicate position fails it.
+    store.sessions.add_messages(session_id, 0, stored(user("first"), assistant("second")))
+    store.sessions.add_messages(session_id, 1, stored(assistant("duplicate position")))
+    store.sessions.add_messages(session_id, 2, stored(user("third")))
+    store.sessions.add_usage(session_id, Usage(input_tokens=5))
+    with caplog.at_level(logging.ERROR, logger="hermes_core.persistence.writer"):
+        await store.db.writer.flush()
+
+    assert store.db.writer.failures == 1
+    assert [r.getMessage() for r in caplog.records] == ["a store write failed: IntegrityError"]
+    messages = await store.sessions.messages(session_id)
+    assert [m.message["content"] for m in messages] == ["first", "second", "third"]
+    session = await store.sessions.get("alice", session_id)
+    assert session is not None
+    assert session.usage == Usage(input_tokens=5)
