@@ -32,6 +32,20 @@ def server_url_or_skip() -> str:
     return url
 
 
+async def drop_database(url: str) -> None:
+    """Drop a PostgreSQL database made by :func:`fresh_database`, connections and all."""
+    parsed = make_url(url)
+    admin = await asyncpg.connect(
+        parsed.set(drivername="postgresql", database="postgres").render_as_string(
+            hide_password=False
+        )
+    )
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{parsed.database}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
 @asynccontextmanager
 async def fresh_database(engine: str, directory: Path) -> AsyncIterator[str]:
     """The SQLAlchemy URL of a new, empty database on ``engine``."""

@@ -10,7 +10,7 @@ import openai
 import pytest
 from pydantic import SecretStr
 
-from hermes_core.agent import AgentConfig
+from hermes_core.agent import AgentConfig, ContextHooks
 from hermes_core.persistence import sqlite_url
 from hermes_core.providers import ProviderConfig, create_provider
 from hermes_core.providers.fallback import FallbackChain
@@ -52,7 +52,13 @@ def _tools() -> ToolRegistry:
     return registry
 
 
-def make_services(simulator: SimulatorServer, **overrides: Any) -> Services:
+def make_services(
+    simulator: SimulatorServer,
+    *,
+    context: ContextHooks | None = None,
+    context_window: int = 128_000,
+    **overrides: Any,
+) -> Services:
     """The services of a test server: one agent profile on the simulator, three keys."""
     provider = create_provider(
         ProviderConfig(
@@ -62,6 +68,7 @@ def make_services(simulator: SimulatorServer, **overrides: Any) -> Services:
             base_url=simulator.base_url + "/v1",
             api_key=SecretStr("upstream-key"),
             timeout=30,
+            context_window=context_window,
         )
     )
     chain = FallbackChain(
@@ -74,6 +81,7 @@ def make_services(simulator: SimulatorServer, **overrides: Any) -> Services:
                 provider=chain,
                 tools=_tools(),
                 config=AgentConfig(max_iterations=6),
+                context=context or ContextHooks(),
                 description="Hermes test agent",
             )
         ],

@@ -7,16 +7,20 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from hermes_core.context import CompressingContext, Compressor
+from hermes_core.context.compression import CompressionSettings
 from hermes_core.persistence import Store
 from server.app import create_app
 from server.sessions.service import SessionSettings
 from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from server.threaded import ThreadedServer
+from tests.databases import drop_database, fresh_database
 from tests.server.conftest import KEY_ALICE, KEY_BOB, UPSTREAM_MODEL, make_services
 
 Message = dict[str, Any]
@@ -317,3 +321,75 @@ async def test_the_transcript_is_saved_with_its_tool_calls_and_the_run_recorded(
         "completed",
         session.id,
     )
+
+
+@pytest.fixture
+def compressing(simulator: SimulatorServer, database_url: str) -> Iterator[ThreadedServer]:
+    """A server whose agent compresses early: a 600-token window, one message kept at each end."""
+    settings = CompressionSettings(protect_first_n=1, protect_last_n=2, min_tail_messages=2)
+    services = make_services(
+        simulator,
+        database_url=database_url,
+        migrate_on_start=True,
+        context=CompressingContext(Compressor(None, settings)),
+        context_window=600,
+    )
+    with ThreadedServer(create_app(services)) as server:
+        yield server
+
+
+async def test_a_compressed_session_goes_on_in_its_child_and_matches_the_full_history(
+    simulator: SimulatorServer, compressing: ThreadedServer, database_url: str
+) -> None:
+    long_answers = [f"Answer {n}: " + "word " * 240 for n in (1, 2, 3)]
+    script(simulator, *(text(a) for a in long_answers), text("Fourth."))
+    history: list[Message] = []
+    async with httpx.AsyncClient(base_url=compressing.base_url, timeout=30) as http:
+        for n, reply in enumerate([*long_answers, "Fourth."], start=1):
+            history.append(user(f"question {n}"))
+            assert answer(await chat(http, history, session="long")) == reply
+            history.append(assistant(reply))
+    last = upstream_messages(simulator)[-1]
+    # The fourth turn ran on the compressed transcript, not on the whole history ...
+    assert long_answers[1] not in [m.get("content") for m in last]
+    assert any("SUMMARY" in str(m.get("content")) for m in last)
+    assert last[-1]["content"] == "question 4"
+    store = await Store.open(database_url, migrate=False)
+    try:
+        (child,) = await store.sessions.tips("alice", "long")
+        assert child.origin == "compression"
+        parent = await store.sessions.get("alice", child.base_id or "")
+        assert parent is not None
+        assert parent.end_reason == "compression"
+        # ... and the client's full history was recognised as its continuation: no fork.
+        logical = [m.stored.message.get("content") for m in await store.sessions.logical(child)]
+        assert logical == [m["content"] for m in history]
+    finally:
+        await store.close()
+
+
+async def test_open_webui_chat_id_names_the_session(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    script(simulator, tools(call("lookup", word="gnu")), text("Gnus are fine."), text("Sure."))
+    openwebui = {"x-openwebui-chat-id": "0f9d-chat"}
+    first = await chat(http, [user("check gnu")], headers=openwebui)
+    assert first.headers["x-hermes-session-id"] == "0f9d-chat"
+    history = [user("check gnu"), assistant(answer(first)), user("sure?")]
+    answer(await chat(http, history, headers=openwebui))
+    roles = [m["role"] for m in upstream_messages(simulator)[-1] if m["role"] != "system"]
+    assert roles == ["user", "assistant", "tool", "assistant", "user"]
+
+
+async def test_ready_is_503_once_the_database_is_gone(
+    simulator: SimulatorServer, tmp_path: Path
+) -> None:
+    async with fresh_database("postgresql", tmp_path) as url:
+        services = make_services(simulator, database_url=url, migrate_on_start=True)
+        with ThreadedServer(create_app(services)) as server:
+            async with httpx.AsyncClient(base_url=server.base_url) as http:
+                assert (await http.get("/ready")).status_code == 200
+                await drop_database(url)
+                gone = await http.get("/ready")
+        assert gone.status_code == 503
+        assert gone.json()["error"]["message"] == "The database is not reachable."
