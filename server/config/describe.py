@@ -97,6 +97,16 @@ def _server_lines(server: ServerConfig) -> list[str]:
         _row("stop on disconnect", "yes" if server.stop_on_disconnect else "no"),
         _row("data dir", server.data_dir),
         _row("database", mask_url(server.resolved_database_url)),
+        _row(
+            "migrations at start",
+            {None: "on SQLite only", True: "yes", False: "no"}[server.migrate_on_start],
+        ),
+        _row(
+            "busy session",
+            f"wait up to {server.session_wait_seconds:g} s"
+            if server.session_busy == "wait"
+            else "refuse (409)",
+        ),
     ]
 
 

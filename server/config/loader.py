@@ -45,6 +45,9 @@ SERVER_ENV: dict[str, str] = {
     "HERMES_MAX_CONCURRENT_RUNS": "max_concurrent_runs",
     "HERMES_MAX_CONCURRENT_RUNS_PER_KEY": "max_concurrent_runs_per_key",
     "HERMES_STOP_ON_DISCONNECT": "stop_on_disconnect",
+    "HERMES_MIGRATE_ON_START": "migrate_on_start",
+    "HERMES_SESSION_BUSY": "session_busy",
+    "HERMES_SESSION_WAIT_SECONDS": "session_wait_seconds",
 }
 API_KEYS_ENV = "HERMES_API_KEYS"
 _SHORTCUT_PREFIXES = ("HERMES_UPSTREAM_", "HERMES_ANTHROPIC_", "HERMES_OPENAI_")

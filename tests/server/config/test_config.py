@@ -243,9 +243,17 @@ def test_environment_overrides_win_over_the_file(tmp_path: Path) -> None:
             "HERMES_MAX_CONCURRENT_RUNS_PER_KEY": "2",
             "HERMES_API_KEYS": f"alice:{CLIENT_KEY}, bare-key-0123456789",
             "DATABASE_URL": "postgresql+asyncpg://hermes:pw@db/hermes",
+            "HERMES_MIGRATE_ON_START": "yes",
+            "HERMES_SESSION_BUSY": "refuse",
+            "HERMES_SESSION_WAIT_SECONDS": "2.5",
         },
     )
     server = config.server
+    assert (server.migrate_on_start, server.session_busy, server.session_wait_seconds) == (
+        True,
+        "refuse",
+        2.5,
+    )
     assert (server.host, server.port, server.data_dir) == ("127.0.0.2", 9001, Path("/srv/from-env"))
     assert server.stop_on_disconnect is False
     assert (server.max_concurrent_runs, server.max_concurrent_runs_per_key) == (10, 2)
