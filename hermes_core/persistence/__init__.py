@@ -56,7 +56,15 @@ class Store:
         self.search = SqlSessionSearch(db)
 
     @classmethod
-    async def open(cls, url: str, *, migrate: bool = True, instance: str | None = None) -> Store:
+    async def open(
+        cls,
+        url: str,
+        *,
+        migrate: bool = True,
+        instance: str | None = None,
+        responses_max_count: int | None = None,
+        responses_max_age_seconds: float | None = None,
+    ) -> Store:
         """Connect and bring the schema up to date (or check it is, when ``migrate`` is off)."""
         db = Database(url)
         try:
@@ -64,7 +72,12 @@ class Store:
         except BaseException:
             await db.close()
             raise
-        return cls(db, instance=instance)
+        return cls(
+            db,
+            instance=instance,
+            responses_max_count=responses_max_count,
+            responses_max_age_seconds=responses_max_age_seconds,
+        )
 
     async def close(self) -> None:
         await self.db.close()

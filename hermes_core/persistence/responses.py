@@ -87,8 +87,11 @@ class ResponseStore:
                     delete(RESPONSES).where(RESPONSES.c.created_at < cutoff)
                 )
                 removed += result.rowcount
-            if self.max_count is not None:
-                # The created_at of the newest response beyond the limit: it and older go.
+            if self.max_count is not None and self.max_count <= 0:
+                removed += (await conn.execute(delete(RESPONSES))).rowcount
+            elif self.max_count is not None:
+                # The created_at of the oldest response within the limit: older ones go (a tie
+                # on that instant keeps a few more than the limit, never fewer).
                 oldest_kept = await conn.scalar(
                     select(RESPONSES.c.created_at)
                     .order_by(RESPONSES.c.created_at.desc())

@@ -173,3 +173,10 @@ async def test_prune_forgets_responses_older_than_max_age(store: Store) -> None:
     assert await responses.prune() == 1
     assert await responses.get("alice", "old") is None
     assert await responses.get("alice", "recent") is not None
+
+
+async def test_prune_with_a_max_count_of_zero_keeps_nothing(store: Store) -> None:
+    responses = ResponseStore(store.db, max_count=0)
+    responses.save(_response("resp_0", created_at=1000.0))
+    assert await responses.prune() == 1
+    assert await responses.get("alice", "resp_0") is None

@@ -111,6 +111,12 @@ async def test_words_inside_paths_addresses_and_numbers_are_found(store: Store) 
         assert await _ids(store, word) == ["traceback"], word
 
 
+async def test_accented_words_and_unicode_punctuation_are_handled(store: Store) -> None:
+    await _add(store, "unicode", [user("L'ÉCOLE ferme — voilà l’essentiel")])
+    for word in ("école", "ferme", "voilà", "essentiel"):
+        assert await _ids(store, word) == ["unicode"], word
+
+
 QUERIES = [
     "quokka",
     "release",
