@@ -10,10 +10,11 @@ from fastapi import FastAPI
 from server.errors import install_error_handlers
 from server.limits import BodySizeLimit
 from server.metrics import RequestMetrics
-from server.routes import chat, health, models, runs
+from server.routes import chat, health, models, responses, runs
 from server.routes import metrics as metrics_routes
 from server.services import Services
 from server.serving.chat import ChatServing
+from server.serving.responses import ResponsesServing
 
 VERSION = "0.1.0"
 
@@ -37,6 +38,7 @@ def create_app(services: Services) -> FastAPI:
     if services.metrics.observe not in services.runs.observers:
         services.runs.observers.append(services.metrics.observe)
     app.state.chat = ChatServing(services)
+    app.state.responses = ResponsesServing(services)
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=services.max_body_bytes)
     # Added last, so outermost: it also counts 413s and requests that crash.
@@ -45,5 +47,6 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(metrics_routes.router)
     app.include_router(models.router)
     app.include_router(chat.router)
+    app.include_router(responses.router)
     app.include_router(runs.router)
     return app

@@ -309,6 +309,17 @@ class SessionStore:
         self.add_messages(child, 0, messages)
         return child, messages
 
+    async def logical_position(self, session: SessionInfo, position: int) -> int:
+        """Where the actual transcript's ``position`` falls in the logical one."""
+        base_length = 0
+        if session.base_id is not None:
+            base = await self.get(session.owner, session.base_id)
+            if base is not None:
+                base_length = len(await self.logical(base))
+        own = await self.messages(session.id)
+        compacted = sum(1 for stored in own if stored.compacted)
+        return base_length + max(position - compacted, 0)
+
     async def _fork_point(
         self, session: SessionInfo, at: int
     ) -> tuple[SessionInfo, int, str | None]:

@@ -70,6 +70,8 @@ class Run:
     completion_id: str = ""
     """The ``chatcmpl-`` / ``resp_`` id the client knows the run by."""
     session_id: str | None = None
+    transcript_length: int | None = None
+    """Messages in the session when the run ended (set by the session journal)."""
     status: RunStatus = RunStatus.QUEUED
     exit_reason: ExitReason | None = None
     error: str | None = None

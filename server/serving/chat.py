@@ -19,44 +19,15 @@ from server.errors import APIError, error_response
 from server.protocol.chat import ChatCompletionRequest
 from server.runs.manager import Run, RunLimitExceeded, new_id
 from server.services import Profile, Services
-from server.sessions.service import MAX_NAME_LENGTH, SessionBusy, valid_name
+from server.serving.common import (
+    is_openwebui,
+    memory_owner,
+    resolve_profile,
+    session_name_of,
+)
+from server.sessions.service import SessionBusy
 from server.sse import DONE, data_frame, sse_response
 from server.views.chat import ChatCompletionBuilder, ChatStreamView, chat_usage
-
-
-def is_openwebui(request: Request) -> bool:
-    return any(name.startswith("x-openwebui-") for name in request.headers)
-
-
-def _session_name(request: Request) -> str | None:
-    """The conversation the client names: ours, else Open WebUI's chat id."""
-    for header in ("x-hermes-session-id", "x-openwebui-chat-id"):
-        value = request.headers.get(header, "").strip()
-        if value:
-            if not valid_name(value):
-                raise APIError(
-                    400,
-                    f"The {header} header must be 1 to {MAX_NAME_LENGTH} printable characters.",
-                    param=header,
-                )
-            return value
-    return None
-
-
-def _memory_owner(request: Request, principal: Principal) -> str:
-    """Memory belongs to the key's principal, or to a named scope inside it (one key serving
-    several end users keeps their memories apart)."""
-    scope = request.headers.get("x-hermes-memory-scope", "").strip()
-    if not scope:
-        return principal.name
-    if not valid_name(scope):
-        raise APIError(
-            400,
-            f"The x-hermes-memory-scope header must be 1 to {MAX_NAME_LENGTH} printable "
-            "characters.",
-            param="x-hermes-memory-scope",
-        )
-    return f"{principal.name}/{scope}"
 
 
 class ChatServing:
@@ -66,32 +37,18 @@ class ChatServing:
     async def create(
         self, body: ChatCompletionRequest, request: Request, principal: Principal
     ) -> Response:
-        profile = self.services.profile(body.model)
-        if profile is None:
-            raise APIError(
-                404,
-                f"The model '{body.model}' does not exist.",
-                param="model",
-                code="model_not_found",
-            )
-        if not principal.may_use(profile.id):
-            raise APIError(
-                403,
-                f"This API key may not use the model '{profile.id}'.",
-                param="model",
-                code="model_not_allowed",
-            )
+        profile = resolve_profile(self.services, body.model, principal)
         if body.is_openwebui_task:
             return await self._side_task(body, profile)
         openwebui = profile.openwebui or is_openwebui(request)
         # Open WebUI sends its own 36 built-in tools with every request; they are not ours to run.
         agent_request = body.to_agent_request(with_client_tools=not openwebui)
         services = self.services
-        session_name = _session_name(request)
+        session_name = session_name_of(request)
         agent = profile.new_agent(
             owner=principal.name,
             stores=services.stores,
-            memory_owner=_memory_owner(request, principal),
+            memory_owner=memory_owner(request, principal),
             checkpoint=services.store.db.writer.flush if services.store is not None else None,
         )
         try:

@@ -31,6 +31,8 @@ class _Tracked:
     session_id: str
     lock: tuple[str, str] | None
     """(owner, name) of the conversation lock the run holds."""
+    length: int
+    """Messages in the session's transcript so far."""
 
 
 class SessionJournal:
@@ -38,8 +40,10 @@ class SessionJournal:
         self.store = store
         self._runs: dict[str, _Tracked] = {}
 
-    def track(self, run_id: str, session_id: str, *, lock: tuple[str, str] | None) -> None:
-        self._runs[run_id] = _Tracked(session_id, lock)
+    def track(
+        self, run_id: str, session_id: str, *, lock: tuple[str, str] | None, length: int
+    ) -> None:
+        self._runs[run_id] = _Tracked(session_id, lock, length)
 
     def untrack(self, run_id: str) -> None:
         tracked = self._runs.pop(run_id, None)
@@ -57,6 +61,7 @@ class SessionJournal:
                 self.store.sessions.add_messages(
                     tracked.session_id, event.index, [StoredMessage(event.message, "agent")]
                 )
+                tracked.length = max(tracked.length, event.index + 1)
         elif isinstance(event, RunStarted):
             self.store.runs.started(
                 run_id=run.id,
@@ -85,11 +90,14 @@ class SessionJournal:
         sessions.end(parent, "compression")
         self.store.runs.moved(run.id, event.session_id)
         tracked.session_id = event.session_id
+        tracked.length = len(event.messages)
         run.session_id = event.session_id
 
     def _finished(self, run: Run, tracked: _Tracked | None, event: RunFinished) -> None:
         if tracked is not None:
             self.store.sessions.add_usage(tracked.session_id, event.usage)
+            run.session_id = tracked.session_id
+            run.transcript_length = tracked.length
         self.store.runs.finished(
             run.id,
             status=STATUS_OF_EXIT[event.exit_reason].value,

@@ -42,6 +42,14 @@ class Turn:
     forked_from: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class SessionPoint:
+    """A session as it stood when a turn ended: its id and how many messages it held."""
+
+    session_id: str
+    position: int
+
+
 @dataclass(slots=True, kw_only=True)
 class SessionSettings:
     busy: Literal["wait", "refuse"] = "wait"
@@ -74,12 +82,10 @@ class SessionService:
         """Resolve the turn's session, save the client's new messages, and point ``agent`` at
         the session's frozen system prompt. The caller must start the run with ``run_id``, or
         call :meth:`abandon`."""
-        client = list(request.history)
-        if request.user_message is not None:
-            client.append({"role": "user", "content": request.user_message})
+        client = _client_messages(request)
         if name is None:
             turn = await self._new_session(agent, request, owner, profile, client, name=None)
-            self.journal.track(run_id, turn.session_id, lock=None)
+            self._track(run_id, turn, lock=None)
             return turn
         await self._lock(owner, name, run_id)
         try:
@@ -87,8 +93,83 @@ class SessionService:
         except BaseException:
             self.store.sessions.unlock(owner, name, run_id)
             raise
-        self.journal.track(run_id, turn.session_id, lock=(owner, name))
+        self._track(run_id, turn, lock=(owner, name))
         return turn
+
+    async def begin_after(
+        self,
+        agent: Agent,
+        request: AgentRequest,
+        *,
+        owner: str,
+        profile: str,
+        run_id: str,
+        after: SessionPoint | None,
+    ) -> Turn:
+        """A turn that continues a stored session as it stood at ``after`` (where a response
+        of a ``previous_response_id`` chain ended): the session itself when nothing was added
+        since, else a child forked at that point (a client going back to an earlier response).
+        Raises :class:`LookupError` when the session is not the owner's."""
+        client = _client_messages(request)
+        if after is None:
+            turn = await self._new_session(agent, request, owner, profile, client, name=None)
+            self._track(run_id, turn, lock=None)
+            return turn
+        session = await self.store.sessions.get(owner, after.session_id)
+        if session is None:
+            raise LookupError(after.session_id)
+        name = session.name or session.id
+        await self._lock(owner, name, run_id)
+        try:
+            turn = await self._resume(agent, request, session, after.position, client)
+        except BaseException:
+            self.store.sessions.unlock(owner, name, run_id)
+            raise
+        self._track(run_id, turn, lock=(owner, name))
+        return turn
+
+    async def peek_after(
+        self, agent: Agent, request: AgentRequest, *, owner: str, after: SessionPoint
+    ) -> AgentRequest:
+        """``request`` on the transcript of a stored session as it stood at ``after``, saving
+        nothing (a turn with ``store: false``). Raises :class:`LookupError` like
+        :meth:`begin_after`."""
+        session = await self.store.sessions.get(owner, after.session_id)
+        if session is None:
+            raise LookupError(after.session_id)
+        agent.freeze_prompt(session.system_prompt)
+        stored = await self.store.sessions.messages(session.id)
+        transcript = [m.message for m in stored[: after.position]] + _client_messages(request)
+        return dataclasses.replace(request, history=transcript, user_message=None)
+
+    async def _resume(
+        self,
+        agent: Agent,
+        request: AgentRequest,
+        session: SessionInfo,
+        position: int,
+        client: list[Message],
+    ) -> Turn:
+        sessions = self.store.sessions
+        agent.freeze_prompt(session.system_prompt)
+        actual = await sessions.messages(session.id)
+        if len(actual) == position:
+            session_id, forked_from, base = session.id, None, actual
+        else:
+            at = await sessions.logical_position(session, position)
+            session_id, base = await sessions.fork(session, at)
+            forked_from = session.id
+        sessions.add_messages(session_id, len(base), [StoredMessage(m, "client") for m in client])
+        transcript = [stored.message for stored in base] + client
+        return Turn(
+            session_id=session_id,
+            request=_on_transcript(request, session_id, transcript),
+            forked_from=forked_from,
+        )
+
+    def _track(self, run_id: str, turn: Turn, *, lock: tuple[str, str] | None) -> None:
+        length = len(turn.request.history)
+        self.journal.track(run_id, turn.session_id, lock=lock, length=length)
 
     def abandon(self, run_id: str) -> None:
         """The run was not started after all: give its lock back."""
@@ -215,6 +296,13 @@ def _unanswered_calls(messages: list[StoredMessage]) -> list[str]:
             answered = {m.message.get("tool_call_id") for m in messages[index + 1 :]}
             return [call["id"] for call in calls if call["id"] not in answered]
     return []
+
+
+def _client_messages(request: AgentRequest) -> list[Message]:
+    client = list(request.history)
+    if request.user_message is not None:
+        client.append({"role": "user", "content": request.user_message})
+    return client
 
 
 def _title(messages: list[Message]) -> str:

@@ -37,6 +37,17 @@ from hermes_core.events import (
 )
 from hermes_core.messages import ToolCall
 from hermes_core.usage import Usage
+from server.views.progress import (
+    UNFINISHED_TOOL_OUTPUT,
+    fallback_line,
+    status_line,
+    status_text,
+    subagent_prefix,
+    tool_finished_line,
+    tool_output_text,
+    tool_progress,
+    tool_started_line,
+)
 
 # Open WebUI appends items with a huge output_index instead of inserting them before the last.
 OPENWEBUI_OUTPUT_INDEX = 1_000_000
@@ -137,11 +148,7 @@ class ChatStreamView:
             case RunFinished():
                 return self._finished(event)
             case FallbackActivated():
-                line = (
-                    f"↪ {event.from_provider} failed ({event.reason}); "
-                    f"continuing on {event.to_provider}\n"
-                )
-                return [self.chunk({"reasoning_content": line})]
+                return [self.chunk({"reasoning_content": fallback_line(event)})]
             case RetryScheduled() | BudgetWarning() | CompressionPerformed():
                 return self._status(event)
             case (
@@ -160,14 +167,8 @@ class ChatStreamView:
         frames = [
             self.chunk(
                 {
-                    "reasoning_content": f"{prefix}→ {event.summary}\n",
-                    "hermes": {
-                        "type": "tool",
-                        "phase": "started",
-                        "call_id": event.call_id,
-                        "name": event.name,
-                        "arguments": event.arguments,
-                    },
+                    "reasoning_content": tool_started_line(event, prefix=prefix),
+                    "hermes": {"type": "tool", **tool_progress(event)},
                 }
             )
         ]
@@ -178,39 +179,23 @@ class ChatStreamView:
         return frames
 
     def _tool_finished(self, event: ToolFinished, *, prefix: str) -> list[dict[str, Any]]:
-        millis = round(event.duration_s * 1000)
-        line = (
-            f"{prefix}✓ {event.name} ({millis} ms)\n"
-            if event.ok
-            else f"{prefix}✗ {event.name} ({millis} ms): {event.error or 'failed'}\n"
-        )
         frames = [
             self.chunk(
                 {
-                    "reasoning_content": line,
-                    "hermes": {
-                        "type": "tool",
-                        "phase": "finished",
-                        "call_id": event.call_id,
-                        "name": event.name,
-                        "ok": event.ok,
-                        "duration_ms": millis,
-                        "preview": event.result_preview,
-                        "error": event.error,
-                    },
+                    "reasoning_content": tool_finished_line(event, prefix=prefix),
+                    "hermes": {"type": "tool", **tool_progress(event)},
                 }
             )
         ]
         if self.openwebui and not prefix and event.call_id in self._open_cards:
             del self._open_cards[event.call_id]
-            output = event.result_preview if event.ok else f"Error: {event.error or 'failed'}"
-            frames.append(self._card_output(event.call_id, output))
+            frames.append(self._card_output(event.call_id, tool_output_text(event)))
             frames.append(_status_frame(f"{event.name} done", done=True))
         return frames
 
     def _subagent(self, event: SubagentEvent) -> list[dict[str, Any]]:
         inner = event.event
-        prefix = f"  ↳ [{event.child_index + 1}] "
+        prefix = subagent_prefix(event.child_index)
         if isinstance(inner, ToolStarted):
             return self._tool_started(inner, prefix=prefix)
         if isinstance(inner, ToolFinished):
@@ -220,24 +205,16 @@ class ChatStreamView:
     def _status(
         self, event: RetryScheduled | BudgetWarning | CompressionPerformed
     ) -> list[dict[str, Any]]:
-        if isinstance(event, RetryScheduled):
-            text = f"{event.provider} failed ({event.reason}); retrying in {event.delay_s:.1f} s"
-        elif isinstance(event, BudgetWarning):
-            text = f"Iteration budget: {event.used}/{event.total} used"
-        else:
-            text = f"Context compressed: {event.tokens_before} → {event.tokens_after} tokens"
-        frames = [self.chunk({"reasoning_content": f"· {text}\n"})]
+        frames = [self.chunk({"reasoning_content": status_line(event)})]
         if self.openwebui:
-            frames.append(_status_frame(text, done=True))
+            frames.append(_status_frame(status_text(event), done=True))
         return frames
 
     def _finished(self, event: RunFinished) -> list[dict[str, Any]]:
         frames: list[dict[str, Any]] = []
         # Every tool card must get its output, or Open WebUI runs the tool itself.
         for call_id in list(self._open_cards):
-            frames.append(
-                self._card_output(call_id, "Error: the run ended before this tool finished.")
-            )
+            frames.append(self._card_output(call_id, UNFINISHED_TOOL_OUTPUT))
         self._open_cards.clear()
         if event.exit_reason is ExitReason.FAILED:
             frames.append({"error": _error_body(event)})

@@ -67,3 +67,21 @@ def test_llm_comply_openai_chat_suite_passes(served: str) -> None:
     assert report["summary"]["failed"] == 0, failures
     assert report["summary"]["skipped"] == 0  # the reasoning test ran too
     assert report["summary"]["passed"] == report["summary"]["total"]
+
+
+def test_llm_comply_open_responses_suite_passes(served: str) -> None:
+    completed = subprocess.run(
+        [_llm_comply(), "-u", served, "-k", KEY, "-m", "hermes-gpt-5", "--json",
+         # llm-comply 0.5.0 misnames the standard reasoning-summary events (it expects
+         # response.reasoning_summary.delta); the official Open Responses CLI accepts ours.
+         "-i", "unknown SSE event type: response.reasoning_summary_text"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )  # fmt: skip
+    report = json.loads(completed.stdout)
+    failures = [r for r in report["results"] if r.get("status") not in ("passed", "skipped")]
+    assert report["summary"]["failed"] == 0, failures
+    assert report["summary"]["skipped"] == 0  # the reasoning-summary tests ran too
+    assert report["summary"]["passed"] == report["summary"]["total"]

@@ -1,0 +1,484 @@
+"""The Responses wire format we serve, request side: what clients send to ``POST /v1/responses``,
+how its input items become a run, and the Response object every answer starts from.
+
+Unknown request fields are accepted and ignored, as for Chat Completions. Checks of the request
+as a whole (tools, tool_choice, conversation, background, text.format) run when the body is
+parsed; checks of the input items run in :meth:`ResponseCreateRequest.to_agent_request`. Both
+raise :class:`APIError` with the offending ``param``, never a 500.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import secrets
+import zlib
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+from hermes_core.agent import AgentRequest
+from hermes_core.messages import Message, ToolCall
+from hermes_core.providers.base import ForcedTool, ToolChoice, ToolSchema
+from server.errors import APIError
+
+COMPACTION_PREFIX = "hermes.v1."
+"""Marks the ``encrypted_content`` of compaction items made by this server."""
+_MAX_COMPACTION_BYTES = 64 * 1024 * 1024
+"""A compaction item never inflates past this (a zip bomb is a 400, not an out-of-memory)."""
+_ID_PREFIXES = {
+    "message": "msg",
+    "function_call": "fc",
+    "function_call_output": "fco",
+    "reasoning": "rs",
+    "compaction": "cmp",
+    "item_reference": "ref",
+}
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_TEXT_KEYS = {"input_text": "text", "output_text": "text", "refusal": "refusal"}
+"""Content parts that carry text, and the key that holds it."""
+_ROLES = ("system", "user", "assistant", "tool")
+_METADATA_PAIRS, _METADATA_KEY_CHARS, _METADATA_VALUE_CHARS = 16, 64, 512
+_T = TypeVar("_T")
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ReasoningParams(_Open):
+    effort: str | None = None
+    """``none`` … ``max``; passed to the agent as its reasoning effort."""
+    summary: str | None = None
+    """``auto`` / ``concise`` / ``detailed``: echoed; summaries stream whenever there are some."""
+
+
+class ResponseCreateRequest(_Open):
+    """``POST /v1/responses`` (also the body of ``POST /v1/responses/compact``)."""
+
+    model: str = Field(min_length=1)
+    input: str | list[dict[str, Any]] = ""
+    instructions: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    previous_response_id: str | None = None
+    store: bool = True
+    background: bool = False
+    stream: bool = False
+    metadata: dict[str, str] | None = None
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    max_tool_calls: int | None = Field(default=None, ge=0)
+    reasoning: ReasoningParams | None = None
+    text: dict[str, Any] | None = None
+    truncation: Literal["auto", "disabled"] | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    user: str | None = None
+    prompt_cache_key: str | None = None
+    safety_identifier: str | None = None
+    service_tier: str | None = None
+    include: list[str] | None = None
+    stream_options: dict[str, Any] | None = None
+    conversation: Any = None
+    """Refused: server-side conversations are not kept; ``previous_response_id`` chains instead."""
+
+    _items: list[dict[str, Any]] | None = PrivateAttr(default=None)
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_limits(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value is None:
+            return None
+        if len(value) > _METADATA_PAIRS:
+            raise ValueError(f"metadata holds at most {_METADATA_PAIRS} key-value pairs")
+        for key, item in value.items():
+            if len(key) > _METADATA_KEY_CHARS:
+                raise ValueError(f"metadata keys are at most {_METADATA_KEY_CHARS} characters")
+            if len(item) > _METADATA_VALUE_CHARS:
+                raise ValueError(f"metadata values are at most {_METADATA_VALUE_CHARS} characters")
+        return value
+
+    @model_validator(mode="after")
+    def _supported(self) -> ResponseCreateRequest:
+        # APIError (not ValueError) passes through pydantic untouched, so the 400 names the
+        # exact param; the server's error handler renders it like any other.
+        if self.conversation is not None:
+            raise APIError(
+                400,
+                "Conversations are not supported: continue a conversation with "
+                "previous_response_id.",
+                param="conversation",
+            )
+        if self.background and not self.store:
+            raise APIError(
+                400, "A background response must be stored: set store=true.", param="background"
+            )
+        text_format = (self.text or {}).get("format")
+        if text_format is not None and (
+            not isinstance(text_format, dict) or text_format.get("type") != "text"
+        ):
+            raise APIError(
+                400, "Only text.format {'type': 'text'} is supported.", param="text.format"
+            )
+        self.client_tools()
+        _tool_choice(self.tool_choice)
+        return self
+
+    def input_items(self) -> list[dict[str, Any]]:
+        """The input as normalised items, each with an ``id`` (assigned once, then stable).
+
+        This is what ``GET /v1/responses/{id}/input_items`` lists; treat it as read-only.
+        """
+        if self._items is None:
+            raw = self.input
+            if isinstance(raw, str):
+                raw = [{"type": "message", "role": "user", "content": raw}] if raw else []
+            self._items = [_normalised(item) for item in raw]
+        return self._items
+
+    def client_tools(self) -> list[ToolSchema]:
+        """The client's function tools, restricted by an ``allowed_tools`` tool_choice."""
+        tools = [_tool_schema(tool) for tool in self.tools or ()]
+        allowed = _allowed_names(self.tool_choice)
+        return tools if allowed is None else [tool for tool in tools if tool.name in allowed]
+
+    def to_agent_request(self, *, with_client_tools: bool = True) -> AgentRequest:
+        """Fold the instructions and input items into the system layer, history and new turn."""
+        transcript = _Transcript()
+        if self.instructions:
+            transcript.system.append(self.instructions)
+        for item in self.input_items():
+            transcript.add(item)
+        history = transcript.messages
+        user_message: str | list[dict[str, Any]] | None = None
+        if history and history[-1]["role"] == "user":
+            user_message = history.pop().get("content") or ""
+        return AgentRequest(
+            user_message=user_message,
+            history=history,
+            system_message="\n\n".join(transcript.system) or None,
+            client_tools=self.client_tools() if with_client_tools else (),
+            tool_choice=_tool_choice(self.tool_choice),
+            max_tokens=self.max_output_tokens,
+            temperature=self.temperature,
+            reasoning_effort=self.reasoning.effort if self.reasoning else None,
+        )
+
+    def shell(
+        self, *, response_id: str, created_at: int, model: str, status: str = "in_progress"
+    ) -> dict[str, Any]:
+        """A Response object with no output yet: all 31 keys of Open Responses'
+        ``ResponseResource``, echoing what the client asked for."""
+        reasoning = self.reasoning
+        shell: dict[str, Any] = {
+            "id": response_id,
+            "object": "response",
+            "created_at": created_at,
+            "completed_at": None,
+            "status": status,
+            "incomplete_details": None,
+            "model": model,
+            "previous_response_id": self.previous_response_id,
+            "instructions": self.instructions,
+            "output": [],
+            "error": None,
+            "tools": [_echo_tool(tool) for tool in self.tools or ()],
+            "tool_choice": self.tool_choice if self.tool_choice is not None else "auto",
+            "truncation": self.truncation or "disabled",
+            "parallel_tool_calls": _or(self.parallel_tool_calls, True),
+            "text": {**_present(self.text or {}), "format": {"type": "text"}},
+            "top_p": _or(self.top_p, 1.0),
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "temperature": _or(self.temperature, 1.0),
+            "top_logprobs": 0,
+            "reasoning": (
+                {"effort": reasoning.effort, "summary": reasoning.summary} if reasoning else None
+            ),
+            "usage": None,
+            "max_output_tokens": self.max_output_tokens,
+            "max_tool_calls": self.max_tool_calls,
+            "store": self.store,
+            "background": self.background,
+            "service_tier": self.service_tier or "default",
+            "metadata": dict(self.metadata or {}),
+            "safety_identifier": self.safety_identifier,
+            "prompt_cache_key": self.prompt_cache_key,
+        }
+        if self.user is not None:
+            shell["user"] = self.user
+        return shell
+
+
+# --- compaction items ---------------------------------------------------------------------------
+
+
+def encode_compaction(messages: list[Message]) -> str:
+    """The ``encrypted_content`` of a compaction item: the messages, compressed.
+
+    Not encrypted: the client holds its own conversation and may read it back.
+    """
+    data = json.dumps(messages, ensure_ascii=False, separators=(",", ":")).encode()
+    return COMPACTION_PREFIX + base64.urlsafe_b64encode(zlib.compress(data)).decode("ascii")
+
+
+def decode_compaction(text: str) -> list[Message]:
+    """The messages of a compaction item; a 400 (param ``input``) if it is not ours or damaged."""
+    if not text.startswith(COMPACTION_PREFIX):
+        raise _input_error("Invalid compaction item: it was not made by this server.")
+    try:
+        packed = base64.urlsafe_b64decode(text.removeprefix(COMPACTION_PREFIX).encode("ascii"))
+        inflater = zlib.decompressobj()
+        data = inflater.decompress(packed, _MAX_COMPACTION_BYTES)
+        if inflater.unconsumed_tail or not inflater.eof:
+            raise ValueError("truncated or too large")
+        messages = json.loads(data)
+    except (ValueError, zlib.error, RecursionError) as exc:
+        raise _input_error("Invalid compaction item: its encrypted_content is damaged.") from exc
+    if not isinstance(messages, list) or not all(_is_message(m) for m in messages):
+        raise _input_error("Invalid compaction item: it holds no valid messages.")
+    return messages
+
+
+def _is_message(value: object) -> bool:
+    return (
+        isinstance(value, dict)
+        and value.get("role") in _ROLES
+        and isinstance(value.get("content", ""), str | list | None)
+    )
+
+
+# --- input items → internal messages -------------------------------------------------------------
+
+
+def _normalised(raw: dict[str, Any]) -> dict[str, Any]:
+    """A copy of an input item with its ``type`` and ``id`` filled in, string content as parts."""
+    kind = raw.get("type") or ("message" if "role" in raw else "item_reference")
+    prefix = _ID_PREFIXES.get(kind, "item") if isinstance(kind, str) else "item"
+    rest = {key: value for key, value in raw.items() if key not in ("type", "id")}
+    item = {"type": kind, "id": raw.get("id") or f"{prefix}_{secrets.token_hex(12)}", **rest}
+    if kind == "message" and isinstance(item.get("content"), str):
+        text = item["content"]
+        item["content"] = (
+            [{"type": "output_text", "text": text, "annotations": []}]
+            if item.get("role") == "assistant"
+            else [{"type": "input_text", "text": text}]
+        )
+    return item
+
+
+class _Transcript:
+    """Input items folded, in order, into the client's system layer and internal messages."""
+
+    def __init__(self) -> None:
+        self.system: list[str] = []
+        self.messages: list[Message] = []
+
+    def add(self, item: dict[str, Any]) -> None:
+        match item.get("type"):
+            case "message":
+                self._message(item)
+            case "function_call":
+                self._function_call(item)
+            case "function_call_output":
+                self.messages.append(_tool_result(item))
+            case "reasoning":
+                pass  # our own reasoning, replayed by the client: the session already has it
+            case "compaction":
+                content = item.get("encrypted_content")
+                self.messages.extend(decode_compaction(content if isinstance(content, str) else ""))
+            case "item_reference":
+                raise _input_error("item_reference is not supported; use previous_response_id.")
+            case other:
+                raise _input_error(f"Unsupported input item type: {other!r}.")
+
+    def _message(self, item: dict[str, Any]) -> None:
+        role, content = item.get("role"), item.get("content")
+        if role in ("system", "developer"):
+            text = _joined_text(content, where=f"A {role} message")
+            if text:
+                self.system.append(text)
+        elif role == "user":
+            self.messages.append({"role": "user", "content": _user_content(content)})
+        elif role == "assistant":  # ``phase`` (commentary / final_answer) needs no translation
+            text = _joined_text(content, where="An assistant message")
+            self.messages.append({"role": "assistant", "content": text})
+        else:
+            raise _input_error(f"Unsupported message role: {role!r}.")
+
+    def _function_call(self, item: dict[str, Any]) -> None:
+        call_id, name, arguments = item.get("call_id"), item.get("name"), item.get("arguments")
+        if not (isinstance(call_id, str) and call_id and isinstance(name, str) and name):
+            raise _input_error("A function_call item needs a call_id and a name.")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments if arguments is not None else {})
+        call: ToolCall = {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": arguments},
+        }
+        last = self.messages[-1] if self.messages else None
+        # One assistant turn: its text and all its calls, as Chat Completions carries it.
+        if last is not None and last["role"] == "assistant":
+            last["tool_calls"] = [*last.get("tool_calls", []), call]
+        else:
+            self.messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+
+
+def _tool_result(item: dict[str, Any]) -> Message:
+    call_id, output = item.get("call_id"), item.get("output", "")
+    if not (isinstance(call_id, str) and call_id):
+        raise _input_error("A function_call_output item needs a call_id.")
+    if isinstance(output, list):
+        # Image and file parts of a tool's output are not shown to the model.
+        output = "".join(
+            str(part.get(_TEXT_KEYS[part["type"]]) or "")
+            for part in output
+            if isinstance(part, dict) and part.get("type") in _TEXT_KEYS
+        )
+    elif not isinstance(output, str):
+        raise _input_error("A function_call_output's output must be a string or content parts.")
+    return {"role": "tool", "tool_call_id": call_id, "content": output}
+
+
+def _parts(content: object, *, where: str) -> list[dict[str, Any]]:
+    if not isinstance(content, list) or not all(isinstance(part, dict) for part in content):
+        raise _input_error(f"{where} needs content: a string or a list of content parts.")
+    return content
+
+
+def _joined_text(content: object, *, where: str) -> str:
+    texts: list[str] = []
+    for part in _parts(content, where=where):
+        key = _TEXT_KEYS.get(str(part.get("type")))
+        if key is None:
+            raise _input_error(f"{where} may only hold text, not {part.get('type')!r} parts.")
+        texts.append(str(part.get(key) or ""))
+    return "".join(texts)
+
+
+def _user_content(content: object) -> str | list[dict[str, Any]]:
+    parts = [_user_part(part) for part in _parts(content, where="A user message")]
+    if not parts:
+        return ""
+    if len(parts) == 1 and parts[0]["type"] == "text":
+        return str(parts[0]["text"])
+    return parts
+
+
+def _user_part(part: dict[str, Any]) -> dict[str, Any]:
+    kind = part.get("type")
+    if kind == "input_text":
+        return {"type": "text", "text": str(part.get("text") or "")}
+    if kind == "input_file":
+        return {"type": "text", "text": _file_note(part)}
+    if kind != "input_image":
+        raise _input_error(f"Unsupported content part in a user message: {kind!r}.")
+    url = part.get("image_url")
+    if isinstance(url, str) and url:
+        return {"type": "image_url", "image_url": {"url": url}}
+    if part.get("file_id"):
+        raise _input_error(
+            "input_image by file_id is not supported: this server has no files; "
+            "send image_url (a URL or a base64 data URL)."
+        )
+    raise _input_error("An input_image part needs an image_url.")
+
+
+def _file_note(part: dict[str, Any]) -> str:
+    """What the model sees of a file: that it was attached, not its contents."""
+    name = part.get("filename") or "(unnamed)"
+    data = part.get("file_data")
+    if isinstance(data, str) and data:
+        encoded = data.partition(",")[2] if data.startswith("data:") else data
+        size = f"{len(encoded)} bytes base64"
+    else:
+        size = f"by reference {part.get('file_id') or part.get('file_url') or '(none)'}"
+    return f"[file {name} attached: {size}; contents not readable by this server]"
+
+
+def _input_error(message: str) -> APIError:
+    return APIError(400, message, param="input")
+
+
+# --- tools and tool_choice ------------------------------------------------------------------------
+
+
+def _tool_schema(tool: dict[str, Any]) -> ToolSchema:
+    if tool.get("type") != "function":
+        raise APIError(
+            400,
+            f"Unsupported tool type {tool.get('type')!r}: only function tools are supported.",
+            param="tools",
+        )
+    name, description = tool.get("name"), tool.get("description")
+    parameters, strict = tool.get("parameters"), tool.get("strict")
+    if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
+        raise APIError(
+            400, f"Invalid tool name {name!r}: use 1-64 of a-z, A-Z, 0-9, _ and -.", param="tools"
+        )
+    if not (
+        isinstance(description, str | None)
+        and isinstance(parameters, dict | None)
+        and isinstance(strict, bool | None)
+    ):
+        raise APIError(400, f"Invalid definition of tool {name!r}.", param="tools")
+    return ToolSchema(
+        name=name,
+        description=description or "",
+        parameters=parameters or {"type": "object", "properties": {}},
+    )
+
+
+def _echo_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """A tool as the Response lists it: flat, with every key present (validators insist)."""
+    return {
+        "type": "function",
+        "name": tool["name"],
+        "description": tool.get("description"),
+        "parameters": tool.get("parameters"),
+        "strict": tool.get("strict"),
+    }
+
+
+def _tool_choice(choice: str | dict[str, Any] | None) -> ToolChoice:
+    if choice is None or choice == "auto":
+        return "auto"
+    if choice in ("none", "required"):
+        return "none" if choice == "none" else "required"
+    if isinstance(choice, dict):
+        kind, name, mode = choice.get("type"), choice.get("name"), choice.get("mode")
+        if kind == "function" and isinstance(name, str) and name:
+            return ForcedTool(name=name)
+        if kind == "allowed_tools" and mode in ("auto", "required"):
+            _allowed_names(choice)
+            return "auto" if mode == "auto" else "required"
+    raise _tool_choice_error(choice)
+
+
+def _allowed_names(choice: str | dict[str, Any] | None) -> frozenset[str] | None:
+    """The tools an ``allowed_tools`` tool_choice permits; None for any other tool_choice."""
+    if not (isinstance(choice, dict) and choice.get("type") == "allowed_tools"):
+        return None
+    tools = choice.get("tools")
+    if not isinstance(tools, list) or not all(
+        isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("name"), str)
+        for t in tools
+    ):
+        raise _tool_choice_error(choice)
+    return frozenset(tool["name"] for tool in tools)
+
+
+def _tool_choice_error(choice: object) -> APIError:
+    return APIError(400, f"Invalid tool_choice: {json.dumps(choice)}", param="tool_choice")
+
+
+def _present(mapping: dict[str, Any]) -> dict[str, Any]:
+    """Without null values: an echoed ``"verbosity": null`` fails schema validation."""
+    return {key: value for key, value in mapping.items() if value is not None}
+
+
+def _or(value: _T | None, default: _T) -> _T:
+    return default if value is None else value

@@ -1,0 +1,80 @@
+"""``/v1/responses``: create, retrieve (and re-attach to the stream), cancel, delete, list input
+items, compact."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+
+from server.auth import Principal, require_principal
+from server.protocol.responses import ResponseCreateRequest
+from server.serving.responses import ResponsesServing
+
+router = APIRouter(prefix="/v1/responses", tags=["responses"])
+Caller = Annotated[Principal, Depends(require_principal)]
+
+
+def _serving(request: Request) -> ResponsesServing:
+    serving: ResponsesServing = request.app.state.responses
+    return serving
+
+
+@router.post("", response_model=None)
+async def create_response(
+    body: ResponseCreateRequest, request: Request, principal: Caller
+) -> Response:
+    """Run the agent on the input; answer with the Response, or stream ``response.*`` events;
+    ``background: true`` answers at once and runs on."""
+    return await _serving(request).create(body, request, principal)
+
+
+@router.post("/compact")
+async def compact_response(
+    body: ResponseCreateRequest, request: Request, principal: Caller
+) -> dict[str, Any]:
+    """Compact a conversation into one ``compaction`` item that can be fed back as input."""
+    return await _serving(request).compact(body, principal)
+
+
+@router.get("/{response_id}", response_model=None)
+async def retrieve_response(
+    response_id: str,
+    request: Request,
+    principal: Caller,
+    stream: bool = False,
+    starting_after: Annotated[int, Query(ge=-1)] = -1,
+) -> Response:
+    """The stored response; with ``stream=true`` its events again from ``starting_after`` on,
+    then live ones until it ends (a client that lost its stream resumes without a gap)."""
+    return await _serving(request).retrieve(
+        response_id, principal, stream=stream, starting_after=starting_after
+    )
+
+
+@router.delete("/{response_id}")
+async def delete_response(response_id: str, request: Request, principal: Caller) -> dict[str, Any]:
+    """Forget a stored response (stopping it first if it is still running)."""
+    return await _serving(request).delete(response_id, principal)
+
+
+@router.post("/{response_id}/cancel", response_model=None)
+async def cancel_response(response_id: str, request: Request, principal: Caller) -> Response:
+    """Stop a response in progress; answers it with status ``cancelled``."""
+    return await _serving(request).cancel(response_id, principal)
+
+
+@router.get("/{response_id}/input_items")
+async def list_input_items(
+    response_id: str,
+    request: Request,
+    principal: Caller,
+    after: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    order: Literal["asc", "desc"] = "desc",
+) -> dict[str, Any]:
+    """The input items the response was created with, paginated."""
+    return await _serving(request).input_items(
+        response_id, principal, after=after, limit=limit, order=order
+    )

@@ -1,0 +1,440 @@
+"""``/v1/responses``: a request becomes a run; the run's events become Response objects and
+``response.*`` stream events.
+
+Every response, streamed or not, has one *recorder*: a task that follows its run through a
+:class:`ResponsesView` from the first event to the last and saves the response as it starts
+and as it ends (unless ``store`` is false). Whatever the client does — waits, streams, leaves,
+or never waited (``background``) — the stored response ends up final, and the answer a
+waiting client gets is the recorder's own final object.
+
+``previous_response_id`` continues the session where that response ended (hidden server tool
+calls included, so the prompt cache keeps hitting); continuing an older response of a chain
+forks the session there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+
+from hermes_core.agent import Agent, AgentRequest
+from hermes_core.context import Compressor
+from hermes_core.context.compression import estimate_tokens
+from hermes_core.errors import InvalidRequestError
+from hermes_core.events import RunFinished
+from hermes_core.persistence import StoredResponse
+from hermes_core.usage import Usage
+from server.auth import Principal
+from server.errors import APIError, error_response
+from server.protocol.responses import ResponseCreateRequest, encode_compaction
+from server.runs.manager import Run, RunLimitExceeded, new_id
+from server.services import Profile, Services
+from server.serving.common import is_openwebui, memory_owner, resolve_profile
+from server.sessions.service import SessionBusy, SessionPoint
+from server.sse import DONE, named_frame, sse_response
+from server.views.responses import ResponsesView, response_usage
+
+Progress = Literal["reasoning", "events", "openwebui"]
+LIVE_KEPT = 1000
+"""Responses whose run may still be followed (by retrieve with stream=true) are remembered."""
+CANCEL_WAIT_SECONDS = 30.0
+
+
+@dataclass(slots=True)
+class _Live:
+    """What re-attaching to a response needs: its run, its first object, how it renders."""
+
+    run: Run
+    shell: dict[str, Any]
+    progress: Progress
+    recorder: asyncio.Task[dict[str, Any]]
+
+
+class ResponsesServing:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self._live: OrderedDict[str, _Live] = OrderedDict()
+
+    # --- POST /v1/responses ---------------------------------------------------------------
+
+    async def create(
+        self, body: ResponseCreateRequest, request: Request, principal: Principal
+    ) -> Response:
+        services = self.services
+        profile = resolve_profile(services, body.model, principal)
+        previous = await self._previous(body, principal)
+        progress = _progress(request, profile)
+        agent_request = body.to_agent_request(with_client_tools=progress != "openwebui")
+        agent = profile.new_agent(
+            owner=principal.name,
+            stores=services.stores,
+            memory_owner=memory_owner(request, principal),
+            checkpoint=services.store.db.writer.flush if services.store is not None else None,
+        )
+        try:
+            agent.check(agent_request)
+        except InvalidRequestError as exc:
+            raise APIError(400, exc.message, param=exc.param) from exc
+        response_id, run_id = new_id("resp_"), new_id("run_")
+        try:
+            services.runs.admit(principal.name)
+            session_id, agent_request = await self._on_session(
+                body, agent, agent_request, principal, profile, run_id, previous
+            )
+            run = self._start(agent, dataclasses.replace(agent_request, run_id=run_id),
+                              principal, profile, response_id, session_id)  # fmt: skip
+        except RunLimitExceeded as exc:
+            response = error_response(429, exc.message, code="rate_limit_exceeded")
+            response.headers["retry-after"] = str(exc.retry_after)
+            return response
+        except SessionBusy as exc:
+            raise APIError(409, str(exc), code="session_busy") from exc
+        shell = body.shell(
+            response_id=response_id,
+            created_at=int(time.time()),
+            model=profile.id,
+            status="queued" if body.background else "in_progress",
+        )
+        recorder = self._recorder(run, body, shell, principal, progress)
+        live = _Live(run, shell, progress, recorder)
+        if body.store:  # `store: false` keeps nothing, not even for retrieval while it runs
+            self._remember(live)
+        headers = {"x-hermes-run-id": run.id}
+        if session_id is not None:
+            headers["x-hermes-session-id"] = session_id
+        if body.stream:
+            view = ResponsesView(shell, progress=progress, session_id=session_id)
+            frames = self._frames(live, view, leave_running=body.background)
+            return sse_response(
+                frames, headers=headers, keepalive_seconds=services.keepalive_seconds
+            )
+        if body.background:
+            return JSONResponse(shell, headers=headers)
+        final = await asyncio.shield(live.recorder)
+        if final["status"] == "failed" and not final["output"]:
+            message = (final.get("error") or {}).get("message") or "The run failed."
+            response = error_response(502, message, code="upstream_error")
+            response.headers.update(headers)
+            return response
+        return JSONResponse(final, headers=headers)
+
+    async def _previous(
+        self, body: ResponseCreateRequest, principal: Principal
+    ) -> StoredResponse | None:
+        if body.previous_response_id is None:
+            return None
+        store = self.services.store
+        found = (
+            await store.responses.get(principal.name, body.previous_response_id)
+            if store is not None
+            else None
+        )
+        if found is None:
+            raise APIError(
+                404,
+                f"Previous response with id '{body.previous_response_id}' not found.",
+                param="previous_response_id",
+                code="previous_response_not_found",
+            )
+        if found.status in ("queued", "in_progress"):
+            raise APIError(
+                409,
+                f"Response '{found.id}' is still in progress; continue it once it has ended.",
+                param="previous_response_id",
+                code="previous_response_in_progress",
+            )
+        return found
+
+    async def _on_session(
+        self,
+        body: ResponseCreateRequest,
+        agent: Agent,
+        request: AgentRequest,
+        principal: Principal,
+        profile: Profile,
+        run_id: str,
+        previous: StoredResponse | None,
+    ) -> tuple[str | None, AgentRequest]:
+        sessions = self.services.sessions
+        if sessions is None:
+            return None, request
+        after = (
+            SessionPoint(previous.session_id, previous.transcript_length)
+            if previous is not None and previous.session_id is not None
+            else None
+        )
+        try:
+            if not body.store:
+                if after is None:
+                    return None, request
+                return None, await sessions.peek_after(
+                    agent, request, owner=principal.name, after=after
+                )
+            turn = await sessions.begin_after(
+                agent, request, owner=principal.name, profile=profile.id, run_id=run_id,
+                after=after,
+            )  # fmt: skip
+        except LookupError as exc:
+            raise APIError(
+                404,
+                "The session of the previous response no longer exists.",
+                param="previous_response_id",
+                code="previous_response_not_found",
+            ) from exc
+        return turn.session_id, turn.request
+
+    def _start(
+        self,
+        agent: Agent,
+        request: AgentRequest,
+        principal: Principal,
+        profile: Profile,
+        response_id: str,
+        session_id: str | None,
+    ) -> Run:
+        try:
+            return self.services.runs.start(
+                agent,
+                request,
+                owner=principal.name,
+                endpoint="responses",
+                model=profile.id,
+                completion_id=response_id,
+                session_id=session_id,
+            )
+        except BaseException:
+            if self.services.sessions is not None and request.run_id is not None:
+                self.services.sessions.abandon(request.run_id)
+            raise
+
+    def _recorder(
+        self,
+        run: Run,
+        body: ResponseCreateRequest,
+        shell: dict[str, Any],
+        principal: Principal,
+        progress: Progress,
+    ) -> asyncio.Task[dict[str, Any]]:
+        store = self.services.store if body.store else None
+        view = ResponsesView(shell, progress=progress, session_id=run.session_id)
+        request_record = {
+            "input_items": body.input_items(),
+            "body": body.model_dump(mode="json", exclude={"input"}),
+        }
+
+        def save(response: dict[str, Any]) -> None:
+            if store is None:
+                return
+            store.responses.save(
+                StoredResponse(
+                    id=shell["id"],
+                    owner=principal.name,
+                    session_id=run.session_id,
+                    previous_id=body.previous_response_id,
+                    run_id=run.id,
+                    status=response["status"],
+                    request=request_record,
+                    body=response,
+                    transcript_length=run.transcript_length or 0,
+                    created_at=float(shell["created_at"]),
+                    updated_at=time.time(),
+                )
+            )
+
+        save(shell)  # now, so that a background response can be retrieved at once
+
+        async def record() -> dict[str, Any]:
+            async for event in run.follow():
+                view.handle(event)
+            final = view.response
+            save(final)
+            return final
+
+        return asyncio.create_task(record(), name=f"hermes-record-{shell['id']}")
+
+    def _remember(self, live: _Live) -> None:
+        self._live[live.shell["id"]] = live
+        while len(self._live) > LIVE_KEPT:
+            self._live.popitem(last=False)
+
+    async def _frames(
+        self, live: _Live, view: ResponsesView, *, leave_running: bool, starting_after: int = -1
+    ) -> AsyncIterator[bytes]:
+        run = live.run
+        try:
+            for payload in view.opening():
+                if payload["sequence_number"] > starting_after:
+                    yield named_frame(payload["type"], payload)
+            async for event in run.follow():
+                if isinstance(event, RunFinished):
+                    # The stored response is final before the client hears the run ended, so
+                    # its next request can continue from it at once; and both say the same.
+                    final = await asyncio.shield(live.recorder)
+                    view.completed_at = final.get("completed_at")
+                payloads = view.handle(event)
+                for payload in payloads:
+                    if payload["sequence_number"] > starting_after:
+                        yield named_frame(payload["type"], payload)
+            yield DONE
+        finally:
+            # Reached early only when the client went away.
+            if not run.status.finished and not leave_running and self.services.stop_on_disconnect:
+                self.services.runs.stop(run, "client disconnected")
+
+    # --- POST /v1/responses/compact ---------------------------------------------------------
+
+    async def compact(self, body: ResponseCreateRequest, principal: Principal) -> dict[str, Any]:
+        """The conversation (``previous_response_id`` and/or ``input``) compacted by our own
+        compressor, as one ``compaction`` item a client feeds back as input."""
+        profile = resolve_profile(self.services, body.model, principal)
+        previous = await self._previous(body, principal)
+        request = body.to_agent_request(with_client_tools=False)
+        messages = list(request.history)
+        if request.user_message is not None:
+            messages.append({"role": "user", "content": request.user_message})
+        store = self.services.store
+        if previous is not None and previous.session_id is not None and store is not None:
+            stored = await store.sessions.messages(previous.session_id)
+            messages = [m.message for m in stored[: previous.transcript_length]] + messages
+        compressor = Compressor(profile.provider)
+        tokens = estimate_tokens(messages)
+        result = await compressor.compress(
+            messages,
+            context_window=profile.provider.context_window,
+            target_tokens=max(tokens // 4, 1),
+        )
+        return {
+            "id": new_id("resp_"),
+            "object": "response.compaction",
+            "created_at": int(time.time()),
+            "output": [
+                {
+                    "type": "compaction",
+                    "id": new_id("cmp_"),
+                    "encrypted_content": encode_compaction(result.messages),
+                }
+            ],
+            "usage": response_usage(Usage()),
+        }
+
+    # --- GET / DELETE / cancel / input_items ------------------------------------------------
+
+    async def retrieve(
+        self, response_id: str, principal: Principal, *, stream: bool, starting_after: int
+    ) -> Response:
+        live = self._live_for(response_id, principal)
+        if stream:
+            if live is None:
+                await self._stored(response_id, principal)  # 404 when there is none at all
+                raise APIError(
+                    409,
+                    "This response's event stream is no longer available; retrieve it "
+                    "without stream=true.",
+                    param="stream",
+                    code="stream_unavailable",
+                )
+            view = ResponsesView(live.shell, progress=live.progress, session_id=live.run.session_id)
+            frames = self._frames(live, view, leave_running=True, starting_after=starting_after)
+            return sse_response(
+                frames,
+                headers={"x-hermes-run-id": live.run.id},
+                keepalive_seconds=self.services.keepalive_seconds,
+            )
+        if live is not None and not live.recorder.done():
+            view = ResponsesView(live.shell, progress=live.progress, session_id=live.run.session_id)
+            for event in list(live.run.events):
+                view.handle(event)
+            return JSONResponse(view.response)
+        if live is not None:
+            return JSONResponse(live.recorder.result())
+        return JSONResponse((await self._stored(response_id, principal)).body)
+
+    async def cancel(self, response_id: str, principal: Principal) -> Response:
+        live = self._live_for(response_id, principal)
+        if live is None or live.run.status.finished:
+            stored = await self._stored(response_id, principal)
+            raise APIError(
+                409,
+                f"Response '{response_id}' is not in progress ({stored.status}).",
+                code="response_not_cancellable",
+            )
+        self.services.runs.stop(live.run, "cancelled through the API")
+        final = await asyncio.wait_for(asyncio.shield(live.recorder), CANCEL_WAIT_SECONDS)
+        return JSONResponse(final)
+
+    async def delete(self, response_id: str, principal: Principal) -> dict[str, Any]:
+        live = self._live_for(response_id, principal)
+        if live is not None:
+            if not live.run.status.finished:
+                self.services.runs.stop(live.run, "response deleted")
+                await asyncio.wait_for(asyncio.shield(live.recorder), CANCEL_WAIT_SECONDS)
+            del self._live[response_id]
+        store = self.services.store
+        deleted = store is not None and await store.responses.delete(principal.name, response_id)
+        if not deleted and live is None:
+            raise _not_found(response_id)
+        return {"id": response_id, "object": "response.deleted", "deleted": True}
+
+    async def input_items(
+        self,
+        response_id: str,
+        principal: Principal,
+        *,
+        after: str | None,
+        limit: int,
+        order: Literal["asc", "desc"],
+    ) -> dict[str, Any]:
+        stored = await self._stored(response_id, principal)
+        items: list[dict[str, Any]] = list(stored.request.get("input_items", []))
+        if order == "desc":
+            items.reverse()
+        if after is not None:
+            ids = [item.get("id") for item in items]
+            if after not in ids:
+                raise APIError(404, f"No input item '{after}' in this response.", param="after")
+            items = items[ids.index(after) + 1 :]
+        page = items[:limit]
+        return {
+            "object": "list",
+            "data": page,
+            "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None,
+            "has_more": len(items) > limit,
+        }
+
+    def _live_for(self, response_id: str, principal: Principal) -> _Live | None:
+        live = self._live.get(response_id)
+        return live if live is not None and live.run.owner == principal.name else None
+
+    async def _stored(self, response_id: str, principal: Principal) -> StoredResponse:
+        store = self.services.store
+        found = await store.responses.get(principal.name, response_id) if store else None
+        if found is None:
+            raise _not_found(response_id)
+        return found
+
+
+def _not_found(response_id: str) -> APIError:
+    return APIError(
+        404, f"Response with id '{response_id}' not found.", param="response_id",
+        code="response_not_found",
+    )  # fmt: skip
+
+
+def _progress(request: Request, profile: Profile) -> Progress:
+    """Standard events by default; structured tool events or Open WebUI's tool cards on request
+    (``X-Hermes-Progress: events|openwebui``), or for Open WebUI itself."""
+    asked = request.headers.get("x-hermes-progress", "").strip().lower()
+    if asked in ("events", "openwebui"):
+        return asked  # type: ignore[return-value]
+    if profile.openwebui or is_openwebui(request):
+        return "openwebui"
+    return "reasoning"

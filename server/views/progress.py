@@ -1,0 +1,92 @@
+"""Human-readable progress: the one line each tool step, status change or fallback shows.
+
+Both views write these lines where a UI shows thinking (Chat: ``delta.reasoning_content``;
+Responses: a ``reasoning`` item's summary), never into the answer. They are pure functions, so
+the two endpoints word a run's progress identically. Every line ends with ``\\n``: readers that
+join the pieces without a separator still get one step per line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hermes_core.events import (
+    BudgetWarning,
+    CompressionPerformed,
+    FallbackActivated,
+    RetryScheduled,
+    ToolFinished,
+    ToolStarted,
+)
+
+StatusEvent = RetryScheduled | BudgetWarning | CompressionPerformed
+"""The events shown as one status line."""
+
+UNFINISHED_TOOL_OUTPUT = "Error: the run ended before this tool finished."
+"""The output of a tool card whose tool was still running when the run ended."""
+
+
+def subagent_prefix(child_index: int) -> str:
+    """Indents a sub-agent's lines under its parent's and numbers the child from 1."""
+    return f"  ↳ [{child_index + 1}] "
+
+
+def duration_ms(event: ToolFinished) -> int:
+    return round(event.duration_s * 1000)
+
+
+def tool_started_line(event: ToolStarted, *, prefix: str = "") -> str:
+    """``→ read_file README.md``"""
+    return f"{prefix}→ {event.summary}\n"
+
+
+def tool_finished_line(event: ToolFinished, *, prefix: str = "") -> str:
+    """``✓ read_file (12 ms)`` or ``✗ read_file (12 ms): why``"""
+    millis = duration_ms(event)
+    if event.ok:
+        return f"{prefix}✓ {event.name} ({millis} ms)\n"
+    return f"{prefix}✗ {event.name} ({millis} ms): {event.error or 'failed'}\n"
+
+
+def tool_output_text(event: ToolFinished) -> str:
+    """What a tool card shows as the tool's output."""
+    return event.result_preview if event.ok else f"Error: {event.error or 'failed'}"
+
+
+def tool_progress(event: ToolStarted | ToolFinished) -> dict[str, Any]:
+    """The structured form of a tool step (without a ``type``: each view names its own)."""
+    if isinstance(event, ToolStarted):
+        return {
+            "phase": "started",
+            "call_id": event.call_id,
+            "name": event.name,
+            "arguments": event.arguments,
+        }
+    return {
+        "phase": "finished",
+        "call_id": event.call_id,
+        "name": event.name,
+        "ok": event.ok,
+        "duration_ms": duration_ms(event),
+        "preview": event.result_preview,
+        "error": event.error,
+    }
+
+
+def status_text(event: StatusEvent) -> str:
+    """The status as a bare phrase (Open WebUI's status lines show it without decoration)."""
+    if isinstance(event, RetryScheduled):
+        return f"{event.provider} failed ({event.reason}); retrying in {event.delay_s:.1f} s"
+    if isinstance(event, BudgetWarning):
+        return f"Iteration budget: {event.used}/{event.total} used"
+    return f"Context compressed: {event.tokens_before} → {event.tokens_after} tokens"
+
+
+def status_line(event: StatusEvent) -> str:
+    """``· Iteration budget: 8/10 used``"""
+    return f"· {status_text(event)}\n"
+
+
+def fallback_line(event: FallbackActivated) -> str:
+    """``↪ openai failed (rate_limit); continuing on anthropic``"""
+    return f"↪ {event.from_provider} failed ({event.reason}); continuing on {event.to_provider}\n"

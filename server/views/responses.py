@@ -1,0 +1,464 @@
+"""Agent events as the Responses API: one Response object and its ``response.*`` stream events.
+
+Items are streamed one after another in the canonical order (``output_item.added`` → parts and
+deltas → ``…done`` → ``output_item.done``), ``output_index`` being the item's position in
+``response.output``; one terminal event ends the stream and nothing follows it.
+
+- Model text becomes ``message`` items. Model reasoning, and one human-readable line per server
+  tool step, status change or fallback, become ``reasoning`` items' summary text: server-run
+  tools never appear as ``function_call`` items by default (agent SDK clients would run them).
+  Tools the client declared do appear as real ``function_call`` items.
+- ``progress="events"`` adds structured ``hermes:tool_progress`` events (same sequence counter);
+  ``progress="openwebui"`` adds Open WebUI's tool cards: a completed ``function_call`` item and
+  its ``function_call_output`` item per server tool.
+
+The output is deterministic — the server resumes a stream by replaying a run's logged events
+through a fresh view — so item ids derive from the response id and the item's position
+(``msg_<suffix>_<n>``, ``rs_…``, ``fc_…``, ``fco_…``). The one clock read is ``completed_at``:
+a replay passes the stored value as ``completed_at``; without it the view reads the clock when
+the run ends, because no event carries a timestamp.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Literal, assert_never
+
+from hermes_core.events import (
+    AgentEvent,
+    ApprovalRequested,
+    ApprovalResolved,
+    BudgetWarning,
+    ClientToolCallsPending,
+    CompressionPerformed,
+    ExitReason,
+    FallbackActivated,
+    MessageAdded,
+    ReasoningDelta,
+    RetryScheduled,
+    RunFinished,
+    RunStarted,
+    StatusChanged,
+    StepFinished,
+    SubagentEvent,
+    TextDelta,
+    ToolCallGenerating,
+    ToolFinished,
+    ToolStarted,
+)
+from hermes_core.usage import Usage
+from server.views.chat import hermes_summary
+from server.views.progress import (
+    UNFINISHED_TOOL_OUTPUT,
+    fallback_line,
+    status_line,
+    subagent_prefix,
+    tool_finished_line,
+    tool_output_text,
+    tool_progress,
+    tool_started_line,
+)
+
+Progress = Literal["reasoning", "events", "openwebui"]
+Frame = dict[str, Any]
+
+_OPENING_EVENTS = 2
+"""``opening()`` always takes sequence numbers 0 and 1; ``handle()`` continues from here."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Streamed:
+    """How one kind of streamed item (message or reasoning) holds its parts and names their
+    events."""
+
+    type: str
+    id_prefix: str
+    parts: str
+    """The item's list of parts (``content`` or ``summary``), indexed by ``<parts>_index``."""
+    part_events: str
+    """``<part_events>.added`` / ``.done`` bracket a part."""
+    text_events: str
+    """``<text_events>.delta`` / ``.done`` carry its text."""
+    empty_part: dict[str, Any]
+    text_extra: dict[str, Any]
+    """Fields the text events also carry."""
+
+    def new_item(self, item_id: str) -> dict[str, Any]:
+        head = {"type": self.type, "id": item_id, "status": "in_progress"}
+        if self.type == "message":
+            head["role"] = "assistant"
+        return {**head, self.parts: []}
+
+
+_MESSAGE = _Streamed(
+    type="message",
+    id_prefix="msg",
+    parts="content",
+    part_events="response.content_part",
+    text_events="response.output_text",
+    empty_part={"type": "output_text", "text": "", "annotations": [], "logprobs": []},
+    text_extra={"logprobs": []},
+)
+_REASONING = _Streamed(
+    type="reasoning",
+    id_prefix="rs",
+    parts="summary",
+    part_events="response.reasoning_summary_part",
+    text_events="response.reasoning_summary_text",
+    empty_part={"type": "summary_text", "text": ""},
+    text_extra={},
+)
+
+
+def response_usage(usage: Usage) -> dict[str, Any]:
+    """``usage`` of a Response object (``cache_write_tokens`` always present: strict SDKs
+    require it)."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "input_tokens_details": {
+            "cached_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        },
+        "output_tokens": usage.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "total_tokens": usage.total_tokens,
+    }
+
+
+@dataclass(slots=True)
+class _OpenItem:
+    """The message or reasoning item being streamed, and its open part (text so far), if any."""
+
+    kind: _Streamed
+    item: dict[str, Any]
+    index: int
+    part: dict[str, Any] | None = None
+
+    def append(self, text: str) -> list[Frame]:
+        """``text`` added to the open part (opened first when there is none)."""
+        frames: list[Frame] = []
+        if self.part is None:
+            self.part = copy.deepcopy(self.kind.empty_part)
+            self.item[self.kind.parts].append(self.part)
+            added = {"type": f"{self.kind.part_events}.added", **self._where()}
+            frames.append({**added, "part": copy.deepcopy(self.part)})
+        self.part["text"] += text
+        delta = {"type": f"{self.kind.text_events}.delta", **self._where(), "delta": text}
+        return [*frames, {**delta, **copy.deepcopy(self.kind.text_extra)}]
+
+    def close_part(self) -> list[Frame]:
+        if self.part is None:
+            return []
+        part, where = self.part, self._where()
+        self.part = None
+        done = {"type": f"{self.kind.text_events}.done", **where, "text": part["text"]}
+        return [
+            {**done, **copy.deepcopy(self.kind.text_extra)},
+            {"type": f"{self.kind.part_events}.done", **where, "part": copy.deepcopy(part)},
+        ]
+
+    def _where(self) -> Frame:
+        """What places a part event: the item, its output index, the (last) part's index."""
+        last = len(self.item[self.kind.parts]) - 1
+        return {
+            "item_id": self.item["id"],
+            "output_index": self.index,
+            f"{self.kind.parts}_index": last,
+        }
+
+
+class ResponsesView:
+    """Turns one run's events into Responses stream events (dicts) and keeps the Response.
+
+    ``shell`` is the complete Response object before any output (status ``in_progress`` or
+    ``queued``); the view works on its own copy. Call :meth:`opening` first, then
+    :meth:`handle` for every event; sequence numbers continue from ``opening()``'s either way.
+    """
+
+    def __init__(
+        self,
+        shell: dict[str, Any],
+        *,
+        progress: Progress = "reasoning",
+        session_id: str | None = None,
+        completed_at: int | None = None,
+    ) -> None:
+        self._response: dict[str, Any] = copy.deepcopy(shell)
+        self._progress = progress
+        self._session_id = session_id
+        self.completed_at = completed_at
+        """Used by the ending when set (a replay, or the recorder's value); else the clock."""
+        self._id_suffix = str(shell["id"]).removeprefix("resp_")
+        self._open: _OpenItem | None = None
+        self._cards: list[str] = []
+        """Open WebUI mode: ids of the server tool calls shown as cards awaiting their output."""
+        self._next_sequence = _OPENING_EVENTS
+        self._done = False
+
+    # --- public surface ---------------------------------------------------------------------
+
+    def opening(self) -> list[Frame]:
+        """``response.created``, then ``response.in_progress`` (or ``response.queued``)."""
+        second = (
+            "response.queued" if self._response["status"] == "queued" else "response.in_progress"
+        )
+        return [
+            {"type": kind, "sequence_number": number, "response": self.response}
+            for number, kind in enumerate(("response.created", second))
+        ]
+
+    def handle(self, event: AgentEvent) -> list[Frame]:
+        """The stream events ``event`` causes, numbered; nothing once the run has ended."""
+        if self._done:
+            return []
+        frames = self._leave_queue()
+        frames += self._frames_for(event)
+        return self._numbered(frames)
+
+    @property
+    def response(self) -> dict[str, Any]:
+        """A copy of the Response object as of now (final once the run has finished)."""
+        return copy.deepcopy(self._response)
+
+    @property
+    def done(self) -> bool:
+        """Whether the terminal event has been produced."""
+        return self._done
+
+    # --- events -----------------------------------------------------------------------------
+
+    def _frames_for(self, event: AgentEvent) -> list[Frame]:
+        match event:
+            case TextDelta():
+                return self._streamed(_MESSAGE, event.text)
+            case ReasoningDelta():
+                return self._streamed(_REASONING, event.text)
+            case ToolStarted():
+                return self._tool_started(event, prefix="")
+            case ToolFinished():
+                return self._tool_finished(event, prefix="")
+            case SubagentEvent():
+                return self._subagent(event)
+            case ClientToolCallsPending():
+                return [
+                    frame
+                    for call in event.tool_calls
+                    for frame in self._function_call(
+                        call["id"], call["function"]["name"], call["function"]["arguments"]
+                    )
+                ]
+            case FallbackActivated():
+                return self._line(fallback_line(event))
+            case RetryScheduled() | BudgetWarning() | CompressionPerformed():
+                return self._line(status_line(event))
+            case RunFinished():
+                return self._finished(event)
+            case (
+                RunStarted()
+                | StatusChanged()
+                | ToolCallGenerating()
+                | ApprovalRequested()
+                | ApprovalResolved()
+                | MessageAdded()
+                | StepFinished()
+            ):
+                return []
+            case _:
+                assert_never(event)
+
+    def _leave_queue(self) -> list[Frame]:
+        """A queued response is in progress from the run's first event on."""
+        if self._response["status"] != "queued":
+            return []
+        self._response["status"] = "in_progress"
+        return [{"type": "response.in_progress", "response": self.response}]
+
+    def _tool_started(self, event: ToolStarted, *, prefix: str) -> list[Frame]:
+        frames = self._line(tool_started_line(event, prefix=prefix))
+        if self._progress == "events":
+            frames.append({"type": "hermes:tool_progress", **tool_progress(event)})
+        if self._progress == "openwebui" and not prefix:
+            self._cards.append(event.call_id)
+            frames += self._function_call(event.call_id, event.name, json.dumps(event.arguments))
+        return frames
+
+    def _tool_finished(self, event: ToolFinished, *, prefix: str) -> list[Frame]:
+        frames: list[Frame] = []
+        if self._progress == "openwebui" and not prefix and event.call_id in self._cards:
+            self._cards.remove(event.call_id)
+            frames += self._function_call_output(event.call_id, tool_output_text(event))
+        frames += self._line(tool_finished_line(event, prefix=prefix))
+        if self._progress == "events":
+            frames.append({"type": "hermes:tool_progress", **tool_progress(event)})
+        return frames
+
+    def _subagent(self, event: SubagentEvent) -> list[Frame]:
+        inner = event.event
+        prefix = subagent_prefix(event.child_index)
+        if isinstance(inner, ToolStarted):
+            return self._tool_started(inner, prefix=prefix)
+        if isinstance(inner, ToolFinished):
+            return self._tool_finished(inner, prefix=prefix)
+        return []
+
+    def _finished(self, end: RunFinished) -> list[Frame]:
+        frames = self._close_item()
+        # Every tool card must get its output, or Open WebUI runs the tool itself.
+        for call_id in self._cards:
+            frames += self._function_call_output(call_id, UNFINISHED_TOOL_OUTPUT)
+        self._cards.clear()
+        self._response["usage"] = response_usage(end.usage)
+        self._response["hermes"] = hermes_summary(end, session_id=self._session_id)
+        terminal = self._settle(end)
+        if end.exit_reason is ExitReason.FAILED:
+            frames.append(_error_event(self._response["error"]["message"]))
+        frames.append({"type": terminal, "response": self.response})
+        self._done = True
+        return frames
+
+    def _settle(self, end: RunFinished) -> str:
+        """Set the final status (and its details); return the terminal event's type."""
+        response = self._response
+        match end.exit_reason:
+            case ExitReason.COMPLETED | ExitReason.AWAITING_CLIENT_TOOLS:
+                response["status"] = "completed"
+                response["completed_at"] = (
+                    self.completed_at if self.completed_at is not None else int(time.time())
+                )
+                return "response.completed"
+            case ExitReason.TRUNCATED | ExitReason.BUDGET_EXHAUSTED:
+                # The SDK knows no "budget" reason; hermes.exit_reason says which it was.
+                reason = (
+                    "max_output_tokens"
+                    if end.exit_reason is ExitReason.TRUNCATED
+                    else "max_messages"
+                )
+                response["status"] = "incomplete"
+                response["incomplete_details"] = {"reason": reason}
+                return "response.incomplete"
+            case ExitReason.INTERRUPTED:
+                # The SDK's event union has no response.cancelled.
+                response["status"] = "cancelled"
+                return "response.incomplete"
+            case ExitReason.FAILED:
+                response["status"] = "failed"
+                response["error"] = {
+                    "code": "server_error",
+                    "message": end.error or "The run failed.",
+                }
+                return "response.failed"
+            case _:
+                assert_never(end.exit_reason)
+
+    # --- message and reasoning items --------------------------------------------------------
+
+    def _streamed(self, kind: _Streamed, text: str) -> list[Frame]:
+        """A piece of model text or reasoning: continues the open item's part, or opens one."""
+        if not text:
+            return []
+        frames, open_item = self._ensure_open(kind)
+        return frames + open_item.append(text)
+
+    def _line(self, line: str) -> list[Frame]:
+        """One progress line, as a summary part of its own in a reasoning item."""
+        frames, open_item = self._ensure_open(_REASONING)
+        return frames + open_item.close_part() + open_item.append(line) + open_item.close_part()
+
+    def _ensure_open(self, kind: _Streamed) -> tuple[list[Frame], _OpenItem]:
+        if self._open is not None and self._open.kind is kind:
+            return [], self._open
+        frames = self._close_item()
+        item = kind.new_item(self._item_id(kind.id_prefix))
+        added = self._add_item(item)
+        self._open = _OpenItem(kind, item, added["output_index"])
+        return [*frames, added], self._open
+
+    def _close_item(self) -> list[Frame]:
+        open_item, self._open = self._open, None
+        if open_item is None:
+            return []
+        return [*open_item.close_part(), self._item_done(open_item.index)]
+
+    # --- function call items ----------------------------------------------------------------
+
+    def _function_call(self, call_id: str, name: str, arguments: str) -> list[Frame]:
+        """A complete ``function_call`` item: added, its arguments in one delta, done."""
+        frames = self._close_item()
+        item = {
+            "type": "function_call",
+            "id": self._item_id("fc"),
+            "call_id": call_id,
+            "name": name,
+            "arguments": "",
+            "status": "in_progress",
+        }
+        added = self._add_item(item)
+        where = {"item_id": item["id"], "output_index": added["output_index"]}
+        item["arguments"] = arguments
+        return [
+            *frames,
+            added,
+            {"type": "response.function_call_arguments.delta", **where, "delta": arguments},
+            {"type": "response.function_call_arguments.done", **where, "arguments": arguments},
+            self._item_done(added["output_index"]),
+        ]
+
+    def _function_call_output(self, call_id: str, text: str) -> list[Frame]:
+        """A tool card's output (Open WebUI mode): a ``function_call_output`` item."""
+        frames = self._close_item()
+        item = {
+            "type": "function_call_output",
+            "id": self._item_id("fco"),
+            "call_id": call_id,
+            "output": [{"type": "input_text", "text": text}],
+            "status": "in_progress",
+        }
+        added = self._add_item(item)
+        return [*frames, added, self._item_done(added["output_index"])]
+
+    # --- bookkeeping ------------------------------------------------------------------------
+
+    def _item_id(self, prefix: str) -> str:
+        """The id of the next item: deterministic, unique within the response."""
+        return f"{prefix}_{self._id_suffix}_{len(self._response['output'])}"
+
+    def _add_item(self, item: dict[str, Any]) -> Frame:
+        output: list[dict[str, Any]] = self._response["output"]
+        output.append(item)
+        added = {"type": "response.output_item.added", "output_index": len(output) - 1}
+        return {**added, "item": copy.deepcopy(item)}
+
+    def _item_done(self, index: int) -> Frame:
+        item = self._response["output"][index]
+        item["status"] = "completed"
+        return {
+            "type": "response.output_item.done",
+            "output_index": index,
+            "item": copy.deepcopy(item),
+        }
+
+    def _numbered(self, frames: list[Frame]) -> list[Frame]:
+        """Stamp each frame with the next sequence number, right after its ``type``."""
+        numbered = []
+        for frame in frames:
+            numbered.append(
+                {"type": frame.pop("type"), "sequence_number": self._next_sequence, **frame}
+            )
+            self._next_sequence += 1
+        return numbered
+
+
+def _error_event(message: str) -> Frame:
+    """Both shapes at once: OpenAI's top-level fields, and Open Responses' nested ``error``
+    (which also makes the OpenAI SDKs raise at once instead of waiting for a completion)."""
+    error = {"type": "server_error", "code": "server_error", "message": message, "param": None}
+    return {
+        "type": "error",
+        "code": "server_error",
+        "message": message,
+        "param": None,
+        "error": error,
+    }

@@ -1,0 +1,66 @@
+"""The OpenAI Agents SDK as a client of /v1/responses: a run that uses a server-side tool (which
+the SDK must never see as a function call to execute) and a client function tool (which it
+must see, run, and send back)."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
+
+from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from server.threaded import ThreadedServer
+from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL
+
+CALLS: list[str] = []
+
+
+@function_tool
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    CALLS.append(city)
+    return f"21 °C in {city}"
+
+
+@pytest.fixture(autouse=True)
+def _no_tracing() -> None:
+    set_tracing_disabled(True)  # the SDK would upload traces to OpenAI
+    CALLS.clear()
+
+
+def _script(simulator: SimulatorServer) -> None:
+    steps = [
+        Step(reply=Reply(tool_calls=[ToolCallSpec(name="lookup", arguments={"word": "Paris"})])),
+        Step(
+            reply=Reply(tool_calls=[ToolCallSpec(name="get_weather", arguments={"city": "Paris"})])
+        ),
+        Step(reply=Reply(text="It is 21 °C in Paris.")),
+    ]
+    simulator.state.script(UPSTREAM_MODEL, Scenario(steps=steps))
+
+
+def _agent(hermes: ThreadedServer, sdk: openai.AsyncOpenAI) -> Agent:
+    model = OpenAIResponsesModel(model="hermes-agent", openai_client=sdk)
+    return Agent(name="assistant", instructions="Be brief.", model=model, tools=[get_weather])
+
+
+async def test_runner_run_completes_with_a_server_tool_and_a_client_tool(
+    simulator: SimulatorServer, hermes: ThreadedServer
+) -> None:
+    _script(simulator)
+    async with openai.AsyncOpenAI(base_url=hermes.base_url + "/v1", api_key=KEY_ALICE) as sdk:
+        result = await Runner.run(_agent(hermes, sdk), "What is the weather in Paris?")
+    assert result.final_output == "It is 21 °C in Paris."
+    assert CALLS == ["Paris"]  # the client tool ran once; the server's lookup never reached it
+
+
+async def test_runner_run_streamed_completes_too(
+    simulator: SimulatorServer, hermes: ThreadedServer
+) -> None:
+    _script(simulator)
+    async with openai.AsyncOpenAI(base_url=hermes.base_url + "/v1", api_key=KEY_ALICE) as sdk:
+        result = Runner.run_streamed(_agent(hermes, sdk), "What is the weather in Paris?")
+        async for _ in result.stream_events():
+            pass
+    assert result.final_output == "It is 21 °C in Paris."
+    assert CALLS == ["Paris"]
