@@ -8,6 +8,7 @@ through :meth:`RunDriver.finish`, which states the honest exit reason.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,14 @@ EMPTY_NUDGE = (
     "You just executed tool calls but returned an empty response. Please process the tool "
     "results above and continue with the task."
 )
+TOOL_LIMIT_RESULT = (
+    "Error: this request may make at most {limit} tool call(s) and they are used up; "
+    "answer with what you have."
+)
+TOOL_LIMIT_REQUEST = (
+    "You have made every tool call this request allows, so you cannot call tools any more. "
+    "Reply now with your final answer based on what you found."
+)
 GRACE_REQUEST = (
     "You have used every iteration of your budget, so you cannot call tools any more. Reply "
     "now with your final answer: summarise what you did, what you found, and what is left."
@@ -61,6 +70,8 @@ class RunState:
     invalid_json_retries: int = 0
     unknown_tool_turns: int = 0
     nudged: bool = False
+    tool_calls: int = 0
+    """Server tool calls executed so far (for ``max_tool_calls``)."""
     last_prompt_tokens: int | None = None
     warned: set[str] = field(default_factory=set)
 
@@ -121,7 +132,10 @@ class RunDriver:
             if not self.budget.consume():
                 return await self.budget_exhausted()
             self.state.iterations += 1
-            outcome = await self.call_model(tools_allowed=True)
+            limited = self._tool_calls_used_up()
+            outcome = await self.call_model(
+                tools_allowed=not limited, closing_note=TOOL_LIMIT_REQUEST if limited else None
+            )
             if outcome is None:
                 return
             response = outcome.response
@@ -163,6 +177,7 @@ class RunDriver:
                 tool_choice=self.request.tool_choice
                 if tools_allowed and self.state.model_calls == 0
                 else "auto",
+                parallel_tool_calls=self.request.parallel_tool_calls if tools_allowed else None,
                 max_tokens=self.request.max_tokens or self.agent.config.max_tokens,
                 temperature=_first(self.request.temperature, self.agent.config.temperature),
                 reasoning_effort=self.request.reasoning_effort
@@ -307,7 +322,9 @@ class RunDriver:
         ]
         unknown = [p.name for p in planned if p.preset_result and p.name not in self._known()]
         client_calls = [call for call in calls if call["function"]["name"] in self.client_tools]
-        server_calls = [p for p in planned if p.name not in self.client_tools]
+        server_calls = self._within_tool_limit(
+            [p for p in planned if p.name not in self.client_tools]
+        )
         self.emit(
             StatusChanged, status="running_tools", message=f"Running {len(server_calls)} tool(s)"
         )
@@ -332,6 +349,25 @@ class RunDriver:
             )
             return False
         return True
+
+    def _tool_calls_used_up(self) -> bool:
+        limit = self.request.max_tool_calls
+        return limit is not None and self.state.tool_calls >= limit
+
+    def _within_tool_limit(self, calls: list[PlannedCall]) -> list[PlannedCall]:
+        """Count the calls that will run; answer those beyond ``max_tool_calls`` with an error."""
+        limit = self.request.max_tool_calls
+        kept: list[PlannedCall] = []
+        for call in calls:
+            if call.preset_result is None:
+                if limit is not None and self.state.tool_calls >= limit:
+                    call = dataclasses.replace(
+                        call, tool=None, preset_result=TOOL_LIMIT_RESULT.format(limit=limit)
+                    )
+                else:
+                    self.state.tool_calls += 1
+            kept.append(call)
+        return kept
 
     def _known(self) -> set[str]:
         return set(self.tools.names) | set(self.client_tools)

@@ -137,6 +137,7 @@ class ChatCompletionRequest(_Open):
             max_tokens=self.max_completion_tokens or self.max_tokens,
             temperature=self.temperature,
             reasoning_effort=self.reasoning_effort,
+            parallel_tool_calls=self.parallel_tool_calls,
         )
 
     def _tool_choice(self) -> ToolChoice:

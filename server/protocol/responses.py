@@ -164,6 +164,8 @@ class ResponseCreateRequest(_Open):
             max_tokens=self.max_output_tokens,
             temperature=self.temperature,
             reasoning_effort=self.reasoning.effort if self.reasoning else None,
+            parallel_tool_calls=self.parallel_tool_calls,
+            max_tool_calls=self.max_tool_calls,
         )
 
     def shell(

@@ -261,3 +261,23 @@ async def test_compact_returns_a_compaction_item_that_can_be_fed_back(
     sent = upstream_messages(simulator)[-1]
     # Two user turns in a row are merged before the call (role alternation).
     assert [m.get("content") for m in sent[1:]] == ["a long conversation\n\ngo on"]
+
+
+async def test_max_tool_calls_caps_the_server_tools_and_asks_for_an_answer(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    script(
+        simulator,
+        tools(call("lookup", word="a"), call("lookup", word="b")),
+        text("Answered with one lookup."),
+    )
+    response = await client.responses.create(
+        model="hermes-agent", input="look up a and b", max_tool_calls=1, parallel_tool_calls=False
+    )
+    assert response.output_text == "Answered with one lookup."
+    first, second = simulator.state.requests(scenario=UPSTREAM_MODEL)
+    assert first.body["parallel_tool_calls"] is False
+    results = [m["content"] for m in second.body["messages"] if m["role"] == "tool"]
+    assert results[0].startswith("definition of a")
+    assert results[1].startswith("Error: this request may make at most 1 tool call")
+    assert "tools" not in second.body  # no tools left to offer: the model must answer
