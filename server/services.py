@@ -106,7 +106,7 @@ class Services:
         self.runs.settle = store.db.writer.flush
         recovered = await self.sessions.recover()
         if recovered:
-            log.warning("marked %d run(s) of a previous start interrupted", recovered)
+            log.warning("marked %d run(s) of a previous start interrupted", len(recovered))
 
     def profile(self, model: str) -> Profile | None:
         return next((p for p in self.profiles if p.id == model), None)

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 
 from hermes_core.persistence.database import Database
 from hermes_core.persistence.rows import upsert
@@ -75,6 +75,27 @@ class ResponseStore:
         async with self.db.engine.begin() as conn:
             result = await conn.execute(statement)
         return bool(result.rowcount)
+
+    async def fail_unfinished(self, run_ids: list[str], message: str) -> int:
+        """Mark the responses of these (dead) runs that never ended as ``failed``."""
+        if not run_ids:
+            return 0
+        await self.db.writer.flush()
+        unfinished = RESPONSES.c.run_id.in_(run_ids) & RESPONSES.c.status.in_(
+            ("queued", "in_progress")
+        )
+        async with self.db.engine.begin() as conn:
+            rows = (await conn.execute(select(RESPONSES).where(unfinished))).all()
+            for row in rows:
+                body = dict(row.body or {})
+                body["status"] = "failed"
+                body["error"] = {"code": "server_error", "message": message}
+                await conn.execute(
+                    update(RESPONSES)
+                    .where(RESPONSES.c.id == row.id)
+                    .values(status="failed", body=body, updated_at=time.time())
+                )
+        return len(rows)
 
     async def prune(self) -> int:
         """Forget responses beyond the retention limits; returns how many."""

@@ -19,7 +19,7 @@ from typing import Literal
 
 from hermes_core.agent import Agent, AgentRequest
 from hermes_core.messages import Message, text_of
-from hermes_core.persistence import SessionInfo, Store, StoredMessage
+from hermes_core.persistence import RunRecord, SessionInfo, Store, StoredMessage
 from hermes_core.persistence.sessions import new_session_id
 from server.sessions.journal import SessionJournal
 from server.sessions.reconcile import Reconciliation, reconcile
@@ -175,8 +175,8 @@ class SessionService:
         """The run was not started after all: give its lock back."""
         self.journal.untrack(run_id)
 
-    async def recover(self) -> int:
-        """Close what a previous life of this instance left open; returns how many runs."""
+    async def recover(self) -> list[RunRecord]:
+        """Close what a previous life of this instance left open; returns those runs."""
         runs = await self.store.runs.recover()
         await self.store.sessions.unlock_runs([run.id for run in runs])
         for session_id in {run.session_id for run in runs if run.session_id}:
@@ -193,8 +193,11 @@ class SessionService:
                     for call_id in missing
                 ],
             )
+        await self.store.responses.fail_unfinished(
+            [run.id for run in runs], "The server restarted while this response was in progress."
+        )
         await self.store.db.writer.flush()
-        return len(runs)
+        return runs
 
     # --- the steps ----------------------------------------------------------------------------
 

@@ -118,3 +118,31 @@ async def test_a_run_killed_mid_tool_is_interrupted_and_its_transcript_closed(
             )
             assert again.status_code == 200, again.text
             assert again.json()["choices"][0]["message"]["content"] == "Back again."
+
+
+async def test_a_background_response_killed_mid_run_is_failed_after_the_restart(
+    simulator: SimulatorServer, database_url: str, tmp_path: Path
+) -> None:
+    simulator.state.script(
+        MODEL,
+        Scenario(steps=[Step(reply=Reply(text="never sent"), fault=Fault(first_byte_delay=60))]),
+    )
+    config = _config(tmp_path, simulator)
+    env = {"DATABASE_URL": database_url, "HERMES_DATA_DIR": str(tmp_path / "data")}
+    await _db_upgrade(config, env)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    auth = {"authorization": f"Bearer {KEY}"}
+    body = {"model": "hermes-agent", "input": "take your time", "background": True}
+    with hermes_command("serve", "--config", str(config), port=port, env=env) as server:
+        async with httpx.AsyncClient(base_url=base, timeout=30, headers=auth) as http:
+            started = (await http.post("/v1/responses", json=body)).json()
+            assert started["status"] == "queued"
+            await _wait_for_upstream_calls(simulator, 1)
+            server.send_signal(signal.SIGKILL)
+            server.wait(timeout=10)
+    with hermes_command("serve", "--config", str(config), port=port, env=env):
+        async with httpx.AsyncClient(base_url=base, timeout=30, headers=auth) as http:
+            after = (await http.get(f"/v1/responses/{started['id']}")).json()
+    assert after["status"] == "failed"
+    assert "restarted" in after["error"]["message"]
