@@ -34,7 +34,8 @@ from hermes_core.persistence import StoredResponse
 from hermes_core.usage import Usage
 from server.auth import Principal
 from server.errors import APIError, error_response
-from server.protocol.responses import ResponseCreateRequest, encode_compaction
+from server.protocol.response_input import encode_compaction
+from server.protocol.responses import ResponseCreateRequest
 from server.runs.manager import Run, RunLimitExceeded, new_id
 from server.services import Profile, Services
 from server.serving.common import is_openwebui, memory_owner, resolve_profile

@@ -24,7 +24,6 @@ from __future__ import annotations
 import copy
 import json
 import time
-from dataclasses import dataclass
 from typing import Any, Literal, assert_never
 
 from hermes_core.events import (
@@ -61,56 +60,12 @@ from server.views.progress import (
     tool_progress,
     tool_started_line,
 )
+from server.views.response_items import MESSAGE, REASONING, Frame, OpenItem, StreamedKind
 
 Progress = Literal["reasoning", "events", "openwebui"]
-Frame = dict[str, Any]
 
 _OPENING_EVENTS = 2
 """``opening()`` always takes sequence numbers 0 and 1; ``handle()`` continues from here."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Streamed:
-    """How one kind of streamed item (message or reasoning) holds its parts and names their
-    events."""
-
-    type: str
-    id_prefix: str
-    parts: str
-    """The item's list of parts (``content`` or ``summary``), indexed by ``<parts>_index``."""
-    part_events: str
-    """``<part_events>.added`` / ``.done`` bracket a part."""
-    text_events: str
-    """``<text_events>.delta`` / ``.done`` carry its text."""
-    empty_part: dict[str, Any]
-    text_extra: dict[str, Any]
-    """Fields the text events also carry."""
-
-    def new_item(self, item_id: str) -> dict[str, Any]:
-        head = {"type": self.type, "id": item_id, "status": "in_progress"}
-        if self.type == "message":
-            head["role"] = "assistant"
-        return {**head, self.parts: []}
-
-
-_MESSAGE = _Streamed(
-    type="message",
-    id_prefix="msg",
-    parts="content",
-    part_events="response.content_part",
-    text_events="response.output_text",
-    empty_part={"type": "output_text", "text": "", "annotations": [], "logprobs": []},
-    text_extra={"logprobs": []},
-)
-_REASONING = _Streamed(
-    type="reasoning",
-    id_prefix="rs",
-    parts="summary",
-    part_events="response.reasoning_summary_part",
-    text_events="response.reasoning_summary_text",
-    empty_part={"type": "summary_text", "text": ""},
-    text_extra={},
-)
 
 
 def response_usage(usage: Usage) -> dict[str, Any]:
@@ -126,48 +81,6 @@ def response_usage(usage: Usage) -> dict[str, Any]:
         "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
         "total_tokens": usage.total_tokens,
     }
-
-
-@dataclass(slots=True)
-class _OpenItem:
-    """The message or reasoning item being streamed, and its open part (text so far), if any."""
-
-    kind: _Streamed
-    item: dict[str, Any]
-    index: int
-    part: dict[str, Any] | None = None
-
-    def append(self, text: str) -> list[Frame]:
-        """``text`` added to the open part (opened first when there is none)."""
-        frames: list[Frame] = []
-        if self.part is None:
-            self.part = copy.deepcopy(self.kind.empty_part)
-            self.item[self.kind.parts].append(self.part)
-            added = {"type": f"{self.kind.part_events}.added", **self._where()}
-            frames.append({**added, "part": copy.deepcopy(self.part)})
-        self.part["text"] += text
-        delta = {"type": f"{self.kind.text_events}.delta", **self._where(), "delta": text}
-        return [*frames, {**delta, **copy.deepcopy(self.kind.text_extra)}]
-
-    def close_part(self) -> list[Frame]:
-        if self.part is None:
-            return []
-        part, where = self.part, self._where()
-        self.part = None
-        done = {"type": f"{self.kind.text_events}.done", **where, "text": part["text"]}
-        return [
-            {**done, **copy.deepcopy(self.kind.text_extra)},
-            {"type": f"{self.kind.part_events}.done", **where, "part": copy.deepcopy(part)},
-        ]
-
-    def _where(self) -> Frame:
-        """What places a part event: the item, its output index, the (last) part's index."""
-        last = len(self.item[self.kind.parts]) - 1
-        return {
-            "item_id": self.item["id"],
-            "output_index": self.index,
-            f"{self.kind.parts}_index": last,
-        }
 
 
 class ResponsesView:
@@ -192,7 +105,7 @@ class ResponsesView:
         self.completed_at = completed_at
         """Used by the ending when set (a replay, or the recorder's value); else the clock."""
         self._id_suffix = str(shell["id"]).removeprefix("resp_")
-        self._open: _OpenItem | None = None
+        self._open: OpenItem | None = None
         self._cards: list[str] = []
         """Open WebUI mode: ids of the server tool calls shown as cards awaiting their output."""
         self._next_sequence = _OPENING_EVENTS
@@ -233,9 +146,9 @@ class ResponsesView:
     def _frames_for(self, event: AgentEvent) -> list[Frame]:
         match event:
             case TextDelta():
-                return self._streamed(_MESSAGE, event.text)
+                return self._streamed(MESSAGE, event.text)
             case ReasoningDelta():
-                return self._streamed(_REASONING, event.text)
+                return self._streamed(REASONING, event.text)
             case ToolStarted():
                 return self._tool_started(event, prefix="")
             case ToolFinished():
@@ -355,7 +268,7 @@ class ResponsesView:
 
     # --- message and reasoning items --------------------------------------------------------
 
-    def _streamed(self, kind: _Streamed, text: str) -> list[Frame]:
+    def _streamed(self, kind: StreamedKind, text: str) -> list[Frame]:
         """A piece of model text or reasoning: continues the open item's part, or opens one."""
         if not text:
             return []
@@ -364,16 +277,16 @@ class ResponsesView:
 
     def _line(self, line: str) -> list[Frame]:
         """One progress line, as a summary part of its own in a reasoning item."""
-        frames, open_item = self._ensure_open(_REASONING)
+        frames, open_item = self._ensure_open(REASONING)
         return frames + open_item.close_part() + open_item.append(line) + open_item.close_part()
 
-    def _ensure_open(self, kind: _Streamed) -> tuple[list[Frame], _OpenItem]:
+    def _ensure_open(self, kind: StreamedKind) -> tuple[list[Frame], OpenItem]:
         if self._open is not None and self._open.kind is kind:
             return [], self._open
         frames = self._close_item()
         item = kind.new_item(self._item_id(kind.id_prefix))
         added = self._add_item(item)
-        self._open = _OpenItem(kind, item, added["output_index"])
+        self._open = OpenItem(kind, item, added["output_index"])
         return [*frames, added], self._open
 
     def _close_item(self) -> list[Frame]:

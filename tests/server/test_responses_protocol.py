@@ -18,12 +18,9 @@ from referencing.jsonschema import DRAFT202012
 from hermes_core.messages import Message
 from hermes_core.providers.base import ForcedTool, ToolSchema
 from server.errors import APIError
-from server.protocol import responses
-from server.protocol.responses import (
-    ResponseCreateRequest,
-    decode_compaction,
-    encode_compaction,
-)
+from server.protocol import response_input
+from server.protocol.response_input import decode_compaction, encode_compaction
+from server.protocol.responses import ResponseCreateRequest
 
 LOOKUP: dict[str, Any] = {
     "type": "function",
@@ -278,7 +275,7 @@ def test_a_damaged_compaction_item_is_a_400(content: object) -> None:
 
 def test_an_oversized_compaction_item_is_a_400(monkeypatch: pytest.MonkeyPatch) -> None:
     encoded = encode_compaction([{"role": "user", "content": "x" * 1000}])
-    monkeypatch.setattr(responses, "_MAX_COMPACTION_BYTES", 100)
+    monkeypatch.setattr(response_input, "_MAX_COMPACTION_BYTES", 100)
     with pytest.raises(APIError) as caught:
         decode_compaction(encoded)
     assert caught.value.param == "input"
