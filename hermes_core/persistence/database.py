@@ -15,11 +15,11 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, create_engine, event, text
+from sqlalchemy import Connection, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from hermes_core.persistence.writer import WriteBehind
+from hermes_core.persistence.writer import AsyncCommitter, SqliteCommitter, WriteBehind
 
 log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -42,12 +42,11 @@ class Database:
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         self.engine: AsyncEngine = self._new_engine()
         if self.dialect == "sqlite":
-            # The writer's thread needs no event loop on SQLite: the plain driver is cheaper.
-            sync = create_engine(parsed.set(drivername="sqlite"))
-            event.listen(sync, "connect", _sqlite_pragmas)
-            self.writer = WriteBehind.threaded(sync)
+            # See persistence/writer.py for why the writer talks to sqlite3 directly.
+            path = parsed.database or ":memory:"
+            self.writer = WriteBehind(SqliteCommitter(path, setup=_pragmas_on))
         else:
-            self.writer = WriteBehind.threaded(self._new_engine)
+            self.writer = WriteBehind(AsyncCommitter(self._new_engine))
 
     def _new_engine(self) -> AsyncEngine:
         options: dict[str, Any] = {}
@@ -105,6 +104,10 @@ class Database:
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    _pragmas_on(dbapi_connection)
+
+
+def _pragmas_on(dbapi_connection: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
