@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from server.errors import install_error_handlers
 from server.limits import BodySizeLimit
 from server.metrics import RequestMetrics
+from server.openapi import install_openapi
 from server.routes import chat, health, models, responses, runs
 from server.routes import metrics as metrics_routes
 from server.services import Services
@@ -40,6 +41,7 @@ def create_app(services: Services) -> FastAPI:
     app.state.chat = ChatServing(services)
     app.state.responses = ResponsesServing(services)
     install_error_handlers(app)
+    install_openapi(app)
     app.add_middleware(BodySizeLimit, max_bytes=services.max_body_bytes)
     # Added last, so outermost: it also counts 413s and requests that crash.
     app.add_middleware(RequestMetrics, metrics=services.metrics)

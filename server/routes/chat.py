@@ -6,13 +6,27 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from server.auth import Principal, require_principal
+from server.openapi import errors, success
 from server.protocol.chat import ChatCompletionRequest
+from server.protocol.schemas import ChatCompletion, ChatCompletionChunk
 from server.serving.chat import ChatServing
 
 router = APIRouter(prefix="/v1", tags=["chat"])
 
 
-@router.post("/chat/completions", response_model=None)
+@router.post(
+    "/chat/completions",
+    response_model=None,
+    responses={
+        200: success(
+            ChatCompletion,
+            "The ``chat.completion`` once the run has ended; with ``stream: true``, an SSE "
+            "stream of ``chat.completion.chunk``s ending with ``data: [DONE]``.",
+            stream=ChatCompletionChunk,
+        ),
+        **errors(400, 401, 403, 404, 409, 413, 429, 502),
+    },
+)
 async def create_chat_completion(
     body: ChatCompletionRequest,
     request: Request,

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from server.errors import APIError
 from server.metrics import Metrics
+from server.openapi import errors
 from server.services import Services
 
 router = APIRouter(tags=["health"])
@@ -31,7 +32,7 @@ async def metrics(request: Request) -> Response:
     return Response(generate_latest(source.registry), media_type=CONTENT_TYPE_LATEST)
 
 
-@router.get("/ready", response_model=Readiness)
+@router.get("/ready", response_model=Readiness, responses=errors(503))
 async def ready(request: Request) -> Readiness:
     """Readiness: the server has something to serve. Needs no API key; 503 until it does."""
     services: Services = request.app.state.services

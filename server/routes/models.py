@@ -7,6 +7,7 @@ from pydantic import BaseModel
 
 from server.auth import Principal, require_principal
 from server.errors import APIError
+from server.openapi import errors
 from server.services import Services
 
 router = APIRouter(prefix="/v1", tags=["models"])
@@ -34,7 +35,12 @@ def _services(request: Request) -> Services:
     return services
 
 
-@router.get("/models", response_model=ModelList, response_model_exclude_none=True)
+@router.get(
+    "/models",
+    response_model=ModelList,
+    response_model_exclude_none=True,
+    responses=errors(401),
+)
 async def list_models(
     request: Request, principal: Annotated[Principal, Depends(require_principal)]
 ) -> ModelList:
@@ -43,7 +49,12 @@ async def list_models(
     return ModelList(data=[Model(id=p.id, name=p.description or None) for p in profiles])
 
 
-@router.get("/models/{model_id:path}", response_model=Model, response_model_exclude_none=True)
+@router.get(
+    "/models/{model_id:path}",
+    response_model=Model,
+    response_model_exclude_none=True,
+    responses=errors(401, 404),
+)
 async def get_model(
     model_id: str, request: Request, principal: Annotated[Principal, Depends(require_principal)]
 ) -> Model:

@@ -9,7 +9,15 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from server.auth import Principal, require_principal
+from server.openapi import errors, success
 from server.protocol.responses import ResponseCreateRequest
+from server.protocol.schemas import (
+    InputItemList,
+    ResponseCompaction,
+    ResponseDeleted,
+    ResponseObject,
+    ResponseStreamEvent,
+)
 from server.serving.responses import ResponsesServing
 
 router = APIRouter(prefix="/v1/responses", tags=["responses"])
@@ -21,7 +29,20 @@ def _serving(request: Request) -> ResponsesServing:
     return serving
 
 
-@router.post("", response_model=None)
+@router.post(
+    "",
+    response_model=None,
+    responses={
+        200: success(
+            ResponseObject,
+            "The Response once the run has ended (at once, ``queued``, for ``background: true``); "
+            "with ``stream: true``, an SSE stream of ``response.*`` events ending with "
+            "``data: [DONE]``.",
+            stream=ResponseStreamEvent,
+        ),
+        **errors(400, 401, 403, 404, 409, 413, 429, 502),
+    },
+)
 async def create_response(
     body: ResponseCreateRequest, request: Request, principal: Caller
 ) -> Response:
@@ -30,7 +51,11 @@ async def create_response(
     return await _serving(request).create(body, request, principal)
 
 
-@router.post("/compact")
+@router.post(
+    "/compact",
+    response_model=ResponseCompaction,
+    responses=errors(400, 401, 403, 404, 409, 413),
+)
 async def compact_response(
     body: ResponseCreateRequest, request: Request, principal: Caller
 ) -> dict[str, Any]:
@@ -38,7 +63,19 @@ async def compact_response(
     return await _serving(request).compact(body, principal)
 
 
-@router.get("/{response_id}", response_model=None)
+@router.get(
+    "/{response_id}",
+    response_model=None,
+    responses={
+        200: success(
+            ResponseObject,
+            "The Response as of now; with ``stream=true``, its SSE stream again (events after "
+            "``starting_after``, then live ones).",
+            stream=ResponseStreamEvent,
+        ),
+        **errors(400, 401, 404, 409),
+    },
+)
 async def retrieve_response(
     response_id: str,
     request: Request,
@@ -53,19 +90,31 @@ async def retrieve_response(
     )
 
 
-@router.delete("/{response_id}")
+@router.delete("/{response_id}", response_model=ResponseDeleted, responses=errors(401, 404))
 async def delete_response(response_id: str, request: Request, principal: Caller) -> dict[str, Any]:
     """Forget a stored response (stopping it first if it is still running)."""
     return await _serving(request).delete(response_id, principal)
 
 
-@router.post("/{response_id}/cancel", response_model=None)
+@router.post(
+    "/{response_id}/cancel",
+    response_model=None,
+    responses={
+        200: success(ResponseObject, "The Response, ended with status ``cancelled``."),
+        **errors(401, 404, 409),
+    },
+)
 async def cancel_response(response_id: str, request: Request, principal: Caller) -> Response:
     """Stop a response in progress; answers it with status ``cancelled``."""
     return await _serving(request).cancel(response_id, principal)
 
 
-@router.get("/{response_id}/input_items")
+@router.get(
+    "/{response_id}/input_items",
+    # Documented only: the items are the client's own, kept as it sent them.
+    response_model=None,
+    responses={200: success(InputItemList, "A page of input items."), **errors(400, 401, 404)},
+)
 async def list_input_items(
     response_id: str,
     request: Request,

@@ -14,6 +14,8 @@ from hermes_core.events import AgentEvent
 from hermes_core.persistence import RunRecord
 from server.auth import Principal, require_principal
 from server.errors import APIError
+from server.openapi import errors, success
+from server.protocol.schemas import RunEvent, RunObject, RunStopped
 from server.runs.manager import Run
 from server.services import Services
 from server.sse import sse_response
@@ -53,7 +55,7 @@ def describe(run: Run) -> dict[str, Any]:
     }
 
 
-@router.get("/{run_id}")
+@router.get("/{run_id}", response_model=RunObject, responses=errors(401, 404))
 async def get_run(
     run_id: str, request: Request, principal: Annotated[Principal, Depends(require_principal)]
 ) -> dict[str, Any]:
@@ -95,7 +97,20 @@ def event_frame(event: AgentEvent) -> bytes:
     return f"id: {event.seq}\nevent: {event.kind}\ndata: {payload}\n\n".encode()
 
 
-@router.get("/{run_id}/events", response_model=None)
+@router.get(
+    "/{run_id}/events",
+    response_model=None,
+    # Only for the document (no JSON answer to list); the handler returns its own response.
+    response_class=Response,
+    responses={
+        200: success(
+            None,
+            "The run's native events as SSE: the log so far, then live ones until it ends.",
+            stream=RunEvent,
+        ),
+        **errors(400, 401, 404),
+    },
+)
 async def run_events(
     run_id: str,
     request: Request,
@@ -119,7 +134,12 @@ async def run_events(
     )
 
 
-@router.post("/{run_id}/stop", status_code=202)
+@router.post(
+    "/{run_id}/stop",
+    status_code=202,
+    response_model=None,
+    responses={202: success(RunStopped, "Stopping."), **errors(401, 404, 409)},
+)
 async def stop_run(
     run_id: str, request: Request, principal: Annotated[Principal, Depends(require_principal)]
 ) -> JSONResponse:
