@@ -65,3 +65,22 @@ async def test_openwebui_mode_shows_server_tools_as_completed_cards(
     output = next(item for item in final["output"] if item["type"] == "function_call_output")
     assert "definition of ibis" in output["output"][0]["text"]
     assert all(item["status"] == "completed" for item in final["output"])
+
+
+async def test_a_quiet_stream_gets_keep_alive_comments(
+    simulator: SimulatorServer, hermes: ThreadedServer
+) -> None:
+    wait = ToolCallSpec(name="wait", arguments={"seconds": 0.6})
+    steps = [Step(reply=Reply(tool_calls=[wait])), Step(reply=Reply(text="Done."))]
+    simulator.state.script(UPSTREAM_MODEL, Scenario(steps=steps))
+    body = {"model": "hermes-agent", "input": "wait", "stream": True}
+    lines: list[str] = []
+    async with (
+        httpx.AsyncClient(base_url=hermes.base_url, timeout=30) as http,
+        http.stream(
+            "POST", "/v1/responses", json=body, headers={"authorization": f"Bearer {KEY_ALICE}"}
+        ) as response,
+    ):
+        lines = [line async for line in response.aiter_lines()]
+    assert ": keep-alive" in lines  # while the tool runs (the test server's interval: 0.2 s)
+    assert [line for line in lines if line][-1] == "data: [DONE]"
