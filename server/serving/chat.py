@@ -10,7 +10,6 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from hermes_core.agent import Agent, AgentRequest
 from hermes_core.errors import InvalidRequestError, ProviderError
 from hermes_core.events import RunFinished
 from hermes_core.providers.base import ModelRequest, ModelResponse
@@ -21,9 +20,10 @@ from server.runs.manager import Run, RunLimitExceeded, new_id
 from server.services import Profile, Services
 from server.serving.common import (
     is_openwebui,
-    memory_owner,
+    new_agent,
     resolve_profile,
     session_name_of,
+    start_run,
 )
 from server.sessions.service import SessionBusy
 from server.sse import DONE, data_frame, sse_response
@@ -45,12 +45,7 @@ class ChatServing:
         agent_request = body.to_agent_request(with_client_tools=not openwebui)
         services = self.services
         session_name = session_name_of(request)
-        agent = profile.new_agent(
-            owner=principal.name,
-            stores=services.stores,
-            memory_owner=memory_owner(request, principal),
-            checkpoint=services.store.db.writer.flush if services.store is not None else None,
-        )
+        agent = new_agent(services, profile, request, principal)
         try:
             agent.check(agent_request)
         except InvalidRequestError as exc:
@@ -71,7 +66,16 @@ class ChatServing:
                 )
                 agent_request, session_id = turn.request, turn.session_id
             agent_request = dataclasses.replace(agent_request, run_id=run_id)
-            run = self._start(agent, agent_request, principal, profile, completion_id, session_id)
+            run = start_run(
+                services,
+                agent,
+                agent_request,
+                principal=principal,
+                profile=profile,
+                endpoint="chat.completions",
+                completion_id=completion_id,
+                session_id=session_id,
+            )
         except RunLimitExceeded as exc:
             response = error_response(429, exc.message, code="rate_limit_exceeded")
             response.headers["retry-after"] = str(exc.retry_after)
@@ -96,30 +100,6 @@ class ChatServing:
                 keepalive_seconds=self.services.keepalive_seconds,
             )
         return await self._complete(run, completion_id, profile.id, created, headers)
-
-    def _start(
-        self,
-        agent: Agent,
-        request: AgentRequest,
-        principal: Principal,
-        profile: Profile,
-        completion_id: str,
-        session_id: str | None,
-    ) -> Run:
-        try:
-            return self.services.runs.start(
-                agent,
-                request,
-                owner=principal.name,
-                endpoint="chat.completions",
-                model=profile.id,
-                completion_id=completion_id,
-                session_id=session_id,
-            )
-        except BaseException:
-            if self.services.sessions is not None and request.run_id is not None:
-                self.services.sessions.abandon(request.run_id)
-            raise
 
     async def _frames(self, run: Run, view: ChatStreamView) -> AsyncIterator[bytes]:
         try:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from fastapi import Request
 
+from hermes_core.agent import Agent, AgentRequest
 from server.auth import Principal
 from server.errors import APIError
+from server.runs.manager import Run
 from server.services import Profile, Services
 from server.sessions.service import MAX_NAME_LENGTH, valid_name
 
@@ -61,3 +63,44 @@ def memory_owner(request: Request, principal: Principal) -> str:
             param="x-hermes-memory-scope",
         )
     return f"{principal.name}/{scope}"
+
+
+def new_agent(
+    services: Services, profile: Profile, request: Request, principal: Principal
+) -> Agent:
+    """An agent of ``profile`` for this request: the principal's stores and memory scope, and
+    the store's write queue as its checkpoint before tools run."""
+    return profile.new_agent(
+        owner=principal.name,
+        stores=services.stores,
+        memory_owner=memory_owner(request, principal),
+        checkpoint=services.store.db.writer.flush if services.store is not None else None,
+    )
+
+
+def start_run(
+    services: Services,
+    agent: Agent,
+    request: AgentRequest,
+    *,
+    principal: Principal,
+    profile: Profile,
+    endpoint: str,
+    completion_id: str,
+    session_id: str | None,
+) -> Run:
+    """Start the run; if it cannot start, give back the session turn it was given."""
+    try:
+        return services.runs.start(
+            agent,
+            request,
+            owner=principal.name,
+            endpoint=endpoint,
+            model=profile.id,
+            completion_id=completion_id,
+            session_id=session_id,
+        )
+    except BaseException:
+        if services.sessions is not None and request.run_id is not None:
+            services.sessions.abandon(request.run_id)
+        raise

@@ -38,7 +38,7 @@ from server.protocol.response_input import encode_compaction
 from server.protocol.responses import ResponseCreateRequest
 from server.runs.manager import Run, RunLimitExceeded, new_id
 from server.services import Profile, Services
-from server.serving.common import is_openwebui, memory_owner, resolve_profile
+from server.serving.common import is_openwebui, new_agent, resolve_profile, start_run
 from server.sessions.service import SessionBusy, SessionPoint
 from server.sse import DONE, named_frame, sse_response
 from server.views.responses import ResponsesView, response_usage
@@ -74,12 +74,7 @@ class ResponsesServing:
         previous = await self._previous(body, principal)
         progress = _progress(request, profile)
         agent_request = body.to_agent_request(with_client_tools=progress != "openwebui")
-        agent = profile.new_agent(
-            owner=principal.name,
-            stores=services.stores,
-            memory_owner=memory_owner(request, principal),
-            checkpoint=services.store.db.writer.flush if services.store is not None else None,
-        )
+        agent = new_agent(services, profile, request, principal)
         try:
             agent.check(agent_request)
         except InvalidRequestError as exc:
@@ -90,8 +85,16 @@ class ResponsesServing:
             session_id, agent_request = await self._on_session(
                 body, agent, agent_request, principal, profile, run_id, previous
             )
-            run = self._start(agent, dataclasses.replace(agent_request, run_id=run_id),
-                              principal, profile, response_id, session_id)  # fmt: skip
+            run = start_run(
+                services,
+                agent,
+                dataclasses.replace(agent_request, run_id=run_id),
+                principal=principal,
+                profile=profile,
+                endpoint="responses",
+                completion_id=response_id,
+                session_id=session_id,
+            )
         except RunLimitExceeded as exc:
             response = error_response(429, exc.message, code="rate_limit_exceeded")
             response.headers["retry-after"] = str(exc.retry_after)
@@ -191,30 +194,6 @@ class ResponsesServing:
                 code="previous_response_not_found",
             ) from exc
         return turn.session_id, turn.request
-
-    def _start(
-        self,
-        agent: Agent,
-        request: AgentRequest,
-        principal: Principal,
-        profile: Profile,
-        response_id: str,
-        session_id: str | None,
-    ) -> Run:
-        try:
-            return self.services.runs.start(
-                agent,
-                request,
-                owner=principal.name,
-                endpoint="responses",
-                model=profile.id,
-                completion_id=response_id,
-                session_id=session_id,
-            )
-        except BaseException:
-            if self.services.sessions is not None and request.run_id is not None:
-                self.services.sessions.abandon(request.run_id)
-            raise
 
     def _recorder(
         self,
