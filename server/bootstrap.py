@@ -46,6 +46,12 @@ def build_services(config: HermesConfig) -> Services:
         max_body_bytes=config.server.max_body_bytes,
         database_url=config.server.resolved_database_url,
         migrate_on_start=config.server.migrate_on_start,
+        responses_max_count=config.server.responses_max_count,
+        responses_max_age_seconds=(
+            config.server.responses_max_age_days * 86400
+            if config.server.responses_max_age_days is not None
+            else None
+        ),
         session_settings=SessionSettings(
             busy=config.server.session_busy, wait_seconds=config.server.session_wait_seconds
         ),

@@ -3,6 +3,7 @@ by ``create_app`` and shared by every route through ``app.state.services``."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -85,8 +86,12 @@ class Services:
     """Apply schema migrations at start; None: only on SQLite (PostgreSQL schemas are
     upgraded deliberately, with ``hermes-server db upgrade``)."""
     session_settings: SessionSettings = field(default_factory=SessionSettings)
+    responses_max_count: int | None = None
+    responses_max_age_seconds: float | None = None
+    """Stored responses are pruned beyond these (at start, then every ``PRUNE_SECONDS``)."""
     store: Store | None = None
     sessions: SessionService | None = None
+    _pruning: asyncio.Task[None] | None = None
     """Named conversations and transcripts; set by :meth:`open` when there is a database."""
 
     async def open(self) -> None:
@@ -98,7 +103,12 @@ class Services:
         migrate = self.migrate_on_start
         if migrate is None:
             migrate = db_url.startswith("sqlite")
-        store = await Store.open(db_url, migrate=migrate)
+        store = await Store.open(
+            db_url,
+            migrate=migrate,
+            responses_max_count=self.responses_max_count,
+            responses_max_age_seconds=self.responses_max_age_seconds,
+        )
         self.store = store
         self.stores = Stores(memory=store.memory, todos=store.todos, sessions=store.search)
         self.sessions = SessionService(store, self.session_settings)
@@ -107,12 +117,18 @@ class Services:
         recovered = await self.sessions.recover()
         if recovered:
             log.warning("marked %d run(s) of a previous start interrupted", len(recovered))
+        if self.responses_max_count is not None or self.responses_max_age_seconds is not None:
+            await store.responses.prune()
+            self._pruning = asyncio.create_task(_prune_forever(store), name="hermes-prune")
 
     def profile(self, model: str) -> Profile | None:
         return next((p for p in self.profiles if p.id == model), None)
 
     async def close(self) -> None:
         """Release upstream connections (profiles may share providers) and the database."""
+        if self._pruning is not None:
+            self._pruning.cancel()
+            await asyncio.gather(self._pruning, return_exceptions=True)
         if self.store is not None:
             await self.store.close()
         closed: set[int] = set()
@@ -120,3 +136,19 @@ class Services:
             if id(profile.provider) not in closed:
                 closed.add(id(profile.provider))
                 await profile.provider.aclose()
+
+
+PRUNE_SECONDS = 600.0
+
+
+async def _prune_forever(store: Store) -> None:
+    """Keep stored responses within their retention limits."""
+    while True:
+        await asyncio.sleep(PRUNE_SECONDS)
+        try:
+            removed = await store.responses.prune()
+        except Exception:  # a failed prune must not stop the next one
+            log.exception("pruning stored responses failed")
+        else:
+            if removed:
+                log.info("pruned %d stored response(s)", removed)

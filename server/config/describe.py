@@ -101,6 +101,7 @@ def _server_lines(server: ServerConfig) -> list[str]:
             "migrations at start",
             {None: "on SQLite only", True: "yes", False: "no"}[server.migrate_on_start],
         ),
+        _row("stored responses", _retention(server)),
         _row(
             "busy session",
             f"wait up to {server.session_wait_seconds:g} s"
@@ -206,3 +207,12 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _retention(server: ServerConfig) -> str:
+    limits = []
+    if server.responses_max_count is not None:
+        limits.append(f"at most {server.responses_max_count}")
+    if server.responses_max_age_days is not None:
+        limits.append(f"for {server.responses_max_age_days:g} days")
+    return ", ".join(limits) or "kept until deleted"

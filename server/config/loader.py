@@ -48,6 +48,8 @@ SERVER_ENV: dict[str, str] = {
     "HERMES_MIGRATE_ON_START": "migrate_on_start",
     "HERMES_SESSION_BUSY": "session_busy",
     "HERMES_SESSION_WAIT_SECONDS": "session_wait_seconds",
+    "HERMES_RESPONSES_MAX_COUNT": "responses_max_count",
+    "HERMES_RESPONSES_MAX_AGE_DAYS": "responses_max_age_days",
 }
 API_KEYS_ENV = "HERMES_API_KEYS"
 _SHORTCUT_PREFIXES = ("HERMES_UPSTREAM_", "HERMES_ANTHROPIC_", "HERMES_OPENAI_")

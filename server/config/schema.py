@@ -111,6 +111,10 @@ class ServerConfig(_Model):
     with 409 ``session_busy``."""
     session_wait_seconds: float = Field(default=30.0, ge=0, le=3600)
     """How long a waiting turn waits before it too is refused."""
+    responses_max_count: int | None = Field(default=None, ge=0)
+    """Stored responses kept at most (the oldest go first); None: no limit."""
+    responses_max_age_days: float | None = Field(default=None, gt=0)
+    """Stored responses older than this are forgotten; None: no limit."""
 
     @field_validator("database_url", mode="before")
     @classmethod

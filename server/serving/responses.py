@@ -224,7 +224,7 @@ class ResponsesServing:
                     request=request_record,
                     body=response,
                     transcript_length=run.transcript_length or 0,
-                    created_at=float(shell["created_at"]),
+                    created_at=run.created_at,  # to the microsecond: retention orders by it
                     updated_at=time.time(),
                 )
             )

@@ -5,6 +5,7 @@ survives a restart of the server (SQLite and PostgreSQL)."""
 from __future__ import annotations
 
 import openai
+import pytest
 
 from server.app import create_app
 from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
@@ -57,3 +58,24 @@ async def test_a_five_turn_chain_reads_more_from_the_cache_each_turn_and_survive
     # The fifth turn's prompt still holds the first turn's hidden tool call.
     sent = simulator.state.requests(scenario=UPSTREAM_MODEL)[-1].body["messages"]
     assert any("definition of w0" in str(m.get("content")) for m in sent)
+
+
+async def test_stored_responses_beyond_the_retention_limit_are_pruned_at_start(
+    simulator: SimulatorServer, database_url: str
+) -> None:
+    simulator.state.script(
+        UPSTREAM_MODEL, Scenario(steps=[Step(reply=Reply(text="ok."), repeat=3)])
+    )
+    with _server(simulator, database_url) as server:
+        ids = [(await _turn(server, number, None)).id for number in range(3)]
+    services = make_services(
+        simulator, database_url=database_url, migrate_on_start=True, responses_max_count=1
+    )
+    with ThreadedServer(create_app(services)) as restarted:
+        async with openai.AsyncOpenAI(
+            base_url=restarted.base_url + "/v1", api_key=KEY_ALICE
+        ) as sdk:
+            for old in ids[:2]:
+                with pytest.raises(openai.NotFoundError):
+                    await sdk.responses.retrieve(old)
+            assert (await sdk.responses.retrieve(ids[2])).output_text == "ok."

@@ -246,6 +246,8 @@ def test_environment_overrides_win_over_the_file(tmp_path: Path) -> None:
             "HERMES_MIGRATE_ON_START": "yes",
             "HERMES_SESSION_BUSY": "refuse",
             "HERMES_SESSION_WAIT_SECONDS": "2.5",
+            "HERMES_RESPONSES_MAX_COUNT": "500",
+            "HERMES_RESPONSES_MAX_AGE_DAYS": "7",
         },
     )
     server = config.server
@@ -254,6 +256,7 @@ def test_environment_overrides_win_over_the_file(tmp_path: Path) -> None:
         "refuse",
         2.5,
     )
+    assert (server.responses_max_count, server.responses_max_age_days) == (500, 7.0)
     assert (server.host, server.port, server.data_dir) == ("127.0.0.2", 9001, Path("/srv/from-env"))
     assert server.stop_on_disconnect is False
     assert (server.max_concurrent_runs, server.max_concurrent_runs_per_key) == (10, 2)
