@@ -104,6 +104,8 @@ class ChatServing:
     async def _frames(self, run: Run, view: ChatStreamView) -> AsyncIterator[bytes]:
         try:
             async for event in run.follow():
+                if isinstance(event, RunFinished):
+                    view.session_id = run.session_id  # the session it ended in (compression)
                 for payload in view.handle(event):
                     yield data_frame(payload)
             yield DONE
@@ -123,6 +125,7 @@ class ChatServing:
                 end = event
         if end is None:
             raise APIError(500, "The run ended without an answer.", code="server_error")
+        builder.session_id = run.session_id  # the session it ended in (compression moves it)
         if not end.final_text and end.exit_reason.value == "failed":
             response = error_response(502, end.error or "The run failed.", code="upstream_error")
             response.headers.update(headers)

@@ -116,6 +116,7 @@ async def test_a_named_session_continues_with_its_hidden_tool_history(
     first = await chat(http, [user("check zebra")], session="chat-1")
     assert answer(first) == "Zebras are fine."
     assert first.headers["x-hermes-session-id"] == "chat-1"
+    assert first.json()["hermes"]["session_id"].startswith("sess_")  # the session's own id
     second = await chat(
         http, [user("check zebra"), assistant("Zebras are fine."), user("sure?")], session="chat-1"
     )
