@@ -233,6 +233,8 @@ class ResponsesServing:
 
         async def record() -> dict[str, Any]:
             async for event in run.follow():
+                if isinstance(event, RunFinished):
+                    view.session_id = run.session_id  # where it ended (compression moves it)
                 view.handle(event)
             final = view.response
             save(final)
@@ -259,6 +261,7 @@ class ResponsesServing:
                     # its next request can continue from it at once; and both say the same.
                     final = await asyncio.shield(live.recorder)
                     view.completed_at = final.get("completed_at")
+                    view.session_id = run.session_id
                 payloads = view.handle(event)
                 for payload in payloads:
                     if payload["sequence_number"] > starting_after:

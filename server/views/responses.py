@@ -101,7 +101,7 @@ class ResponsesView:
     ) -> None:
         self._response: dict[str, Any] = copy.deepcopy(shell)
         self._progress = progress
-        self._session_id = session_id
+        self.session_id = session_id
         self.completed_at = completed_at
         """Used by the ending when set (a replay, or the recorder's value); else the clock."""
         self._id_suffix = str(shell["id"]).removeprefix("resp_")
@@ -224,7 +224,7 @@ class ResponsesView:
             frames += self._function_call_output(call_id, UNFINISHED_TOOL_OUTPUT)
         self._cards.clear()
         self._response["usage"] = response_usage(end.usage)
-        self._response["hermes"] = hermes_summary(end, session_id=self._session_id)
+        self._response["hermes"] = hermes_summary(end, session_id=self.session_id)
         terminal = self._settle(end)
         if end.exit_reason is ExitReason.FAILED:
             frames.append(_error_event(self._response["error"]["message"]))

@@ -115,9 +115,12 @@ async def test_previous_response_id_continues_the_hidden_tool_history(
 ) -> None:
     script(simulator, tools(call("lookup", word="okapi")), text("Okapis are fine."), text("Yes."))
     first = await client.responses.create(model="hermes-agent", input="check okapi")
-    await client.responses.create(
+    second = await client.responses.create(
         model="hermes-agent", previous_response_id=first.id, input="sure?"
     )
+    hermes = (second.model_extra or {})["hermes"]
+    assert hermes["session_id"] == (first.model_extra or {})["hermes"]["session_id"]
+    assert hermes["exit_reason"] == "completed"
     roles = [m["role"] for m in upstream_messages(simulator)[-1] if m["role"] != "system"]
     assert roles == ["user", "assistant", "tool", "assistant", "user"]
 
