@@ -311,29 +311,25 @@ class SessionStore:
 
     async def logical_position(self, session: SessionInfo, position: int) -> int:
         """Where the actual transcript's ``position`` falls in the logical one."""
-        base_length = 0
-        if session.base_id is not None:
-            base = await self.get(session.owner, session.base_id)
-            if base is not None:
-                base_length = len(await self.logical(base))
-        own = await self.messages(session.id)
-        compacted = sum(1 for stored in own if stored.compacted)
+        _base, base_length, compacted = await self._offsets(session)
         return base_length + max(position - compacted, 0)
 
     async def _fork_point(
         self, session: SessionInfo, at: int
     ) -> tuple[SessionInfo, int, str | None]:
         """Which session's actual messages to copy, how many, and the child's base."""
-        base_length = 0
-        if session.base_id is not None:
-            base = await self.get(session.owner, session.base_id)
-            if base is not None:
-                base_length = len(await self.logical(base))
-                if at < base_length:
-                    return await self._fork_point(base, at)
-        own = await self.messages(session.id)
-        compacted = sum(1 for stored in own if stored.compacted)
+        base, base_length, compacted = await self._offsets(session)
+        if base is not None and at < base_length:
+            return await self._fork_point(base, at)
         return session, compacted + (at - base_length), session.base_id
+
+    async def _offsets(self, session: SessionInfo) -> tuple[SessionInfo | None, int, int]:
+        """The base session, the length of its logical transcript (where this session's own
+        messages start in the logical one), and how many compacted messages open this one's."""
+        base = await self.get(session.owner, session.base_id) if session.base_id else None
+        base_length = len(await self.logical(base)) if base is not None else 0
+        own = await self.messages(session.id)
+        return base, base_length, sum(1 for stored in own if stored.compacted)
 
 
 def _info(row: Any) -> SessionInfo:
