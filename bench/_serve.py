@@ -16,6 +16,7 @@ from hermes_core.persistence import sqlite_url
 from hermes_core.providers import ProviderConfig, create_provider
 from server.app import create_app
 from server.runs.manager import RunManager
+from server.runtime import tune_garbage_collector
 from server.services import Profile, Services
 
 BENCH_MODEL = "bench-upstream"
@@ -51,8 +52,10 @@ def main() -> None:
         runs=RunManager(max_runs=4096, max_runs_per_owner=4096),
         database_url=database_url,
     )
+    app = create_app(services)
+    tune_garbage_collector()  # as `hermes-server serve` does
     uvicorn.run(
-        create_app(services),
+        app,
         host="127.0.0.1",
         port=args.port,
         log_level="warning",

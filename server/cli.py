@@ -31,6 +31,7 @@ from server.config import (
     describe,
     load_config,
 )
+from server.runtime import tune_garbage_collector
 from server.simulator import SimulatorState, create_simulator_app
 
 log = logging.getLogger("hermes.cli")
@@ -85,8 +86,10 @@ def _serve(args: argparse.Namespace) -> int:
     with upstreams(config) as running:
         server = running.server
         log.info("serving %s on %s:%s", ", ".join(running.model_ids), server.host, server.port)
+        app = create_app(build_services(running))
+        tune_garbage_collector()
         uvicorn.run(
-            create_app(build_services(running)),
+            app,
             host=server.host,
             port=server.port,
             log_level=args.log_level,
@@ -135,8 +138,10 @@ def _simulate(args: argparse.Namespace) -> int:
     state = SimulatorState(min_cacheable_tokens=args.min_cacheable_tokens)
     root = f"http://{args.host}:{args.port}"
     log.info("upstream simulator: OpenAI base URL %s/v1, Anthropic base URL %s", root, root)
+    app = create_simulator_app(state)
+    tune_garbage_collector()
     uvicorn.run(
-        create_simulator_app(state),
+        app,
         host=args.host,
         port=args.port,
         log_level=args.log_level,

@@ -1,0 +1,27 @@
+"""Process-wide settings for a serving process, applied once before the event loop starts."""
+
+from __future__ import annotations
+
+import gc
+
+GEN0_THRESHOLD = 10_000
+"""Container allocations between young-generation collections (CPython's default is 700).
+
+A request allocates a few thousand short-lived containers (events, dicts, frames). At the
+default, collections run several times per request and promote the objects of the requests
+still in flight to the older generations, whose collections then walk them again
+(bench/server_overhead.py measured ~0.4 ms of CPU per request in the collector)."""
+
+
+def tune_garbage_collector() -> None:
+    """Move everything alive now (modules, app, configuration) out of the collector's sight,
+    and collect the young generation less often.
+
+    Objects frozen here are never scanned again, so full collections only walk what requests
+    allocated; they stay reference-counted and are freed as usual when unreferenced outside a
+    cycle. Only serving processes call this (the test suite builds many apps in one process).
+    """
+    gc.collect()
+    gc.freeze()
+    _, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(GEN0_THRESHOLD, gen1, gen2)
