@@ -12,14 +12,13 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import httpx2
 import openai
 
 from hermes_core.context.caching import mark_chat_messages
 from hermes_core.errors import ErrorKind, ProviderError
 from hermes_core.messages import Message, ToolCall
 from hermes_core.providers._configured import ConfiguredProvider
-from hermes_core.providers._sdk_errors import error_from_status, error_from_stream_frame, sdk_errors
+from hermes_core.providers._sdk_errors import error_from_status, error_from_stream_frame
 from hermes_core.providers.base import (
     ApiMode,
     FinishReason,
@@ -34,6 +33,7 @@ from hermes_core.providers.base import (
 )
 from hermes_core.providers.config import ProviderConfig
 from hermes_core.providers.credentials import read_key
+from hermes_core.providers.upstream_http import UpstreamSession, sse_data, transport_errors
 from hermes_core.usage import Usage
 
 # Keys of the internal format that no Chat Completions server accepts.
@@ -213,12 +213,6 @@ class ChatCompletionsProvider(ConfiguredProvider[openai.AsyncOpenAI]):
     """A provider reached through ``POST {base_url}/chat/completions``."""
 
     def __init__(self, config: ProviderConfig) -> None:
-        # The SDK's aiohttp transport parses HTTP in C; httpx2's own transport is pure Python
-        # and was the largest cost left on the hot path (bench/server_overhead.py).
-        self._http = openai.DefaultAioHttpClient(
-            timeout=httpx2.Timeout(config.timeout),
-            limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100),
-        )
         super().__init__(
             config,
             openai.AsyncOpenAI(
@@ -227,9 +221,11 @@ class ChatCompletionsProvider(ConfiguredProvider[openai.AsyncOpenAI]):
                 api_key=read_key(config) or "unused",
                 max_retries=0,  # retries and fallback belong to the agent, not the SDK
                 timeout=config.timeout,
-                http_client=self._http,
             ),
         )
+        # The SDK client keeps the base URL, the key (and its rotation) and the user agent; the
+        # calls themselves go through aiohttp directly (see upstream_http.py for why).
+        self._http = UpstreamSession(timeout=config.timeout)
         self._url = str(self._client.base_url).rstrip("/") + "/chat/completions"
         self._headers = self._wire_headers()
 
@@ -254,28 +250,29 @@ class ChatCompletionsProvider(ConfiguredProvider[openai.AsyncOpenAI]):
         extra = kwargs.pop("extra_headers", None)
         headers = {**self._headers, **extra} if extra else self._headers
         payload = json.dumps(kwargs, ensure_ascii=False).encode()
-        # The SDK's own HTTP client carries the call, but we read the SSE ourselves: the SDK's
-        # request building and per-chunk decoding cost several milliseconds per call, more
-        # than everything else the server does for a request (see bench/server_overhead.py).
-        with sdk_errors(self.name):
-            async with self._http.stream(
-                "POST", self._url, content=payload, headers=headers
-            ) as response:
-                # Leaving this block, however it happens (end, error, aclose(), task
-                # cancellation), closes the upstream connection at once.
-                if response.status_code >= 400:
-                    body = await response.aread()
-                    raise error_from_status(self.name, response.status_code, response.headers, body)
-                async for line in response.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue  # comments, keep-alives, event names
-                    data = line[5:].strip()
-                    if data == "[DONE]":
+        # We read the SSE ourselves: the SDK's request building and per-chunk decoding cost
+        # several milliseconds per call, more than everything else the server does for a
+        # request (see bench/server_overhead.py).
+        with transport_errors(self.name):
+            async with self._http.post(self._url, payload, headers) as response:
+                if response.status >= 400:
+                    body = await response.read()
+                    raise error_from_status(self.name, response.status, response.headers, body)
+                async for data in sse_data(response.content.iter_any()):
+                    if data == b"[DONE]":
                         # Keep reading to the end of the body rather than leave: a fully read
                         # response returns its connection to the pool; an abandoned one is
                         # closed, and a new upstream connection per call costs latency.
                         continue
-                    chunk = json.loads(data)
+                    try:
+                        chunk = json.loads(data)
+                    except ValueError as exc:
+                        raise ProviderError(
+                            f"{self.name}: unreadable upstream response (a stream frame is not "
+                            "JSON)",
+                            kind=ErrorKind.INVALID_RESPONSE,
+                            provider=self.name,
+                        ) from exc
                     if not isinstance(chunk, dict):
                         continue
                     if chunk.get("error"):

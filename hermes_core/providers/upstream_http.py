@@ -1,0 +1,113 @@
+"""The HTTP client of adapters that read an upstream's SSE themselves: aiohttp, used directly.
+
+The SDKs wrap aiohttp in an httpx-compatible layer (request building, header objects, URL
+parsing, a cookie jar, line decoding), which cost more CPU per model call than the rest of the
+server's work for it (bench/server_overhead.py). This module keeps what a streamed POST needs:
+a pooled session per provider, the provider's timeout, and the proxy settings of the
+environment, as the SDKs honour them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from urllib.parse import urlsplit
+from urllib.request import getproxies, proxy_bypass
+
+import aiohttp
+
+from hermes_core.errors import ErrorKind, ProviderError
+
+
+class UpstreamSession:
+    """One connection pool per provider. The aiohttp session belongs to an event loop, so it is
+    opened on first use (providers are built before the server's loop runs)."""
+
+    def __init__(self, *, timeout: float, max_connections: int = 1000) -> None:
+        # Like the SDKs' ``timeout``: a bound on connecting and on each wait for bytes, none on
+        # the whole answer (a long stream is fine as long as it keeps coming).
+        self._timeout = aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout)
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+        self._proxies: dict[str, str | None] = {}
+
+    def _open(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._max_connections),
+                timeout=self._timeout,
+                cookie_jar=aiohttp.DummyCookieJar(),  # an API upstream sets no cookies we want
+                # Not trust_env: it reads the proxy settings again on every request (about
+                # 1 ms of CPU); _proxy_for reads them once per URL.
+                trust_env=False,
+            )
+        return self._session
+
+    @asynccontextmanager
+    async def post(
+        self, url: str, body: bytes, headers: Mapping[str, str]
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """POST ``body``; yields the response with its body unread. Leaving the block, however it
+        happens, releases the connection: back to the pool once the body was read to its end,
+        closed otherwise (an abandoned stream must not keep the upstream generating)."""
+        async with self._open().post(
+            url, data=body, headers=headers, allow_redirects=False, proxy=self._proxy_for(url)
+        ) as response:
+            yield response
+
+    def _proxy_for(self, url: str) -> str | None:
+        """The proxy the environment names for ``url`` (``HTTPS_PROXY``, ``NO_PROXY``, …), as
+        the SDKs' own clients would use it."""
+        if url not in self._proxies:
+            parts = urlsplit(url)
+            bypass = bool(parts.hostname) and proxy_bypass(parts.hostname or "")
+            self._proxies[url] = None if bypass else getproxies().get(parts.scheme)
+        return self._proxies[url]
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+async def sse_data(pieces: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
+    """The payload of each ``data:`` line of an SSE body arriving in ``pieces`` (e.g.
+    ``response.content.iter_any()``), stripped. Comments, keep-alives and event names are
+    skipped: the adapters read the JSON, which names its own type.
+
+    Splits whatever arrived at once instead of awaiting line by line: a burst of twenty chunks
+    is one loop turn, not twenty.
+    """
+    pending: list[bytes] = []
+    async for piece in pieces:
+        if b"\n" not in piece:
+            pending.append(piece)  # part of a line; complete it with what comes next
+            continue
+        if pending:
+            pending.append(piece)
+            piece = b"".join(pending)
+            pending.clear()
+        *lines, rest = piece.split(b"\n")
+        if rest:
+            pending.append(rest)
+        for line in lines:
+            if line.startswith(b"data:"):
+                yield line[5:].strip()
+
+
+@contextmanager
+def transport_errors(provider: str) -> Iterator[None]:
+    """Re-raise aiohttp's failures (no answer, a connection lost mid-stream, a timeout) as
+    the ProviderError the fallback chain reasons about."""
+    try:
+        yield
+    except TimeoutError as exc:  # aiohttp's timeouts are TimeoutErrors
+        raise ProviderError(
+            f"{provider}: upstream timed out", kind=ErrorKind.TIMEOUT, provider=provider
+        ) from exc
+    except aiohttp.ClientError as exc:
+        raise ProviderError(
+            f"{provider}: connection to upstream failed ({type(exc).__name__})",
+            kind=ErrorKind.CONNECTION,
+            provider=provider,
+        ) from exc
