@@ -6,11 +6,12 @@ comments while a run is quiet (tools running), and notices a client that went aw
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from hermes_core import json_codec
 
 DONE = b"data: [DONE]\n\n"
 KEEPALIVE_SECONDS = 15
@@ -18,14 +19,12 @@ KEEPALIVE_SECONDS = 15
 
 def data_frame(payload: dict[str, Any]) -> bytes:
     """``data: {json}`` — never an ``event:`` or ``id:`` line (they break OpenAI SDK parsers)."""
-    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    return b"data: " + text.encode() + b"\n\n"
+    return b"data: " + json_codec.dumps(payload) + b"\n\n"
 
 
 def named_frame(event: str, payload: dict[str, Any]) -> bytes:
     """``event: <type>`` + ``data:``; only for the Responses and native run-event streams."""
-    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    return b"event: " + event.encode() + b"\ndata: " + text.encode() + b"\n\n"
+    return b"event: " + event.encode() + b"\ndata: " + json_codec.dumps(payload) + b"\n\n"
 
 
 def _keepalive() -> ServerSentEvent:

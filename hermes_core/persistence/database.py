@@ -19,6 +19,7 @@ from sqlalchemy import Connection, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from hermes_core import json_codec
 from hermes_core.persistence.writer import AsyncCommitter, SqliteCommitter, WriteBehind
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,8 @@ class Database:
             self.writer = WriteBehind(AsyncCommitter(self._new_engine))
 
     def _new_engine(self) -> AsyncEngine:
-        options: dict[str, Any] = {}
+        # JSON columns (messages, usage) are encoded on the hot path of every run.
+        options: dict[str, Any] = {"json_serializer": json_codec.dumps_text}
         if self.dialect == "postgresql":
             options["pool_size"] = 10
             options["pool_pre_ping"] = True

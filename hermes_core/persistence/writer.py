@@ -39,6 +39,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
+from hermes_core import json_codec
+
 log = logging.getLogger(__name__)
 
 
@@ -127,7 +129,7 @@ class SqliteCommitter:
     def __init__(self, path: str, *, setup: Callable[[sqlite3.Connection], None]) -> None:
         self._path = path
         self._setup = setup
-        self._dialect = sqlite_dialect()
+        self._dialect = sqlite_dialect(json_serializer=json_codec.dumps_text)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hermes-store-writer")
         self._connection: sqlite3.Connection | None = None
         self._compiled: dict[tuple[int, tuple[str, ...]], _Compiled] = {}

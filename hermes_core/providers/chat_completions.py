@@ -7,13 +7,13 @@ provider events out), so the parsing is testable without a network.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import openai
 
+from hermes_core import json_codec
 from hermes_core.context.caching import mark_chat_messages
 from hermes_core.errors import ErrorKind, ProviderError
 from hermes_core.messages import Message, ToolCall
@@ -249,7 +249,7 @@ class ChatCompletionsProvider(ConfiguredProvider[openai.AsyncOpenAI]):
         kwargs = build_kwargs(request, model=self.model)
         extra = kwargs.pop("extra_headers", None)
         headers = {**self._headers, **extra} if extra else self._headers
-        payload = json.dumps(kwargs, ensure_ascii=False).encode()
+        payload = json_codec.dumps(kwargs)
         # We read the SSE ourselves: the SDK's request building and per-chunk decoding cost
         # several milliseconds per call, more than everything else the server does for a
         # request (see bench/server_overhead.py).
@@ -265,7 +265,7 @@ class ChatCompletionsProvider(ConfiguredProvider[openai.AsyncOpenAI]):
                         # closed, and a new upstream connection per call costs latency.
                         continue
                     try:
-                        chunk = json.loads(data)
+                        chunk = json_codec.loads(data)
                     except ValueError as exc:
                         raise ProviderError(
                             f"{self.name}: unreadable upstream response (a stream frame is not "

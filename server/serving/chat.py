@@ -8,13 +8,14 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from hermes_core.errors import InvalidRequestError, ProviderError
 from hermes_core.events import RunFinished
 from hermes_core.providers.base import ModelRequest, ModelResponse
 from server.auth import Principal
 from server.errors import APIError, error_response
+from server.json_response import FastJSONResponse
 from server.protocol.chat import ChatCompletionRequest
 from server.runs.manager import Run, RunLimitExceeded, new_id
 from server.services import Profile, Services
@@ -130,7 +131,7 @@ class ChatServing:
             response = error_response(502, end.error or "The run failed.", code="upstream_error")
             response.headers.update(headers)
             return response
-        return JSONResponse(builder.build(end), headers=headers)
+        return FastJSONResponse(builder.build(end), headers=headers)
 
     async def _side_task(self, body: ChatCompletionRequest, profile: Profile) -> Response:
         """Open WebUI's title/tags/follow-up prompts: one model call, no agent loop."""
@@ -166,4 +167,4 @@ class ChatServing:
             ],
             "usage": chat_usage(response.usage),
         }
-        return JSONResponse(payload)
+        return FastJSONResponse(payload)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from fastapi import Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from hermes_core.agent import Agent, AgentRequest
 from hermes_core.context import Compressor
@@ -34,6 +34,7 @@ from hermes_core.persistence import StoredResponse
 from hermes_core.usage import Usage
 from server.auth import Principal
 from server.errors import APIError, error_response
+from server.json_response import FastJSONResponse
 from server.protocol.response_input import encode_compaction
 from server.protocol.responses import ResponseCreateRequest
 from server.runs.manager import Run, RunLimitExceeded, new_id
@@ -121,14 +122,14 @@ class ResponsesServing:
                 frames, headers=headers, keepalive_seconds=services.keepalive_seconds
             )
         if body.background:
-            return JSONResponse(shell, headers=headers)
+            return FastJSONResponse(shell, headers=headers)
         final = await asyncio.shield(live.recorder)
         if final["status"] == "failed" and not final["output"]:
             message = (final.get("error") or {}).get("message") or "The run failed."
             response = error_response(502, message, code="upstream_error")
             response.headers.update(headers)
             return response
-        return JSONResponse(final, headers=headers)
+        return FastJSONResponse(final, headers=headers)
 
     async def _previous(
         self, body: ResponseCreateRequest, principal: Principal
@@ -335,10 +336,10 @@ class ResponsesServing:
             view = ResponsesView(live.shell, progress=live.progress, session_id=live.run.session_id)
             for event in list(live.run.events):
                 view.handle(event)
-            return JSONResponse(view.response)
+            return FastJSONResponse(view.response)
         if live is not None:
-            return JSONResponse(live.recorder.result())
-        return JSONResponse((await self._stored(response_id, principal)).body)
+            return FastJSONResponse(live.recorder.result())
+        return FastJSONResponse((await self._stored(response_id, principal)).body)
 
     async def cancel(self, response_id: str, principal: Principal) -> Response:
         live = self._live_for(response_id, principal)
@@ -351,7 +352,7 @@ class ResponsesServing:
             )
         self.services.runs.stop(live.run, "cancelled through the API")
         final = await asyncio.wait_for(asyncio.shield(live.recorder), CANCEL_WAIT_SECONDS)
-        return JSONResponse(final)
+        return FastJSONResponse(final)
 
     async def delete(self, response_id: str, principal: Principal) -> dict[str, Any]:
         live = self._live_for(response_id, principal)
