@@ -33,6 +33,9 @@ def create_app(services: Services) -> FastAPI:
         version=VERSION,
         summary="An OpenAI-compatible HTTP server whose model is a whole agent.",
         lifespan=lifespan,
+        # Our observability is /metrics. FastAPI's own OpenTelemetry hooks would otherwise look
+        # up the global providers (three environment reads) on every request.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.services = services
     app.state.metrics = services.metrics

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import operator
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping
@@ -51,11 +52,13 @@ class Phase(IntEnum):
     """Rows copied from rows created in this batch (a compression child from its parent)."""
     APPEND = 2
     """Rows that refer to those (messages, runs)."""
-    UPDATE = 3
+    INDEX = 3
+    """Derived data over what was appended (the search index of new messages)."""
+    UPDATE = 4
     """Changes to existing rows that commute (token counters, a session's end, responses)."""
-    SETTLE = 4
+    SETTLE = 5
     """A record's final state, after any other update of it (a run's ending)."""
-    RELEASE = 5
+    RELEASE = 6
     """Deletions (a conversation's lock, once the turn's writes are in)."""
 
 
@@ -198,8 +201,10 @@ class _Compiled:
     statement: Executable
     """Kept so that its ``id`` (the cache key) cannot be reused by another object."""
     sql: str
-    names: tuple[str, ...]
-    convert: tuple[Callable[[Any], Any] | None, ...]
+    pick: Callable[[Mapping[str, Any]], tuple[Any, ...]]
+    """The SQL's parameters, in order, from a write's params."""
+    convert: tuple[tuple[int, Callable[[Any], Any]], ...]
+    """(position, conversion) of the parameters whose column type converts them."""
     built_in: Mapping[str, Any]
     """Values compiled into the statement; a write's params override them."""
 
@@ -207,15 +212,29 @@ class _Compiled:
     def of(cls, statement: Executable, keys: tuple[str, ...], dialect: Any) -> _Compiled:
         compiled = statement.compile(dialect=dialect, column_keys=list(keys))  # type: ignore[attr-defined]
         names = tuple(compiled.positiontup or ())
-        convert = tuple(compiled.binds[name].type.bind_processor(dialect) for name in names)
-        return cls(statement, str(compiled), names, convert, dict(compiled.params))
+        processors = (compiled.binds[name].type.bind_processor(dialect) for name in names)
+        convert = tuple((i, p) for i, p in enumerate(processors) if p is not None)
+        return cls(statement, str(compiled), _picker(names), convert, dict(compiled.params))
 
-    def row(self, params: Mapping[str, Any]) -> tuple[Any, ...]:
-        values = {**self.built_in, **params}
-        return tuple(
-            value if convert is None else convert(value)
-            for value, convert in zip((values[n] for n in self.names), self.convert, strict=True)
-        )
+    def row(self, params: Mapping[str, Any]) -> tuple[Any, ...] | list[Any]:
+        values = self.pick({**self.built_in, **params} if self.built_in else params)
+        if not self.convert:
+            return values
+        converted = list(values)
+        for position, convert in self.convert:
+            converted[position] = convert(converted[position])
+        return converted
+
+
+def _picker(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """``itemgetter`` that always returns a tuple (it returns a bare value for one name)."""
+    if len(names) == 1:
+        only = names[0]
+        return lambda params: (params[only],)
+    if not names:
+        return lambda params: ()
+    getter = operator.itemgetter(*names)
+    return getter
 
 
 class AsyncCommitter:
@@ -261,7 +280,10 @@ class AsyncCommitter:
 
 def grouped(writes: list[Write]) -> Statements:
     """By phase, then by statement (in order of first use), each statement's writes in order:
-    one ``executemany`` per statement and phase however the runs' writes interleaved."""
+    one ``executemany`` per statement and phase however the runs' writes interleaved.
+
+    A statement written without parameters (say, "index what is new") runs once per batch
+    however many writes asked for it."""
     first_use: dict[int, int] = {}
     ordered = sorted(
         writes, key=lambda write: (write[2], first_use.setdefault(id(write[0]), len(first_use)))
@@ -269,7 +291,8 @@ def grouped(writes: list[Write]) -> Statements:
     statements: Statements = []
     for statement, params, _phase in ordered:
         if statements and statements[-1][0] is statement:
-            statements[-1][1].append(params)
+            if params:
+                statements[-1][1].append(params)
         else:
             statements.append((statement, [params]))
     return statements

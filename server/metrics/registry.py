@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import assert_never
+from typing import TypeVar, assert_never
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.gc_collector import GCCollector
@@ -110,6 +110,29 @@ class _RunScratch:
         return (provider, model) if model is not None else (OTHER, OTHER)
 
 
+Metric = TypeVar("Metric", Counter, Gauge, Histogram)
+
+
+def _cached_children(metric: Metric) -> Metric:
+    """``metric`` with its ``labels()`` remembered per label values.
+
+    prometheus_client validates the values and takes a lock on every ``labels()`` call; ours
+    are bounded (see ``_RunScratch.labels``) and no child is ever removed, so each child is
+    looked up once and kept.
+    """
+    children: dict[tuple[str, ...], Metric] = {}
+    plain = metric.labels
+
+    def labels(*values: str) -> Metric:
+        child = children.get(values)
+        if child is None:
+            child = children[values] = plain(*values)
+        return child
+
+    metric.labels = labels  # type: ignore[method-assign, assignment]
+    return metric
+
+
 def _configured_models(run: Run) -> dict[str, str]:
     provider = run.agent.provider
     providers = provider.providers if isinstance(provider, FallbackChain) else [provider]
@@ -132,10 +155,12 @@ class Metrics:
         r = self.registry
 
         def counter(name: str, doc: str, labels: str) -> Counter:
-            return Counter(name, doc, labels.split(), registry=r)
+            return _cached_children(Counter(name, doc, labels.split(), registry=r))
 
         def histogram(name: str, doc: str, labels: str, buckets: Sequence[float]) -> Histogram:
-            return Histogram(name, doc, labels.split(), buckets=buckets, registry=r)
+            return _cached_children(
+                Histogram(name, doc, labels.split(), buckets=buckets, registry=r)
+            )
 
         llm = "provider model"
         self.requests = counter("hermes_requests_total", "HTTP requests.", "endpoint status")
@@ -151,8 +176,8 @@ class Metrics:
             "endpoint",
             TTFT_BUCKETS,
         )
-        self.runs_active = Gauge(
-            "hermes_runs_active", "Runs in progress.", ["endpoint"], registry=r
+        self.runs_active = _cached_children(
+            Gauge("hermes_runs_active", "Runs in progress.", ["endpoint"], registry=r)
         )
         self.runs_finished = counter(
             "hermes_runs_finished_total", "Finished runs.", "endpoint exit_reason"

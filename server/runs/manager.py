@@ -79,7 +79,8 @@ class Run:
     ended_at: float | None = None
     events: list[AgentEvent] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
-    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    """One future per follower waiting for the next event."""
 
     @property
     def finished(self) -> RunFinished | None:
@@ -96,9 +97,12 @@ class Run:
         self.wake()
 
     def wake(self) -> None:
-        """Wake every follower; the next wait gets a fresh event."""
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        """Wake every follower waiting for an event."""
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                if not waiter.done():  # a follower cancelled while waiting
+                    waiter.set_result(None)
 
     async def follow(self, *, after: int = -1) -> AsyncIterator[AgentEvent]:
         """Events with ``seq > after``: first those already logged, then live ones, to the end."""
@@ -112,7 +116,9 @@ class Run:
                     return
             if self.status.finished:
                 return
-            await self._changed.wait()
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
 
 
 class RunLimitExceeded(HermesError):

@@ -3,16 +3,19 @@ migrate refuses a database that is behind."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect
 from sqlmodel import SQLModel
 
-from hermes_core.persistence import Database, SchemaOutOfDate, Store
+from hermes_core.persistence import Database, SchemaOutOfDate, Store, sqlite_url
 from hermes_core.persistence.database import MIGRATIONS
 from hermes_core.persistence.search import PG_VECTOR
 from tests.hermes_core.persistence.helpers import new_session, user
@@ -95,3 +98,38 @@ async def test_an_empty_database_is_refused_without_migrating(database_url: str)
         await db.close()
     with pytest.raises(SchemaOutOfDate):
         await Store.open(database_url, migrate=False)
+
+
+def _downgrade_to(revision: str) -> Any:
+    def downgrade(connection: Connection) -> None:
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        config.attributes["connection"] = connection
+        command.downgrade(config, revision)
+
+    return downgrade
+
+
+async def test_messages_stay_searchable_across_the_batched_index_migration(
+    tmp_path: Path,
+) -> None:
+    # 0002 replaced SQLite's per-row index trigger with one index statement per write batch.
+    url = sqlite_url(tmp_path / "hermes.db")
+    store = await Store.open(url)
+    try:
+        await new_session(store, user("an ocelot in the garden"), session_id="before")
+        async with store.db.engine.begin() as conn:
+            await conn.run_sync(_downgrade_to("0001"))
+            await conn.exec_driver_sql(  # written while the trigger indexes
+                "INSERT INTO messages (session_id, position, role, content, source, compacted, "
+                "search_text, created_at) VALUES ('before', 1, 'user', '\"a pangolin\"', 'client', "
+                "0, 'a pangolin', 0)"
+            )
+        await store.db.upgrade()
+        await new_session(store, user("an ocelot on the roof"), session_id="after")
+        hits = await store.search.search("alice", "ocelot", limit=10)
+        assert sorted(hit.session_id for hit in hits) == ["after", "before"]
+        pangolins = await store.search.search("alice", "pangolin", limit=10)
+        assert [hit.session_id for hit in pangolins] == ["before"]
+    finally:
+        await store.close()

@@ -7,10 +7,11 @@ import asyncio
 import logging
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from hermes_core.persistence import Store
 from hermes_core.persistence.sessions import MESSAGES, SESSIONS
+from hermes_core.persistence.writer import Phase, Write, grouped
 from hermes_core.usage import Usage
 from tests.hermes_core.persistence.helpers import assistant, stored, user
 
@@ -65,3 +66,15 @@ async def test_a_failing_write_is_counted_and_spares_the_rest_of_its_batch(
     session = await store.sessions.get("alice", session_id)
     assert session is not None
     assert session.usage == Usage(input_tokens=5)
+
+
+def test_a_statement_written_without_parameters_runs_once_per_batch() -> None:
+    index_new = text("SELECT 1")
+    insert = text("INSERT INTO t VALUES (:x)")
+    writes: list[Write] = [
+        (insert, {"x": 1}, Phase.APPEND),
+        (index_new, {}, Phase.INDEX),
+        (insert, {"x": 2}, Phase.APPEND),
+        (index_new, {}, Phase.INDEX),
+    ]
+    assert grouped(writes) == [(insert, [{"x": 1}, {"x": 2}]), (index_new, [{}])]
