@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict
 
@@ -32,12 +33,27 @@ class SqlMemoryStore:
         self._snapshots: OrderedDict[str, tuple[float, dict[MemoryTarget, list[str]]]] = (
             OrderedDict()
         )
+        # One read per owner at a time: when a hot owner's snapshot expires, the requests in
+        # flight share one read instead of each opening a connection of their own.
+        self._loading: dict[str, asyncio.Future[dict[MemoryTarget, list[str]]]] = {}
+        self._saves = 0
+        """Saves so far: a read that began before a save must not be cached after it."""
 
     async def snapshot(self, owner: str) -> dict[MemoryTarget, list[str]]:
         now = time.monotonic()
         cached = self._snapshots.get(owner)
         if cached is not None and now - cached[0] < self.snapshot_ttl:
-            return {target: list(entries) for target, entries in cached[1].items()}
+            return _copy(cached[1])
+        loading = self._loading.get(owner)
+        if loading is None:
+            loading = asyncio.ensure_future(self._load_snapshot(owner, now))
+            self._loading[owner] = loading
+            loading.add_done_callback(lambda _: self._loading.pop(owner, None))
+        # Shielded: one waiter going away must not cancel the read the others wait for.
+        return _copy(await asyncio.shield(loading))
+
+    async def _load_snapshot(self, owner: str, now: float) -> dict[MemoryTarget, list[str]]:
+        saves = self._saves
         statement = select(MEMORY.c.target, MEMORY.c.entries).where(MEMORY.c.scope == owner)
         async with self.db.engine.connect() as conn:
             rows = (await conn.execute(statement)).all()
@@ -45,8 +61,9 @@ class SqlMemoryStore:
         for row in rows:
             if row.target in loaded:
                 loaded[row.target] = [str(entry) for entry in row.entries or []]
-        self._remember(owner, now, loaded)
-        return {target: list(entries) for target, entries in loaded.items()}
+        if saves == self._saves:
+            self._remember(owner, now, loaded)
+        return loaded
 
     def _remember(self, owner: str, now: float, loaded: dict[MemoryTarget, list[str]]) -> None:
         self._snapshots[owner] = (now, loaded)
@@ -71,7 +88,13 @@ class SqlMemoryStore:
         }
         async with self.db.engine.begin() as conn:
             await conn.execute(upsert(self.db.dialect, MEMORY, values, keys=("scope", "target")))
+        self._saves += 1
         self._snapshots.pop(owner, None)  # the next snapshot reads what was just written
+        self._loading.pop(owner, None)  # and does not join a read that began before it
+
+
+def _copy(snapshot: dict[MemoryTarget, list[str]]) -> dict[MemoryTarget, list[str]]:
+    return {target: list(entries) for target, entries in snapshot.items()}
 
 
 class SqlTodoStore:

@@ -39,6 +39,7 @@ from sqlalchemy.dialects.sqlite.pysqlite import dialect as sqlite_dialect
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
+from sqlalchemy.sql.elements import TextClause
 
 from hermes_core import json_codec
 
@@ -175,7 +176,9 @@ class SqliteCommitter:
         return failures
 
     def _compile(self, statement: Executable, params: Mapping[str, Any]) -> _Compiled:
-        if not params:  # values built into a one-off statement (an upsert): nothing to reuse
+        if not params and not isinstance(statement, TextClause):
+            # Values built into a one-off statement (an upsert): nothing to reuse. (Raw SQL
+            # text is a module's constant, and compiling it every batch showed in profiles.)
             return _Compiled.of(statement, (), self._dialect)
         key = (id(statement), tuple(params))
         compiled = self._compiled.get(key)

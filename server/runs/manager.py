@@ -106,14 +106,25 @@ class Run:
 
     async def follow(self, *, after: int = -1) -> AsyncIterator[AgentEvent]:
         """Events with ``seq > after``: first those already logged, then live ones, to the end."""
+        async for batch in self.follow_batches(after=after):
+            for event in batch:
+                yield event
+
+    async def follow_batches(self, *, after: int = -1) -> AsyncIterator[list[AgentEvent]]:
+        """Like :meth:`follow`, but everything logged since the last batch at once: a stream
+        writes one chunk for a burst of events instead of one per event (never waiting for
+        more than is there)."""
         index = after + 1
         while True:
-            while index < len(self.events):
-                event = self.events[index]
-                index += 1
-                yield event
-                if isinstance(event, RunFinished):
-                    return
+            if index < len(self.events):
+                batch = self.events[index:]
+                index += len(batch)
+                for end, event in enumerate(batch):
+                    if isinstance(event, RunFinished):
+                        yield batch[: end + 1]
+                        return
+                yield batch
+                continue
             if self.status.finished:
                 return
             waiter = asyncio.get_running_loop().create_future()

@@ -104,11 +104,14 @@ class ChatServing:
 
     async def _frames(self, run: Run, view: ChatStreamView) -> AsyncIterator[bytes]:
         try:
-            async for event in run.follow():
-                if isinstance(event, RunFinished):
-                    view.session_id = run.session_id  # the session it ended in (compression)
-                for payload in view.handle(event):
-                    yield data_frame(payload)
+            async for batch in run.follow_batches():
+                frames: list[bytes] = []
+                for event in batch:
+                    if isinstance(event, RunFinished):
+                        view.session_id = run.session_id  # the session it ended in
+                    frames.extend(data_frame(payload) for payload in view.handle(event))
+                if frames:
+                    yield b"".join(frames)
             yield DONE
         finally:
             # Reached early only when the client went away: Open WebUI's only stop signal.

@@ -90,6 +90,23 @@ async def test_a_follower_that_joins_late_replays_the_whole_run() -> None:
     assert tail == events[-1:]
 
 
+async def test_a_follower_gets_what_was_logged_meanwhile_as_one_batch_ending_at_the_end() -> None:
+    gate = _Gate()
+    manager = RunManager()
+    run = _start(manager, gate, "a")
+    batches = run.follow_batches()
+    first = await anext(batches)  # what was there when it started following
+    gate.open.set()
+    assert run.task is not None
+    await run.task  # everything else is logged before the follower looks again
+    rest = [batch async for batch in batches]
+    assert len(rest) == 1
+    events = first + rest[0]
+    assert [e.seq for e in events] == list(range(len(events)))
+    assert isinstance(events[-1], RunFinished)
+    assert events == [event async for event in run.follow()]
+
+
 class _Broken(_Gate):
     async def stream(self, request: ModelRequest) -> AsyncIterator[p.ProviderEvent]:
         if request.messages:  # always: fail before the first event

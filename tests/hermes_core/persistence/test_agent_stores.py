@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
+from sqlalchemy import event
+
 from hermes_core.persistence import Store
 from hermes_core.stores import MemoryStore, TodoItem, TodoStore
 
@@ -42,3 +47,31 @@ async def test_todos_round_trip_per_session(store: Store) -> None:
     assert await todos.load("sess_1") == [
         TodoItem(id="1", content="write tests", status="completed")
     ]
+
+
+def _count_memory_reads(store: Store) -> list[str]:
+    reads: list[str] = []
+
+    def before_execute(*args: Any) -> None:
+        statement = str(args[2])
+        if statement.lstrip().upper().startswith("SELECT") and "memory" in statement:
+            reads.append(statement)
+
+    event.listen(store.db.engine.sync_engine, "before_cursor_execute", before_execute)
+    return reads
+
+
+async def test_concurrent_snapshots_of_one_owner_share_one_read(store: Store) -> None:
+    await store.memory.save("alice", "memory", ["a note"])
+    reads = _count_memory_reads(store)
+    snapshots = await asyncio.gather(*(store.memory.snapshot("alice") for _ in range(50)))
+    assert len(reads) == 1
+    assert all(snapshot["memory"] == ["a note"] for snapshot in snapshots)
+    snapshots[0]["memory"].append("changed by one caller")  # each caller has its own copy
+    assert (await store.memory.snapshot("alice"))["memory"] == ["a note"]
+
+
+async def test_a_snapshot_taken_after_a_save_sees_it(store: Store) -> None:
+    assert (await store.memory.snapshot("alice"))["memory"] == []  # cached now
+    await store.memory.save("alice", "memory", ["remember this"])
+    assert (await store.memory.snapshot("alice"))["memory"] == ["remember this"]
