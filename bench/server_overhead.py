@@ -20,7 +20,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 import httpx
@@ -114,6 +114,18 @@ async def _first_byte(url: str, body: dict[str, object], *, samples: int) -> lis
     return times
 
 
+def _request_sent_upstream(
+    upstream: str, scenario: Mapping[str, object], url: str, body: dict[str, object]
+) -> dict[str, object]:
+    """The body of the upstream call the server makes for ``body`` (from the simulator's log,
+    emptied first; emptying it forgets the scenario too, so that is installed again)."""
+    httpx.post(f"{upstream}/_sim/reset").raise_for_status()
+    httpx.put(f"{upstream}/_sim/scenarios/{BENCH_MODEL}", json=scenario).raise_for_status()
+    httpx.post(url, json=body, timeout=30).raise_for_status()
+    sent: dict[str, object] = httpx.get(f"{upstream}/_sim/requests").json()["data"][0]["body"]
+    return sent
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=1000)
@@ -140,7 +152,6 @@ def main() -> int:
         messages = [{"role": "user", "content": "Say something."}]
         plain: dict[str, object] = {"model": "hermes-agent", "messages": messages}
         streamed: dict[str, object] = {**plain, "stream": True}
-        upstream_body = {"model": BENCH_MODEL, "messages": messages, "stream": True}
         print(
             f"{args.requests} requests per measurement, {args.repeat} measurements, "
             f"concurrency {args.concurrency}"
@@ -167,6 +178,11 @@ def main() -> int:
                 f"  {label:24s} server CPU {cpu_ms:6.2f} ms/request (runs: {spread})   "
                 f"{args.requests / wall:7.1f} req/s   p50 {p50:6.1f} ms"
             )
+        # The upstream's own time is measured on the very request the server sends it (its
+        # instructions and tool schemas included), so the difference is only the server's.
+        upstream_body = _request_sent_upstream(
+            upstream, scenario, f"{server}/v1/chat/completions", streamed
+        )
         direct = asyncio.run(
             _first_byte(f"{upstream}/v1/chat/completions", upstream_body, samples=args.ttfb_samples)
         )

@@ -11,7 +11,7 @@ from sqlalchemy import func, select, text
 
 from hermes_core.persistence import Store
 from hermes_core.persistence.sessions import MESSAGES, SESSIONS
-from hermes_core.persistence.writer import Phase, Write, grouped
+from hermes_core.persistence.writer import Phase, Write, WriteBehind, grouped
 from hermes_core.usage import Usage
 from tests.hermes_core.persistence.helpers import assistant, stored, user
 
@@ -78,3 +78,36 @@ def test_a_statement_written_without_parameters_runs_once_per_batch() -> None:
         (index_new, {}, Phase.INDEX),
     ]
     assert grouped(writes) == [(insert, [{"x": 1}, {"x": 2}]), (index_new, [{}])]
+
+
+class _CountingCommitter:
+    def __init__(self) -> None:
+        self.batches: list[list[Write]] = []
+
+    async def commit(self, writes: list[Write]) -> int:
+        self.batches.append(writes)
+        return 0
+
+    async def close(self) -> None:
+        return None
+
+
+_WRITE = text("INSERT INTO t VALUES (:x)")
+
+
+async def test_writes_queued_during_the_pause_share_one_commit() -> None:
+    committer = _CountingCommitter()
+    writer = WriteBehind(committer, gather_seconds=0.05)
+    writer.submit(_WRITE, {"x": 1}, phase=Phase.APPEND)
+    await asyncio.sleep(0.01)  # a run's start and its end, a moment apart
+    writer.submit(_WRITE, {"x": 2}, phase=Phase.APPEND)
+    await asyncio.sleep(0.1)
+    assert [len(batch) for batch in committer.batches] == [2]
+
+
+async def test_a_flush_does_not_wait_for_the_pause() -> None:
+    committer = _CountingCommitter()
+    writer = WriteBehind(committer, gather_seconds=60)
+    writer.submit(_WRITE, {"x": 1}, phase=Phase.APPEND)
+    await asyncio.wait_for(writer.flush(), timeout=5)
+    assert [len(batch) for batch in committer.batches] == [1]
