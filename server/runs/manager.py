@@ -210,7 +210,8 @@ class RunManager:
             )
 
     async def _drive(self, run: Run, request: AgentRequest) -> None:
-        request = dataclasses.replace(request, run_id=run.id)
+        if request.run_id != run.id:
+            request = dataclasses.replace(request, run_id=run.id)
         try:
             async for event in run.agent.run(request):
                 if isinstance(event, RunFinished):
