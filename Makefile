@@ -47,6 +47,7 @@ openapi-check: install
 # Benchmarks (not part of the tests): prompt-cache hit share, server overhead per request.
 bench: install
 	$(BIN)/python -m bench.cache_hits
+	$(BIN)/python -m bench.store_writes
 	$(BIN)/python -m bench.server_overhead
 
 # Regenerate the pins from a fresh resolve of pyproject.toml (run deliberately, commit the result).
