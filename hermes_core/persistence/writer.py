@@ -132,7 +132,6 @@ class WriteBehind:
             if self._queued or self._waiters:  # cancelled mid-way: do not strand anyone
                 self._start()
 
-
     async def _gather(self) -> None:
         loop = asyncio.get_running_loop()
         hurry = self._hurry = loop.create_future()
