@@ -185,12 +185,22 @@ def sdk_errors(provider: str) -> Iterator[None]:
     except httpx2.TimeoutException as exc:
         # The anthropic SDK lets transport errors raised while reading a stream body through
         # unwrapped (openai wraps them); both end up here as the same ProviderError.
-        raise ProviderError(
-            f"{provider}: upstream timed out", kind=ErrorKind.TIMEOUT, provider=provider
-        ) from exc
+        raise timed_out(provider) from exc
     except httpx2.TransportError as exc:
-        raise ProviderError(
-            f"{provider}: connection to upstream failed ({type(exc).__name__})",
-            kind=ErrorKind.CONNECTION,
-            provider=provider,
-        ) from exc
+        raise connection_failed(provider, exc) from exc
+
+
+def timed_out(provider: str) -> ProviderError:
+    return ProviderError(
+        f"{provider}: upstream timed out", kind=ErrorKind.TIMEOUT, provider=provider
+    )
+
+
+def connection_failed(provider: str, exc: Exception) -> ProviderError:
+    """A transport failure: no answer, or a connection lost mid-stream (named by its type only:
+    transport messages can carry URLs with credentials)."""
+    return ProviderError(
+        f"{provider}: connection to upstream failed ({type(exc).__name__})",
+        kind=ErrorKind.CONNECTION,
+        provider=provider,
+    )

@@ -16,7 +16,7 @@ from urllib.request import getproxies, proxy_bypass
 
 import aiohttp
 
-from hermes_core.errors import ErrorKind, ProviderError
+from hermes_core.providers._sdk_errors import connection_failed, timed_out
 
 
 class UpstreamSession:
@@ -102,12 +102,6 @@ def transport_errors(provider: str) -> Iterator[None]:
     try:
         yield
     except TimeoutError as exc:  # aiohttp's timeouts are TimeoutErrors
-        raise ProviderError(
-            f"{provider}: upstream timed out", kind=ErrorKind.TIMEOUT, provider=provider
-        ) from exc
+        raise timed_out(provider) from exc
     except aiohttp.ClientError as exc:
-        raise ProviderError(
-            f"{provider}: connection to upstream failed ({type(exc).__name__})",
-            kind=ErrorKind.CONNECTION,
-            provider=provider,
-        ) from exc
+        raise connection_failed(provider, exc) from exc
