@@ -1,0 +1,96 @@
+"""Instructions the server executes per request, counted by callgrind: a repeatable measure.
+
+CPU seconds on a small shared VM drift by tens of percent within hours; instruction counts
+repeat to about 1.5 %. Use this to compare two versions of the code (run it in each
+checkout), and bench/server_overhead.py for the CPU figures the targets are stated in. It
+counts no kernel time and does not see timing effects (under valgrind everything is ~50x
+slower, so bursts are larger than in real life).
+
+    .venv/bin/python -m bench.instructions [--stream] [--requests 200] [--concurrency 16]
+
+Needs valgrind (``callgrind_control`` comes with it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import glob
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import httpx
+
+from bench._serve import BENCH_MODEL
+from bench.server_overhead import ANSWER, _drive, _free_port, _wait_ready
+
+
+def _count(files: list[str]) -> int:
+    """The instruction total of callgrind's dumps (one per thread and dump)."""
+    total = 0
+    for name in files:
+        lines = Path(name).read_text().splitlines()
+        total += max(
+            (int(line.split()[1]) for line in lines if line.startswith("totals:")), default=0
+        )
+    return total
+
+
+def _callgrind(*command: str, pid: int) -> None:
+    quiet = subprocess.DEVNULL
+    subprocess.run(
+        ["callgrind_control", *command, str(pid)], check=True, stdout=quiet, stderr=quiet
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--stream", action="store_true", help="20-chunk streams (default: JSON)")
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=16)
+    args = parser.parse_args()
+    sim_port, port = _free_port(), _free_port()
+    upstream, server = f"http://127.0.0.1:{sim_port}", f"http://127.0.0.1:{port}"
+    out = Path(tempfile.mkdtemp()) / "callgrind.out"
+    simulate = [sys.executable, "-m", "server.cli", "--log-level", "warning", "simulate"]
+    serve = [sys.executable, "-m", "bench._serve", "--upstream", upstream, "--port", str(port)]
+    valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
+    simulator = subprocess.Popen([*simulate, "--port", str(sim_port)], stdout=subprocess.DEVNULL)
+    hermes = subprocess.Popen(
+        [*valgrind, *serve],
+        env={**os.environ, "PYTHONMALLOC": "malloc"},  # valgrind sees every allocation
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_ready(upstream + "/health")
+        _wait_ready(server + "/health", timeout=300)
+        scenario = {"steps": [{"reply": {"text": ANSWER, "chunk_count": 20}, "repeat": 10_000}]}
+        httpx.put(f"{upstream}/_sim/scenarios/{BENCH_MODEL}", json=scenario).raise_for_status()
+        body: dict[str, object] = {
+            "model": "hermes-agent",
+            "messages": [{"role": "user", "content": "Say something."}],
+            "stream": args.stream,
+        }
+        url = f"{server}/v1/chat/completions"
+        asyncio.run(_drive(url, body, requests=50, concurrency=args.concurrency))  # warm up
+        _callgrind("-i", "on", pid=hermes.pid)
+        asyncio.run(_drive(url, body, requests=args.requests, concurrency=args.concurrency))
+        _callgrind("-i", "off", pid=hermes.pid)
+        _callgrind("-d", pid=hermes.pid)
+        total = _count(glob.glob(f"{out}*"))
+    finally:
+        hermes.terminate()
+        simulator.terminate()
+        hermes.wait(timeout=30)
+        simulator.wait(timeout=10)
+    kind = "20-chunk stream" if args.stream else "non-streaming run"
+    print(f"{total / args.requests / 1e6:.2f} M instructions per {kind} ({args.requests} runs)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
