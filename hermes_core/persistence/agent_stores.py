@@ -48,9 +48,14 @@ class SqlMemoryStore:
         if loading is None:
             loading = asyncio.ensure_future(self._load_snapshot(owner, now))
             self._loading[owner] = loading
-            loading.add_done_callback(lambda _: self._loading.pop(owner, None))
+            loading.add_done_callback(lambda done: self._forget_load(owner, done))
         # Shielded: one waiter going away must not cancel the read the others wait for.
         return _copy(await asyncio.shield(loading))
+
+    def _forget_load(self, owner: str, done: asyncio.Future[dict[MemoryTarget, list[str]]]) -> None:
+        # Only this read: a save may already have replaced it with a newer one.
+        if self._loading.get(owner) is done:
+            del self._loading[owner]
 
     async def _load_snapshot(self, owner: str, now: float) -> dict[MemoryTarget, list[str]]:
         saves = self._saves

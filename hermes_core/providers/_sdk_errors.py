@@ -168,8 +168,12 @@ def _from_sdk_error(exc: Exception, provider: str) -> ProviderError:
     if isinstance(exc, openai.APIError | anthropic.APIError):
         # An error frame inside an already-started (HTTP 200) stream.
         return error_from_stream_frame(provider, exc.body or {"message": exc.message})
+    return unreadable_response(provider, type(exc).__name__)
+
+
+def unreadable_response(provider: str, what: str) -> ProviderError:
     return ProviderError(
-        f"{provider}: unreadable upstream response ({type(exc).__name__})",
+        f"{provider}: unreadable upstream response ({what})",
         kind=ErrorKind.INVALID_RESPONSE,
         provider=provider,
     )

@@ -18,7 +18,11 @@ from hermes_core.context.caching import mark_chat_messages
 from hermes_core.errors import ErrorKind, ProviderError
 from hermes_core.messages import Message, ToolCall
 from hermes_core.providers._configured import ConfiguredProvider
-from hermes_core.providers._sdk_errors import error_from_status, error_from_stream_frame
+from hermes_core.providers._sdk_errors import (
+    error_from_status,
+    error_from_stream_frame,
+    unreadable_response,
+)
 from hermes_core.providers.base import (
     ApiMode,
     FinishReason,
@@ -267,12 +271,7 @@ class ChatCompletionsProvider(ConfiguredProvider[openai.AsyncOpenAI]):
                     try:
                         chunk = json_codec.loads(data)
                     except ValueError as exc:
-                        raise ProviderError(
-                            f"{self.name}: unreadable upstream response (a stream frame is not "
-                            "JSON)",
-                            kind=ErrorKind.INVALID_RESPONSE,
-                            provider=self.name,
-                        ) from exc
+                        raise unreadable_response(self.name, "a stream frame is not JSON") from exc
                     if not isinstance(chunk, dict):
                         continue
                     if chunk.get("error"):
