@@ -6,7 +6,7 @@ checkout), and bench/server_overhead.py for the CPU figures the targets are stat
 counts no kernel time and does not see timing effects (under valgrind everything is ~50x
 slower, so bursts are larger than in real life).
 
-    .venv/bin/python -m bench.instructions [--stream] [--requests 200] [--concurrency 16]
+    .venv/bin/python -m bench.instructions [--stream] [--chunks 20] [--requests 200] [--keep]
 
 Needs valgrind (``callgrind_control`` comes with it).
 """
@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import glob
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -51,6 +52,12 @@ def main() -> int:
     parser.add_argument("--stream", action="store_true", help="20-chunk streams (default: JSON)")
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument(
+        "--chunks", type=int, default=20, help="chunks per upstream answer (1: the fixed cost)"
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep callgrind's output for callgrind_annotate"
+    )
     args = parser.parse_args()
     sim_port, port = _free_port(), _free_port()
     upstream, server = f"http://127.0.0.1:{sim_port}", f"http://127.0.0.1:{port}"
@@ -68,7 +75,8 @@ def main() -> int:
     try:
         _wait_ready(upstream + "/health")
         _wait_ready(server + "/health", timeout=300)
-        scenario = {"steps": [{"reply": {"text": ANSWER, "chunk_count": 20}, "repeat": 10_000}]}
+        reply = {"text": ANSWER, "chunk_count": args.chunks}
+        scenario = {"steps": [{"reply": reply, "repeat": 10_000}]}
         httpx.put(f"{upstream}/_sim/scenarios/{BENCH_MODEL}", json=scenario).raise_for_status()
         body: dict[str, object] = {
             "model": "hermes-agent",
@@ -87,7 +95,11 @@ def main() -> int:
         simulator.terminate()
         hermes.wait(timeout=30)
         simulator.wait(timeout=10)
-    kind = "20-chunk stream" if args.stream else "non-streaming run"
+    kind = f"{args.chunks}-chunk {'stream' if args.stream else 'non-streaming run'}"
+    if args.keep:
+        print(f"callgrind output: {out}*")
+    else:
+        shutil.rmtree(out.parent)
     print(f"{total / args.requests / 1e6:.2f} M instructions per {kind} ({args.requests} runs)")
     return 0
 

@@ -1,6 +1,8 @@
 """``Agent``: the public face of the agent loop.
 
 ``Agent.run(request)`` is the primitive: an async generator of :mod:`hermes_core.events`.
+``Agent.execute(request, deliver)`` is the same turn with each event handed to a callback as it
+happens (no queue, no task of its own: the server's run manager uses it on the hot path).
 ``run_conversation()`` and ``chat()`` drive it to the end for callers that want a result, and
 feed the optional callbacks on the way.
 """
@@ -8,6 +10,7 @@ feed the optional callbacks on the way.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -17,7 +20,7 @@ from hermes_core.agent.budget import IterationBudget
 from hermes_core.agent.callbacks import AgentCallbacks
 from hermes_core.agent.config import AgentConfig, AgentRequest
 from hermes_core.agent.context import ContextHooks
-from hermes_core.agent.emitter import Emitter
+from hermes_core.agent.emitter import Deliver, Emitter
 from hermes_core.agent.run import RunDriver
 from hermes_core.errors import InvalidRequestError
 from hermes_core.events import (
@@ -38,6 +41,7 @@ from hermes_core.tools.registry import ApprovalCallback, ToolRegistry
 from hermes_core.usage import Usage
 
 ClarifyCallback = Callable[[str, list[str]], Awaitable[str] | str]
+log = logging.getLogger(__name__)
 AGENT_LEVEL_TOOLS = frozenset({"todo", "memory", "session_search", "delegate_task", "clarify"})
 """Names the loop reserves for its own tools; a client tool may not take them."""
 
@@ -135,52 +139,74 @@ class Agent:
     # --- running ------------------------------------------------------------------------------
 
     async def run(self, request: AgentRequest) -> AsyncIterator[AgentEvent]:
-        """Run one turn; yields every event, ending with exactly one ``RunFinished``."""
+        """Run one turn; yields every event, ending with exactly one ``RunFinished``.
+
+        The turn runs in a task of its own, so the consumer may take its time over each event.
+        """
         self.check(request)
+        queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
+
+        async def turn() -> None:
+            try:
+                await self._execute(request, queue.put_nowait)
+            finally:
+                queue.put_nowait(None)
+
+        task = asyncio.create_task(turn())
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            await task  # a failure before the loop began (building the prompt) surfaces here
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    async def execute(self, request: AgentRequest, deliver: Deliver) -> None:
+        """Run one turn in the calling task, handing every event to ``deliver`` as it happens;
+        the last is exactly one ``RunFinished``.
+
+        The cheap form of :meth:`run` for a consumer that only records and counts events:
+        ``deliver`` is called synchronously from inside the loop, so it must not block.
+        """
+        self.check(request)
+        await self._execute(request, deliver)
+
+    async def _execute(self, request: AgentRequest, deliver: Deliver) -> None:
         task_id = request.task_id or f"task_{uuid.uuid4().hex[:16]}"
         run_id = request.run_id or f"run_{uuid.uuid4().hex[:16]}"
         budget = self.shared_budget or IterationBudget(self.config.max_iterations)
         tools = self._tools_for_run(
             request, task_id=task_id, session_id=request.session_id or task_id, budget=budget
         )
-        emitter = Emitter(run_id)
+        emitter = Emitter(run_id, deliver)
         self._loop = asyncio.get_running_loop()
         turn = self._begin_turn()
-        emitter.emit(RunStarted, task_id=task_id, model=turn.model, provider=turn.name)
-        system_prompt = await self._system_prompt(request.system_message)
-        driver = RunDriver(
-            self,
-            request,
-            provider=turn,
-            emitter=emitter,
-            task_id=task_id,
-            budget=budget,
-            tools=tools,
-            system_prompt=system_prompt,
-        )
-        self._driver = driver
-        drive = asyncio.create_task(self._drive(driver, emitter))
         try:
-            while (event := await emitter.queue.get()) is not None:
-                yield event
+            emitter.emit(RunStarted, task_id=task_id, model=turn.model, provider=turn.name)
+            system_prompt = await self._system_prompt(request.system_message)
+            driver = RunDriver(
+                self,
+                request,
+                provider=turn,
+                emitter=emitter,
+                task_id=task_id,
+                budget=budget,
+                tools=tools,
+                system_prompt=system_prompt,
+            )
+            self._driver = driver
+            try:
+                await driver.drive()
+            except Exception as exc:  # a bug of ours must still end the run honestly
+                log.exception("run %s: the agent loop failed", run_id)
+                driver.finish(ExitReason.FAILED, "", error=f"internal error: {type(exc).__name__}")
         finally:
-            if not drive.done():
-                drive.cancel()
-                await asyncio.gather(drive, return_exceptions=True)
             self._driver = None
             self.children.clear()
             if self.interrupt_event.is_set():  # honoured: the next run starts clean
                 self.interrupt_event.clear()
                 self.interrupt_reason = None
-
-    async def _drive(self, driver: RunDriver, emitter: Emitter) -> None:
-        try:
-            await driver.drive()
-        except Exception as exc:  # a bug of ours must still end the run honestly
-            driver.finish(ExitReason.FAILED, "", error=f"internal error: {type(exc).__name__}")
-            raise
-        finally:
-            emitter.close()
 
     def _begin_turn(self) -> ChainTurn:
         """Fallback is turn-scoped: every run starts again on the preferred provider."""

@@ -81,6 +81,8 @@ class Run:
     task: asyncio.Task[None] | None = None
     _waiters: list[asyncio.Future[None]] = field(default_factory=list)
     """One future per follower waiting for the next event."""
+    _end_waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    """Futures of those waiting only for the ending (:meth:`until_finished`)."""
 
     @property
     def finished(self) -> RunFinished | None:
@@ -94,15 +96,24 @@ class Run:
             self.error = event.error
             self.status = STATUS_OF_EXIT[event.exit_reason]
             self.ended_at = time.time()
+            _wake(self._end_waiters)
+            self._end_waiters = []
         self.wake()
 
     def wake(self) -> None:
         """Wake every follower waiting for an event."""
         if self._waiters:
             waiters, self._waiters = self._waiters, []
-            for waiter in waiters:
-                if not waiter.done():  # a follower cancelled while waiting
-                    waiter.set_result(None)
+            _wake(waiters)
+
+    async def until_finished(self) -> RunFinished:
+        """Wait for the run's ending; unlike a follower, woken once and not for every event.
+        Everything the run said is then in :attr:`events`."""
+        while (finished := self.finished) is None:
+            waiter = asyncio.get_running_loop().create_future()
+            self._end_waiters.append(waiter)
+            await waiter
+        return finished
 
     async def follow(self, *, after: int = -1) -> AsyncIterator[AgentEvent]:
         """Events with ``seq > after``: first those already logged, then live ones, to the end."""
@@ -130,6 +141,12 @@ class Run:
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             await waiter
+
+
+def _wake(waiters: list[asyncio.Future[None]]) -> None:
+    for waiter in waiters:
+        if not waiter.done():  # one whose waiting task was cancelled
+            waiter.set_result(None)
 
 
 class RunLimitExceeded(HermesError):
@@ -212,34 +229,38 @@ class RunManager:
     async def _drive(self, run: Run, request: AgentRequest) -> None:
         if request.run_id != run.id:
             request = dataclasses.replace(request, run_id=run.id)
+        ending: RunFinished | None = None
+
+        def deliver(event: AgentEvent) -> None:
+            # Called inside the agent loop for every event: record and count it right there.
+            nonlocal ending
+            if isinstance(event, RunFinished):
+                ending = event  # followers hear of it once the observers' writes are durable
+            else:
+                run.record(event)
+            self._observe(run, event)
+
         try:
-            async for event in run.agent.run(request):
-                if isinstance(event, RunFinished):
-                    await self._finish(run, event)
-                else:
-                    run.record(event)
-                    self._observe(run, event)
+            await run.agent.execute(request, deliver)
+            if ending is not None and self.settle is not None:
+                try:
+                    await self.settle()
+                except Exception:
+                    log.exception("settling run %s failed", run.id)
         except asyncio.CancelledError:
             raise
         except Exception:
             # The agent turns its own failures into RunFinished; reaching here is our bug.
             log.exception("run %s crashed", run.id)
         finally:
-            if run.finished is None:
+            if ending is not None:
+                run.record(ending)
+            else:
                 # Every follower and observer must still see an ending.
                 ending = _crashed(run)
                 self._observe(run, ending)
                 run.record(ending)
             self._retire(run)
-
-    async def _finish(self, run: Run, event: RunFinished) -> None:
-        self._observe(run, event)
-        if self.settle is not None:
-            try:
-                await self.settle()
-            except Exception:
-                log.exception("settling run %s failed", run.id)
-        run.record(event)
 
     def _observe(self, run: Run, event: AgentEvent) -> None:
         for observe in self.observers:

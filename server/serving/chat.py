@@ -122,13 +122,9 @@ class ChatServing:
         self, run: Run, completion_id: str, model: str, created: int, headers: dict[str, str]
     ) -> Response:
         builder = ChatCompletionBuilder(completion_id=completion_id, model=model, created=created)
-        end: RunFinished | None = None
-        async for event in run.follow():
+        end = await run.until_finished()
+        for event in run.events:
             builder.add(event)
-            if isinstance(event, RunFinished):
-                end = event
-        if end is None:
-            raise APIError(500, "The run ended without an answer.", code="server_error")
         builder.session_id = run.session_id  # the session it ended in (compression moves it)
         if not end.final_text and end.exit_reason.value == "failed":
             response = error_response(502, end.error or "The run failed.", code="upstream_error")

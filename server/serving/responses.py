@@ -233,9 +233,9 @@ class ResponsesServing:
         save(shell)  # now, so that a background response can be retrieved at once
 
         async def record() -> dict[str, Any]:
-            async for event in run.follow():
-                if isinstance(event, RunFinished):
-                    view.session_id = run.session_id  # where it ended (compression moves it)
+            await run.until_finished()
+            view.session_id = run.session_id  # where it ended (compression moves it)
+            for event in run.events:
                 view.handle(event)
             final = view.response
             save(final)

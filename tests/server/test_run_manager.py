@@ -107,6 +107,39 @@ async def test_a_follower_gets_what_was_logged_meanwhile_as_one_batch_ending_at_
     assert events == [event async for event in run.follow()]
 
 
+async def test_waiting_for_the_ending_wakes_once_with_every_event_logged() -> None:
+    gate = _Gate()
+    manager = RunManager()
+    run = _start(manager, gate, "a")
+    ending = asyncio.create_task(run.until_finished())
+    await asyncio.sleep(0)
+    assert not ending.done()
+    gate.open.set()
+    finished = await ending
+    assert finished is run.events[-1]
+    assert [e.seq for e in run.events] == list(range(len(run.events)))
+    assert await run.until_finished() is finished  # and at once once it is over
+
+
+async def test_followers_hear_of_the_ending_only_after_it_is_settled() -> None:
+    gate = _Gate()
+    gate.open.set()
+    settled = asyncio.Event()
+    heard: list[bool] = []
+
+    async def settle() -> None:
+        await asyncio.sleep(0.01)
+        settled.set()
+
+    manager = RunManager(settle=settle)
+    run = _start(manager, gate, "a")
+    async for _ in run.follow():
+        heard.append(settled.is_set())
+    assert isinstance(run.events[-1], RunFinished)
+    assert heard[-1] is True  # the ending
+    assert heard[0] is False  # earlier events stream without waiting for the store
+
+
 class _Broken(_Gate):
     async def stream(self, request: ModelRequest) -> AsyncIterator[p.ProviderEvent]:
         if request.messages:  # always: fail before the first event

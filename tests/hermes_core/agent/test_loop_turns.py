@@ -8,6 +8,7 @@ from typing import Any
 
 from hermes_core.agent import Agent, AgentConfig, AgentRequest
 from hermes_core.events import (
+    AgentEvent,
     MessageAdded,
     ReasoningDelta,
     RunFinished,
@@ -117,6 +118,33 @@ async def test_events_follow_the_contract(
     assert any(isinstance(e, ReasoningDelta) for e in events)
     assert any(isinstance(e, ToolCallGenerating) and e.name == "read_file" for e in events)
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Done."
+
+
+async def test_execute_hands_over_the_same_events_as_run_each_as_it_happens(
+    simulator: SimulatorServer, provider_for: ProviderFor, api_mode: ApiMode
+) -> None:
+    steps = [
+        Step(reply=Reply(reasoning="Look first.", tool_calls=[call("read_file", path="a")])),
+        Step(reply=Reply(text="Done.")),
+    ]
+    script(simulator, "execute", *steps)
+    expected = await run_events(
+        Agent(provider_for(api_mode, "execute"), tools=_tools()), AgentRequest(user_message="go")
+    )
+    script(simulator, "execute", *steps)
+    delivered: list[tuple[AgentEvent, asyncio.Task[Any] | None]] = []
+    agent = Agent(provider_for(api_mode, "execute"), tools=_tools())
+    await agent.execute(
+        AgentRequest(user_message="go"),
+        lambda event: delivered.append((event, asyncio.current_task())),
+    )
+    events = [event for event, _ in delivered]
+    assert [(e.kind, e.seq) for e in events] == [(e.kind, e.seq) for e in expected]
+    assert isinstance(events[-1], RunFinished)
+    assert events[-1].final_text == "Done."
+    # Delivered from inside the loop (the caller's task, or the model call's), not a queue.
+    assert all(task is not None for _, task in delivered)
+    assert delivered[0][1] is asyncio.current_task()
 
 
 async def test_parallel_slow_tools_take_about_as_long_as_the_slowest(
