@@ -56,6 +56,9 @@ def main() -> int:
         "--chunks", type=int, default=20, help="chunks per upstream answer (1: the fixed cost)"
     )
     parser.add_argument(
+        "--no-database", action="store_true", help="serve without a store (what saving costs)"
+    )
+    parser.add_argument(
         "--keep", action="store_true", help="keep callgrind's output for callgrind_annotate"
     )
     args = parser.parse_args()
@@ -64,6 +67,8 @@ def main() -> int:
     out = Path(tempfile.mkdtemp()) / "callgrind.out"
     simulate = [sys.executable, "-m", "server.cli", "--log-level", "warning", "simulate"]
     serve = [sys.executable, "-m", "bench._serve", "--upstream", upstream, "--port", str(port)]
+    if args.no_database:
+        serve.append("--no-database")
     valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
     simulator = subprocess.Popen([*simulate, "--port", str(sim_port)], stdout=subprocess.DEVNULL)
     hermes = subprocess.Popen(

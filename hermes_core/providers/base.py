@@ -6,6 +6,7 @@ All three adapters (``chat_completions``, ``codex_responses``, ``anthropic_messa
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -147,6 +148,36 @@ class ProviderSwitched:
 ProviderEvent = (
     TextDelta | ReasoningDelta | ToolCallDelta | RetryScheduled | ProviderSwitched | ModelResponse
 )
+
+
+def coalesce(events: list[ProviderEvent]) -> list[ProviderEvent]:
+    """Merge adjacent deltas that continue each other: text with text, reasoning with
+    reasoning, and a tool call's argument pieces.
+
+    For what arrived from upstream in one read: the client sees the same text in fewer,
+    larger deltas (as if the network had delivered it that way), and the server handles one
+    event instead of one per token, which under load is most of its per-token work.
+    """
+    if len(events) < 2:
+        return events
+    merged: list[ProviderEvent] = [events[0]]
+    for event in events[1:]:
+        last = merged[-1]
+        if isinstance(event, TextDelta) and isinstance(last, TextDelta):
+            merged[-1] = TextDelta(text=last.text + event.text)
+        elif isinstance(event, ReasoningDelta) and isinstance(last, ReasoningDelta):
+            merged[-1] = ReasoningDelta(text=last.text + event.text)
+        elif (
+            isinstance(event, ToolCallDelta)
+            and isinstance(last, ToolCallDelta)
+            and event.index == last.index
+            and not event.id
+            and not event.name
+        ):
+            merged[-1] = dataclasses.replace(last, arguments=last.arguments + event.arguments)
+        else:
+            merged.append(event)
+    return merged
 
 
 class Provider(Protocol):

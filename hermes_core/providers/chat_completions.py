@@ -34,10 +34,11 @@ from hermes_core.providers.base import (
     TextDelta,
     ToolCallDelta,
     ToolSchema,
+    coalesce,
 )
 from hermes_core.providers.config import ProviderConfig
 from hermes_core.providers.credentials import read_key
-from hermes_core.providers.upstream_http import UpstreamSession, sse_data, transport_errors
+from hermes_core.providers.upstream_http import SseData, UpstreamSession, transport_errors
 from hermes_core.usage import Usage
 
 # Keys of the internal format that no Chat Completions server accepts.
@@ -262,21 +263,25 @@ class ChatCompletionsProvider(ConfiguredProvider[openai.AsyncOpenAI]):
                 if response.status >= 400:
                     body = await response.read()
                     raise error_from_status(self.name, response.status, response.headers, body)
-                async for data in sse_data(response.content.iter_any()):
-                    if data == b"[DONE]":
-                        # Keep reading to the end of the body rather than leave: a fully read
-                        # response returns its connection to the pool; an abandoned one is
-                        # closed, and a new upstream connection per call costs latency.
-                        continue
-                    try:
-                        chunk = json_codec.loads(data)
-                    except ValueError as exc:
-                        raise unreadable_response(self.name, "a stream frame is not JSON") from exc
-                    if not isinstance(chunk, dict):
-                        continue
-                    if chunk.get("error"):
-                        raise error_from_stream_frame(self.name, chunk)
-                    for event in accumulator.feed(chunk):
+                frames = SseData()
+                async for piece in response.content.iter_any():
+                    events: list[ProviderEvent] = []
+                    for data in frames.feed(piece):
+                        if data == b"[DONE]":
+                            # Keep reading to the end of the body rather than leave: a fully
+                            # read response returns its connection to the pool; an abandoned
+                            # one is closed, and a new upstream connection costs latency.
+                            continue
+                        try:
+                            chunk = json_codec.loads(data)
+                        except ValueError as exc:
+                            raise unreadable_response(self.name, "a frame is not JSON") from exc
+                        if not isinstance(chunk, dict):
+                            continue
+                        if chunk.get("error"):
+                            raise error_from_stream_frame(self.name, chunk)
+                        events += accumulator.feed(chunk)
+                    for event in coalesce(events):
                         yield event
         yield accumulator.finish(provider=self.name, model=self.model)
 

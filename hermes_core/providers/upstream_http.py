@@ -9,7 +9,7 @@ environment, as the SDKs honour them.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from urllib.parse import urlsplit
 from urllib.request import getproxies, proxy_bypass
@@ -70,29 +70,34 @@ class UpstreamSession:
             self._session = None
 
 
-async def sse_data(pieces: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
-    """The payload of each ``data:`` line of an SSE body arriving in ``pieces`` (e.g.
-    ``response.content.iter_any()``), stripped. Comments, keep-alives and event names are
+class SseData:
+    """Splits an SSE body, fed as it arrives (``response.content.iter_any()``), into the
+    payload of each ``data:`` line, stripped. Comments, keep-alives and event names are
     skipped: the adapters read the JSON, which names its own type.
 
-    Splits whatever arrived at once instead of awaiting line by line: a burst of twenty chunks
-    is one loop turn, not twenty.
+    A plain object the adapter's read loop calls, not an async generator around it: that
+    would be one more suspension per upstream chunk. Whatever arrived at once is split at
+    once, so a burst of twenty chunks is one loop turn, not twenty.
     """
-    pending: list[bytes] = []
-    async for piece in pieces:
+
+    __slots__ = ("_pending",)
+
+    def __init__(self) -> None:
+        self._pending: list[bytes] = []
+        """The start of a line whose end has not arrived yet."""
+
+    def feed(self, piece: bytes) -> list[bytes]:
         if b"\n" not in piece:
-            pending.append(piece)  # part of a line; complete it with what comes next
-            continue
-        if pending:
-            pending.append(piece)
-            piece = b"".join(pending)
-            pending.clear()
+            self._pending.append(piece)
+            return []
+        if self._pending:
+            self._pending.append(piece)
+            piece = b"".join(self._pending)
+            self._pending.clear()
         *lines, rest = piece.split(b"\n")
         if rest:
-            pending.append(rest)
-        for line in lines:
-            if line.startswith(b"data:"):
-                yield line[5:].strip()
+            self._pending.append(rest)
+        return [line[5:].strip() for line in lines if line.startswith(b"data:")]
 
 
 @contextmanager

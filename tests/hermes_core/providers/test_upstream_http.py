@@ -1,39 +1,60 @@
-"""The adapters' own upstream HTTP client: SSE line splitting and the environment's proxy."""
+"""The adapters' own upstream HTTP client: SSE line splitting, merging a burst of chunks, and
+the environment's proxy."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import json
 
 import pytest
 
-from hermes_core.providers.upstream_http import sse_data
-from server.simulator import Reply, Scenario, SimulatorServer, Step
+from hermes_core.providers.base import ToolCallDelta
+from hermes_core.providers.upstream_http import SseData
+from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from tests.hermes_core.providers.conftest import ProviderFactory, collect, final, user
 from tests.processes import free_port
 
 
-async def _pieces(*pieces: bytes) -> AsyncIterator[bytes]:
-    for piece in pieces:
-        yield piece
+def _data(*pieces: bytes) -> list[bytes]:
+    frames = SseData()
+    return [data for piece in pieces for data in frames.feed(piece)]
 
 
-async def _data(*pieces: bytes) -> list[bytes]:
-    return [data async for data in sse_data(_pieces(*pieces))]
-
-
-async def test_sse_data_joins_lines_split_across_reads() -> None:
+def test_sse_data_joins_lines_split_across_reads() -> None:
     pieces = (b'data: {"a"', b": 1", b'}\n\ndata: {"b": 2}\n', b"\ndata: [DONE]\n\n")
-    assert await _data(*pieces) == [b'{"a": 1}', b'{"b": 2}', b"[DONE]"]
+    assert _data(*pieces) == [b'{"a": 1}', b'{"b": 2}', b"[DONE]"]
 
 
-async def test_sse_data_skips_comments_event_names_and_keep_alives() -> None:
+def test_sse_data_skips_comments_event_names_and_keep_alives() -> None:
     body = b": keep-alive\n\nevent: message\ndata: {}\r\n\r\nretry: 10\n\n"
-    assert await _data(body) == [b"{}"]
+    assert _data(body) == [b"{}"]
 
 
-async def test_sse_data_drops_an_unterminated_last_line() -> None:
+def test_sse_data_drops_an_unterminated_last_line() -> None:
     # A frame without its newline was cut off mid-way; it must not be read as complete.
-    assert await _data(b'data: {"a": 1}\n\ndata: {"b"') == [b'{"a": 1}']
+    assert _data(b'data: {"a": 1}\n\ndata: {"b"') == [b'{"a": 1}']
+
+
+async def test_a_burst_of_chunks_arriving_at_once_becomes_one_delta_per_kind(
+    simulator: SimulatorServer, make_provider: ProviderFactory
+) -> None:
+    # No delay between frames: the whole answer arrives in one read.
+    tool_call = ToolCallSpec(name="lookup", arguments={"query": "a long argument " * 5})
+    reply = Reply(reasoning="Think it over.", text="Hello there, world!", chunk_count=6)
+    simulator.state.script("burst", Scenario(steps=[Step(reply=reply)]))
+    events = await collect(make_provider("chat_completions", "burst"), user("hi"))
+    kinds = [event.kind for event in events]
+    assert kinds == ["reasoning_delta", "text_delta", "model_response"]
+    response = final(events)
+    assert response.message["content"] == "Hello there, world!"
+    assert response.message["reasoning"] == "Think it over."
+
+    simulator.state.script(
+        "burst-call", Scenario(steps=[Step(reply=Reply(tool_calls=[tool_call], chunk_count=6))])
+    )
+    events = await collect(make_provider("chat_completions", "burst-call"), user("hi"))
+    [delta] = [event for event in events if isinstance(event, ToolCallDelta)]
+    assert (delta.id, delta.name) == (final(events).message["tool_calls"][0]["id"], "lookup")
+    assert json.loads(delta.arguments) == {"query": "a long argument " * 5}
 
 
 @pytest.fixture
