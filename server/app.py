@@ -8,9 +8,12 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from server.errors import install_error_handlers
+from server.hot_path import HotPath, HotRoute
 from server.limits import BodySizeLimit
 from server.metrics import RequestMetrics
 from server.openapi import install_openapi
+from server.protocol.chat import ChatCompletionRequest
+from server.protocol.responses import ResponseCreateRequest
 from server.routes import chat, health, models, responses, runs
 from server.routes import metrics as metrics_routes
 from server.services import Services
@@ -45,13 +48,23 @@ def create_app(services: Services) -> FastAPI:
     app.state.responses = ResponsesServing(services)
     install_error_handlers(app)
     install_openapi(app)
+    # Added first, so innermost: inside the body limit and the request metrics.
+    app.add_middleware(
+        HotPath,
+        keyring=services.keyring,
+        routes={
+            "/v1/chat/completions": HotRoute(ChatCompletionRequest, app.state.chat.create),
+            "/v1/responses": HotRoute(ResponseCreateRequest, app.state.responses.create),
+        },
+        handlers=app.exception_handlers,
+    )
     app.add_middleware(BodySizeLimit, max_bytes=services.max_body_bytes)
     # Added last, so outermost: it also counts 413s and requests that crash.
     app.add_middleware(RequestMetrics, metrics=services.metrics)
-    app.include_router(health.router)
-    app.include_router(metrics_routes.router)
-    app.include_router(models.router)
     app.include_router(chat.router)
     app.include_router(responses.router)
     app.include_router(runs.router)
+    app.include_router(models.router)
+    app.include_router(health.router)
+    app.include_router(metrics_routes.router)
     return app
