@@ -20,6 +20,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from hermes_core import json_codec
+from hermes_core.persistence.search_index import SearchIndex
 from hermes_core.persistence.writer import AsyncCommitter, SqliteCommitter, WriteBehind
 
 log = logging.getLogger(__name__)
@@ -42,10 +43,13 @@ class Database:
         if self.dialect == "sqlite" and parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         self.engine: AsyncEngine = self._new_engine()
+        self.search_index: SearchIndex | None = None
+        """SQLite's full-text index, kept up to date in batches (PostgreSQL's keeps itself)."""
         if self.dialect == "sqlite":
             # See persistence/writer.py for why the writer talks to sqlite3 directly.
             path = parsed.database or ":memory:"
             self.writer = WriteBehind(SqliteCommitter(path, setup=_pragmas_on))
+            self.search_index = SearchIndex(self.writer)
         else:
             self.writer = WriteBehind(AsyncCommitter(self._new_engine))
 

@@ -45,7 +45,11 @@ class SqlSessionSearch:
         terms = query_terms(query)
         if not terms or limit <= 0:
             return []
-        await self.db.writer.flush()  # the session just written must be findable
+        # The session just written must be findable.
+        if self.db.search_index is not None:
+            await self.db.search_index.catch_up()
+        else:
+            await self.db.writer.flush()
         async with self.db.engine.connect() as conn:
             rows = (await conn.execute(self._candidates(owner, terms, exclude))).all()
             hits = _rank(rows, terms, limit)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, delete, insert, literal, or_, select, text, update
+from sqlalchemy import bindparam, delete, insert, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from hermes_core.persistence.database import Database
@@ -75,13 +75,6 @@ _UNLOCK = delete(LOCKS).where(
     LOCKS.c.run_id == bindparam("b_run"),
 )
 # SQLite's search index takes each batch's new messages at once (migration 0002).
-_INDEX_NEW_MESSAGES = text(
-    "INSERT INTO messages_fts(rowid, search_text) SELECT id, search_text FROM messages "
-    "WHERE id > (SELECT indexed_through FROM messages_fts_progress)"
-)
-_ADVANCE_SEARCH_INDEX = text(
-    "UPDATE messages_fts_progress SET indexed_through = (SELECT max(id) FROM messages)"
-)
 TITLE_CHARS = 80
 
 
@@ -184,9 +177,8 @@ class SessionStore:
                 message_row(session_id, start + offset, stored, now=now),
                 phase=Phase.APPEND,
             )
-        if self.db.dialect == "sqlite":
-            writer.submit(_INDEX_NEW_MESSAGES, {}, phase=Phase.INDEX)
-            writer.submit(_ADVANCE_SEARCH_INDEX, {}, phase=Phase.UPDATE)
+        if self.db.search_index is not None:
+            self.db.search_index.appended()
 
     def add_usage(self, session_id: str, usage: Usage) -> None:
         self.db.writer.submit(

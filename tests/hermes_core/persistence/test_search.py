@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+from sqlalchemy import text
+
 from hermes_core.memory_stores import InMemorySessionIndex
 from hermes_core.messages import Message
 from hermes_core.persistence import Store
@@ -143,3 +145,25 @@ async def test_results_agree_with_the_in_memory_index(store: Store) -> None:
     for query in QUERIES:
         expected = await index.search("alice", query, limit=10)
         assert await store.search.search("alice", query, limit=10) == expected, query
+
+
+async def _indexed(store: Store, word: str) -> int:
+    """Messages the full-text index itself (not its content table) finds ``word`` in."""
+    match = text("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH :word")
+    async with store.db.engine.connect() as conn:
+        found: int = (await conn.execute(match, {"word": word})).scalar_one()
+        return found
+
+
+async def test_sqlite_indexes_in_batches_yet_a_search_finds_everything_written(
+    store: Store,
+) -> None:
+    if store.db.search_index is None:
+        return  # PostgreSQL maintains its own index
+    await _add(store, "release", RELEASE)  # the first append indexes with its commit
+    await store.db.writer.flush()
+    await _add(store, "garden", GARDEN)  # within the interval: left for later
+    await store.db.writer.flush()
+    assert (await _indexed(store, "quokka"), await _indexed(store, "hostas")) == (1, 0)
+    assert await _ids(store, "hostas") == ["garden"]  # the search caught the index up
+    assert await _indexed(store, "hostas") == 1

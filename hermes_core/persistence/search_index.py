@@ -1,0 +1,57 @@
+"""SQLite's full-text index of messages, brought up to date in batches.
+
+Messages are not indexed as they are inserted (migration 0002 dropped that trigger): a
+watermark, ``messages_fts_progress.indexed_through``, says how far the index goes, and one
+statement indexes everything after it. Each indexing is a transaction's worth of FTS5 work
+(a new index segment, the structure record), which cost a quarter of a run's store CPU when
+every commit did it. So appends bring the index up to date at most every
+:data:`INDEX_EVERY_SECONDS`, and a search first brings it up to date itself: it always finds
+every message written before it. A crash loses nothing; the next indexing catches up.
+Messages are never updated or deleted today; code that starts doing so must call
+:meth:`SearchIndex.catch_up` first, because FTS5 must be told the old text of what it indexed.
+
+PostgreSQL keeps its own index (a GIN index on the messages), so this is SQLite's alone.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import text
+
+from hermes_core.persistence.writer import Phase, WriteBehind
+
+INDEX_EVERY_SECONDS = 1.0
+
+_INDEX_NEW_MESSAGES = text(
+    "INSERT INTO messages_fts(rowid, search_text) SELECT id, search_text FROM messages "
+    "WHERE id > (SELECT indexed_through FROM messages_fts_progress)"
+)
+_ADVANCE_WATERMARK = text(
+    "UPDATE messages_fts_progress SET indexed_through = (SELECT max(id) FROM messages)"
+)
+
+
+class SearchIndex:
+    def __init__(self, writer: WriteBehind, *, every_seconds: float = INDEX_EVERY_SECONDS) -> None:
+        self._writer = writer
+        self._every = every_seconds
+        self._next = 0.0
+        """When appends may index again (``time.monotonic()``)."""
+
+    def appended(self) -> None:
+        """Messages were queued: index them with their commit, unless that happened lately."""
+        now = time.monotonic()
+        if now >= self._next:
+            self._next = now + self._every
+            self._submit()
+
+    async def catch_up(self) -> None:
+        """Index every message queued so far, and wait for it (before a search)."""
+        self._submit()
+        await self._writer.flush()
+
+    def _submit(self) -> None:
+        # Phases: after the batch's messages are appended, and the watermark after that.
+        self._writer.submit(_INDEX_NEW_MESSAGES, {}, phase=Phase.INDEX)
+        self._writer.submit(_ADVANCE_WATERMARK, {}, phase=Phase.UPDATE)
