@@ -106,6 +106,13 @@ class Run:
             waiters, self._waiters = self._waiters, []
             _wake(waiters)
 
+    async def until_started(self) -> None:
+        """Wait for the run's first event: from then on its observers have it on record."""
+        while not self.events and not self.status.finished:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
+
     async def until_finished(self) -> RunFinished:
         """Wait for the run's ending; unlike a follower, woken once and not for every event.
         Everything the run said is then in :attr:`events`."""

@@ -122,6 +122,11 @@ class ResponsesServing:
                 frames, headers=headers, keepalive_seconds=services.keepalive_seconds
             )
         if body.background:
+            if body.store and services.store is not None:
+                # The client will come back for this id, after a crash too: the queued response
+                # and its run (which crash recovery fails) are committed before it is handed out.
+                await run.until_started()
+                await services.store.db.writer.flush()
             return FastJSONResponse(shell, headers=headers)
         final = await asyncio.shield(live.recorder)
         if final["status"] == "failed" and not final["output"]:

@@ -121,6 +121,18 @@ async def test_waiting_for_the_ending_wakes_once_with_every_event_logged() -> No
     assert await run.until_finished() is finished  # and at once once it is over
 
 
+async def test_waiting_for_the_start_returns_once_the_run_has_said_something() -> None:
+    gate = _Gate()  # never opened: the run starts, then waits for its upstream
+    manager = RunManager()
+    run = _start(manager, gate, "a")
+    assert run.events == []
+    await asyncio.wait_for(run.until_started(), timeout=5)
+    assert run.events[0].kind == "run_started"
+    assert run.finished is None
+    gate.open.set()
+    await run.until_finished()
+
+
 async def test_followers_hear_of_the_ending_only_after_it_is_settled() -> None:
     gate = _Gate()
     gate.open.set()
