@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import threading
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
@@ -173,8 +173,8 @@ class Agent:
         await self._execute(request, deliver)
 
     async def _execute(self, request: AgentRequest, deliver: Deliver) -> None:
-        task_id = request.task_id or f"task_{uuid.uuid4().hex[:16]}"
-        run_id = request.run_id or f"run_{uuid.uuid4().hex[:16]}"
+        task_id = request.task_id or f"task_{secrets.token_hex(8)}"
+        run_id = request.run_id or f"run_{secrets.token_hex(8)}"
         budget = self.shared_budget or IterationBudget(self.config.max_iterations)
         tools = self._tools_for_run(
             request, task_id=task_id, session_id=request.session_id or task_id, budget=budget
