@@ -9,6 +9,7 @@ environment, as the SDKs honour them.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from urllib.parse import urlsplit
@@ -24,9 +25,12 @@ class UpstreamSession:
     opened on first use (providers are built before the server's loop runs)."""
 
     def __init__(self, *, timeout: float, max_connections: int = 1000) -> None:
-        # Like the SDKs' ``timeout``: a bound on connecting and on each wait for bytes, none on
-        # the whole answer (a long stream is fine as long as it keeps coming).
-        self._timeout = aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout)
+        # Like the SDKs' ``timeout``: a bound on the wait for the answer and on each silence in
+        # its body, none on the whole answer (a long stream is fine as long as it keeps coming).
+        # The body's silences are watched by ReadWatchdog, not aiohttp's ``sock_read``, which
+        # re-arms a timer for every chunk that arrives.
+        self._wait_seconds = timeout
+        self._timeout = aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=None)
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
         self._proxies: dict[str, str | None] = {}
@@ -50,10 +54,17 @@ class UpstreamSession:
         """POST ``body``; yields the response with its body unread. Leaving the block, however it
         happens, releases the connection: back to the pool once the body was read to its end,
         closed otherwise (an abandoned stream must not keep the upstream generating)."""
-        async with self._open().post(
+        sending = self._open().post(
             url, data=body, headers=headers, allow_redirects=False, proxy=self._proxy_for(url)
-        ) as response:
+        )
+        async with asyncio.timeout(self._wait_seconds):  # connecting, sending, the headers
+            response = await sending
+        watchdog = ReadWatchdog(response.content, self._wait_seconds)
+        try:
             yield response
+        finally:
+            watchdog.stop()
+            response.release()  # to the pool if the body was read to its end, else closed
 
     def _proxy_for(self, url: str) -> str | None:
         """The proxy the environment names for ``url`` (``HTTPS_PROXY``, ``NO_PROXY``, …), as
@@ -68,6 +79,32 @@ class UpstreamSession:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+class ReadWatchdog:
+    """Fails a body that stops arriving for ``seconds`` (between 1 and 1.5 times that, after
+    the last byte): one timer, checked every half period, whatever the number of chunks."""
+
+    def __init__(self, content: aiohttp.StreamReader, seconds: float) -> None:
+        self._content = content
+        self._seconds = seconds
+        self._loop = asyncio.get_running_loop()
+        self._seen = content.total_bytes
+        self._quiet_since = self._loop.time()
+        self._timer = self._loop.call_later(seconds / 2, self._check)
+
+    def _check(self) -> None:
+        now = self._loop.time()
+        if self._content.total_bytes != self._seen:
+            self._seen, self._quiet_since = self._content.total_bytes, now
+        elif now - self._quiet_since >= self._seconds:
+            # The reader raises it at its next wait (or at once, if it is waiting).
+            self._content.set_exception(TimeoutError("the upstream stopped sending"))
+            return
+        self._timer = self._loop.call_later(self._seconds / 2, self._check)
+
+    def stop(self) -> None:
+        self._timer.cancel()
 
 
 class SseData:

@@ -310,6 +310,20 @@ async def test_no_answer_within_the_timeout_is_a_timeout(
     assert time.monotonic() - started < 1.5
 
 
+@each_mode
+async def test_a_stream_that_keeps_coming_may_last_longer_than_the_timeout(
+    simulator: SimulatorServer, make_provider: ProviderFactory, api_mode: ApiMode
+) -> None:
+    # The timeout bounds each silence, not the answer: 6 frames 0.15 s apart under a 0.3 s one.
+    reply = Reply(text="abcdef", chunk_count=6)
+    _script(simulator, "steady", Step(reply=reply, fault=Fault(chunk_delay=0.15)))
+    provider = make_provider(api_mode, "steady", timeout=0.3)
+    started = time.monotonic()
+    events = await collect(provider, user("hi"))
+    assert time.monotonic() - started > 0.6
+    assert final(events).message["content"] == "abcdef"
+
+
 async def _until_error(
     stream: AsyncIterator[ProviderEvent],
 ) -> tuple[list[ProviderEvent], ProviderError]:
