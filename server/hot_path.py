@@ -63,9 +63,10 @@ class HotPath:
         if route is None:
             await self.app(scope, receive, send)
             return
-        request = Request(scope, receive)
-        principal = self.keyring.authenticate(request.headers.get("authorization"))
         body, complete = await _read_body(receive)
+        # Whoever reads the body again through the request gets it once more.
+        request = Request(scope, _replaying(body, complete, receive))
+        principal = self.keyring.authenticate(request.headers.get("authorization"))
         parsed = None
         if principal is not None and complete:
             parsed = _parse(route.model, request, body)
