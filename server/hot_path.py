@@ -2,9 +2,10 @@
 
 FastAPI's routing, dependency solving and request/response wrapping cost more CPU than uvicorn's
 whole handling of a request: 0.32 M instructions for a trivial GET against 0.13 M for a bare ASGI
-app (bench/instructions.py, callgrind). For ``POST /v1/chat/completions`` and
-``POST /v1/responses`` this middleware takes the common case itself: an authenticated request
-with a JSON body the route's own model accepts goes straight to the serving object.
+app under uvicorn (callgrind, 2026-11-22; see docs/architecture.md). For
+``POST /v1/chat/completions`` and ``POST /v1/responses`` this middleware takes the common case
+itself: an authenticated request with a JSON body the route's own model accepts goes straight
+to the serving object.
 
 Everything else — no or a wrong key, a body that is not JSON or does not validate, another
 content type — is handed on, body included, to the FastAPI route, which answers it exactly as it
