@@ -43,15 +43,14 @@ class Database:
         if self.dialect == "sqlite" and parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         self.engine: AsyncEngine = self._new_engine()
-        self.search_index: SearchIndex | None = None
-        """SQLite's full-text index, kept up to date in batches (PostgreSQL's keeps itself)."""
         if self.dialect == "sqlite":
             # See persistence/writer.py for why the writer talks to sqlite3 directly.
             path = parsed.database or ":memory:"
             self.writer = WriteBehind(SqliteCommitter(path, setup=_pragmas_on))
-            self.search_index = SearchIndex(self.writer)
         else:
             self.writer = WriteBehind(AsyncCommitter(self._new_engine))
+        # SQLite's full-text index is kept up to date in batches; PostgreSQL's keeps itself.
+        self.search_index = SearchIndex(self.writer, batched=self.dialect == "sqlite")
 
     def _new_engine(self) -> AsyncEngine:
         # JSON columns (messages, usage) are encoded on the hot path of every run.

@@ -45,11 +45,7 @@ class SqlSessionSearch:
         terms = query_terms(query)
         if not terms or limit <= 0:
             return []
-        # The session just written must be findable.
-        if self.db.search_index is not None:
-            await self.db.search_index.catch_up()
-        else:
-            await self.db.writer.flush()
+        await self.db.search_index.catch_up()  # the session just written must be findable
         async with self.db.engine.connect() as conn:
             rows = (await conn.execute(self._candidates(owner, terms, exclude))).all()
             hits = _rank(rows, terms, limit)

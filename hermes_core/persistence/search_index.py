@@ -10,7 +10,8 @@ every message written before it. A crash loses nothing; the next indexing catche
 Messages are never updated or deleted today; code that starts doing so must call
 :meth:`SearchIndex.catch_up` first, because FTS5 must be told the old text of what it indexed.
 
-PostgreSQL keeps its own index (a GIN index on the messages), so this is SQLite's alone.
+PostgreSQL keeps its own index (a GIN index on the messages): there, appending does nothing
+here and catching up is only waiting for the queued writes.
 """
 
 from __future__ import annotations
@@ -33,14 +34,24 @@ _ADVANCE_WATERMARK = text(
 
 
 class SearchIndex:
-    def __init__(self, writer: WriteBehind, *, every_seconds: float = INDEX_EVERY_SECONDS) -> None:
+    def __init__(
+        self,
+        writer: WriteBehind,
+        *,
+        batched: bool,
+        every_seconds: float = INDEX_EVERY_SECONDS,
+    ) -> None:
         self._writer = writer
+        self.batched = batched
+        """True on SQLite: this class maintains the index. False where the database does."""
         self._every = every_seconds
         self._next = 0.0
         """When appends may index again (``time.monotonic()``)."""
 
     def appended(self) -> None:
         """Messages were queued: index them with their commit, unless that happened lately."""
+        if not self.batched:
+            return
         now = time.monotonic()
         if now >= self._next:
             self._next = now + self._every
@@ -48,7 +59,8 @@ class SearchIndex:
 
     async def catch_up(self) -> None:
         """Index every message queued so far, and wait for it (before a search)."""
-        self._submit()
+        if self.batched:
+            self._submit()
         await self._writer.flush()
 
     def _submit(self) -> None:

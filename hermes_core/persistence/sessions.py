@@ -74,7 +74,6 @@ _UNLOCK = delete(LOCKS).where(
     LOCKS.c.name == bindparam("b_name"),
     LOCKS.c.run_id == bindparam("b_run"),
 )
-# SQLite's search index takes each batch's new messages at once (migration 0002).
 TITLE_CHARS = 80
 
 
@@ -177,8 +176,7 @@ class SessionStore:
                 message_row(session_id, start + offset, stored, now=now),
                 phase=Phase.APPEND,
             )
-        if self.db.search_index is not None:
-            self.db.search_index.appended()
+        self.db.search_index.appended()
 
     def add_usage(self, session_id: str, usage: Usage) -> None:
         self.db.writer.submit(
