@@ -265,25 +265,31 @@ class ChatCompletionsProvider(ConfiguredProvider[openai.AsyncOpenAI]):
                     raise error_from_status(self.name, response.status, response.headers, body)
                 frames = SseData()
                 async for piece in response.content.iter_any():
-                    events: list[ProviderEvent] = []
-                    for data in frames.feed(piece):
-                        if data == b"[DONE]":
-                            # Keep reading to the end of the body rather than leave: a fully
-                            # read response returns its connection to the pool; an abandoned
-                            # one is closed, and a new upstream connection costs latency.
-                            continue
-                        try:
-                            chunk = json_codec.loads(data)
-                        except ValueError as exc:
-                            raise unreadable_response(self.name, "a frame is not JSON") from exc
-                        if not isinstance(chunk, dict):
-                            continue
-                        if chunk.get("error"):
-                            raise error_from_stream_frame(self.name, chunk)
-                        events += accumulator.feed(chunk)
-                    for event in coalesce(events):
+                    for event in self._events_of(frames.feed(piece), accumulator):
                         yield event
         yield accumulator.finish(provider=self.name, model=self.model)
+
+    def _events_of(
+        self, frames: list[bytes], accumulator: ChatStreamAccumulator
+    ) -> list[ProviderEvent]:
+        """The events of the SSE frames that arrived in one read, bursts merged."""
+        events: list[ProviderEvent] = []
+        for data in frames:
+            if data == b"[DONE]":
+                # Keep reading to the end of the body rather than leave: a fully read response
+                # returns its connection to the pool; an abandoned one is closed, and a new
+                # upstream connection per call costs latency.
+                continue
+            try:
+                chunk = json_codec.loads(data)
+            except ValueError as exc:
+                raise unreadable_response(self.name, "a stream frame is not JSON") from exc
+            if not isinstance(chunk, dict):
+                continue
+            if chunk.get("error"):
+                raise error_from_stream_frame(self.name, chunk)
+            events += accumulator.feed(chunk)
+        return coalesce(events)
 
     async def aclose(self) -> None:
         await self._client.close()
