@@ -109,17 +109,13 @@ class Run:
     async def until_started(self) -> None:
         """Wait for the run's first event: from then on its observers have it on record."""
         while not self.events and not self.status.finished:
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            await waiter
+            await _next_wake(self._waiters)
 
     async def until_finished(self) -> RunFinished:
         """Wait for the run's ending; unlike a follower, woken once and not for every event.
         Everything the run said is then in :attr:`events`."""
         while (finished := self.finished) is None:
-            waiter = asyncio.get_running_loop().create_future()
-            self._end_waiters.append(waiter)
-            await waiter
+            await _next_wake(self._end_waiters)
         return finished
 
     async def follow(self, *, after: int = -1) -> AsyncIterator[AgentEvent]:
@@ -145,9 +141,14 @@ class Run:
                 continue
             if self.status.finished:
                 return
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            await waiter
+            await _next_wake(self._waiters)
+
+
+async def _next_wake(waiters: list[asyncio.Future[None]]) -> None:
+    """Wait in ``waiters`` until :func:`_wake` releases them."""
+    waiter = asyncio.get_running_loop().create_future()
+    waiters.append(waiter)
+    await waiter
 
 
 def _wake(waiters: list[asyncio.Future[None]]) -> None:
