@@ -27,7 +27,7 @@ class SessionRow(SQLModel, table=True):
     __table_args__ = (Index("ix_sessions_owner_name", "owner", "name"),)
 
     id: str = Field(primary_key=True)
-    owner: str = Field(index=True)
+    owner: str  # indexed by ix_sessions_owner_name, of which it is the prefix
     name: str | None = None
     """The client's name for the conversation (X-Hermes-Session-Id, Open WebUI's chat id)."""
     profile: str
@@ -92,8 +92,9 @@ class RunRow(SQLModel, table=True):
     __tablename__ = "runs"
 
     id: str = Field(primary_key=True)
-    owner: str = Field(index=True)
-    session_id: str | None = Field(default=None, index=True)
+    owner: str
+    """Not indexed: a run is found by its id or completion id, then its owner is checked."""
+    session_id: str | None = None
     endpoint: str
     model: str
     completion_id: str | None = Field(default=None, index=True)
