@@ -66,6 +66,9 @@ class RunStarted(_Event):
     """The model the first call goes to."""
     provider: str
     """The provider the first call goes to."""
+    streamed: bool = True
+    """The model's replies are streamed as they are generated. False (nobody watches, e.g. a
+    non-streaming client): each reply's text may arrive in one delta once it is complete."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -80,3 +80,7 @@ class AgentRequest:
     max_tool_calls: int | None = None
     """Server tool calls this run may make. Calls beyond it are answered with an error, and
     once it is used up the model is asked to answer without tools."""
+    stream_model_replies: bool = True
+    """Someone follows the answer as it is generated (a streaming client). False lets each
+    model reply come from upstream in one piece (cheaper for the server); the run's events
+    then carry a reply's text only once the reply is complete."""

@@ -183,7 +183,13 @@ class Agent:
         self._loop = asyncio.get_running_loop()
         turn = self._begin_turn()
         try:
-            emitter.emit(RunStarted, task_id=task_id, model=turn.model, provider=turn.name)
+            emitter.emit(
+                RunStarted,
+                task_id=task_id,
+                model=turn.model,
+                provider=turn.name,
+                streamed=request.stream_model_replies,
+            )
             system_prompt = await self._system_prompt(request.system_message)
             driver = RunDriver(
                 self,

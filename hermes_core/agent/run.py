@@ -182,6 +182,7 @@ class RunDriver:
                 temperature=_first(self.request.temperature, self.agent.config.temperature),
                 reasoning_effort=self.request.reasoning_effort
                 or self.agent.config.reasoning_effort,
+                stream=self.request.stream_model_replies,
             ),
             provider=self.provider,
         )

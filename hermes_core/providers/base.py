@@ -71,6 +71,10 @@ class ModelRequest:
     extra_headers: Mapping[str, str] = field(default_factory=dict)
     prompt_cache: PromptCachePolicy | None = None
     """Explicit cache breakpoints to place; None places none."""
+    stream: bool = True
+    """False: nobody watches the reply as it is generated. An adapter may then ask the
+    upstream for it in one piece, and yield it as one delta of each kind before the response:
+    one body to read instead of a frame per token."""
 
 
 # --- provider events --------------------------------------------------------------------------
@@ -202,9 +206,11 @@ class Provider(Protocol):
         ...
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
-        """Run one streaming model call.
+        """Run one model call.
 
-        Yields deltas as they arrive and ends with exactly one :class:`ModelResponse`.
+        Yields deltas as they arrive (all at once, when ``request.stream`` is False and the
+        adapter fetches the reply in one piece) and ends with exactly one
+        :class:`ModelResponse`.
         Raises :class:`hermes_core.errors.ProviderError` on any upstream failure, including
         one after some deltas were already yielded. Closing the iterator (``aclose()``) or
         cancelling the task consuming it closes the upstream connection at once.

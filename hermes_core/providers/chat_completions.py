@@ -78,13 +78,12 @@ def to_wire_tools(tools: tuple[ToolSchema, ...] | list[ToolSchema]) -> list[dict
 
 
 def build_kwargs(request: ModelRequest, *, model: str) -> dict[str, Any]:
-    """The ``chat.completions.create`` arguments for one streaming call."""
-    kwargs: dict[str, Any] = {
-        "model": model,
-        "messages": to_wire_messages(list(request.messages)),
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+    """The ``chat.completions.create`` arguments for one call (streamed unless
+    ``request.stream`` is False)."""
+    kwargs: dict[str, Any] = {"model": model, "messages": to_wire_messages(list(request.messages))}
+    if request.stream:
+        kwargs["stream"] = True
+        kwargs["stream_options"] = {"include_usage": True}
     if request.prompt_cache is not None:
         # Only asked for Claude behind OpenAI-wire gateways, which read markers on content parts.
         kwargs["messages"] = mark_chat_messages(kwargs["messages"], ttl=request.prompt_cache.ttl)
@@ -157,6 +156,18 @@ class ChatStreamAccumulator:
             if choice.get("finish_reason") is not None:
                 self._finish_reason = choice["finish_reason"]
         return events
+
+    def feed_completion(self, completion: Mapping[str, Any]) -> list[ProviderEvent]:
+        """Take a whole completion (a call made without ``stream``): each choice's message is
+        one delta of everything, so it is read like one last chunk."""
+        choices = []
+        for choice in completion.get("choices") or ():
+            message = dict(choice.get("message") or {})
+            calls = message.get("tool_calls") or ()
+            message["tool_calls"] = [{**call, "index": i} for i, call in enumerate(calls)]
+            delta = {"index": choice.get("index", 0), "delta": message}
+            choices.append({**delta, "finish_reason": choice.get("finish_reason")})
+        return self.feed({**completion, "choices": choices})
 
     def _tool_call_delta(self, call: Mapping[str, Any]) -> ToolCallDelta:
         index = int(call.get("index", 0))
@@ -233,6 +244,7 @@ class ChatCompletionsProvider(ConfiguredProvider[openai.AsyncOpenAI]):
         self._http = UpstreamSession(timeout=config.timeout)
         self._url = str(self._client.base_url).rstrip("/") + "/chat/completions"
         self._headers = self._wire_headers()
+        self._json_headers = {**self._headers, "accept": "application/json"}
 
     def _wire_headers(self) -> dict[str, str]:
         return {
@@ -244,6 +256,7 @@ class ChatCompletionsProvider(ConfiguredProvider[openai.AsyncOpenAI]):
 
     def _key_changed(self) -> None:
         self._headers = self._wire_headers()
+        self._json_headers = {**self._headers, "accept": "application/json"}
 
     @property
     def api_mode(self) -> ApiMode:
@@ -253,7 +266,9 @@ class ChatCompletionsProvider(ConfiguredProvider[openai.AsyncOpenAI]):
         accumulator = ChatStreamAccumulator()
         kwargs = build_kwargs(request, model=self.model)
         extra = kwargs.pop("extra_headers", None)
-        headers = {**self._headers, **extra} if extra else self._headers
+        headers = self._headers if request.stream else self._json_headers
+        if extra:
+            headers = {**headers, **extra}
         payload = json_codec.dumps(kwargs)
         # We read the SSE ourselves: the SDK's request building and per-chunk decoding cost
         # several milliseconds per call, more than everything else the server does for a
@@ -263,9 +278,13 @@ class ChatCompletionsProvider(ConfiguredProvider[openai.AsyncOpenAI]):
                 if response.status >= 400:
                     body = await response.read()
                     raise error_from_status(self.name, response.status, response.headers, body)
-                frames = SseData()
-                async for piece in response.content.iter_any():
-                    for event in self._events_of(frames.feed(piece), accumulator):
+                if request.stream:
+                    frames = SseData()
+                    async for piece in response.content.iter_any():
+                        for event in self._events_of(frames.feed(piece), accumulator):
+                            yield event
+                else:
+                    for event in self._events_of_reply(await response.read(), accumulator):
                         yield event
         yield accumulator.finish(provider=self.name, model=self.model)
 
@@ -290,6 +309,20 @@ class ChatCompletionsProvider(ConfiguredProvider[openai.AsyncOpenAI]):
                 raise error_from_stream_frame(self.name, chunk)
             events += accumulator.feed(chunk)
         return coalesce(events)
+
+    def _events_of_reply(
+        self, body: bytes, accumulator: ChatStreamAccumulator
+    ) -> list[ProviderEvent]:
+        """The events of a reply that came in one piece (a call made without ``stream``)."""
+        try:
+            completion = json_codec.loads(body)
+        except ValueError as exc:
+            raise unreadable_response(self.name, "the reply is not JSON") from exc
+        if not isinstance(completion, dict):
+            raise unreadable_response(self.name, "the reply is not a JSON object")
+        if completion.get("error"):
+            raise error_from_stream_frame(self.name, completion)
+        return accumulator.feed_completion(completion)
 
     async def aclose(self) -> None:
         await self._client.close()

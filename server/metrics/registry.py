@@ -172,7 +172,7 @@ class Metrics:
         )
         self.time_to_first_token = histogram(
             "hermes_time_to_first_token_seconds",
-            "From the start of a run to its first answer text.",
+            "From the start of a streamed run to its first answer text.",
             "endpoint",
             TTFT_BUCKETS,
         )
@@ -321,8 +321,9 @@ class Metrics:
             endpoint=endpoint,
             models=_configured_models(run),
             provider=event.provider,
-            # A sub-agent's text is not what the client waits for.
-            first_token=nested,
+            # A sub-agent's text is not what the client waits for, and a reply fetched in one
+            # piece has no first token apart from its last.
+            first_token=nested or not event.streamed,
             started=None if nested else time.monotonic(),
         )
         self._runs[event.run_id] = scratch

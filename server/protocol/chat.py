@@ -138,6 +138,7 @@ class ChatCompletionRequest(_Open):
             temperature=self.temperature,
             reasoning_effort=self.reasoning_effort,
             parallel_tool_calls=self.parallel_tool_calls,
+            stream_model_replies=self.stream,
         )
 
     def _tool_choice(self) -> ToolChoice:

@@ -151,6 +151,8 @@ class ResponseCreateRequest(_Open):
             reasoning_effort=self.reasoning.effort if self.reasoning else None,
             parallel_tool_calls=self.parallel_tool_calls,
             max_tool_calls=self.max_tool_calls,
+            # A background response may be followed later (GET …?stream=true): stream it.
+            stream_model_replies=self.stream or self.background,
         )
 
     def shell(

@@ -54,10 +54,14 @@ async def respond(state: SimulatorState, plan: CallPlan, body: dict[str, Any]) -
     usage = _usage(cache, writes, reply)
     message_id = f"msg_sim{plan.record.seq}"
     model = str(body.get("model", ""))
+
+    def frames() -> list[str]:
+        return stream_frames(message_id, model, reply, usage, plan.record.seq)
+
     if body.get("stream"):
-        frames = stream_frames(message_id, model, reply, usage, plan.record.seq)
-        return stream_response(state, plan, frames, error_frame=error_frame)
-    return json_reply(state, plan, message_object(message_id, model, reply, usage, plan.record.seq))
+        return stream_response(state, plan, frames(), error_frame=error_frame)
+    payload = message_object(message_id, model, reply, usage, plan.record.seq)
+    return await json_reply(state, plan, payload, frame_count=lambda: len(frames()))
 
 
 # --- validation -------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ Control routes (for tests, benchmarks and demos that run the simulator in anothe
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import Awaitable, Callable
@@ -63,9 +64,35 @@ def _protocol_endpoint(
             body=body,
             api_key=_api_key(request),
         )
-        return await respond(state, plan, body)
+        fault = plan.step.fault if plan.step else None
+        if body.get("stream") or fault is None or not fault.chunk_delay:
+            return await respond(state, plan, body)
+        # A reply in one piece first takes its generation time: a caller that hangs up
+        # meanwhile is recorded as gone, as it would be from a stream.
+        return await _unless_hung_up(request, respond(state, plan, body), state, plan)
 
     return endpoint
+
+
+async def _unless_hung_up(
+    request: Request, answer: Awaitable[Response], state: SimulatorState, plan: CallPlan
+) -> Response:
+    answering = asyncio.ensure_future(answer)
+    watching = asyncio.ensure_future(_hung_up(request))
+    try:
+        await asyncio.wait((answering, watching), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watching.cancel()
+    if answering.done():
+        return answering.result()
+    answering.cancel()
+    state.finish(plan.record, "disconnected")
+    return Response(status_code=499)  # nobody is there to read it
+
+
+async def _hung_up(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def create_simulator_app(state: SimulatorState | None = None) -> Starlette:

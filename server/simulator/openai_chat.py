@@ -35,11 +35,15 @@ async def respond(state: SimulatorState, plan: CallPlan, body: dict[str, Any]) -
     usage = _usage(cache.input_tokens, cache.cache_read_tokens, reply)
     completion_id = f"chatcmpl-sim{plan.record.seq}"
     model = str(body.get("model", ""))
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+
+    def frames() -> list[str]:
+        return stream_frames(completion_id, model, reply, usage if include_usage else None)
+
     if body.get("stream"):
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        frames = stream_frames(completion_id, model, reply, usage if include_usage else None)
-        return stream_response(state, plan, frames, error_frame=_error_frame)
-    return json_reply(state, plan, completion(completion_id, model, reply, usage, plan.record.seq))
+        return stream_response(state, plan, frames(), error_frame=_error_frame)
+    payload = completion(completion_id, model, reply, usage, plan.record.seq)
+    return await json_reply(state, plan, payload, frame_count=lambda: len(frames()))
 
 
 def validate(body: dict[str, Any]) -> str | None:

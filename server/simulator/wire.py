@@ -141,9 +141,48 @@ def stream_response(
     )
 
 
-def json_reply(state: SimulatorState, plan: CallPlan, payload: dict[str, Any]) -> Response:
+async def json_reply(
+    state: SimulatorState,
+    plan: CallPlan,
+    payload: dict[str, Any],
+    *,
+    frame_count: Callable[[], int],
+) -> Response:
+    """Answer a call made without ``stream`` in one piece, once its stream would have ended.
+
+    The step's stream faults apply as a real upstream shows them to such a call: the same
+    generation time (``chunk_delay`` per frame it would have streamed), and a failure part-way
+    as a dropped connection or, for an in-stream error, a 500. ``frame_count`` is how many
+    frames the stream would have had (asked only when a fault needs it).
+    """
+    fault = plan.step.fault if plan.step else None
+    if fault is not None and (fault.chunk_delay or fault.disconnect_after is not None):
+        frames = frame_count()
+        cut_at = fault.disconnect_after
+        if cut_at is None and fault.stream_error is not None:
+            cut_at = 1
+        sent = frames if cut_at is None else min(cut_at, frames)
+        if fault.chunk_delay and sent > 1:
+            await asyncio.sleep(fault.chunk_delay * (sent - 1))
+        if cut_at is not None and cut_at < frames:
+            if fault.stream_error is not None:
+                return error_response(state, plan, 500, "Simulated in-stream error.")
+            return _dropped(state, plan)
+    elif fault is not None and fault.stream_error is not None:
+        return error_response(state, plan, 500, "Simulated in-stream error.")
     state.finish(plan.record, "completed", status=200)
     return JSONResponse(payload, headers={"x-request-id": f"req_sim_{plan.record.seq}"})
+
+
+def _dropped(state: SimulatorState, plan: CallPlan) -> Response:
+    """Headers, then the connection dropped before the body."""
+
+    async def body() -> AsyncIterator[bytes]:
+        yield b""  # the headers are out
+        state.finish(plan.record, "dropped")
+        raise SimulatedDisconnect("dropped before the body")
+
+    return StreamingResponse(body(), media_type="application/json")
 
 
 def split_text(text: str, chunk_count: int | None, chunk_size: int = 16) -> list[str]:

@@ -63,6 +63,21 @@ async def test_a_multi_tool_run_answers_with_aggregated_usage(
     assert raw.headers["x-hermes-run-id"] == extension["run_id"]
 
 
+async def test_the_upstream_streams_only_for_a_streaming_client(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    # Nobody watches a non-streaming client's answer being generated: the reply comes from
+    # upstream in one piece, one body for the server to read instead of a frame per token.
+    script(simulator, Step(reply=Reply(text="whole", chunk_count=5)))
+    plain = await client.chat.completions.create(model="hermes-agent", messages=HELLO)
+    script(simulator, Step(reply=Reply(text="streamed", chunk_count=5)))
+    stream = await client.chat.completions.create(model="hermes-agent", messages=HELLO, stream=True)
+    streamed = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    assert (plain.choices[0].message.content, streamed) == ("whole", "streamed")
+    first, second = simulator.state.requests(scenario=UPSTREAM_MODEL)
+    assert (first.body.get("stream"), second.body.get("stream")) == (None, True)
+
+
 async def test_a_streamed_run_shows_reasoning_tool_lines_text_and_one_usage_chunk(
     simulator: SimulatorServer, client: openai.AsyncOpenAI
 ) -> None:

@@ -247,8 +247,23 @@ async def test_a_fallback_is_counted_by_provider_and_reason(
     assert seen.value("hermes_runs_finished_total", endpoint=CHAT, exit_reason="completed") == 1
     assert seen.value("hermes_requests_total", endpoint=CHAT, status="200") == 1
     assert seen.value("hermes_request_duration_seconds_count", endpoint=CHAT) == 1
-    assert seen.value("hermes_time_to_first_token_seconds_count", endpoint=CHAT) == 1
     assert seen.value("hermes_runs_active", endpoint=CHAT) == 0
+
+
+async def test_time_to_first_token_is_measured_on_streamed_runs_only(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    # A non-streaming client's reply comes from upstream in one piece: its "first token" would
+    # be its last, and would only blur what streaming clients wait for.
+    script(simulator, "sim-primary", Step(reply=Reply(text="Hi there."), repeat=2))
+    await chat(http, "fallback-agent")
+    body = {"model": "fallback-agent", "messages": HELLO, "stream": True}
+    async with http.stream("POST", "/v1/chat/completions", headers=AUTH, json=body) as streamed:
+        assert streamed.status_code == 200
+        await streamed.aread()
+    seen = await scrape(http)
+    assert seen.value("hermes_runs_finished_total", endpoint=CHAT, exit_reason="completed") == 2
+    assert seen.value("hermes_time_to_first_token_seconds_count", endpoint=CHAT) == 1
 
 
 async def test_budget_exhaustion_warning_and_grace_call(

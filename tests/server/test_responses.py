@@ -3,6 +3,7 @@ server process and the simulator upstream."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -177,6 +178,27 @@ async def test_store_false_keeps_nothing(
     assert created.output_text == "Gone."
     with pytest.raises(openai.NotFoundError):
         await client.responses.retrieve(created.id)
+
+
+async def test_the_upstream_streams_unless_nobody_can_watch_the_response(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    # A plain response is answered once it is complete: its replies come in one piece. A
+    # streamed one, or a background one (it may be streamed later), is streamed from upstream.
+    script(simulator, Step(reply=Reply(text="done"), repeat=3))
+    plain = await client.responses.create(model="hermes-agent", input="a")
+    streamed = [
+        e async for e in await client.responses.create(model="hermes-agent", input="b", stream=True)
+    ]
+    background = await client.responses.create(model="hermes-agent", input="c", background=True)
+    for _ in range(50):
+        if (await client.responses.retrieve(background.id)).status == "completed":
+            break
+        await asyncio.sleep(0.05)
+    assert plain.output_text == "done"
+    assert streamed[-1].type == "response.completed"
+    sent = [r.body.get("stream") for r in simulator.state.requests(scenario=UPSTREAM_MODEL)]
+    assert sent == [None, True, True]
 
 
 async def test_a_background_response_can_be_polled_and_cancelled(

@@ -75,6 +75,23 @@ async def test_an_interrupt_from_another_thread_stops_the_run(
     assert await _wait_disconnected(simulator, "threaded")
 
 
+async def test_an_interrupt_while_a_reply_is_fetched_in_one_piece_closes_the_upstream(
+    simulator: SimulatorServer, provider_for: ProviderFor
+) -> None:
+    _slow_stream(simulator, "unwatched")
+    agent = Agent(provider_for("chat_completions", "unwatched"))
+    timer = threading.Timer(0.6, agent.interrupt, args=("user pressed stop",))
+    timer.start()
+    started = time.monotonic()
+    events = await run_events(agent, AgentRequest(user_message="hi", stream_model_replies=False))
+    timer.join()
+    assert finished(events).exit_reason is ExitReason.INTERRUPTED
+    assert time.monotonic() - started < 4  # the reply alone would take about 10 s
+    assert await _wait_disconnected(simulator, "unwatched")
+    [sent] = simulator.state.requests(scenario="unwatched")
+    assert "stream" not in sent.body
+
+
 def _sequential_tools(agent_box: list[Agent]) -> ToolRegistry:
     registry = ToolRegistry()
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 
@@ -52,6 +54,37 @@ async def test_non_streaming_reply_carries_text_reasoning_and_usage(
     assert completion.usage is not None
     assert completion.usage.completion_tokens_details is not None
     assert (completion.usage.completion_tokens_details.reasoning_tokens or 0) > 0
+
+
+async def test_non_streaming_reply_takes_the_time_its_stream_would_have(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    reply = Reply(text="a" * 40, chunk_count=4)
+    _script(simulator, "m", Step(reply=reply, fault=Fault(chunk_delay=0.1)))
+    started = time.monotonic()
+    completion = await client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hi"}]
+    )
+    assert completion.choices[0].message.content == "a" * 40
+    assert time.monotonic() - started >= 0.3  # the gaps between its four text frames at least
+
+
+async def test_non_streaming_reply_fails_where_its_stream_would_have(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    reply = Reply(text="a" * 40, chunk_count=4)
+    _script(
+        simulator,
+        "m",
+        Step(reply=reply, fault=Fault(stream_error="server_error")),
+        Step(reply=reply, fault=Fault(disconnect_after=2)),
+    )
+    messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]
+    with pytest.raises(openai.InternalServerError):
+        await client.chat.completions.create(model="m", messages=messages)
+    with pytest.raises(openai.APIConnectionError):
+        await client.chat.completions.create(model="m", messages=messages)
+    assert [r.outcome for r in simulator.state.requests(scenario="m")] == ["error", "dropped"]
 
 
 async def test_stream_splits_text_into_the_requested_number_of_chunks(
