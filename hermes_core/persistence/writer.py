@@ -26,15 +26,18 @@ phase must therefore not depend on each other's order.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import operator
+import queue
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy.dialects.sqlite.pysqlite import dialect as sqlite_dialect
 from sqlalchemy.exc import SQLAlchemyError
@@ -45,6 +48,7 @@ from sqlalchemy.sql.elements import TextClause
 from hermes_core import json_codec
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class Phase(IntEnum):
@@ -165,12 +169,12 @@ class SqliteCommitter:
         self._path = path
         self._setup = setup
         self._dialect = sqlite_dialect(json_serializer=json_codec.dumps_text)
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hermes-store-writer")
+        self._thread = _JobThread("hermes-store-writer")
         self._connection: sqlite3.Connection | None = None
         self._compiled: dict[tuple[int, tuple[str, ...]], _Compiled] = {}
 
     async def commit(self, writes: list[Write]) -> int:
-        return await asyncio.wrap_future(self._thread.submit(self._commit, writes))
+        return await self._thread.run(functools.partial(self._commit, writes))
 
     def _connect(self) -> sqlite3.Connection:
         if self._connection is None:
@@ -223,8 +227,55 @@ class SqliteCommitter:
             if self._connection is not None:
                 self._connection.close()
 
-        await asyncio.wrap_future(self._thread.submit(close_connection))
-        await asyncio.to_thread(self._thread.shutdown)
+        await self._thread.run(close_connection)
+        await self._thread.stop()
+
+
+class _JobThread:
+    """A thread of its own that runs jobs in order, each answered on the loop that asked.
+
+    Cheaper per job than ``ThreadPoolExecutor.submit`` + ``asyncio.wrap_future`` (a concurrent
+    future with its condition variable, a semaphore, and a chain of callbacks back to the loop):
+    a commit is handed over once per run, so this is on every request's path.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
+        self._thread.start()
+
+    def run(self, job: Callable[[], T]) -> asyncio.Future[T]:
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[T] = loop.create_future()
+        self._jobs.put((job, answer, loop))
+        return answer
+
+    async def stop(self) -> None:
+        self._jobs.put(None)
+        await asyncio.to_thread(self._thread.join)
+
+    def _work(self) -> None:
+        while (item := self._jobs.get()) is not None:
+            job, answer, loop = item
+            try:
+                outcome: tuple[Any, BaseException | None] = (job(), None)
+            except BaseException as exc:  # handed to the caller, as an executor would
+                outcome = (None, exc)
+            # RuntimeError: the loop closed meanwhile, and nobody is waiting any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_answer, answer, *outcome)
+
+
+_Job = tuple[Callable[[], Any], "asyncio.Future[Any]", asyncio.AbstractEventLoop]
+
+
+def _answer(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
 
 
 @dataclass(frozen=True, slots=True)
