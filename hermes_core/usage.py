@@ -26,6 +26,16 @@ class Usage:
     reasoning_tokens: int = 0
     """Part of ``output_tokens`` spent on reasoning/thinking."""
 
+    def as_dict(self) -> dict[str, int]:
+        """The fields by name (``dataclasses.asdict`` without its deep copy, on every run)."""
+        return {
+            "input_tokens": self.input_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "output_tokens": self.output_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+        }
+
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens

@@ -114,7 +114,9 @@ class ChatCompletionRequest(_Open):
             for tool in self.tools or ()
         ]
 
-    def to_agent_request(self, *, with_client_tools: bool = True) -> AgentRequest:
+    def to_agent_request(
+        self, *, with_client_tools: bool = True, run_id: str | None = None
+    ) -> AgentRequest:
         """Split the messages into the client's system layer, the history and the new turn."""
         system_parts: list[str] = []
         conversation: list[Message] = []
@@ -139,6 +141,7 @@ class ChatCompletionRequest(_Open):
             reasoning_effort=self.reasoning_effort,
             parallel_tool_calls=self.parallel_tool_calls,
             stream_model_replies=self.stream,
+            run_id=run_id,
         )
 
     def _tool_choice(self) -> ToolChoice:

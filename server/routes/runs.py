@@ -50,7 +50,7 @@ def describe(run: Run) -> dict[str, Any]:
         "created_at": int(run.created_at),
         "ended_at": int(run.ended_at) if run.ended_at else None,
         "iterations": end.iterations if end else None,
-        "usage": dataclasses.asdict(end.usage) if end else None,
+        "usage": end.usage.as_dict() if end else None,
         "events": len(run.events),
     }
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -43,7 +42,8 @@ class ChatServing:
             return await self._side_task(body, profile)
         openwebui = profile.openwebui or is_openwebui(request)
         # Open WebUI sends its own 36 built-in tools with every request; they are not ours to run.
-        agent_request = body.to_agent_request(with_client_tools=not openwebui)
+        run_id = new_id("run_")
+        agent_request = body.to_agent_request(with_client_tools=not openwebui, run_id=run_id)
         services = self.services
         session_name = session_name_of(request)
         agent = new_agent(services, profile, request, principal)
@@ -52,7 +52,6 @@ class ChatServing:
         except InvalidRequestError as exc:
             raise APIError(400, exc.message, param=exc.param) from exc
         completion_id = new_id("chatcmpl-")
-        run_id = new_id("run_")
         try:
             services.runs.admit(principal.name)
             session_id = None
@@ -66,7 +65,6 @@ class ChatServing:
                     name=session_name,
                 )
                 agent_request, session_id = turn.request, turn.session_id
-            agent_request = dataclasses.replace(agent_request, run_id=run_id)
             run = start_run(
                 services,
                 agent,

@@ -12,7 +12,6 @@ queued write (see :mod:`hermes_core.persistence.writer`).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from hermes_core.events import (
@@ -104,7 +103,7 @@ class SessionJournal:
             exit_reason=event.exit_reason.value,
             iterations=event.iterations,
             model_calls=event.model_calls,
-            usage=dataclasses.asdict(event.usage),
+            usage=event.usage.as_dict(),
             error=event.error,
         )
         self.untrack(run.id)
