@@ -133,6 +133,22 @@ def _cached_children(metric: Metric) -> Metric:
     return metric
 
 
+@dataclass(frozen=True, slots=True)
+class _CallChildren:
+    """The series one successful model call of a (provider, model) pair adds to, looked up
+    once per pair rather than seven times per call."""
+
+    success: Counter
+    input_tokens: Counter
+    output_tokens: Counter
+    cache_read_tokens: Counter
+    cache_write_tokens: Counter
+    reasoning_tokens: Counter
+    cache_hit: Counter
+    cache_write_only: Counter
+    cache_miss: Counter
+
+
 def _configured_models(run: Run) -> dict[str, str]:
     provider = run.agent.provider
     providers = provider.providers if isinstance(provider, FallbackChain) else [provider]
@@ -151,6 +167,7 @@ class Metrics:
             PlatformCollector(registry=self.registry)
             GCCollector(registry=self.registry)
         self._runs: dict[str, _RunScratch] = {}
+        self._calls: dict[tuple[str, str], _CallChildren] = {}
 
         r = self.registry
 
@@ -334,20 +351,39 @@ class Metrics:
         scratch = self._scratch(run, event.run_id)
         scratch.calling = False
         labels = scratch.labels(event.provider)
+        children = self._calls.get(labels) or self._call_children(labels)
         usage = event.usage
-        self.llm_requests.labels(*labels, "success").inc()
-        self.input_tokens.labels(*labels).inc(usage.input_tokens)
-        self.output_tokens.labels(*labels).inc(usage.output_tokens)
-        self.cache_read_tokens.labels(*labels).inc(usage.cache_read_tokens)
-        self.cache_write_tokens.labels(*labels).inc(usage.cache_write_tokens)
-        self.reasoning_tokens.labels(*labels).inc(usage.reasoning_tokens)
-        if usage.cache_read_tokens > 0:
-            result = "hit"
-        elif usage.cache_write_tokens > 0:
-            result = "write_only"
+        children.success.inc()
+        # An increment takes a lock; adding nothing is skipped (the series exist already).
+        if usage.input_tokens:
+            children.input_tokens.inc(usage.input_tokens)
+        if usage.output_tokens:
+            children.output_tokens.inc(usage.output_tokens)
+        if usage.reasoning_tokens:
+            children.reasoning_tokens.inc(usage.reasoning_tokens)
+        if usage.cache_read_tokens:
+            children.cache_read_tokens.inc(usage.cache_read_tokens)
+            children.cache_hit.inc()
+        elif usage.cache_write_tokens:
+            children.cache_write_only.inc()
         else:
-            result = "miss"
-        self.prompt_cache.labels(*labels, result).inc()
+            children.cache_miss.inc()
+        if usage.cache_write_tokens:
+            children.cache_write_tokens.inc(usage.cache_write_tokens)
+
+    def _call_children(self, labels: tuple[str, str]) -> _CallChildren:
+        children = self._calls[labels] = _CallChildren(
+            success=self.llm_requests.labels(*labels, "success"),
+            input_tokens=self.input_tokens.labels(*labels),
+            output_tokens=self.output_tokens.labels(*labels),
+            cache_read_tokens=self.cache_read_tokens.labels(*labels),
+            cache_write_tokens=self.cache_write_tokens.labels(*labels),
+            reasoning_tokens=self.reasoning_tokens.labels(*labels),
+            cache_hit=self.prompt_cache.labels(*labels, "hit"),
+            cache_write_only=self.prompt_cache.labels(*labels, "write_only"),
+            cache_miss=self.prompt_cache.labels(*labels, "miss"),
+        )
+        return children
 
     def _tool_finished(self, run: Run, event: ToolFinished) -> None:
         known = event.name in run.agent.tools or event.name in AGENT_LEVEL_TOOLS
