@@ -4,14 +4,16 @@ else."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import threading
 
 import pytest
 from sqlalchemy import func, select, text
 
 from hermes_core.persistence import Store
 from hermes_core.persistence.sessions import MESSAGES, SESSIONS
-from hermes_core.persistence.writer import Phase, Write, WriteBehind, grouped
+from hermes_core.persistence.writer import Phase, Write, WriteBehind, _JobThread, grouped
 from hermes_core.usage import Usage
 from tests.hermes_core.persistence.helpers import assistant, stored, user
 
@@ -111,3 +113,34 @@ async def test_a_flush_does_not_wait_for_the_pause() -> None:
     writer.submit(_WRITE, {"x": 1}, phase=Phase.APPEND)
     await asyncio.wait_for(writer.flush(), timeout=5)
     assert [len(batch) for batch in committer.batches] == [1]
+
+
+# --- the writer's thread ---------------------------------------------------------------------
+
+
+async def test_the_job_thread_answers_each_job_in_order_off_the_loop() -> None:
+    jobs = _JobThread("test-jobs")
+    loop_thread = threading.get_ident()
+
+    def job(number: int) -> tuple[int, int]:
+        return number, threading.get_ident()
+
+    try:
+        answers = await asyncio.gather(*(jobs.run(functools.partial(job, i)) for i in range(5)))
+    finally:
+        await jobs.stop()
+    assert [number for number, _ in answers] == list(range(5))
+    assert all(thread != loop_thread for _, thread in answers)
+
+
+async def test_a_job_that_raises_hands_its_error_to_the_caller() -> None:
+    def broken() -> None:
+        raise ValueError("broken job")
+
+    jobs = _JobThread("test-jobs")
+    try:
+        with pytest.raises(ValueError, match="broken job"):
+            await jobs.run(broken)
+        assert await jobs.run(lambda: "still working") == "still working"
+    finally:
+        await jobs.stop()
