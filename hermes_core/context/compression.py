@@ -291,6 +291,7 @@ class Compressor:
                 middle, budget=budget, max_chars=max_chars, per_message=s.summary_chars_per_message
             ),
             max_tokens=budget,
+            stream=False,  # only the finished summary is used
         )
         response: ModelResponse | None = None
         stream = summariser.stream(request)

@@ -133,7 +133,7 @@ class ChatServing:
     async def _side_task(self, body: ChatCompletionRequest, profile: Profile) -> Response:
         """Open WebUI's title/tags/follow-up prompts: one model call, no agent loop."""
         messages = [m.model_dump(exclude_none=True) for m in body.messages]
-        request = ModelRequest(messages=messages, max_tokens=body.max_tokens)  # type: ignore[arg-type]
+        request = ModelRequest(messages=messages, max_tokens=body.max_tokens, stream=False)  # type: ignore[arg-type]
         response: ModelResponse | None = None
         try:
             async for event in profile.provider.stream(request):

@@ -99,4 +99,5 @@ async def test_a_task_request_is_answered_by_one_model_call_without_tools(
     assert response.json()["choices"][0]["message"]["content"] == '{"title": "Greeting"}'
     (upstream,) = simulator.state.requests(scenario=UPSTREAM_MODEL)
     assert "tools" not in upstream.body
+    assert "stream" not in upstream.body  # nobody watches it: fetched in one piece
     assert upstream.body["messages"] == [{"role": "user", "content": task}]
