@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -55,6 +56,10 @@ class CallPlan:
     unauthorized: bool = False
 
 
+MAX_RECORDED = 10_000
+"""Calls the request log keeps (the newest)."""
+
+
 class SimulatorState:
     def __init__(self, *, min_cacheable_tokens: int = 0) -> None:
         self._lock = threading.Lock()
@@ -62,7 +67,9 @@ class SimulatorState:
         self._scenarios: dict[str, list[Step]] = {}
         self._cursors: dict[str, int] = {}
         self._api_keys: dict[str, str] = {}
-        self._requests: list[RecordedRequest] = []
+        # The newest calls only: the built-in simulator may serve a long-running demo server.
+        self._requests: deque[RecordedRequest] = deque(maxlen=MAX_RECORDED)
+        self._calls = 0
         self._clock_offset = 0.0
         self.cache = PromptCache(self.now, min_cacheable_tokens=min_cacheable_tokens)
 
@@ -95,6 +102,7 @@ class SimulatorState:
             self._cursors.clear()
             self._api_keys.clear()
             self._requests.clear()
+            self._calls = 0
         self.cache.clear()
 
     def begin_call(
@@ -125,7 +133,7 @@ class SimulatorState:
                     step, step_index = steps[cursor], cursor
                     self._cursors[key] = cursor + 1
             record = RecordedRequest(
-                seq=len(self._requests),
+                seq=self._calls,
                 api=api,
                 path=path,
                 headers={k.lower(): v for k, v in headers.items()},
@@ -136,6 +144,7 @@ class SimulatorState:
                 stream=bool(body.get("stream")),
             )
             self._requests.append(record)
+            self._calls += 1
             self._changed.notify_all()
         return CallPlan(record=record, step=step, unauthorized=unauthorized)
 
@@ -163,4 +172,4 @@ class SimulatorState:
     ) -> bool:
         """Block the calling (test) thread until ``predicate(requests)`` holds or time runs out."""
         with self._changed:
-            return self._changed.wait_for(lambda: predicate(self._requests), timeout)
+            return self._changed.wait_for(lambda: predicate(list(self._requests)), timeout)
