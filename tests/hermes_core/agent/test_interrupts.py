@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from hermes_core.agent import Agent, AgentRequest
@@ -27,6 +29,18 @@ def _slow_stream(simulator: SimulatorServer, model: str) -> None:
     # 40 deltas 0.25 s apart: about 10 s to read to the end.
     reply = Reply(text="word " * 40, chunk_count=40)
     script(simulator, model, Step(reply=reply, fault=Fault(chunk_delay=0.25)))
+
+
+@contextmanager
+def _interrupt_after(agent: Agent, seconds: float, reason: str) -> Iterator[None]:
+    """Interrupt ``agent`` from another thread after ``seconds``, as a stop button would."""
+    timer = threading.Timer(seconds, agent.interrupt, args=(reason,))
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        timer.join()
 
 
 async def _wait_disconnected(simulator: SimulatorServer, model: str) -> bool:
@@ -65,11 +79,9 @@ async def test_an_interrupt_from_another_thread_stops_the_run(
 ) -> None:
     _slow_stream(simulator, "threaded")
     agent = Agent(provider_for("chat_completions", "threaded"))
-    timer = threading.Timer(0.6, agent.interrupt, args=("from a thread",))
-    timer.start()
     started = time.monotonic()
-    result = await agent.run_conversation("talk slowly")
-    timer.join()
+    with _interrupt_after(agent, 0.6, "from a thread"):
+        result = await agent.run_conversation("talk slowly")
     assert result["exit_reason"] == "interrupted"
     assert time.monotonic() - started < 4
     assert await _wait_disconnected(simulator, "threaded")
@@ -80,11 +92,10 @@ async def test_an_interrupt_while_a_reply_is_fetched_in_one_piece_closes_the_ups
 ) -> None:
     _slow_stream(simulator, "unwatched")
     agent = Agent(provider_for("chat_completions", "unwatched"))
-    timer = threading.Timer(0.6, agent.interrupt, args=("user pressed stop",))
-    timer.start()
     started = time.monotonic()
-    events = await run_events(agent, AgentRequest(user_message="hi", stream_model_replies=False))
-    timer.join()
+    with _interrupt_after(agent, 0.6, "user pressed stop"):
+        request = AgentRequest(user_message="hi", stream_model_replies=False)
+        events = await run_events(agent, request)
     assert finished(events).exit_reason is ExitReason.INTERRUPTED
     assert time.monotonic() - started < 4  # the reply alone would take about 10 s
     assert await _wait_disconnected(simulator, "unwatched")
