@@ -29,6 +29,7 @@ from anthropic.types import (
     ThinkingDelta,
     ToolUseBlock,
 )
+from anthropic.types import Message as AnthropicMessage
 from anthropic.types import TextDelta as WireTextDelta
 
 from hermes_core.context.caching import system_and_last_3
@@ -112,7 +113,7 @@ class AnthropicStreamAccumulator:
                 usage.output_tokens,
             )
         elif isinstance(event, RawContentBlockStartEvent):
-            return self._start(event)
+            return self._start(event.index, event.content_block)
         elif isinstance(event, RawContentBlockDeltaEvent):
             return self._delta(event)
         elif isinstance(event, RawMessageDeltaEvent):
@@ -137,21 +138,42 @@ class AnthropicStreamAccumulator:
         self._cache_write = self._cache_write if write is None else write
         self._output_tokens = self._output_tokens if output is None else output
 
-    def _start(self, event: RawContentBlockStartEvent) -> list[ProviderEvent]:
-        start = event.content_block
+    def feed_message(self, message: AnthropicMessage) -> list[ProviderEvent]:
+        """Take a whole message (a call made without ``stream``): each content block is read
+        as a block that started complete, and the message's usage and stop reason end it."""
+        self.model = message.model
+        usage = message.usage
+        self._count(
+            usage.input_tokens,
+            usage.cache_read_input_tokens,
+            usage.cache_creation_input_tokens,
+            usage.output_tokens,
+        )
+        events: list[ProviderEvent] = []
+        for index, block in enumerate(message.content):
+            events += self._start(index, block)
+        self._stop_reason = message.stop_reason
+        self._stopped = True
+        return events
+
+    def _start(self, index: int, start: object) -> list[ProviderEvent]:
         if isinstance(start, TextBlock):
-            self._blocks[event.index] = _Block(type="text", text=[start.text])
+            self._blocks[index] = _Block(type="text", text=[start.text])
             return [TextDelta(text=start.text)] if start.text else []
         if isinstance(start, ThinkingBlock):
             block = _Block(type="thinking", text=[start.thinking], signature=start.signature)
-            self._blocks[event.index] = block
+            self._blocks[index] = block
             return [ReasoningDelta(text=start.thinking)] if start.thinking else []
         if isinstance(start, RedactedThinkingBlock):
-            self._blocks[event.index] = _Block(type="redacted_thinking", data=start.data)
+            self._blocks[index] = _Block(type="redacted_thinking", data=start.data)
             return []
         if isinstance(start, ToolUseBlock):
             # Streams start tool_use with input {}; a non-empty one is already complete.
-            initial = json.dumps(start.input) if start.input else ""
+            initial = (
+                json.dumps(start.input, ensure_ascii=False, separators=(",", ":"))
+                if start.input
+                else ""
+            )
             block = _Block(
                 type="tool_use",
                 tool_index=self._tool_count,
@@ -159,7 +181,7 @@ class AnthropicStreamAccumulator:
                 name=start.name,
                 arguments=[initial],
             )
-            self._blocks[event.index] = block
+            self._blocks[index] = block
             self._tool_count += 1
             return [
                 ToolCallDelta(
@@ -284,6 +306,12 @@ class AnthropicMessagesProvider(ConfiguredProvider[anthropic.AsyncAnthropic]):
             ),
         )
         with sdk_errors(self.name):
+            if not request.stream:  # nobody watches: the whole message, one body to read
+                message = await self._client.messages.create(**kwargs)
+                for provider_event in accumulator.feed_message(message):
+                    yield provider_event
+                yield accumulator.finish(provider=self.name, model=self.model)
+                return
             upstream = await self._client.messages.create(stream=True, **kwargs)
             try:
                 async for event in upstream:

@@ -182,6 +182,72 @@ async def test_parallel_tool_calls_keep_their_order(
     assert len({c["id"] for c in tool_calls}) == 3
 
 
+# --- replies nobody watches -----------------------------------------------------------------------
+
+_FETCHES_WHOLE: dict[ApiMode, bool] = {
+    "chat_completions": True,
+    "anthropic_messages": True,
+    "codex_responses": False,  # still streamed (through the SDK); the events are the same
+}
+
+
+def _unwatched(text: str, **fields: Any) -> ModelRequest:
+    return ModelRequest(messages=[{"role": "user", "content": text}], stream=False, **fields)
+
+
+@each_mode
+async def test_an_unwatched_call_gives_the_same_reply_in_one_delta_per_kind(
+    simulator: SimulatorServer, make_provider: ProviderFactory, api_mode: ApiMode
+) -> None:
+    reply = Reply(reasoning="Think first.", text="Hello there, world!", chunk_count=5)
+    _script(simulator, "whole", Step(reply=reply))
+    request = _unwatched("hi", reasoning_effort="low")
+    events = await collect(make_provider(api_mode, "whole"), request)
+    if _FETCHES_WHOLE[api_mode]:
+        assert events[:-1] == [
+            ReasoningDelta(text="Think first."), TextDelta(text="Hello there, world!")
+        ]  # fmt: skip
+    response = final(events)
+    assert (response.message["content"], response.message["reasoning"]) == (
+        "Hello there, world!",
+        "Think first.",
+    )
+    assert (response.finish_reason, response.model) == ("stop", "whole")
+    assert response.usage.output_tokens > 0
+    [sent] = simulator.state.requests(scenario="whole")
+    assert bool(sent.body.get("stream")) is not _FETCHES_WHOLE[api_mode]
+
+
+@each_mode
+async def test_an_unwatched_call_assembles_its_tool_calls_in_order(
+    simulator: SimulatorServer, make_provider: ProviderFactory, api_mode: ApiMode
+) -> None:
+    calls = [ToolCallSpec(name="read", arguments={"path": "a"}, id="call_a"),
+             ToolCallSpec(name="list", arguments={"path": "b"}, id="call_b")]  # fmt: skip
+    _script(simulator, "tools", Step(reply=Reply(tool_calls=calls)))
+    request = _unwatched("go", tools=[ToolSchema(name="read"), ToolSchema(name="list")])
+    response = final(await collect(make_provider(api_mode, "tools"), request))
+    assert response.finish_reason == "tool_calls"
+    assert response.message["tool_calls"] == [
+        {"id": "call_a", "type": "function",
+         "function": {"name": "read", "arguments": '{"path":"a"}'}},
+        {"id": "call_b", "type": "function",
+         "function": {"name": "list", "arguments": '{"path":"b"}'}},
+    ]  # fmt: skip
+
+
+@each_mode
+async def test_an_unwatched_call_whose_upstream_drops_is_a_connection_error(
+    simulator: SimulatorServer, make_provider: ProviderFactory, api_mode: ApiMode
+) -> None:
+    reply = Reply(text="never seen in full " * 5, chunk_count=8)
+    _script(simulator, "dropped", Step(reply=reply, fault=Fault(disconnect_after=3)))
+    with pytest.raises(ProviderError) as caught:
+        await collect(make_provider(api_mode, "dropped"), _unwatched("hi"))
+    assert caught.value.kind is ErrorKind.CONNECTION
+    assert API_KEY not in str(caught.value)
+
+
 # --- usage ---------------------------------------------------------------------------------------
 
 _PROMPT_CACHE: dict[ApiMode, PromptCachePolicy | None] = {

@@ -6,7 +6,6 @@ tested for all three in ``test_adapter_contract.py``.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -17,14 +16,11 @@ from hermes_core.providers import (
     ForcedTool,
     ModelRequest,
     ReasoningDelta,
-    TextDelta,
     ToolCallDelta,
     ToolSchema,
 )
 from hermes_core.providers.chat_completions import ChatStreamAccumulator, build_kwargs
 from hermes_core.usage import Usage
-from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
-from tests.hermes_core.providers.conftest import ProviderFactory, collect, final
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -121,66 +117,3 @@ def test_build_kwargs_strips_private_keys_and_maps_a_forced_tool() -> None:
     }
     assert kwargs["tool_choice"] == {"type": "function", "function": {"name": "f"}}
     assert history[1]["reasoning"] == "hmm"  # the caller's history is untouched
-
-
-# --- a reply nobody watches, fetched in one piece -----------------------------------------------
-
-
-def _unwatched(text: str) -> ModelRequest:
-    return ModelRequest(messages=[{"role": "user", "content": text}], stream=False)
-
-
-async def test_an_unwatched_call_fetches_the_reply_in_one_piece(
-    simulator: SimulatorServer, make_provider: ProviderFactory
-) -> None:
-    reply = Reply(reasoning="Think first.", text="Hello there, world!", chunk_count=5)
-    simulator.state.script("whole", Scenario(steps=[Step(reply=reply)]))
-    events = await collect(make_provider("chat_completions", "whole"), _unwatched("hi"))
-    assert events[:-1] == [
-        ReasoningDelta(text="Think first."),
-        TextDelta(text="Hello there, world!"),
-    ]
-    response = final(events)
-    assert response.message == {
-        "role": "assistant", "content": "Hello there, world!", "reasoning": "Think first."
-    }  # fmt: skip
-    assert (response.finish_reason, response.model) == ("stop", "whole")
-    assert response.usage.output_tokens > 0
-    assert response.usage.reasoning_tokens > 0
-    [sent] = simulator.state.requests(scenario="whole")
-    assert "stream" not in sent.body
-    assert "stream_options" not in sent.body
-    assert sent.headers["accept"] == "application/json"
-
-
-async def test_an_unwatched_call_assembles_its_tool_calls_in_order(
-    simulator: SimulatorServer, make_provider: ProviderFactory
-) -> None:
-    calls = [ToolCallSpec(name="read", arguments={"path": "a"}),
-             ToolCallSpec(name="list", arguments={"path": "b"})]  # fmt: skip
-    simulator.state.script("tools", Scenario(steps=[Step(reply=Reply(tool_calls=calls))]))
-    request = ModelRequest(
-        messages=[{"role": "user", "content": "go"}],
-        tools=[ToolSchema(name="read"), ToolSchema(name="list")],
-        stream=False,
-    )
-    events = await collect(make_provider("chat_completions", "tools"), request)
-    deltas = [e for e in events if isinstance(e, ToolCallDelta)]
-    assert [(d.index, d.name, json.loads(d.arguments)) for d in deltas] == [
-        (0, "read", {"path": "a"}), (1, "list", {"path": "b"})
-    ]  # fmt: skip
-    response = final(events)
-    assert response.finish_reason == "tool_calls"
-    assert [c["function"]["name"] for c in response.message["tool_calls"]] == ["read", "list"]
-    assert all(c["id"] for c in response.message["tool_calls"])
-
-
-async def test_an_unwatched_call_whose_upstream_drops_is_a_connection_error(
-    simulator: SimulatorServer, make_provider: ProviderFactory
-) -> None:
-    reply = Reply(text="Hello there, world!", chunk_count=4)
-    step = Step(reply=reply, fault=Fault(disconnect_after=2))
-    simulator.state.script("drop", Scenario(steps=[step]))
-    with pytest.raises(ProviderError) as caught:
-        await collect(make_provider("chat_completions", "drop"), _unwatched("hi"))
-    assert caught.value.kind is ErrorKind.CONNECTION
