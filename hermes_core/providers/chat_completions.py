@@ -281,8 +281,11 @@ class ChatCompletionsProvider(ConfiguredProvider[openai.AsyncOpenAI]):
                 if request.stream:
                     frames = SseData()
                     async for piece in response.content.iter_any():
-                        for event in self._events_of(frames.feed(piece), accumulator):
+                        events, error = self._events_of(frames.feed(piece), accumulator)
+                        for event in events:
                             yield event
+                        if error is not None:
+                            raise error
                 else:
                     for event in self._events_of_reply(await response.read(), accumulator):
                         yield event
@@ -290,8 +293,10 @@ class ChatCompletionsProvider(ConfiguredProvider[openai.AsyncOpenAI]):
 
     def _events_of(
         self, frames: list[bytes], accumulator: ChatStreamAccumulator
-    ) -> list[ProviderEvent]:
-        """The events of the SSE frames that arrived in one read, bursts merged."""
+    ) -> tuple[list[ProviderEvent], ProviderError | None]:
+        """The events of the SSE frames that arrived in one read, bursts merged, and the
+        in-stream error that ended them, if one did: what came before it in the same read is
+        still passed on first, as it would have been had it arrived in a read of its own."""
         events: list[ProviderEvent] = []
         for data in frames:
             if data == b"[DONE]":
@@ -306,9 +311,9 @@ class ChatCompletionsProvider(ConfiguredProvider[openai.AsyncOpenAI]):
             if not isinstance(chunk, dict):
                 continue
             if chunk.get("error"):
-                raise error_from_stream_frame(self.name, chunk)
+                return coalesce(events), error_from_stream_frame(self.name, chunk)
             events += accumulator.feed(chunk)
-        return coalesce(events)
+        return coalesce(events), None
 
     def _events_of_reply(
         self, body: bytes, accumulator: ChatStreamAccumulator

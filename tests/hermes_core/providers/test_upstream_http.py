@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from hermes_core.providers.base import ToolCallDelta
+from hermes_core.errors import ErrorKind, ProviderError
+from hermes_core.providers.base import ProviderEvent, TextDelta, ToolCallDelta
 from hermes_core.providers.upstream_http import SseData
-from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from tests.hermes_core.providers.conftest import ProviderFactory, collect, final, user
 from tests.processes import free_port
 
@@ -55,6 +56,28 @@ async def test_a_burst_of_chunks_arriving_at_once_becomes_one_delta_per_kind(
     [delta] = [event for event in events if isinstance(event, ToolCallDelta)]
     assert (delta.id, delta.name) == (final(events).message["tool_calls"][0]["id"], "lookup")
     assert json.loads(delta.arguments) == {"query": "a long argument " * 5}
+
+
+async def test_text_before_an_in_stream_error_is_passed_on_before_the_error(
+    simulator: SimulatorServer, make_provider: ProviderFactory
+) -> None:
+    # No delay between frames: the text and the error frame may arrive in one read, and the
+    # text must not be lost with it (nor the call retried as if nothing had been said).
+    reply = Reply(text="Hello there, world!", chunk_count=6)
+    fault = Fault(stream_error="server_error", disconnect_after=4)
+    simulator.state.script("error-burst", Scenario(steps=[Step(reply=reply, fault=fault)]))
+    seen: list[ProviderEvent] = []
+
+    async def read() -> None:
+        async for event in make_provider("chat_completions", "error-burst").stream(user("hi")):
+            seen.append(event)
+
+    with pytest.raises(ProviderError) as caught:
+        await read()
+    assert caught.value.kind is ErrorKind.SERVER_ERROR
+    text = "".join(e.text for e in seen if isinstance(e, TextDelta))
+    assert text
+    assert "Hello there, world!".startswith(text)
 
 
 @pytest.fixture
