@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, select, update
+from sqlalchemy.sql import Executable
 
 from hermes_core.persistence.database import Database
 from hermes_core.persistence.rows import upsert
@@ -15,6 +16,7 @@ from hermes_core.persistence.tables import ResponseRow
 from hermes_core.persistence.writer import Phase
 
 RESPONSES = ResponseRow.__table__  # type: ignore[attr-defined]
+_COLUMNS = tuple(column.name for column in RESPONSES.columns)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,9 +41,13 @@ class ResponseStore:
         self.db = db
         self.max_count = max_count
         self.max_age_seconds = max_age_seconds
+        self._save: Executable | None = None
+        """The upsert, built once for the engine's dialect (the writer compiles it once)."""
 
     def save(self, response: StoredResponse) -> None:
         """Insert or replace (queued: a response is saved as it changes status)."""
+        if self._save is None:
+            self._save = upsert(self.db.dialect, RESPONSES, _COLUMNS, keys=("id",))
         values = {
             "id": response.id,
             "owner": response.owner,
@@ -55,8 +61,7 @@ class ResponseStore:
             "created_at": response.created_at,
             "updated_at": response.updated_at,
         }
-        statement = upsert(self.db.dialect, RESPONSES, values, keys=("id",))
-        self.db.writer.submit(statement, {}, phase=Phase.UPDATE)
+        self.db.writer.submit(self._save, values, phase=Phase.UPDATE)
 
     async def get(self, owner: str, response_id: str) -> StoredResponse | None:
         await self.db.writer.flush()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -65,10 +66,13 @@ def stored_message(row: Any) -> StoredMessage:
 
 
 def upsert(
-    dialect: str, table: Table, values: dict[str, Any], *, keys: tuple[str, ...]
+    dialect: str, table: Table, values: Iterable[str] | dict[str, Any], *, keys: tuple[str, ...]
 ) -> Executable:
-    """INSERT … ON CONFLICT (keys) DO UPDATE: the same statement on SQLite and PostgreSQL."""
+    """INSERT … ON CONFLICT (keys) DO UPDATE: the same statement on SQLite and PostgreSQL.
+
+    ``values``: the row, built into the statement (for one ``execute``), or only the names of
+    its columns, for a statement made once and executed with each row as its parameters."""
     insert = postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
-    statement = insert.values(values)
+    statement = insert.values(values) if isinstance(values, dict) else insert
     changed = {name: statement.excluded[name] for name in values if name not in keys}
     return statement.on_conflict_do_update(index_elements=list(keys), set_=changed)

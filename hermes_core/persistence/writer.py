@@ -43,7 +43,6 @@ from sqlalchemy.dialects.sqlite.pysqlite import dialect as sqlite_dialect
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
-from sqlalchemy.sql.elements import TextClause
 
 from hermes_core import json_codec
 
@@ -94,7 +93,10 @@ class WriteBehind:
         """Writes that could not be committed (logged); a health signal."""
 
     def submit(self, statement: Executable, params: Mapping[str, Any], *, phase: Phase) -> None:
-        """Queue a write; it is committed soon (see :class:`Phase` for the order)."""
+        """Queue a write; it is committed soon (see :class:`Phase` for the order).
+
+        ``statement`` must be a constant (a module's, or one a store builds once), with the
+        row in ``params``: the SQLite writer compiles each statement once and keeps it."""
         self._queued.append((statement, params, phase))
         self._start()
 
@@ -211,10 +213,7 @@ class SqliteCommitter:
         return failures
 
     def _compile(self, statement: Executable, params: Mapping[str, Any]) -> _Compiled:
-        if not params and not isinstance(statement, TextClause):
-            # Values built into a one-off statement (an upsert): nothing to reuse. (Raw SQL
-            # text is a module's constant, and compiling it every batch showed in profiles.)
-            return _Compiled.of(statement, (), self._dialect)
+        # Statements are constants (see WriteBehind.submit): compiled once per parameter set.
         key = (id(statement), tuple(params))
         compiled = self._compiled.get(key)
         if compiled is None:
