@@ -151,10 +151,13 @@ def to_wire_tools(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:
 
 
 def build_kwargs(request: ModelRequest, *, model: str) -> dict[str, Any]:
-    """The ``responses.create`` arguments for one streaming call."""
+    """The ``responses.create`` arguments for one call (streamed unless ``request.stream`` is
+    False)."""
     instructions, items = to_input(request.messages)
     # store=False: the conversation lives in our own store, never on the vendor's.
-    kwargs: dict[str, Any] = {"model": model, "input": items, "stream": True, "store": False}
+    kwargs: dict[str, Any] = {"model": model, "input": items, "store": False}
+    if request.stream:
+        kwargs["stream"] = True
     if instructions is not None:
         kwargs["instructions"] = instructions
     if request.tools:
@@ -234,6 +237,19 @@ class ResponsesStreamAccumulator:
             return self._finish_item(event.output_index, event.item)
         self._lifecycle(event)
         return []
+
+    def feed_response(self, response: wire.Response) -> list[ProviderEvent]:
+        """Take a whole response (a call made without ``stream``): each output item is read as
+        an item that arrived finished, and the response as the stream's terminal event."""
+        if response.status == "failed":
+            error = response.error
+            raise self._error(error.code if error else None, error.message if error else None)
+        events: list[ProviderEvent] = []
+        for output_index, item in enumerate(response.output):
+            events += self._finish_item(output_index, item)
+        self._final = response
+        self.model = response.model
+        return events
 
     def finish(self, *, model: str) -> ModelResponse:
         """The assembled response; raises if the stream never reached a terminal event."""
@@ -421,6 +437,12 @@ class ResponsesProvider(ConfiguredProvider[openai.AsyncOpenAI]):
         accumulator = ResponsesStreamAccumulator(provider=self.name)
         kwargs = build_kwargs(request, model=self.model)
         with sdk_errors(self.name):
+            if not request.stream:  # nobody watches: the whole response, one body to read
+                whole: wire.Response = await self._client.responses.create(**kwargs)
+                for provider_event in accumulator.feed_response(whole):
+                    yield provider_event
+                yield accumulator.finish(model=self.model)
+                return
             upstream: AsyncStream[wire.ResponseStreamEvent]
             upstream = await self._client.responses.create(**kwargs)
             try:

@@ -184,12 +184,6 @@ async def test_parallel_tool_calls_keep_their_order(
 
 # --- replies nobody watches -----------------------------------------------------------------------
 
-_FETCHES_WHOLE: dict[ApiMode, bool] = {
-    "chat_completions": True,
-    "anthropic_messages": True,
-    "codex_responses": False,  # still streamed (through the SDK); the events are the same
-}
-
 
 def _unwatched(text: str, **fields: Any) -> ModelRequest:
     return ModelRequest(messages=[{"role": "user", "content": text}], stream=False, **fields)
@@ -203,10 +197,9 @@ async def test_an_unwatched_call_gives_the_same_reply_in_one_delta_per_kind(
     _script(simulator, "whole", Step(reply=reply))
     request = _unwatched("hi", reasoning_effort="low")
     events = await collect(make_provider(api_mode, "whole"), request)
-    if _FETCHES_WHOLE[api_mode]:
-        assert events[:-1] == [
-            ReasoningDelta(text="Think first."), TextDelta(text="Hello there, world!")
-        ]  # fmt: skip
+    assert events[:-1] == [
+        ReasoningDelta(text="Think first."), TextDelta(text="Hello there, world!")
+    ]  # fmt: skip
     response = final(events)
     assert (response.message["content"], response.message["reasoning"]) == (
         "Hello there, world!",
@@ -215,7 +208,7 @@ async def test_an_unwatched_call_gives_the_same_reply_in_one_delta_per_kind(
     assert (response.finish_reason, response.model) == ("stop", "whole")
     assert response.usage.output_tokens > 0
     [sent] = simulator.state.requests(scenario="whole")
-    assert bool(sent.body.get("stream")) is not _FETCHES_WHOLE[api_mode]
+    assert "stream" not in sent.body
 
 
 @each_mode
