@@ -243,19 +243,16 @@ class ChatCompletionsProvider(ConfiguredProvider[openai.AsyncOpenAI]):
         # calls themselves go through aiohttp directly (see upstream_http.py for why).
         self._http = UpstreamSession(timeout=config.timeout)
         self._url = str(self._client.base_url).rstrip("/") + "/chat/completions"
-        self._headers = self._wire_headers()
-        self._json_headers = {**self._headers, "accept": "application/json"}
+        self._key_changed()
 
-    def _wire_headers(self) -> dict[str, str]:
-        return {
+    def _key_changed(self) -> None:
+        """(Re)build the request headers, which carry the key: one set per kind of answer."""
+        self._headers = {
             "authorization": f"Bearer {self._client.api_key}",
             "content-type": "application/json",
             "accept": "text/event-stream",
             "user-agent": self._client.user_agent,
         }
-
-    def _key_changed(self) -> None:
-        self._headers = self._wire_headers()
         self._json_headers = {**self._headers, "accept": "application/json"}
 
     @property
