@@ -53,8 +53,11 @@ async def respond(state: SimulatorState, plan: CallPlan, body: dict[str, Any]) -
         body, f"resp_sim{seq}", created_at, reply=reply, output=items, usage=usage
     )
     if not body.get("stream"):
-        count = lambda: len(stream_frames(body, final, reply))  # noqa: E731
-        return await json_reply(state, plan, final, frame_count=count)
+
+        def frame_count() -> int:
+            return len(stream_frames(body, final, reply))
+
+        return await json_reply(state, plan, final, frame_count=frame_count)
     frames = stream_frames(body, final, reply)
     fault = plan.step.fault if plan.step else None
     # stream_response injects the error in place of frame number ``disconnect_after`` (default

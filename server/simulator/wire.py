@@ -110,9 +110,7 @@ def stream_response(
     """
     fault = plan.step.fault if plan.step else None
     delay = fault.chunk_delay if fault else 0.0
-    cut_at = fault.disconnect_after if fault else None
-    if fault is not None and fault.stream_error is not None and cut_at is None:
-        cut_at = 1
+    cut_at = _cut_at(fault)
 
     async def body() -> AsyncIterator[str]:
         outcome: str = "disconnected"
@@ -156,11 +154,9 @@ async def json_reply(
     frames the stream would have had (asked only when a fault needs it).
     """
     fault = plan.step.fault if plan.step else None
-    if fault is not None and (fault.chunk_delay or fault.disconnect_after is not None):
+    cut_at = _cut_at(fault)
+    if fault is not None and (fault.chunk_delay or cut_at is not None):
         frames = frame_count()
-        cut_at = fault.disconnect_after
-        if cut_at is None and fault.stream_error is not None:
-            cut_at = 1
         sent = frames if cut_at is None else min(cut_at, frames)
         if fault.chunk_delay and sent > 1:
             await asyncio.sleep(fault.chunk_delay * (sent - 1))
@@ -168,10 +164,17 @@ async def json_reply(
             if fault.stream_error is not None:
                 return error_response(state, plan, 500, "Simulated in-stream error.")
             return _dropped(state, plan)
-    elif fault is not None and fault.stream_error is not None:
-        return error_response(state, plan, 500, "Simulated in-stream error.")
     state.finish(plan.record, "completed", status=200)
     return JSONResponse(payload, headers={"x-request-id": f"req_sim_{plan.record.seq}"})
+
+
+def _cut_at(fault: Fault | None) -> int | None:
+    """After how many frames the step's fault ends the stream (None: it does not)."""
+    if fault is None:
+        return None
+    if fault.disconnect_after is None and fault.stream_error is not None:
+        return 1  # an in-stream error comes after the first frame unless told otherwise
+    return fault.disconnect_after
 
 
 def _dropped(state: SimulatorState, plan: CallPlan) -> Response:
