@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from server.errors import install_error_handlers
 from server.hot_path import HotPath, HotRoute
+from server.input_text import RefuseNulInURL
 from server.limits import BodySizeLimit
 from server.metrics import RequestMetrics
 from server.openapi import install_openapi
@@ -59,6 +60,7 @@ def create_app(services: Services) -> FastAPI:
         handlers=app.exception_handlers,
     )
     app.add_middleware(BodySizeLimit, max_bytes=services.max_body_bytes)
+    app.add_middleware(RefuseNulInURL)
     # Added last, so outermost: it also counts 413s and requests that crash.
     app.add_middleware(RequestMetrics, metrics=services.metrics)
     app.include_router(chat.router)

@@ -75,6 +75,12 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
+        if first.get("type") == "json_invalid":
+            # FastAPI reports where in the body the parser stopped, which names no param.
+            reason = first.get("ctx", {}).get("error", "invalid JSON")
+            return error_response(
+                400, f"We could not parse the JSON body of your request: {reason}.", code=None
+            )
         param = _param_of(first.get("loc", ()))
         detail = first.get("msg", "Invalid request.")
         message = f"Invalid value for '{param}': {detail}" if param else str(detail)

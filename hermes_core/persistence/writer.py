@@ -40,11 +40,11 @@ from enum import IntEnum
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy.dialects.sqlite.pysqlite import dialect as sqlite_dialect
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
 from hermes_core import json_codec
+from hermes_core.persistence.storable import holds_unstorable, storable
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -128,15 +128,25 @@ class WriteBehind:
             while self._queued or self._waiters:
                 writes, self._queued = self._queued, []
                 waiters, self._waiters = self._waiters, []
-                if writes:
-                    self.failures += await self._committer.commit(writes)
-                for waiter in waiters:
-                    if not waiter.done():
-                        waiter.set_result(None)
+                try:
+                    if writes:
+                        self.failures += await self._commit(writes)
+                finally:  # whatever happened to the batch, nobody waits for it forever
+                    for waiter in waiters:
+                        _resolve(waiter)
         finally:
             self._task = None
             if self._queued or self._waiters:  # cancelled mid-way: do not strand anyone
                 self._start()
+
+    async def _commit(self, writes: list[Write]) -> int:
+        try:
+            return await self._committer.commit(writes)
+        except Exception:
+            # A committer answers for each write it was given; one that raises instead has a
+            # bug. Its batch is counted lost, and the writer goes on with the next one.
+            log.exception("a store commit failed; %d writes lost", len(writes))
+            return len(writes)
 
     async def _gather(self) -> None:
         loop = asyncio.get_running_loop()
@@ -193,23 +203,36 @@ class SqliteCommitter:
                 compiled = self._compile(statement, params[0])
                 connection.executemany(compiled.sql, [compiled.row(p) for p in params])
             connection.execute("COMMIT")
-        except sqlite3.Error:
-            connection.execute("ROLLBACK") if connection.in_transaction else None
+        except Exception:  # the driver's refusal, or a value its encoders cannot write
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
             return self._one_by_one(connection, writes)
         return 0
 
     def _one_by_one(self, connection: sqlite3.Connection, writes: list[Write]) -> int:
         # One bad write must not cost the others.
+        def write_alone(write: Write) -> None:
+            statement, params, _phase = write
+            with connection:  # in autocommit mode: BEGIN … COMMIT, or ROLLBACK on error
+                connection.execute("BEGIN")
+                compiled = self._compile(statement, params)
+                connection.execute(compiled.sql, compiled.row(params))
+
         failures = 0
-        for statement, params, _phase in sorted(writes, key=lambda w: w[2]):
+        for write in sorted(writes, key=_phase_of):
             try:
-                with connection:  # in autocommit mode: BEGIN … COMMIT, or ROLLBACK on error
-                    connection.execute("BEGIN")
-                    compiled = self._compile(statement, params)
-                    connection.execute(compiled.sql, compiled.row(params))
-            except sqlite3.Error as exc:
-                failures += 1
-                log.error("a store write failed: %s", type(exc).__name__, exc_info=exc)
+                write_alone(write)
+            except Exception as exc:
+                cleaned = _cleaned(write)
+                try:
+                    if cleaned is None:
+                        raise
+                    write_alone(cleaned)
+                except Exception:
+                    failures += 1
+                    _log_failure(exc)
+                else:
+                    _log_cleaned()
         return failures
 
     def _compile(self, statement: Executable, params: Mapping[str, Any]) -> _Compiled:
@@ -341,17 +364,33 @@ class AsyncCommitter:
             async with self._engine.begin() as conn:
                 for statement, params in grouped(writes):
                     await conn.execute(statement, params)
-        except SQLAlchemyError:
-            failures = 0
-            for statement, one, _phase in sorted(writes, key=lambda w: w[2]):
-                try:
-                    async with self._engine.begin() as conn:
-                        await conn.execute(statement, one)
-                except SQLAlchemyError as exc:
-                    failures += 1
-                    log.error("a store write failed: %s", type(exc).__name__, exc_info=exc)
-            return failures
+        except Exception:  # the database's refusal, or a value its encoders cannot write
+            return await self._one_by_one(writes)
         return 0
+
+    async def _one_by_one(self, writes: list[Write]) -> int:
+        # One bad write must not cost the others.
+        async def write_alone(write: Write) -> None:
+            statement, params, _phase = write
+            async with self._engine.begin() as conn:
+                await conn.execute(statement, params)
+
+        failures = 0
+        for write in sorted(writes, key=_phase_of):
+            try:
+                await write_alone(write)
+            except Exception as exc:
+                cleaned = _cleaned(write)
+                try:
+                    if cleaned is None:
+                        raise
+                    await write_alone(cleaned)
+                except Exception:
+                    failures += 1
+                    _log_failure(exc)
+                else:
+                    _log_cleaned()
+        return failures
 
     async def close(self) -> None:
         if self._thread.is_alive():
@@ -360,6 +399,29 @@ class AsyncCommitter:
             self._loop.call_soon_threadsafe(self._loop.stop)
             await asyncio.to_thread(self._thread.join, 5)
             self._loop.close()
+
+
+def _phase_of(write: Write) -> Phase:
+    return write[2]
+
+
+def _cleaned(write: Write) -> Write | None:
+    """The write with its unstorable text replaced, or None when it holds none."""
+    statement, params, phase = write
+    if not holds_unstorable(params):
+        return None
+    return statement, storable(params), phase
+
+
+def _log_failure(exc: BaseException) -> None:
+    log.error("a store write failed: %s", type(exc).__name__, exc_info=exc)
+
+
+def _log_cleaned() -> None:
+    log.warning(
+        "a store write held text no database can hold (NUL or a lone surrogate); "
+        "stored with U+FFFD in its place"
+    )
 
 
 def grouped(writes: list[Write]) -> Statements:

@@ -6,12 +6,13 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from server.auth import Principal, require_principal
+from server.input_text import StrictJSONRoute
 from server.openapi import errors, success
 from server.protocol.chat import ChatCompletionRequest
 from server.protocol.schemas import ChatCompletion, ChatCompletionChunk
 from server.serving.chat import ChatServing
 
-router = APIRouter(prefix="/v1", tags=["chat"])
+router = APIRouter(prefix="/v1", tags=["chat"], route_class=StrictJSONRoute)
 
 
 @router.post(

@@ -3,7 +3,9 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-router = APIRouter(tags=["health"])
+from server.input_text import StrictJSONRoute
+
+router = APIRouter(tags=["health"], route_class=StrictJSONRoute)
 
 
 class Health(BaseModel):

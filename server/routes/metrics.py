@@ -11,11 +11,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
 from server.errors import APIError
+from server.input_text import StrictJSONRoute
 from server.metrics import Metrics
 from server.openapi import errors
 from server.services import Services
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], route_class=StrictJSONRoute)
 
 
 class Readiness(BaseModel):

@@ -7,10 +7,11 @@ from pydantic import BaseModel
 
 from server.auth import Principal, require_principal
 from server.errors import APIError
+from server.input_text import StrictJSONRoute
 from server.openapi import errors
 from server.services import Services
 
-router = APIRouter(prefix="/v1", tags=["models"])
+router = APIRouter(prefix="/v1", tags=["models"], route_class=StrictJSONRoute)
 
 # Fixed so that listings are stable between restarts (clients cache them).
 _CREATED = 1_767_225_600

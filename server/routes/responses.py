@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from server.auth import Principal, require_principal
+from server.input_text import StrictJSONRoute
 from server.openapi import errors, success
 from server.protocol.responses import ResponseCreateRequest
 from server.protocol.schemas import (
@@ -20,7 +21,7 @@ from server.protocol.schemas import (
 )
 from server.serving.responses import ResponsesServing
 
-router = APIRouter(prefix="/v1/responses", tags=["responses"])
+router = APIRouter(prefix="/v1/responses", tags=["responses"], route_class=StrictJSONRoute)
 Caller = Annotated[Principal, Depends(require_principal)]
 
 

@@ -14,13 +14,14 @@ from hermes_core.events import AgentEvent
 from hermes_core.persistence import RunRecord
 from server.auth import Principal, require_principal
 from server.errors import APIError
+from server.input_text import StrictJSONRoute
 from server.openapi import errors, success
 from server.protocol.schemas import RunEvent, RunObject, RunStopped
 from server.runs.manager import Run
 from server.services import Services
 from server.sse import sse_response
 
-router = APIRouter(prefix="/v1/runs", tags=["runs"])
+router = APIRouter(prefix="/v1/runs", tags=["runs"], route_class=StrictJSONRoute)
 
 
 def _services(request: Request) -> Services:

@@ -224,6 +224,10 @@ class RunManager:
         run.task = asyncio.create_task(self._drive(run, request), name=f"hermes-{run.id}")
         return run
 
+    def live_runs(self, owner: str | None = None) -> int:
+        """Runs in progress (of ``owner``, or of everyone): what the limits count."""
+        return self._live_total if owner is None else self._live.get(owner, 0)
+
     def admit(self, owner: str) -> None:
         """Raise :class:`RunLimitExceeded` if ``owner`` may not start a run now."""
         if self._live_total >= self.max_runs:

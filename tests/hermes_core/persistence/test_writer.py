@@ -144,3 +144,57 @@ async def test_a_job_that_raises_hands_its_error_to_the_caller() -> None:
         assert await jobs.run(lambda: "still working") == "still working"
     finally:
         await jobs.stop()
+
+
+# --- text a database cannot hold --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "bad", ["lone \ud800 surrogate", "nul \x00 char"], ids=["surrogate", "nul"]
+)
+async def test_unstorable_text_is_stored_cleaned_and_spares_another_owners_writes(
+    store: Store, bad: str
+) -> None:
+    # SQLite holds NUL as it is; PostgreSQL cannot, and no engine can encode a lone surrogate.
+    sqlite_holds_it = "\x00" in bad and store.db.dialect == "sqlite"
+    kept = bad if sqlite_holds_it else bad.replace("\ud800", "\ufffd").replace("\x00", "\ufffd")
+    # Queued together, so committed as one batch: Bob's good writes share it with Alice's bad one.
+    alice = store.sessions.create(owner="alice", profile="p", system_prompt="s")
+    bob = store.sessions.create(owner="bob", profile="p", system_prompt="s")
+    store.sessions.add_messages(alice, 0, stored(user(bad), assistant("fine")))
+    store.sessions.add_messages(bob, 0, stored(user("hello"), assistant("hi")))
+    await asyncio.wait_for(store.db.writer.flush(), timeout=30)
+
+    assert store.db.writer.failures == 0
+    bobs = await store.sessions.messages(bob)
+    assert [m.message["content"] for m in bobs] == ["hello", "hi"]
+    alices = await store.sessions.messages(alice)
+    assert [m.message["content"] for m in alices] == [kept, "fine"]
+    # The writer goes on working after the bad batch.
+    store.sessions.add_messages(bob, 2, stored(user("again")))
+    await asyncio.wait_for(store.db.writer.flush(), timeout=30)
+    assert len(await store.sessions.messages(bob)) == 3
+
+
+class _BrokenCommitter(_CountingCommitter):
+    async def commit(self, writes: list[Write]) -> int:
+        self.batches.append(writes)
+        if len(self.batches) == 1:
+            raise RuntimeError("a bug in a committer")
+        return 0
+
+
+async def test_a_commit_that_raises_wakes_its_waiters_and_the_writer_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    committer = _BrokenCommitter()
+    writer = WriteBehind(committer, gather_seconds=0)
+    writer.submit(_WRITE, {"x": 1}, phase=Phase.APPEND)
+    with caplog.at_level(logging.ERROR, logger="hermes_core.persistence.writer"):
+        await asyncio.wait_for(writer.flush(), timeout=5)
+    assert writer.failures == 1
+    assert "a store commit failed" in caplog.text
+    writer.submit(_WRITE, {"x": 2}, phase=Phase.APPEND)
+    await asyncio.wait_for(writer.flush(), timeout=5)
+    assert [len(batch) for batch in committer.batches] == [1, 1]
+    assert writer.failures == 1
