@@ -25,10 +25,11 @@ from typing import Any
 from pydantic import SecretStr
 
 from hermes_core.agent import Agent, AgentConfig, AgentRequest
-from hermes_core.context.caching import CacheTTL, CachingContext, PromptCacheSettings
+from hermes_core.context.caching import CachingContext, PromptCacheSettings
 from hermes_core.events import RunFinished, StepFinished
 from hermes_core.memory_stores import InMemoryMemoryStore
 from hermes_core.providers import ProviderConfig, create_provider
+from hermes_core.providers.cache_markers import CacheTTL
 from hermes_core.tools.registry import ToolContext, ToolRegistry
 from hermes_core.usage import Usage
 from server.simulator import Reply, Scenario, SimulatorServer, SimulatorState, Step, ToolCallSpec

@@ -19,7 +19,7 @@ from hermes_core.tools.agent_tools import memory_tool, session_search_tool, todo
 from hermes_core.tools.registry import Tool, ToolContext
 
 if TYPE_CHECKING:
-    from hermes_core.agent.loop import Agent
+    from hermes_core.agent.agent import Agent
 
 # Tools a sub-agent never gets: it cannot spawn further agents, ask the user, or edit memory.
 CHILD_EXCLUDED = ("delegate_task", "clarify", "memory")
@@ -95,7 +95,7 @@ def _delegate_tool(parent: Agent, budget: IterationBudget) -> Tool:
             return "Error: give a non-empty 'goal' (or 'tasks', each with a 'goal')."
         if len(tasks) > limit:
             return f"Error: at most {limit} tasks at once; you gave {len(tasks)}."
-        from hermes_core.agent.loop import Agent
+        from hermes_core.agent.agent import Agent
 
         children = [
             Agent(

@@ -1,346 +1,463 @@
-"""``Agent``: the public face of the agent loop.
+"""One run of the agent loop, as explicit steps over explicit state.
 
-``Agent.run(request)`` is the primitive: an async generator of :mod:`hermes_core.events`.
-``Agent.execute(request, deliver)`` is the same turn with each event handed to a callback as it
-happens (no queue, no task of its own: the server's run manager uses it on the hot path).
-``run_conversation()`` and ``chat()`` drive it to the end for callers that want a result, and
-feed the optional callbacks on the way.
+Each iteration: check for an interrupt, take an iteration from the budget (or make the grace
+call), build the model's view of the transcript, make the interruptible model call, then either
+finish on text or validate and execute the tool calls and go round again. Every exit goes
+through :meth:`RunDriver.finish`, which states the honest exit reason.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import secrets
-import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
+from hermes_core.agent.arguments import parse_arguments
 from hermes_core.agent.budget import IterationBudget
-from hermes_core.agent.callbacks import AgentCallbacks
-from hermes_core.agent.config import AgentConfig, AgentRequest
-from hermes_core.agent.context import ContextHooks
-from hermes_core.agent.emitter import Deliver, Emitter
-from hermes_core.agent.run import RunDriver
-from hermes_core.errors import InvalidRequestError
+from hermes_core.agent.config import AgentRequest
+from hermes_core.agent.emitter import Emitter
+from hermes_core.agent.model_call import CallOutcome, InterruptibleCall
+from hermes_core.agent.prepare import prepare_messages
+from hermes_core.context.hooks import CallContext
 from hermes_core.events import (
-    AgentEvent,
-    CompressionPerformed,
+    BudgetWarning,
+    CallRecord,
+    ClientToolCallsPending,
     ExitReason,
     MessageAdded,
     RunFinished,
-    RunStarted,
+    StatusChanged,
+    StepFinished,
 )
-from hermes_core.memory_stores import InMemoryMemoryStore, InMemorySessionIndex, InMemoryTodoStore
-from hermes_core.messages import Message
-from hermes_core.providers.base import ModelRequest, Provider
-from hermes_core.providers.fallback import ChainTurn, FallbackChain
-from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
-from hermes_core.tools.agent_tools import memory_snapshot
-from hermes_core.tools.registry import ApprovalCallback, ToolRegistry
+from hermes_core.messages import Message, ToolCall, text_of
+from hermes_core.providers.base import ModelRequest, ModelResponse, Provider, ToolSchema
+from hermes_core.tools.executor import CallResult, PlannedCall, ToolExecutor
+from hermes_core.tools.registry import Tool, ToolRegistry
 from hermes_core.usage import Usage
 
-ClarifyCallback = Callable[[str, list[str]], Awaitable[str] | str]
-log = logging.getLogger(__name__)
-AGENT_LEVEL_TOOLS = frozenset({"todo", "memory", "session_search", "delegate_task", "clarify"})
-"""Names the loop reserves for its own tools; a client tool may not take them."""
+if TYPE_CHECKING:
+    from hermes_core.agent.agent import Agent
+
+HOUSEKEEPING_TOOLS = frozenset({"todo", "memory"})
+EMPTY_NUDGE = (
+    "You just executed tool calls but returned an empty response. Please process the tool "
+    "results above and continue with the task."
+)
+TOOL_LIMIT_RESULT = (
+    "Error: this request may make at most {limit} tool call(s) and they are used up; "
+    "answer with what you have."
+)
+TOOL_LIMIT_REQUEST = (
+    "You have made every tool call this request allows, so you cannot call tools any more. "
+    "Reply now with your final answer based on what you found."
+)
+GRACE_REQUEST = (
+    "You have used every iteration of your budget, so you cannot call tools any more. Reply "
+    "now with your final answer: summarise what you did, what you found, and what is left."
+)
 
 
-class Agent:
-    """An agent: a provider, tools, stores and settings. Runs one conversation turn at a time.
+@dataclass(slots=True)
+class RunState:
+    """Everything a run accumulates; the transcript is the record of the conversation."""
 
-    The system prompt (core instructions, the profile's instructions and the memory snapshot)
-    is built on the first run and then frozen for the agent's life — one agent is one session —
-    so the prompt prefix, and with it the provider's prompt cache, stays stable.
-    """
+    transcript: list[Message]
+    iterations: int = 0
+    model_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    calls: list[CallRecord] = field(default_factory=list)
+    invalid_json_retries: int = 0
+    unknown_tool_turns: int = 0
+    nudged: bool = False
+    tool_calls: int = 0
+    """Server tool calls executed so far (for ``max_tool_calls``)."""
+    last_prompt_tokens: int | None = None
+    warned: set[str] = field(default_factory=set)
 
+
+class RunDriver:
     def __init__(
         self,
-        provider: Provider,
+        agent: Agent,
+        request: AgentRequest,
         *,
-        tools: ToolRegistry | None = None,
-        config: AgentConfig | None = None,
-        owner: str = "default",
-        memory_owner: str | None = None,
-        memory_store: MemoryStore | None = None,
-        todo_store: TodoStore | None = None,
-        session_search: SessionSearchStore | None = None,
-        approval_callback: ApprovalCallback | None = None,
-        clarify_callback: ClarifyCallback | None = None,
-        callbacks: AgentCallbacks | None = None,
-        context: ContextHooks | None = None,
-        budget: IterationBudget | None = None,
-        depth: int = 0,
-        system_prompt: str | None = None,
-        checkpoint: Callable[[], Awaitable[None]] | None = None,
+        provider: Provider,
+        emitter: Emitter,
+        task_id: str,
+        budget: IterationBudget,
+        tools: ToolRegistry,
+        system_prompt: str,
     ) -> None:
+        self.agent = agent
         self.provider = provider
-        self.tools = tools if tools is not None else ToolRegistry()
-        self.config = config if config is not None else AgentConfig()
-        self.owner = owner
-        """Whose sessions ``session_search`` sees (an API key's principal)."""
-        self.memory_owner = memory_owner or owner
-        """Whose memory the agent reads and writes: the owner, or a scope within it."""
-        self.memory_store: MemoryStore = memory_store or InMemoryMemoryStore()
-        self.todo_store: TodoStore = todo_store or InMemoryTodoStore()
-        self.session_search: SessionSearchStore = session_search or InMemorySessionIndex()
-        self.approval_callback = approval_callback
-        self.clarify_callback = clarify_callback or (
-            callbacks.clarify_callback if callbacks is not None else None
-        )
-        self.callbacks = callbacks
-        self.context = context if context is not None else ContextHooks()
-        self.shared_budget = budget
-        """When set, every run draws from this pool (a sub-agent shares its parent's)."""
-        self.depth = depth
-        self.interrupt_event = asyncio.Event()
-        self.interrupt_reason: str | None = None
-        self.children: list[Agent] = []
-        """Sub-agents of the current run, interrupted together with it."""
-        self.checkpoint = checkpoint
-        """Awaited before tools run: a journal of ``MessageAdded`` events makes the tool-call
-        request durable there, so a crash never leaves a tool's effect without its cause."""
-        self._frozen_prompt: str | None = system_prompt
-        self._driver: RunDriver | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = threading.Lock()
-
-    # --- control ------------------------------------------------------------------------------
-
-    def interrupt(self, reason: str = "interrupted") -> None:
-        """Stop the current run soon; safe from any task or thread.
-
-        An in-flight model call is abandoned at once; running tools finish (cancellable ones
-        are cancelled); tools not yet started are answered as cancelled. An interrupt that
-        arrives between runs applies to the next one.
-        """
-        with self._lock:
-            self.interrupt_reason = reason
-            loop = self._loop
-        if loop is not None and loop.is_running():
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
-            if running is loop:
-                self._interrupt_now()
-            else:
-                loop.call_soon_threadsafe(self._interrupt_now)
-        else:
-            self.interrupt_event.set()
-
-    def _interrupt_now(self) -> None:
-        self.interrupt_event.set()
-        if self._driver is not None:
-            self._driver.model_call.cancel()
-        for child in self.children:
-            child.interrupt(self.interrupt_reason or "parent interrupted")
-
-    # --- running ------------------------------------------------------------------------------
-
-    async def run(self, request: AgentRequest) -> AsyncIterator[AgentEvent]:
-        """Run one turn; yields every event, ending with exactly one ``RunFinished``.
-
-        The turn runs in a task of its own, so the consumer may take its time over each event.
-        """
-        self.check(request)
-        queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
-
-        async def turn() -> None:
-            try:
-                await self._execute(request, queue.put_nowait)
-            finally:
-                queue.put_nowait(None)
-
-        task = asyncio.create_task(turn())
-        try:
-            while (event := await queue.get()) is not None:
-                yield event
-            await task  # a failure before the loop began (building the prompt) surfaces here
-        finally:
-            if not task.done():
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-
-    async def execute(self, request: AgentRequest, deliver: Deliver) -> None:
-        """Run one turn in the calling task, handing every event to ``deliver`` as it happens;
-        the last is exactly one ``RunFinished``.
-
-        The cheap form of :meth:`run` for a consumer that only records and counts events:
-        ``deliver`` is called synchronously from inside the loop, so it must not block.
-        """
-        self.check(request)
-        await self._execute(request, deliver)
-
-    async def _execute(self, request: AgentRequest, deliver: Deliver) -> None:
-        task_id = request.task_id or f"task_{secrets.token_hex(8)}"
-        run_id = request.run_id or f"run_{secrets.token_hex(8)}"
-        budget = self.shared_budget or IterationBudget(self.config.max_iterations)
-        tools = self._tools_for_run(
-            request, task_id=task_id, session_id=request.session_id or task_id, budget=budget
-        )
-        emitter = Emitter(run_id, deliver)
-        self._loop = asyncio.get_running_loop()
-        turn = self._begin_turn()
-        try:
-            emitter.emit(
-                RunStarted,
-                task_id=task_id,
-                model=turn.model,
-                provider=turn.name,
-                streamed=request.stream_model_replies,
-            )
-            system_prompt = await self._system_prompt(request.system_message)
-            driver = RunDriver(
-                self,
-                request,
-                provider=turn,
-                emitter=emitter,
-                task_id=task_id,
-                budget=budget,
-                tools=tools,
-                system_prompt=system_prompt,
-            )
-            self._driver = driver
-            try:
-                await driver.drive()
-            except Exception as exc:  # a bug of ours must still end the run honestly
-                log.exception("run %s: the agent loop failed", run_id)
-                driver.finish(ExitReason.FAILED, "", error=f"internal error: {type(exc).__name__}")
-        finally:
-            self._driver = None
-            self.children.clear()
-            if self.interrupt_event.is_set():  # honoured: the next run starts clean
-                self.interrupt_event.clear()
-                self.interrupt_reason = None
-
-    def _begin_turn(self) -> ChainTurn:
-        """Fallback is turn-scoped: every run starts again on the preferred provider."""
-        chain = self.provider
-        if not isinstance(chain, FallbackChain):
-            chain = FallbackChain([self.provider], retry=self.config.retry)
-        return chain.for_turn(adapt=self._adapt_request)
-
-    def _adapt_request(self, request: ModelRequest, provider: Provider) -> ModelRequest:
-        return self.context.mark_cache(request, provider=provider)
-
-    def _tools_for_run(
-        self, request: AgentRequest, *, task_id: str, session_id: str, budget: IterationBudget
-    ) -> ToolRegistry:
-        from hermes_core.agent.builtins import agent_level_tools
-
-        registry = ToolRegistry()
-        registry.pre_hooks = list(self.tools.pre_hooks)
-        registry.post_hooks = list(self.tools.post_hooks)
-        builtins = agent_level_tools(self, task_id=task_id, session_id=session_id, budget=budget)
-        for tool in builtins:
-            registry.register(tool)
-        for tool in self.tools.tools():
-            if tool.name not in registry:
-                registry.register(tool)
-        return registry
-
-    def check(self, request: AgentRequest) -> None:
-        """Raise :class:`InvalidRequestError` now if ``request`` cannot run as asked."""
-        taken = AGENT_LEVEL_TOOLS | set(self.tools.names)
-        for client_tool in request.client_tools:
-            if client_tool.name in taken:
-                raise InvalidRequestError(
-                    f"The client tool '{client_tool.name}' has the name of a server tool; "
-                    "rename it.",
-                    param="tools",
-                )
-
-    async def frozen_prompt(self) -> str:
-        """The agent's own system prompt — core and profile instructions and the memory
-        snapshot — built on first use and then fixed (a session stores it and passes it back
-        as ``system_prompt``, so memory writes show in the next session, not this one)."""
-        if self._frozen_prompt is None:
-            snapshot = await memory_snapshot(self.memory_store, self.memory_owner)
-            parts = [self.config.core_instructions, self.config.instructions, snapshot]
-            self._frozen_prompt = "\n\n".join(part.strip() for part in parts if part.strip())
-        return self._frozen_prompt
-
-    def freeze_prompt(self, prompt: str) -> None:
-        """Use ``prompt`` (a stored session's frozen prompt) instead of building one."""
-        self._frozen_prompt = prompt
-
-    async def _system_prompt(self, client_system: str | None) -> str:
-        frozen = await self.frozen_prompt()
-        if client_system and client_system.strip():
-            return f"{frozen}\n\n{client_system.strip()}"
-        return frozen
-
-    # --- convenience --------------------------------------------------------------------------
-
-    async def run_conversation(
-        self,
-        user_message: str | list[dict[str, Any]] | None,
-        system_message: str | None = None,
-        conversation_history: Sequence[Message] | None = None,
-        task_id: str | None = None,
-        **options: Any,
-    ) -> dict[str, Any]:
-        """Run one turn to its end and return the result as a dict.
-
-        Keys: ``final_response``, ``messages`` (the whole transcript, tool calls included),
-        ``exit_reason``, ``completed``, ``partial``, ``iterations``, ``model_calls``, ``usage``,
-        ``error``, ``task_id``, ``run_id``.
-        """
-        history = list(conversation_history or ())
-        request = AgentRequest(
-            user_message=user_message,
-            history=history,
-            system_message=system_message,
+        """This turn's provider: a fallback chain's view that remembers a switch."""
+        self.request = request
+        self.emitter = emitter
+        self.emit = emitter.emit
+        self.task_id = task_id
+        self.budget = budget
+        self.tools = tools
+        self.system_prompt = system_prompt
+        self.model_call = InterruptibleCall()
+        self.state = RunState(transcript=list(request.history))
+        self.client_tools = {tool.name: tool for tool in request.client_tools}
+        self.executor = ToolExecutor(
+            registry=tools,
+            emit=self.emit,
+            run_id=emitter.run_id,
             task_id=task_id,
-            **options,
+            interrupted=agent.interrupt_event,
+            approval_callback=agent.approval_callback,
+            max_concurrency=agent.config.max_tool_concurrency,
         )
-        transcript = list(history)
-        started: RunStarted | None = None
-        finished: RunFinished | None = None
-        async for event in self.run(request):
-            if self.callbacks is not None:
-                await self.callbacks.dispatch(event)
-            if isinstance(event, RunStarted):
-                started = event
-            elif isinstance(event, MessageAdded):
-                transcript.append(event.message)
-            elif isinstance(event, CompressionPerformed):
-                transcript = list(event.messages)  # the child session starts from here
-            elif isinstance(event, RunFinished):
-                finished = event
-        assert started is not None
-        assert finished is not None
-        return {
-            "final_response": finished.final_text,
-            "messages": transcript,
-            "exit_reason": finished.exit_reason.value,
-            "completed": finished.exit_reason is ExitReason.COMPLETED,
-            "partial": finished.partial,
-            "iterations": finished.iterations,
-            "model_calls": finished.model_calls,
-            "usage": usage_dict(finished.usage),
-            "calls": [
-                {"provider": c.provider, "model": c.model, "usage": usage_dict(c.usage)}
-                for c in finished.calls
-            ],
-            "error": finished.error,
-            "task_id": started.task_id,
-            "run_id": started.run_id,
+
+    # --- transcript -------------------------------------------------------------------------
+
+    def append(self, message: Message) -> None:
+        self.state.transcript.append(message)
+        self.emit(MessageAdded, index=len(self.state.transcript) - 1, message=message)
+
+    def _last_role(self) -> str | None:
+        return self.state.transcript[-1]["role"] if self.state.transcript else None
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    async def drive(self) -> None:
+        if self.request.user_message is not None:
+            self.append({"role": "user", "content": self.request.user_message})
+        while True:
+            if self.agent.interrupt_event.is_set():
+                return self.finish_interrupted("")
+            if not self.budget.consume():
+                return await self.budget_exhausted()
+            self.state.iterations += 1
+            limited = self._tool_calls_used_up()
+            outcome = await self.call_model(
+                tools_allowed=not limited, closing_note=TOOL_LIMIT_REQUEST if limited else None
+            )
+            if outcome is None:
+                return
+            response = outcome.response
+            assert response is not None
+            if response.message.get("tool_calls"):
+                if not await self.handle_tool_calls(response):
+                    return
+                continue
+            if not self.handle_text(response, outcome.streamed_text):
+                return
+
+    async def call_model(
+        self, *, tools_allowed: bool, closing_note: str | None = None
+    ) -> CallOutcome | None:
+        """Make one model call; on failure or interrupt, finish the run and return None."""
+        await self.agent.context.before_call(
+            CallContext(
+                transcript=self.state.transcript,
+                provider=self.provider,
+                last_prompt_tokens=self.state.last_prompt_tokens,
+                session_id=self.request.session_id or self.task_id,
+                between_turns=self.state.model_calls == 0,
+                emit=self.emit,
+            )
+        )
+        note = self._budget_note() if tools_allowed else None
+        messages = prepare_messages(
+            self.state.transcript,
+            system_prompt=self.system_prompt,
+            max_tool_result_chars=self.agent.config.max_tool_result_chars,
+            tool_result_limits=self._tool_result_limits(),
+            last_tool_note=note,
+            closing_user_note=closing_note,
+        )
+        request = self.agent.context.mark_cache(
+            ModelRequest(
+                messages=messages,
+                tools=self._offered_tools() if tools_allowed else (),
+                tool_choice=self.request.tool_choice
+                if tools_allowed and self.state.model_calls == 0
+                else "auto",
+                parallel_tool_calls=self.request.parallel_tool_calls if tools_allowed else None,
+                max_tokens=self.request.max_tokens or self.agent.config.max_tokens,
+                temperature=_first(self.request.temperature, self.agent.config.temperature),
+                reasoning_effort=self.request.reasoning_effort
+                or self.agent.config.reasoning_effort,
+                stream=self.request.stream_model_replies,
+            ),
+            provider=self.provider,
+        )
+        self.emit(StatusChanged, status="calling_model", message=self.provider.model)
+        outcome = await self.model_call.run(
+            self.provider,
+            request,
+            self.emit,
+            is_interrupted=self.agent.interrupt_event.is_set,
+        )
+        if outcome.interrupted:
+            self.finish_interrupted(outcome.streamed_text)
+            return None
+        if outcome.error is not None:
+            self.finish(ExitReason.FAILED, outcome.streamed_text, error=outcome.error.message)
+            return None
+        response = outcome.response
+        assert response is not None
+        self.state.model_calls += 1
+        self.state.usage += response.usage
+        self.state.last_prompt_tokens = response.usage.input_tokens or None
+        self.state.calls.append(
+            CallRecord(provider=response.provider, model=response.model, usage=response.usage)
+        )
+        self.emit(
+            StepFinished,
+            iteration=self.state.iterations,
+            usage=response.usage,
+            provider=response.provider,
+            model=response.model,
+            finish_reason=response.finish_reason,
+        )
+        return outcome
+
+    def _offered_tools(self) -> list[ToolSchema]:
+        client = list(self.client_tools.values())
+        if client and self.request.tool_choice == "required" and self.state.model_calls == 0:
+            # A client that requires a tool call means one of the tools it declared.
+            return client
+        return [tool.schema for tool in self.tools.tools()] + client
+
+    def _tool_result_limits(self) -> Mapping[str, int]:
+        limits: dict[str, int] = {}
+        for message in self.state.transcript:
+            for call in message.get("tool_calls") or ():
+                tool = self.tools.get(call["function"]["name"])
+                if tool is not None and tool.max_result_chars is not None:
+                    limits[call["id"]] = tool.max_result_chars
+        return limits
+
+    def _budget_note(self) -> str | None:
+        pressure = self.agent.config.budget_pressure
+        used, total = self.budget.used, self.budget.max_total
+        tier = pressure.tier(used, total)
+        if tier is not None and tier not in self.state.warned:
+            self.state.warned.add(tier)
+            self.emit(BudgetWarning, tier=tier, used=used, total=total)
+        return pressure.note(used, total) if self._last_role() == "tool" else None
+
+    # --- text replies -----------------------------------------------------------------------
+
+    def handle_text(self, response: ModelResponse, streamed: str) -> bool:
+        """Finish on a text reply, or recover from an empty one. True means: loop again."""
+        text = text_of(response.message.get("content")) or streamed
+        if text.strip():
+            message: Message = dict(response.message)  # type: ignore[assignment]
+            message["content"] = text
+            self.append(message)
+            if response.finish_reason == "length":
+                self.finish(
+                    ExitReason.TRUNCATED,
+                    text,
+                    error="The answer was cut off by the output token limit.",
+                )
+            elif response.finish_reason == "content_filter":
+                self.finish(
+                    ExitReason.FAILED, text, error="The upstream content filter stopped the answer."
+                )
+            else:
+                self.finish(ExitReason.COMPLETED, text)
+            return False
+        earlier = self._text_before_housekeeping()
+        if earlier:
+            self.finish(ExitReason.COMPLETED, earlier)
+            return False
+        if self._last_role() == "tool" and not self.state.nudged:
+            self.state.nudged = True
+            self.append({"role": "assistant", "content": "(empty)"})
+            self.append({"role": "user", "content": EMPTY_NUDGE})
+            return True
+        self.finish(ExitReason.FAILED, "", error="The model returned an empty response.")
+        return False
+
+    def _text_before_housekeeping(self) -> str:
+        """The previous assistant's text, if its only tool calls were housekeeping ones."""
+        for message in reversed(self.state.transcript):
+            if message["role"] != "assistant":
+                continue
+            names = {call["function"]["name"] for call in message.get("tool_calls") or ()}
+            text = text_of(message.get("content"))
+            if names and names <= HOUSEKEEPING_TOOLS and text.strip():
+                return text
+            return ""
+        return ""
+
+    # --- tool calls -------------------------------------------------------------------------
+
+    async def handle_tool_calls(self, response: ModelResponse) -> bool:
+        """Validate and run a reply's tool calls. True means: loop again."""
+        calls: list[ToolCall] = list(response.message.get("tool_calls") or ())
+        verdicts = [
+            parse_arguments(call["function"]["arguments"], self._schema_of(call)) for call in calls
+        ]
+        truncated = [c for c, v in zip(calls, verdicts, strict=True) if v.verdict == "truncated"]
+        if truncated or response.finish_reason == "length":
+            name = (truncated or calls)[0]["function"]["name"]
+            self.finish(
+                ExitReason.TRUNCATED,
+                "",
+                error=(
+                    f"The model's reply was cut off by its output token limit while writing the "
+                    f"arguments of '{name}'. Raise max_tokens and try again."
+                ),
+            )
+            return False
+        retries_left = self.state.invalid_json_retries < self.agent.config.max_invalid_json_retries
+        if retries_left and any(v.verdict == "invalid" for v in verdicts):
+            # Ask again without recording the broken reply; it does not cost an iteration.
+            self.state.invalid_json_retries += 1
+            self.budget.refund()
+            self.state.iterations -= 1
+            return True
+        self.state.invalid_json_retries = 0
+        self.append(_normalised_assistant(response.message, calls))
+        planned = [
+            self._plan(call, verdict.arguments, verdict.error)
+            for call, verdict in zip(calls, verdicts, strict=True)
+        ]
+        unknown = [p.name for p in planned if p.preset_result and p.name not in self._known()]
+        client_calls = [call for call in calls if call["function"]["name"] in self.client_tools]
+        server_calls = self._within_tool_limit(
+            [p for p in planned if p.name not in self.client_tools]
+        )
+        self.emit(
+            StatusChanged, status="running_tools", message=f"Running {len(server_calls)} tool(s)"
+        )
+        if server_calls and self.agent.checkpoint is not None:
+            # The call request must be on record before the tools act on the world.
+            await self.agent.checkpoint()
+        results = await self.executor.run_batch(server_calls)
+        self._append_results(results)
+        if client_calls:
+            self.emit(ClientToolCallsPending, tool_calls=client_calls)
+            self.finish(ExitReason.AWAITING_CLIENT_TOOLS, text_of(response.message.get("content")))
+            return False
+        self.state.unknown_tool_turns = self.state.unknown_tool_turns + 1 if unknown else 0
+        if self.state.unknown_tool_turns >= self.agent.config.max_unknown_tool_turns:
+            self.finish(
+                ExitReason.FAILED,
+                "",
+                error=(
+                    f"The model called tools that do not exist {self.state.unknown_tool_turns} "
+                    f"turns in a row (last: {', '.join(unknown)})."
+                ),
+            )
+            return False
+        return True
+
+    def _tool_calls_used_up(self) -> bool:
+        limit = self.request.max_tool_calls
+        return limit is not None and self.state.tool_calls >= limit
+
+    def _within_tool_limit(self, calls: list[PlannedCall]) -> list[PlannedCall]:
+        """Count the calls that will run; answer those beyond ``max_tool_calls`` with an error."""
+        limit = self.request.max_tool_calls
+        kept: list[PlannedCall] = []
+        for call in calls:
+            if call.preset_result is None:
+                if limit is not None and self.state.tool_calls >= limit:
+                    call = dataclasses.replace(
+                        call, tool=None, preset_result=TOOL_LIMIT_RESULT.format(limit=limit)
+                    )
+                else:
+                    self.state.tool_calls += 1
+            kept.append(call)
+        return kept
+
+    def _known(self) -> set[str]:
+        return set(self.tools.names) | set(self.client_tools)
+
+    def _schema_of(self, call: ToolCall) -> Mapping[str, Any] | None:
+        name = call["function"]["name"]
+        tool = self.tools.get(name)
+        if tool is not None:
+            return tool.parameters
+        client = self.client_tools.get(name)
+        return client.parameters if client is not None else None
+
+    def _plan(self, call: ToolCall, arguments: dict[str, Any], error: str) -> PlannedCall:
+        name = call["function"]["name"]
+        tool: Tool | None = self.tools.get(name)
+        preset: str | None = None
+        if tool is None and name not in self.client_tools:
+            preset = f"Tool '{name}' does not exist. Available: {sorted(self._known())}"
+        elif error:
+            tool, preset = None, f"Error: {error}"
+        return PlannedCall(
+            call_id=call["id"], name=name, arguments=arguments, tool=tool, preset_result=preset
+        )
+
+    def _append_results(self, results: list[CallResult]) -> None:
+        for result in results:
+            self.append({"role": "tool", "tool_call_id": result.call_id, "content": result.content})
+
+    # --- endings ----------------------------------------------------------------------------
+
+    async def budget_exhausted(self) -> None:
+        """Out of iterations: one tool-less grace call if the model has not yet spoken."""
+        if self._last_role() != "tool":
+            last = self.state.transcript[-1] if self.state.transcript else None
+            text = text_of(last.get("content")) if last and last["role"] == "assistant" else ""
+            return self.finish(ExitReason.BUDGET_EXHAUSTED, text, error=self._budget_error())
+        self.emit(StatusChanged, status="finishing", message="Budget exhausted: final answer")
+        outcome = await self.call_model(tools_allowed=False, closing_note=GRACE_REQUEST)
+        if outcome is None:
+            return None
+        assert outcome.response is not None
+        text = text_of(outcome.response.message.get("content")) or outcome.streamed_text
+        if text.strip():
+            self.append({"role": "assistant", "content": text})
+        return self.finish(ExitReason.BUDGET_EXHAUSTED, text, error=self._budget_error())
+
+    def _budget_error(self) -> str:
+        return f"The iteration budget ({self.budget.max_total}) is exhausted."
+
+    def finish_interrupted(self, partial_text: str) -> None:
+        reason = self.agent.interrupt_reason or "interrupted"
+        self.finish(
+            ExitReason.INTERRUPTED,
+            partial_text,
+            partial=bool(partial_text),
+            error=f"Interrupted: {reason}",
+        )
+
+    def finish(
+        self, reason: ExitReason, text: str, *, error: str | None = None, partial: bool = False
+    ) -> None:
+        self.emit(
+            RunFinished,
+            exit_reason=reason,
+            final_text=text,
+            partial=partial,
+            iterations=self.state.iterations,
+            usage=self.state.usage,
+            model_calls=self.state.model_calls,
+            error=error,
+            calls=list(self.state.calls),
+        )
+
+
+def _normalised_assistant(message: Message, calls: list[ToolCall]) -> Message:
+    """The assistant message as recorded: empty argument strings become ``{}``."""
+    out: Message = dict(message)  # type: ignore[assignment]
+    out["tool_calls"] = [
+        {
+            **call,
+            "function": {
+                **call["function"],
+                "arguments": call["function"]["arguments"].strip() or "{}",
+            },
         }
-
-    async def chat(self, message: str) -> str:
-        """Send one message; return the final answer text."""
-        result = await self.run_conversation(message)
-        return str(result["final_response"])
+        for call in calls
+    ]
+    return out
 
 
-def usage_dict(usage: Usage) -> dict[str, int]:
-    return {
-        "input_tokens": usage.input_tokens,
-        "cache_read_tokens": usage.cache_read_tokens,
-        "cache_write_tokens": usage.cache_write_tokens,
-        "output_tokens": usage.output_tokens,
-        "reasoning_tokens": usage.reasoning_tokens,
-        "total_tokens": usage.total_tokens,
-    }
+def _first(*values: float | None) -> float | None:
+    return next((v for v in values if v is not None), None)

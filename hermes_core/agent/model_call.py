@@ -81,10 +81,10 @@ class InterruptibleCall:
 def forward(event: ProviderEvent, emit: Emit, text: list[str]) -> ModelResponse | None:
     """Turn one provider event into agent events; return the final response when it comes."""
     match event:
-        case provider_events.TextDelta():
+        case provider_events.ModelTextDelta():
             text.append(event.text)
             emit(events.TextDelta, text=event.text)
-        case provider_events.ReasoningDelta():
+        case provider_events.ModelReasoningDelta():
             emit(events.ReasoningDelta, text=event.text)
         case provider_events.ToolCallDelta():
             emit(
@@ -94,7 +94,7 @@ def forward(event: ProviderEvent, emit: Emit, text: list[str]) -> ModelResponse 
                 name=event.name,
                 arguments_delta=event.arguments,
             )
-        case provider_events.RetryScheduled():
+        case provider_events.ProviderRetry():
             emit(
                 events.RetryScheduled,
                 provider=event.provider,

@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from hermes_core.agent.context import CallContext, ContextHooks
+from hermes_core.context.hooks import CallContext, ContextHooks
 from hermes_core.context.summary import (
     clip_block,
     fallback_summary,

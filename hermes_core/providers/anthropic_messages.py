@@ -32,7 +32,6 @@ from anthropic.types import (
 from anthropic.types import Message as AnthropicMessage
 from anthropic.types import TextDelta as WireTextDelta
 
-from hermes_core.context.caching import system_and_last_3
 from hermes_core.errors import ErrorKind, ProviderError
 from hermes_core.messages import Message, ToolCall
 from hermes_core.providers._anthropic_convert import (
@@ -46,13 +45,14 @@ from hermes_core.providers._sdk_errors import sdk_errors
 from hermes_core.providers.base import (
     ApiMode,
     FinishReason,
+    ModelReasoningDelta,
     ModelRequest,
     ModelResponse,
+    ModelTextDelta,
     ProviderEvent,
-    ReasoningDelta,
-    TextDelta,
     ToolCallDelta,
 )
+from hermes_core.providers.cache_markers import system_and_last_3
 from hermes_core.providers.config import ProviderConfig
 from hermes_core.providers.credentials import read_key
 from hermes_core.usage import Usage
@@ -159,11 +159,11 @@ class AnthropicStreamAccumulator:
     def _start(self, index: int, start: object) -> list[ProviderEvent]:
         if isinstance(start, TextBlock):
             self._blocks[index] = _Block(type="text", text=[start.text])
-            return [TextDelta(text=start.text)] if start.text else []
+            return [ModelTextDelta(text=start.text)] if start.text else []
         if isinstance(start, ThinkingBlock):
             block = _Block(type="thinking", text=[start.thinking], signature=start.signature)
             self._blocks[index] = block
-            return [ReasoningDelta(text=start.thinking)] if start.thinking else []
+            return [ModelReasoningDelta(text=start.thinking)] if start.thinking else []
         if isinstance(start, RedactedThinkingBlock):
             self._blocks[index] = _Block(type="redacted_thinking", data=start.data)
             return []
@@ -197,10 +197,10 @@ class AnthropicStreamAccumulator:
             return []
         if isinstance(delta, WireTextDelta):
             block.text.append(delta.text)
-            return [TextDelta(text=delta.text)] if delta.text else []
+            return [ModelTextDelta(text=delta.text)] if delta.text else []
         if isinstance(delta, ThinkingDelta):
             block.text.append(delta.thinking)
-            return [ReasoningDelta(text=delta.thinking)] if delta.thinking else []
+            return [ModelReasoningDelta(text=delta.thinking)] if delta.thinking else []
         if isinstance(delta, SignatureDelta):
             block.signature = delta.signature
         elif isinstance(delta, InputJSONDelta) and delta.partial_json:

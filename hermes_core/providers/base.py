@@ -81,7 +81,7 @@ class ModelRequest:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TextDelta:
+class ModelTextDelta:
     """A piece of the assistant's answer text."""
 
     kind: Literal["text_delta"] = "text_delta"
@@ -89,7 +89,7 @@ class TextDelta:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReasoningDelta:
+class ModelReasoningDelta:
     """A piece of the model's reasoning (thinking, reasoning summary or reasoning_content)."""
 
     kind: Literal["reasoning_delta"] = "reasoning_delta"
@@ -127,7 +127,7 @@ class ModelResponse:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RetryScheduled:
+class ProviderRetry:
     """A fallback chain will call ``provider`` again after ``delay_s`` seconds."""
 
     kind: Literal["retry_scheduled"] = "retry_scheduled"
@@ -150,7 +150,12 @@ class ProviderSwitched:
 
 
 ProviderEvent = (
-    TextDelta | ReasoningDelta | ToolCallDelta | RetryScheduled | ProviderSwitched | ModelResponse
+    ModelTextDelta
+    | ModelReasoningDelta
+    | ToolCallDelta
+    | ProviderRetry
+    | ProviderSwitched
+    | ModelResponse
 )
 
 
@@ -167,10 +172,10 @@ def coalesce(events: list[ProviderEvent]) -> list[ProviderEvent]:
     merged: list[ProviderEvent] = [events[0]]
     for event in events[1:]:
         last = merged[-1]
-        if isinstance(event, TextDelta) and isinstance(last, TextDelta):
-            merged[-1] = TextDelta(text=last.text + event.text)
-        elif isinstance(event, ReasoningDelta) and isinstance(last, ReasoningDelta):
-            merged[-1] = ReasoningDelta(text=last.text + event.text)
+        if isinstance(event, ModelTextDelta) and isinstance(last, ModelTextDelta):
+            merged[-1] = ModelTextDelta(text=last.text + event.text)
+        elif isinstance(event, ModelReasoningDelta) and isinstance(last, ModelReasoningDelta):
+            merged[-1] = ModelReasoningDelta(text=last.text + event.text)
         elif (
             isinstance(event, ToolCallDelta)
             and isinstance(last, ToolCallDelta)

@@ -14,7 +14,6 @@ from typing import Any
 import openai
 
 from hermes_core import json_codec
-from hermes_core.context.caching import mark_chat_messages
 from hermes_core.errors import ErrorKind, ProviderError
 from hermes_core.messages import Message, ToolCall
 from hermes_core.providers._configured import ConfiguredProvider
@@ -27,15 +26,16 @@ from hermes_core.providers.base import (
     ApiMode,
     FinishReason,
     ForcedTool,
+    ModelReasoningDelta,
     ModelRequest,
     ModelResponse,
+    ModelTextDelta,
     ProviderEvent,
-    ReasoningDelta,
-    TextDelta,
     ToolCallDelta,
     ToolSchema,
     coalesce,
 )
+from hermes_core.providers.cache_markers import mark_chat_messages
 from hermes_core.providers.config import ProviderConfig
 from hermes_core.providers.credentials import read_key
 from hermes_core.providers.upstream_http import SseData, UpstreamSession, transport_errors
@@ -146,11 +146,11 @@ class ChatStreamAccumulator:
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if isinstance(reasoning, str) and reasoning:
                 self._reasoning.append(reasoning)
-                events.append(ReasoningDelta(text=reasoning))
+                events.append(ModelReasoningDelta(text=reasoning))
             content = delta.get("content")
             if content:
                 self._text.append(content)
-                events.append(TextDelta(text=content))
+                events.append(ModelTextDelta(text=content))
             for call in delta.get("tool_calls") or ():
                 events.append(self._tool_call_delta(call))
             if choice.get("finish_reason") is not None:

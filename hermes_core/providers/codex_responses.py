@@ -25,11 +25,11 @@ from hermes_core.providers.base import (
     ApiMode,
     FinishReason,
     ForcedTool,
+    ModelReasoningDelta,
     ModelRequest,
     ModelResponse,
+    ModelTextDelta,
     ProviderEvent,
-    ReasoningDelta,
-    TextDelta,
     ToolCallDelta,
     ToolSchema,
 )
@@ -307,7 +307,7 @@ class ResponsesStreamAccumulator:
         if not piece:
             return []
         self._text[key] = self._text.get(key, "") + piece
-        return [TextDelta(text=piece)]
+        return [ModelTextDelta(text=piece)]
 
     def _think(
         self, key: tuple[str, str, int], text: str, *, full: bool = False
@@ -320,7 +320,7 @@ class ResponsesStreamAccumulator:
         # A new summary part reads as a new paragraph, in the deltas as in the final text.
         earlier = any(seen for k, seen in self._reasoning.items() if k != key)
         lead = _PARAGRAPH if so_far is None and earlier else ""
-        return [ReasoningDelta(text=lead + piece)]
+        return [ModelReasoningDelta(text=lead + piece)]
 
     def _start_call(
         self, output_index: int, item: wire.ResponseFunctionToolCall

@@ -20,13 +20,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from hermes_core.errors import ErrorKind, ProviderError
 from hermes_core.providers.base import (
     ApiMode,
+    ModelReasoningDelta,
     ModelRequest,
+    ModelTextDelta,
     Provider,
     ProviderEvent,
+    ProviderRetry,
     ProviderSwitched,
-    ReasoningDelta,
-    RetryScheduled,
-    TextDelta,
     ToolCallDelta,
 )
 from hermes_core.providers.retry import PROCESS_COOLDOWNS, Cooldowns, RetryPolicy
@@ -45,7 +45,7 @@ FALLBACK_KINDS = frozenset(
         ErrorKind.INVALID_RESPONSE,
     }
 )
-_OUTPUT = (TextDelta, ReasoningDelta, ToolCallDelta)
+_OUTPUT = (ModelTextDelta, ModelReasoningDelta, ToolCallDelta)
 
 Sleep = Callable[[float], Awaitable[None]]
 Adapt = Callable[[ModelRequest, Provider], ModelRequest]
@@ -199,7 +199,7 @@ class ChainTurn:
                     yield error
                     return
                 delay = policy.delay(attempt, error)
-                yield RetryScheduled(
+                yield ProviderRetry(
                     provider=provider.name, attempt=attempt, delay_s=delay, reason=error.kind.value
                 )
                 await self._chain.sleep(delay)

@@ -28,7 +28,7 @@ class _Gate:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[p.ProviderEvent]:
         await self.open.wait()
-        yield p.TextDelta(text="ok")
+        yield p.ModelTextDelta(text="ok")
         yield p.ModelResponse(
             message={"role": "assistant", "content": "ok"},
             finish_reason="stop",
@@ -156,7 +156,7 @@ class _Broken(_Gate):
     async def stream(self, request: ModelRequest) -> AsyncIterator[p.ProviderEvent]:
         if request.messages:  # always: fail before the first event
             raise RuntimeError("a bug, not an upstream failure")
-        yield p.TextDelta(text="never")
+        yield p.ModelTextDelta(text="never")
 
 
 async def test_a_run_that_crashes_still_ends_with_a_failed_ending_for_everyone() -> None:

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from hermes_core.agent import Agent
-from hermes_core.agent.run import EMPTY_NUDGE
+from hermes_core.agent.loop import EMPTY_NUDGE
 from hermes_core.providers import base as p
 from hermes_core.providers.base import ApiMode, ModelRequest
 from hermes_core.tools.registry import ToolContext, ToolRegistry
@@ -213,8 +213,8 @@ class _StreamsTextButReportsNone:
     context_window = 100_000
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[p.ProviderEvent]:
-        yield p.TextDelta(text="Streamed ")
-        yield p.TextDelta(text="answer.")
+        yield p.ModelTextDelta(text="Streamed ")
+        yield p.ModelTextDelta(text="answer.")
         yield p.ModelResponse(
             message={"role": "assistant", "content": None},
             finish_reason="stop",

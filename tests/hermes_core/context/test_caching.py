@@ -11,17 +11,13 @@ import pytest
 from pydantic import SecretStr
 
 from hermes_core.agent import Agent, AgentRequest, ContextHooks
-from hermes_core.agent.context import CallContext
 from hermes_core.context.caching import (
-    MAX_BREAKPOINTS,
     CachingContext,
     PromptCacheSettings,
     cache_policy_for,
     looks_like_anthropic_model,
-    mark_anthropic_body,
-    mark_chat_messages,
-    system_and_last_3,
 )
+from hermes_core.context.hooks import CallContext
 from hermes_core.events import StepFinished
 from hermes_core.messages import Message
 from hermes_core.providers import (
@@ -32,6 +28,12 @@ from hermes_core.providers import (
     create_provider,
 )
 from hermes_core.providers.base import ApiMode
+from hermes_core.providers.cache_markers import (
+    MAX_BREAKPOINTS,
+    mark_anthropic_body,
+    mark_chat_messages,
+    system_and_last_3,
+)
 from hermes_core.providers.chat_completions import build_kwargs as chat_kwargs
 from hermes_core.tools.registry import ToolContext, ToolRegistry
 from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec

@@ -10,7 +10,6 @@ import pytest
 from pydantic import SecretStr
 
 from hermes_core.agent import Agent, AgentConfig, AgentRequest
-from hermes_core.agent.context import CallContext
 from hermes_core.context import (
     PRUNED_TOOL_OUTPUT,
     SUMMARY_MARKER,
@@ -21,6 +20,7 @@ from hermes_core.context import (
     plan,
 )
 from hermes_core.context.compression import prune_tool_outputs
+from hermes_core.context.hooks import CallContext
 from hermes_core.context.summary import fallback_summary
 from hermes_core.errors import ErrorKind, ProviderError
 from hermes_core.events import CompressionPerformed, ExitReason, StepFinished

@@ -19,11 +19,11 @@ from pydantic import SecretStr
 from hermes_core.errors import ErrorKind, ProviderError
 from hermes_core.messages import Message
 from hermes_core.providers import (
+    ModelReasoningDelta,
     ModelRequest,
     ModelResponse,
+    ModelTextDelta,
     ProviderEvent,
-    ReasoningDelta,
-    TextDelta,
     ToolCallDelta,
     ToolSchema,
 )
@@ -68,7 +68,7 @@ async def test_plain_text_streams_as_text_deltas(
     provider = make_provider(api_mode, "plain")
     events = await collect(provider, user("hi"))
     assert events[:-1] == [
-        TextDelta(text="Hello t"), TextDelta(text="here, "), TextDelta(text="world!")
+        ModelTextDelta(text="Hello t"), ModelTextDelta(text="here, "), ModelTextDelta(text="world!")
     ]  # fmt: skip
     response = final(events)
     assert response.message == {"role": "assistant", "content": "Hello there, world!"}
@@ -102,8 +102,8 @@ async def test_reasoning_streams_as_reasoning_deltas(
     _script(simulator, "thinker", Step(reply=Reply(reasoning="First, think.", text="42")))
     request = ModelRequest(messages=[{"role": "user", "content": "?"}], reasoning_effort="low")
     events = await collect(make_provider(api_mode, "thinker"), request)
-    assert "".join(e.text for e in events if isinstance(e, ReasoningDelta)) == "First, think."
-    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "42"
+    assert "".join(e.text for e in events if isinstance(e, ModelReasoningDelta)) == "First, think."
+    assert "".join(e.text for e in events if isinstance(e, ModelTextDelta)) == "42"
     response = final(events)
     assert response.message["reasoning"] == "First, think."
     assert response.message["content"] == "42"
@@ -198,7 +198,7 @@ async def test_an_unwatched_call_gives_the_same_reply_in_one_delta_per_kind(
     request = _unwatched("hi", reasoning_effort="low")
     events = await collect(make_provider(api_mode, "whole"), request)
     assert events[:-1] == [
-        ReasoningDelta(text="Think first."), TextDelta(text="Hello there, world!")
+        ModelReasoningDelta(text="Think first."), ModelTextDelta(text="Hello there, world!")
     ]  # fmt: skip
     response = final(events)
     assert (response.message["content"], response.message["reasoning"]) == (
@@ -411,7 +411,7 @@ async def test_a_dropped_connection_is_a_connection_error(
     assert not any(isinstance(e, ModelResponse) for e in seen)
     if frames == 6:
         # What arrived before the drop was passed on before the error.
-        assert any(isinstance(e, TextDelta) for e in seen)
+        assert any(isinstance(e, ModelTextDelta) for e in seen)
     [record] = simulator.state.requests(scenario="dropped")
     assert record.outcome == "dropped"
 
@@ -456,8 +456,8 @@ async def test_closing_the_stream_closes_the_upstream_connection(
     _slow_stream(simulator, "closed-early")
     started = time.monotonic()
     stream = make_provider(api_mode, "closed-early").stream(user("hi"))
-    assert isinstance(await anext(stream), TextDelta)
-    assert isinstance(await anext(stream), TextDelta)
+    assert isinstance(await anext(stream), ModelTextDelta)
+    assert isinstance(await anext(stream), ModelTextDelta)
     await stream.aclose()  # type: ignore[attr-defined]
     assert await _wait_disconnected(simulator, "closed-early")
     assert time.monotonic() - started < 4

@@ -24,9 +24,9 @@ from hermes_core.errors import ErrorKind, ProviderError
 from hermes_core.messages import Message
 from hermes_core.providers import (
     ForcedTool,
+    ModelReasoningDelta,
     ModelRequest,
-    ReasoningDelta,
-    TextDelta,
+    ModelTextDelta,
     ToolCallDelta,
     ToolChoice,
     ToolSchema,
@@ -118,9 +118,9 @@ def test_accumulator_turns_thinking_text_and_tool_use_into_provider_events() -> 
         *_end("tool_use"),
     )  # fmt: skip
     assert events == [
-        ReasoningDelta(text="Hmm, "),
-        ReasoningDelta(text="a file."),
-        TextDelta(text="Reading."),
+        ModelReasoningDelta(text="Hmm, "),
+        ModelReasoningDelta(text="a file."),
+        ModelTextDelta(text="Reading."),
         ToolCallDelta(index=0, id="toolu_1", name="read_file"),
         ToolCallDelta(index=0, arguments='{"path":'),
         ToolCallDelta(index=0, arguments=' "a"}'),
@@ -415,7 +415,8 @@ async def test_thinking_streams_and_its_replay_passes_the_signature_check(
     )
     events = await collect(provider, request)
     assert (
-        "".join(e.text for e in events if isinstance(e, ReasoningDelta)) == "I need to look it up."
+        "".join(e.text for e in events if isinstance(e, ModelReasoningDelta))
+        == "I need to look it up."
     )
     first = final(events)
     assert first.message["reasoning"] == "I need to look it up."

@@ -14,8 +14,8 @@ from hermes_core.errors import ErrorKind, ProviderError
 from hermes_core.messages import Message
 from hermes_core.providers import (
     ForcedTool,
+    ModelReasoningDelta,
     ModelRequest,
-    ReasoningDelta,
     ToolCallDelta,
     ToolSchema,
 )
@@ -65,7 +65,7 @@ def test_accumulator_assembles_interleaved_parallel_tool_calls() -> None:
 def test_accumulator_reads_reasoning_under_either_vendor_key() -> None:
     acc = ChatStreamAccumulator()
     events = acc.feed(_chunk({"reasoning_content": "a"})) + acc.feed(_chunk({"reasoning": "b"}))
-    assert events == [ReasoningDelta(text="a"), ReasoningDelta(text="b")]
+    assert events == [ModelReasoningDelta(text="a"), ModelReasoningDelta(text="b")]
     acc.feed(_chunk({"content": "ok"}, "stop"))
     assert acc.finish(provider="p", model="m").message["reasoning"] == "ab"
 

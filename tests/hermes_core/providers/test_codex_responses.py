@@ -17,10 +17,10 @@ from hermes_core.errors import ErrorKind, ProviderError
 from hermes_core.messages import Message
 from hermes_core.providers import (
     ForcedTool,
+    ModelReasoningDelta,
     ModelRequest,
+    ModelTextDelta,
     ProviderEvent,
-    ReasoningDelta,
-    TextDelta,
     ToolCallDelta,
     ToolSchema,
 )
@@ -84,7 +84,7 @@ def test_accumulator_streams_text_and_assembles_the_message() -> None:
         {"type": "response.output_text.done", **where, "text": "Hello"},
         _completed(),
     )
-    assert events == [TextDelta(text="Hel"), TextDelta(text="lo")]
+    assert events == [ModelTextDelta(text="Hel"), ModelTextDelta(text="lo")]
     response = acc.finish(model="fallback")
     assert response.message == {"role": "assistant", "content": "Hello"}
     assert (response.finish_reason, response.model, response.provider) == ("stop", "m", "p")
@@ -107,7 +107,11 @@ def test_accumulator_fills_in_text_a_server_sent_only_in_done_events() -> None:
         {"type": "response.output_item.done", "output_index": 0, "item": message},
         _completed(),
     )  # fmt: skip
-    assert events == [TextDelta(text="Hel"), TextDelta(text="lo"), TextDelta(text=", you")]
+    assert events == [
+        ModelTextDelta(text="Hel"),
+        ModelTextDelta(text="lo"),
+        ModelTextDelta(text=", you"),
+    ]
     assert acc.finish(model="m").message["content"] == "Hello, you"
 
 
@@ -127,7 +131,7 @@ def test_accumulator_turns_reasoning_summaries_into_reasoning_and_a_replay() -> 
         {"type": "response.output_item.done", "output_index": 0, "item": item},
         _completed(),
     )  # fmt: skip
-    assert events == [ReasoningDelta(text="First."), ReasoningDelta(text="\n\nThen.")]
+    assert events == [ModelReasoningDelta(text="First."), ModelReasoningDelta(text="\n\nThen.")]
     message = acc.finish(model="m").message
     assert message["reasoning"] == "First.\n\nThen."
     assert message["reasoning_replay"] == {"api_mode": "codex_responses", "items": [item]}

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from hermes_core.errors import ErrorKind, ProviderError
-from hermes_core.providers.base import ProviderEvent, TextDelta, ToolCallDelta
+from hermes_core.providers.base import ModelTextDelta, ProviderEvent, ToolCallDelta
 from hermes_core.providers.upstream_http import SseData
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from tests.hermes_core.providers.conftest import ProviderFactory, collect, final, user
@@ -75,7 +75,7 @@ async def test_text_before_an_in_stream_error_is_passed_on_before_the_error(
     with pytest.raises(ProviderError) as caught:
         await read()
     assert caught.value.kind is ErrorKind.SERVER_ERROR
-    text = "".join(e.text for e in seen if isinstance(e, TextDelta))
+    text = "".join(e.text for e in seen if isinstance(e, ModelTextDelta))
     assert text
     assert "Hello there, world!".startswith(text)
 

@@ -1,0 +1,346 @@
+"""``Agent``: the public face of the agent loop.
+
+``Agent.run(request)`` is the primitive: an async generator of :mod:`hermes_core.events`.
+``Agent.execute(request, deliver)`` is the same turn with each event handed to a callback as it
+happens (no queue, no task of its own: the server's run manager uses it on the hot path).
+``run_conversation()`` and ``chat()`` drive it to the end for callers that want a result, and
+feed the optional callbacks on the way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+from hermes_core.agent.budget import IterationBudget
+from hermes_core.agent.callbacks import AgentCallbacks
+from hermes_core.agent.config import AgentConfig, AgentRequest
+from hermes_core.agent.emitter import Deliver, Emitter
+from hermes_core.agent.loop import RunDriver
+from hermes_core.context.hooks import ContextHooks
+from hermes_core.errors import InvalidRequestError
+from hermes_core.events import (
+    AgentEvent,
+    CompressionPerformed,
+    ExitReason,
+    MessageAdded,
+    RunFinished,
+    RunStarted,
+)
+from hermes_core.memory_stores import InMemoryMemoryStore, InMemorySessionIndex, InMemoryTodoStore
+from hermes_core.messages import Message
+from hermes_core.providers.base import ModelRequest, Provider
+from hermes_core.providers.fallback import ChainTurn, FallbackChain
+from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
+from hermes_core.tools.agent_tools import memory_snapshot
+from hermes_core.tools.registry import ApprovalCallback, ToolRegistry
+from hermes_core.usage import Usage
+
+ClarifyCallback = Callable[[str, list[str]], Awaitable[str] | str]
+log = logging.getLogger(__name__)
+AGENT_LEVEL_TOOLS = frozenset({"todo", "memory", "session_search", "delegate_task", "clarify"})
+"""Names the loop reserves for its own tools; a client tool may not take them."""
+
+
+class Agent:
+    """An agent: a provider, tools, stores and settings. Runs one conversation turn at a time.
+
+    The system prompt (core instructions, the profile's instructions and the memory snapshot)
+    is built on the first run and then frozen for the agent's life — one agent is one session —
+    so the prompt prefix, and with it the provider's prompt cache, stays stable.
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        tools: ToolRegistry | None = None,
+        config: AgentConfig | None = None,
+        owner: str = "default",
+        memory_owner: str | None = None,
+        memory_store: MemoryStore | None = None,
+        todo_store: TodoStore | None = None,
+        session_search: SessionSearchStore | None = None,
+        approval_callback: ApprovalCallback | None = None,
+        clarify_callback: ClarifyCallback | None = None,
+        callbacks: AgentCallbacks | None = None,
+        context: ContextHooks | None = None,
+        budget: IterationBudget | None = None,
+        depth: int = 0,
+        system_prompt: str | None = None,
+        checkpoint: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.provider = provider
+        self.tools = tools if tools is not None else ToolRegistry()
+        self.config = config if config is not None else AgentConfig()
+        self.owner = owner
+        """Whose sessions ``session_search`` sees (an API key's principal)."""
+        self.memory_owner = memory_owner or owner
+        """Whose memory the agent reads and writes: the owner, or a scope within it."""
+        self.memory_store: MemoryStore = memory_store or InMemoryMemoryStore()
+        self.todo_store: TodoStore = todo_store or InMemoryTodoStore()
+        self.session_search: SessionSearchStore = session_search or InMemorySessionIndex()
+        self.approval_callback = approval_callback
+        self.clarify_callback = clarify_callback or (
+            callbacks.clarify_callback if callbacks is not None else None
+        )
+        self.callbacks = callbacks
+        self.context = context if context is not None else ContextHooks()
+        self.shared_budget = budget
+        """When set, every run draws from this pool (a sub-agent shares its parent's)."""
+        self.depth = depth
+        self.interrupt_event = asyncio.Event()
+        self.interrupt_reason: str | None = None
+        self.children: list[Agent] = []
+        """Sub-agents of the current run, interrupted together with it."""
+        self.checkpoint = checkpoint
+        """Awaited before tools run: a journal of ``MessageAdded`` events makes the tool-call
+        request durable there, so a crash never leaves a tool's effect without its cause."""
+        self._frozen_prompt: str | None = system_prompt
+        self._driver: RunDriver | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    # --- control ------------------------------------------------------------------------------
+
+    def interrupt(self, reason: str = "interrupted") -> None:
+        """Stop the current run soon; safe from any task or thread.
+
+        An in-flight model call is abandoned at once; running tools finish (cancellable ones
+        are cancelled); tools not yet started are answered as cancelled. An interrupt that
+        arrives between runs applies to the next one.
+        """
+        with self._lock:
+            self.interrupt_reason = reason
+            loop = self._loop
+        if loop is not None and loop.is_running():
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is loop:
+                self._interrupt_now()
+            else:
+                loop.call_soon_threadsafe(self._interrupt_now)
+        else:
+            self.interrupt_event.set()
+
+    def _interrupt_now(self) -> None:
+        self.interrupt_event.set()
+        if self._driver is not None:
+            self._driver.model_call.cancel()
+        for child in self.children:
+            child.interrupt(self.interrupt_reason or "parent interrupted")
+
+    # --- running ------------------------------------------------------------------------------
+
+    async def run(self, request: AgentRequest) -> AsyncIterator[AgentEvent]:
+        """Run one turn; yields every event, ending with exactly one ``RunFinished``.
+
+        The turn runs in a task of its own, so the consumer may take its time over each event.
+        """
+        self.check(request)
+        queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
+
+        async def turn() -> None:
+            try:
+                await self._execute(request, queue.put_nowait)
+            finally:
+                queue.put_nowait(None)
+
+        task = asyncio.create_task(turn())
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            await task  # a failure before the loop began (building the prompt) surfaces here
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    async def execute(self, request: AgentRequest, deliver: Deliver) -> None:
+        """Run one turn in the calling task, handing every event to ``deliver`` as it happens;
+        the last is exactly one ``RunFinished``.
+
+        The cheap form of :meth:`run` for a consumer that only records and counts events:
+        ``deliver`` is called synchronously from inside the loop, so it must not block.
+        """
+        self.check(request)
+        await self._execute(request, deliver)
+
+    async def _execute(self, request: AgentRequest, deliver: Deliver) -> None:
+        task_id = request.task_id or f"task_{secrets.token_hex(8)}"
+        run_id = request.run_id or f"run_{secrets.token_hex(8)}"
+        budget = self.shared_budget or IterationBudget(self.config.max_iterations)
+        tools = self._tools_for_run(
+            request, task_id=task_id, session_id=request.session_id or task_id, budget=budget
+        )
+        emitter = Emitter(run_id, deliver)
+        self._loop = asyncio.get_running_loop()
+        turn = self._begin_turn()
+        try:
+            emitter.emit(
+                RunStarted,
+                task_id=task_id,
+                model=turn.model,
+                provider=turn.name,
+                streamed=request.stream_model_replies,
+            )
+            system_prompt = await self._system_prompt(request.system_message)
+            driver = RunDriver(
+                self,
+                request,
+                provider=turn,
+                emitter=emitter,
+                task_id=task_id,
+                budget=budget,
+                tools=tools,
+                system_prompt=system_prompt,
+            )
+            self._driver = driver
+            try:
+                await driver.drive()
+            except Exception as exc:  # a bug of ours must still end the run honestly
+                log.exception("run %s: the agent loop failed", run_id)
+                driver.finish(ExitReason.FAILED, "", error=f"internal error: {type(exc).__name__}")
+        finally:
+            self._driver = None
+            self.children.clear()
+            if self.interrupt_event.is_set():  # honoured: the next run starts clean
+                self.interrupt_event.clear()
+                self.interrupt_reason = None
+
+    def _begin_turn(self) -> ChainTurn:
+        """Fallback is turn-scoped: every run starts again on the preferred provider."""
+        chain = self.provider
+        if not isinstance(chain, FallbackChain):
+            chain = FallbackChain([self.provider], retry=self.config.retry)
+        return chain.for_turn(adapt=self._adapt_request)
+
+    def _adapt_request(self, request: ModelRequest, provider: Provider) -> ModelRequest:
+        return self.context.mark_cache(request, provider=provider)
+
+    def _tools_for_run(
+        self, request: AgentRequest, *, task_id: str, session_id: str, budget: IterationBudget
+    ) -> ToolRegistry:
+        from hermes_core.agent.builtins import agent_level_tools
+
+        registry = ToolRegistry()
+        registry.pre_hooks = list(self.tools.pre_hooks)
+        registry.post_hooks = list(self.tools.post_hooks)
+        builtins = agent_level_tools(self, task_id=task_id, session_id=session_id, budget=budget)
+        for tool in builtins:
+            registry.register(tool)
+        for tool in self.tools.tools():
+            if tool.name not in registry:
+                registry.register(tool)
+        return registry
+
+    def check(self, request: AgentRequest) -> None:
+        """Raise :class:`InvalidRequestError` now if ``request`` cannot run as asked."""
+        taken = AGENT_LEVEL_TOOLS | set(self.tools.names)
+        for client_tool in request.client_tools:
+            if client_tool.name in taken:
+                raise InvalidRequestError(
+                    f"The client tool '{client_tool.name}' has the name of a server tool; "
+                    "rename it.",
+                    param="tools",
+                )
+
+    async def frozen_prompt(self) -> str:
+        """The agent's own system prompt — core and profile instructions and the memory
+        snapshot — built on first use and then fixed (a session stores it and passes it back
+        as ``system_prompt``, so memory writes show in the next session, not this one)."""
+        if self._frozen_prompt is None:
+            snapshot = await memory_snapshot(self.memory_store, self.memory_owner)
+            parts = [self.config.core_instructions, self.config.instructions, snapshot]
+            self._frozen_prompt = "\n\n".join(part.strip() for part in parts if part.strip())
+        return self._frozen_prompt
+
+    def freeze_prompt(self, prompt: str) -> None:
+        """Use ``prompt`` (a stored session's frozen prompt) instead of building one."""
+        self._frozen_prompt = prompt
+
+    async def _system_prompt(self, client_system: str | None) -> str:
+        frozen = await self.frozen_prompt()
+        if client_system and client_system.strip():
+            return f"{frozen}\n\n{client_system.strip()}"
+        return frozen
+
+    # --- convenience --------------------------------------------------------------------------
+
+    async def run_conversation(
+        self,
+        user_message: str | list[dict[str, Any]] | None,
+        system_message: str | None = None,
+        conversation_history: Sequence[Message] | None = None,
+        task_id: str | None = None,
+        **options: Any,
+    ) -> dict[str, Any]:
+        """Run one turn to its end and return the result as a dict.
+
+        Keys: ``final_response``, ``messages`` (the whole transcript, tool calls included),
+        ``exit_reason``, ``completed``, ``partial``, ``iterations``, ``model_calls``, ``usage``,
+        ``error``, ``task_id``, ``run_id``.
+        """
+        history = list(conversation_history or ())
+        request = AgentRequest(
+            user_message=user_message,
+            history=history,
+            system_message=system_message,
+            task_id=task_id,
+            **options,
+        )
+        transcript = list(history)
+        started: RunStarted | None = None
+        finished: RunFinished | None = None
+        async for event in self.run(request):
+            if self.callbacks is not None:
+                await self.callbacks.dispatch(event)
+            if isinstance(event, RunStarted):
+                started = event
+            elif isinstance(event, MessageAdded):
+                transcript.append(event.message)
+            elif isinstance(event, CompressionPerformed):
+                transcript = list(event.messages)  # the child session starts from here
+            elif isinstance(event, RunFinished):
+                finished = event
+        assert started is not None
+        assert finished is not None
+        return {
+            "final_response": finished.final_text,
+            "messages": transcript,
+            "exit_reason": finished.exit_reason.value,
+            "completed": finished.exit_reason is ExitReason.COMPLETED,
+            "partial": finished.partial,
+            "iterations": finished.iterations,
+            "model_calls": finished.model_calls,
+            "usage": usage_dict(finished.usage),
+            "calls": [
+                {"provider": c.provider, "model": c.model, "usage": usage_dict(c.usage)}
+                for c in finished.calls
+            ],
+            "error": finished.error,
+            "task_id": started.task_id,
+            "run_id": started.run_id,
+        }
+
+    async def chat(self, message: str) -> str:
+        """Send one message; return the final answer text."""
+        result = await self.run_conversation(message)
+        return str(result["final_response"])
+
+
+def usage_dict(usage: Usage) -> dict[str, int]:
+    return {
+        "input_tokens": usage.input_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+        "output_tokens": usage.output_tokens,
+        "reasoning_tokens": usage.reasoning_tokens,
+        "total_tokens": usage.total_tokens,
+    }
