@@ -7,8 +7,6 @@ one per event, so a log of them can be replayed from any point.
 
 Events of a sub-agent are not mixed into the parent's sequence: they arrive wrapped in a
 :class:`SubagentEvent`, which has its own place in the parent's sequence.
-
-Bump :data:`EVENT_SCHEMA_VERSION` whenever a field changes meaning or disappears.
 """
 
 from __future__ import annotations
@@ -19,8 +17,6 @@ from typing import Any, Literal
 
 from hermes_core.messages import Message, ToolCall
 from hermes_core.usage import Usage
-
-EVENT_SCHEMA_VERSION = 1
 
 
 class ExitReason(StrEnum):

@@ -12,10 +12,9 @@ from hermes_core.providers import create_provider
 from hermes_core.providers.fallback import FallbackChain
 from hermes_core.tools.registry import ToolRegistry
 from server.auth import KeyRing, Principal
-from server.config import SIMULATOR_PROVIDER, HermesConfig, Profile
+from server.config import SIMULATOR_PROVIDER, HermesConfig, ProfileConfig
 from server.runs.manager import RunManager
-from server.services import Profile as ServedProfile
-from server.services import Services
+from server.services import Profile, Services
 from server.sessions.service import SessionSettings
 from server.simulator import SimulatorServer, SimulatorState
 
@@ -58,7 +57,7 @@ def build_services(config: HermesConfig) -> Services:
     )
 
 
-def _profile(config: HermesConfig, profile: Profile) -> ServedProfile:
+def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
     retry = profile.retry.to_policy()
     chain = FallbackChain([create_provider(p) for p in config.chain(profile)], retry=retry)
     auxiliary = (
@@ -75,7 +74,7 @@ def _profile(config: HermesConfig, profile: Profile) -> ServedProfile:
             profile.id,
             ", ".join(profile.tools),
         )
-    return ServedProfile(
+    return Profile(
         id=profile.id,
         provider=chain,
         config=profile.agent_config(),

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from hermes_core.agent import Agent, AgentConfig, ContextHooks
-from hermes_core.memory_stores import InMemoryMemoryStore, InMemorySessionIndex, InMemoryTodoStore
+from hermes_core.memory_stores import InMemoryMemoryStore, InMemoryTodoStore
 from hermes_core.persistence import Store
 from hermes_core.providers.base import Provider
 from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
@@ -65,7 +65,8 @@ class Stores:
 
     memory: MemoryStore = field(default_factory=InMemoryMemoryStore)
     todos: TodoStore = field(default_factory=InMemoryTodoStore)
-    sessions: SessionSearchStore = field(default_factory=InMemorySessionIndex)
+    sessions: SessionSearchStore | None = None
+    """None until the SQL store is open: without a store there is no past to search."""
 
 
 @dataclass(slots=True, kw_only=True)

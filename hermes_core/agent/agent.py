@@ -10,6 +10,7 @@ feed the optional callbacks on the way.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import secrets
 import threading
@@ -17,6 +18,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from hermes_core.agent.budget import IterationBudget
+from hermes_core.agent.builtins import (
+    AGENT_LEVEL_TOOLS,
+    CHILD_EXCLUDED,
+    ClarifyCallback,
+    agent_level_tools,
+)
 from hermes_core.agent.callbacks import AgentCallbacks
 from hermes_core.agent.config import AgentConfig, AgentRequest
 from hermes_core.agent.emitter import Deliver, Emitter
@@ -31,7 +38,7 @@ from hermes_core.events import (
     RunFinished,
     RunStarted,
 )
-from hermes_core.memory_stores import InMemoryMemoryStore, InMemorySessionIndex, InMemoryTodoStore
+from hermes_core.memory_stores import InMemoryMemoryStore, InMemoryTodoStore
 from hermes_core.messages import Message
 from hermes_core.providers.base import ModelRequest, Provider
 from hermes_core.providers.fallback import ChainTurn, FallbackChain
@@ -40,10 +47,7 @@ from hermes_core.tools.agent_tools import memory_snapshot
 from hermes_core.tools.registry import ApprovalCallback, ToolRegistry
 from hermes_core.usage import Usage
 
-ClarifyCallback = Callable[[str, list[str]], Awaitable[str] | str]
 log = logging.getLogger(__name__)
-AGENT_LEVEL_TOOLS = frozenset({"todo", "memory", "session_search", "delegate_task", "clarify"})
-"""Names the loop reserves for its own tools; a client tool may not take them."""
 
 
 class Agent:
@@ -83,7 +87,8 @@ class Agent:
         """Whose memory the agent reads and writes: the owner, or a scope within it."""
         self.memory_store: MemoryStore = memory_store or InMemoryMemoryStore()
         self.todo_store: TodoStore = todo_store or InMemoryTodoStore()
-        self.session_search: SessionSearchStore = session_search or InMemorySessionIndex()
+        self.session_search = session_search
+        """Past sessions ``session_search`` looks through; without one the tool is not offered."""
         self.approval_callback = approval_callback
         self.clarify_callback = clarify_callback or (
             callbacks.clarify_callback if callbacks is not None else None
@@ -135,6 +140,27 @@ class Agent:
             self._driver.model_call.cancel()
         for child in self.children:
             child.interrupt(self.interrupt_reason or "parent interrupted")
+
+    def spawn_child(self, budget: IterationBudget) -> Agent:
+        """A sub-agent for ``delegate_task``: this agent's provider and tools, less those a
+        child never gets (it cannot delegate, ask the user or edit memory), drawing on
+        ``budget``, and interrupted together with this agent."""
+        child = Agent(
+            self.provider,
+            tools=self.tools.without(*CHILD_EXCLUDED),
+            config=dataclasses.replace(self.config, instructions=""),
+            owner=self.owner,
+            todo_store=InMemoryTodoStore(),
+            session_search=self.session_search,
+            approval_callback=self.approval_callback,
+            context=self.context,
+            budget=budget,
+            depth=self.depth + 1,
+        )
+        self.children.append(child)
+        if self.interrupt_event.is_set():
+            child.interrupt(self.interrupt_reason or "parent interrupted")
+        return child
 
     # --- running ------------------------------------------------------------------------------
 
@@ -227,8 +253,6 @@ class Agent:
     def _tools_for_run(
         self, request: AgentRequest, *, task_id: str, session_id: str, budget: IterationBudget
     ) -> ToolRegistry:
-        from hermes_core.agent.builtins import agent_level_tools
-
         registry = ToolRegistry()
         registry.pre_hooks = list(self.tools.pre_hooks)
         registry.post_hooks = list(self.tools.post_hooks)

@@ -1,25 +1,71 @@
 """The agent-level tools a run offers besides the registry's: todo, memory, session_search,
 delegate_task and clarify. They are built per run because they close over the run's identity,
 stores and budget.
+
+This module does not import :class:`~hermes_core.agent.agent.Agent`: it sees the agent through
+:class:`ToolOwner`, and a sub-agent is made by the agent's own ``spawn_child``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import inspect
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol
 
 from hermes_core.agent.budget import IterationBudget
-from hermes_core.agent.config import AgentRequest
-from hermes_core.events import RunFinished, SubagentEvent
-from hermes_core.memory_stores import InMemoryTodoStore
+from hermes_core.agent.config import AgentConfig, AgentRequest
+from hermes_core.events import AgentEvent, RunFinished, SubagentEvent
+from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
 from hermes_core.tools.agent_tools import memory_tool, session_search_tool, todo_tool
 from hermes_core.tools.registry import Tool, ToolContext
 
-if TYPE_CHECKING:
-    from hermes_core.agent.agent import Agent
+AGENT_LEVEL_TOOLS = frozenset({"todo", "memory", "session_search", "delegate_task", "clarify"})
+"""Names the loop reserves for its own tools; a client tool may not take them."""
+HOUSEKEEPING_TOOLS = frozenset({"todo", "memory"})
+"""Tools whose calls are bookkeeping: text the model wrote beside them may be its answer."""
+ALWAYS_ON_TOOLS = ("todo", "memory", "session_search", "delegate_task")
+"""The agent-level tools every profile has (``clarify`` needs a callback to answer it)."""
+ClarifyCallback = Callable[[str, list[str]], Awaitable[str] | str]
+
+
+class SubAgent(Protocol):
+    """What the delegate tool does with a child agent."""
+
+    def run(self, request: AgentRequest) -> AsyncIterator[AgentEvent]: ...
+
+    def interrupt(self, reason: str = ...) -> None: ...
+
+
+class ToolOwner(Protocol):
+    """What the agent-level tools need of the agent that offers them."""
+
+    @property
+    def owner(self) -> str: ...
+    @property
+    def memory_owner(self) -> str: ...
+    @property
+    def depth(self) -> int: ...
+    @property
+    def config(self) -> AgentConfig: ...
+    @property
+    def memory_store(self) -> MemoryStore: ...
+    @property
+    def todo_store(self) -> TodoStore: ...
+    @property
+    def session_search(self) -> SessionSearchStore | None: ...
+    @property
+    def clarify_callback(self) -> ClarifyCallback | None: ...
+    @property
+    def interrupt_reason(self) -> str | None: ...
+    @property
+    def interrupt_event(self) -> asyncio.Event: ...
+
+    def spawn_child(self, budget: IterationBudget) -> SubAgent:
+        """A sub-agent drawing on ``budget``, interrupted together with this agent."""
+        ...
+
 
 # Tools a sub-agent never gets: it cannot spawn further agents, ask the user, or edit memory.
 CHILD_EXCLUDED = ("delegate_task", "clarify", "memory")
@@ -60,12 +106,11 @@ _CLARIFY_SCHEMA: dict[str, Any] = {
 
 
 def agent_level_tools(
-    agent: Agent, *, task_id: str, session_id: str, budget: IterationBudget
+    agent: ToolOwner, *, task_id: str, session_id: str, budget: IterationBudget
 ) -> list[Tool]:
-    tools = [
-        todo_tool(agent.todo_store, session_id),
-        session_search_tool(agent.session_search, agent.owner, session_id=session_id),
-    ]
+    tools = [todo_tool(agent.todo_store, session_id)]
+    if agent.session_search is not None:
+        tools.append(session_search_tool(agent.session_search, agent.owner, session_id=session_id))
     if agent.depth == 0:
         tools.append(
             memory_tool(
@@ -81,7 +126,7 @@ def agent_level_tools(
     return tools
 
 
-def _delegate_tool(parent: Agent, budget: IterationBudget) -> Tool:
+def _delegate_tool(parent: ToolOwner, budget: IterationBudget) -> Tool:
     limit = parent.config.max_delegate_children
 
     async def delegate(arguments: dict[str, Any], ctx: ToolContext) -> str:
@@ -95,29 +140,9 @@ def _delegate_tool(parent: Agent, budget: IterationBudget) -> Tool:
             return "Error: give a non-empty 'goal' (or 'tasks', each with a 'goal')."
         if len(tasks) > limit:
             return f"Error: at most {limit} tasks at once; you gave {len(tasks)}."
-        from hermes_core.agent.agent import Agent
+        children = [parent.spawn_child(budget) for _ in tasks]  # children share the pool
 
-        children = [
-            Agent(
-                parent.provider,
-                tools=parent.tools.without(*CHILD_EXCLUDED),
-                config=dataclasses.replace(parent.config, instructions=""),
-                owner=parent.owner,
-                todo_store=InMemoryTodoStore(),
-                session_search=parent.session_search,
-                approval_callback=parent.approval_callback,
-                context=parent.context,
-                budget=budget,  # children draw from the parent's pool
-                depth=parent.depth + 1,
-            )
-            for _ in tasks
-        ]
-        parent.children.extend(children)
-        if parent.interrupt_event.is_set():
-            for child in children:
-                child.interrupt(parent.interrupt_reason or "parent interrupted")
-
-        async def run_child(index: int, child: Agent, task: dict[str, Any]) -> dict[str, Any]:
+        async def run_child(index: int, child: SubAgent, task: dict[str, Any]) -> dict[str, Any]:
             prompt = task["goal"].strip()
             if isinstance(task.get("context"), str) and task["context"].strip():
                 prompt += f"\n\nContext:\n{task['context'].strip()}"
@@ -158,7 +183,7 @@ def _delegate_tool(parent: Agent, budget: IterationBudget) -> Tool:
     )
 
 
-def _clarify_tool(agent: Agent) -> Tool:
+def _clarify_tool(agent: ToolOwner) -> Tool:
     async def clarify(arguments: dict[str, Any], ctx: ToolContext) -> str:
         question = arguments.get("question")
         if not isinstance(question, str) or not question.strip():

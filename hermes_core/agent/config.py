@@ -40,11 +40,6 @@ class AgentConfig:
     max_tokens: int | None = None
     temperature: float | None = None
     reasoning_effort: str | None = None
-    parallel_tool_calls: bool | None = None
-    """Passed to the model (None: the provider's default)."""
-    max_tool_calls: int | None = None
-    """Server tool calls this run may make. Calls beyond it are answered with an error, and
-    once it is used up the model is asked to answer without tools."""
     memory_char_limit: int = 2200
     user_profile_char_limit: int = 1375
 

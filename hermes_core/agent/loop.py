@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from hermes_core.agent.arguments import parse_arguments
 from hermes_core.agent.budget import IterationBudget
+from hermes_core.agent.builtins import HOUSEKEEPING_TOOLS
 from hermes_core.agent.config import AgentRequest
 from hermes_core.agent.emitter import Emitter
 from hermes_core.agent.model_call import CallOutcome, InterruptibleCall
@@ -39,7 +40,6 @@ from hermes_core.usage import Usage
 if TYPE_CHECKING:
     from hermes_core.agent.agent import Agent
 
-HOUSEKEEPING_TOOLS = frozenset({"todo", "memory"})
 EMPTY_NUDGE = (
     "You just executed tool calls but returned an empty response. Please process the tool "
     "results above and continue with the task."

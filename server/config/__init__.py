@@ -4,25 +4,23 @@ environment variables, validated into one :class:`HermesConfig` (see docs/config
 from server.config.describe import config_warnings, describe, mask_secret
 from server.config.loader import CONFIG_ENV, ConfigError, load_config
 from server.config.schema import (
-    ALWAYS_ON_TOOLS,
     DEFAULT_PROFILE_ID,
     SIMULATOR_PROVIDER,
     ApiKey,
     HermesConfig,
-    Profile,
+    ProfileConfig,
     RetrySettings,
     ServerConfig,
 )
 
 __all__ = [
-    "ALWAYS_ON_TOOLS",
     "CONFIG_ENV",
     "DEFAULT_PROFILE_ID",
     "SIMULATOR_PROVIDER",
     "ApiKey",
     "ConfigError",
     "HermesConfig",
-    "Profile",
+    "ProfileConfig",
     "RetrySettings",
     "ServerConfig",
     "config_warnings",

@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from hermes_core.providers.config import ProviderConfig
-from server.config.schema import SIMULATOR_PROVIDER, HermesConfig, Profile, ServerConfig
+from server.config.schema import SIMULATOR_PROVIDER, HermesConfig, ProfileConfig, ServerConfig
 
 _LABEL_WIDTH = 20
 _SECRET_QUERY_HINTS = ("pass", "key", "token", "secret", "auth")
@@ -144,7 +144,7 @@ def key_source(provider: ProviderConfig) -> str:
     return ", else ".join(sources) if sources else "none"
 
 
-def _profile_lines(profile: Profile) -> list[str]:
+def _profile_lines(profile: ProfileConfig) -> list[str]:
     auxiliary = " → ".join(profile.auxiliary_providers) or "(the main chain)"
     retry = profile.retry
     return [

@@ -17,6 +17,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from hermes_core.agent.budget import DEFAULT_MAX_ITERATIONS
+from hermes_core.agent.builtins import ALWAYS_ON_TOOLS
 from hermes_core.agent.config import AgentConfig
 from hermes_core.providers.config import ProviderConfig
 from hermes_core.providers.retry import RetryPolicy
@@ -29,9 +30,6 @@ SIMULATOR_PROVIDER = "simulator"
 when its ``base_url`` is not given."""
 SIMULATOR_MODEL = "hermes-simulator"
 
-ALWAYS_ON_TOOLS = ("todo", "memory", "session_search", "delegate_task")
-"""Agent-level tools every profile has; ``tools`` lists the others, which are off unless named
-(so a dangerous tool can never be on by default)."""
 
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$"
 _TOOL_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"  # the function-name rule of the OpenAI and Anthropic APIs
@@ -160,7 +158,7 @@ class RetrySettings(_Model):
         )
 
 
-class Profile(_Model):
+class ProfileConfig(_Model):
     """One agent offered to clients as a model in ``GET /v1/models``."""
 
     id: str = Field(pattern=_NAME_PATTERN)
@@ -174,7 +172,8 @@ class Profile(_Model):
     instructions: str = ""
     """The profile's own instructions, layered after the core agent instructions."""
     tools: list[str] = Field(default_factory=list)
-    """Tools enabled besides the always-on agent-level ones."""
+    """Tools enabled besides the always-on agent-level ones (``ALWAYS_ON_TOOLS``); the others
+    are off unless named, so a dangerous tool can never be on by default."""
     max_iterations: int = Field(default=DEFAULT_MAX_ITERATIONS, ge=1, le=10_000)
     """Model calls per run, sub-agents included: the run's budget."""
     max_tokens: int | None = Field(default=None, ge=1)
@@ -217,7 +216,7 @@ class HermesConfig(_Model):
 
     server: ServerConfig = Field(default_factory=ServerConfig)
     providers: list[ProviderConfig] = Field(min_length=1)
-    profiles: list[Profile] = Field(min_length=1)
+    profiles: list[ProfileConfig] = Field(min_length=1)
 
     @property
     def uses_simulator(self) -> bool:
@@ -234,10 +233,10 @@ class HermesConfig(_Model):
                 return provider
         raise KeyError(name)
 
-    def profile(self, model_id: str) -> Profile | None:
+    def profile(self, model_id: str) -> ProfileConfig | None:
         return next((p for p in self.profiles if p.id == model_id), None)
 
-    def chain(self, profile: Profile, *, auxiliary: bool = False) -> list[ProviderConfig]:
+    def chain(self, profile: ProfileConfig, *, auxiliary: bool = False) -> list[ProviderConfig]:
         """The provider configurations of ``profile``'s main (or auxiliary) fallback chain."""
         names = profile.auxiliary_chain if auxiliary else profile.providers
         return [self.provider(name) for name in names]

@@ -26,7 +26,7 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from hermes_core.agent.agent import AGENT_LEVEL_TOOLS
+from hermes_core.agent.builtins import AGENT_LEVEL_TOOLS
 from hermes_core.errors import ErrorKind
 from hermes_core.events import (
     AgentEvent,

@@ -32,7 +32,6 @@ class RunStatus(StrEnum):
     STOPPING = "stopping"
     COMPLETED = "completed"
     INCOMPLETE = "incomplete"
-    CANCELLED = "cancelled"
     FAILED = "failed"
     INTERRUPTED = "interrupted"
 

@@ -49,10 +49,6 @@ class SessionJournal:
         if tracked is not None and tracked.lock is not None:
             self.store.sessions.unlock(*tracked.lock, run_id)
 
-    def session_of(self, run_id: str) -> str | None:
-        tracked = self._runs.get(run_id)
-        return tracked.session_id if tracked is not None else None
-
     def __call__(self, run: Run, event: AgentEvent) -> None:
         tracked = self._runs.get(run.id)
         if isinstance(event, MessageAdded):

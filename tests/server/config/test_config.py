@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from hermes_core.agent.builtins import ALWAYS_ON_TOOLS
 from server.bootstrap import build_services
 from server.config import (
-    ALWAYS_ON_TOOLS,
     SIMULATOR_PROVIDER,
     ConfigError,
     HermesConfig,
