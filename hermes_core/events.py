@@ -1,9 +1,15 @@
 """The event contract: everything a run says, as a closed union of typed events.
 
-The agent loop is an async generator of these events; every consumer (HTTP views, metrics,
-the transcript writer, the callback adapter) is a view of that stream and matches on ``kind``
-exhaustively. Each event carries its run's id and a per-run sequence number that increases by
-one per event, so a log of them can be replayed from any point.
+The agent loop is a stream of these events; every consumer (HTTP views, metrics, the transcript
+writer, the callback adapter) is a view of that stream and matches on the event exhaustively.
+Events carry facts, never sentences to parse: how a run was interrupted, how a tool call ended,
+whether a model call was the grace call, which session the run ended in. Human-readable text
+(progress lines, status messages) is the views' job.
+
+Each event carries its run's id and a per-run sequence number that increases by one per event,
+so a log of them can be replayed from any point. Both are stamped in one place, the loop's
+``Emitter``, which is why they are the two positional fields every event starts with: the
+emitter's ``emit(EventClass, **fields)`` is type-checked against the class's own fields.
 
 Events of a sub-agent are not mixed into the parent's sequence: they arrive wrapped in a
 :class:`SubagentEvent`, which has its own place in the parent's sequence.
@@ -11,9 +17,10 @@ Events of a sub-agent are not mixed into the parent's sequence: they arrive wrap
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Concatenate, Literal, ParamSpec, Protocol, TypeVar
 
 from hermes_core.messages import Message, ToolCall
 from hermes_core.usage import Usage
@@ -36,6 +43,47 @@ class ExitReason(StrEnum):
     """The model called tools the client declared; the client must run them and continue."""
 
 
+class InterruptSource(StrEnum):
+    """Who interrupted a run (``Agent.interrupt(source=...)``)."""
+
+    STOP_API = "stop_api"
+    """A stop request for the run (``POST /v1/runs/{id}/stop``)."""
+    CANCEL_API = "cancel_api"
+    """A cancel request for the response the run serves (``POST /v1/responses/{id}/cancel``)."""
+    DELETE_API = "delete_api"
+    """The response the run serves was deleted while it ran."""
+    CLIENT_DISCONNECT = "client_disconnect"
+    """The client following the run went away (Open WebUI's stop button)."""
+    SHUTDOWN = "shutdown"
+    """The server is shutting down."""
+    PARENT = "parent"
+    """The run is a sub-agent's, and its parent was interrupted."""
+    OTHER = "other"
+    """Anything else: a library caller's own ``interrupt()``."""
+
+
+class ToolOutcome(StrEnum):
+    """How one tool call ended."""
+
+    SUCCESS = "success"
+    ERROR = "error"
+    """The tool raised; its error is the result."""
+    NOT_FOUND = "not_found"
+    """The model called a tool that does not exist."""
+    INVALID_ARGUMENTS = "invalid_arguments"
+    """The arguments did not parse or did not fit the tool's schema."""
+    DENIED = "denied"
+    """An approval was asked for and refused (or no approver was there to ask)."""
+    BLOCKED = "blocked"
+    """A pre-tool hook refused the call."""
+    TIMEOUT = "timeout"
+    """The tool outran its own time limit."""
+    CANCELLED = "cancelled"
+    """The run was interrupted before or while the tool ran."""
+    LIMIT = "limit"
+    """The request's ``max_tool_calls`` was used up."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallRecord:
     """One model call of a run: who served it and what it cost."""
@@ -45,7 +93,7 @@ class CallRecord:
     usage: Usage
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class _Event:
     run_id: str
     """The run this event belongs to."""
@@ -53,26 +101,114 @@ class _Event:
     """Position in the run's event sequence: 0, 1, 2, ... without gaps."""
 
 
+# --- the run's lifecycle ----------------------------------------------------------------------
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunStarted(_Event):
     kind: Literal["run_started"] = "run_started"
     task_id: str
     """The caller's task id (generated when not given); stable across a session's runs."""
+    session_id: str | None = None
+    """The session the run continues, when the caller named one."""
     model: str
     """The model the first call goes to."""
     provider: str
     """The provider the first call goes to."""
+    budget: int
+    """Model calls the run may make (its iteration budget; a sub-agent's is shared)."""
     streamed: bool = True
     """The model's replies are streamed as they are generated. False (nobody watches, e.g. a
     non-streaming client): each reply's text may arrive in one delta once it is complete."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StatusChanged(_Event):
-    kind: Literal["status"] = "status"
-    status: Literal["thinking", "calling_model", "running_tools", "retrying", "finishing"]
-    message: str = ""
-    """A short human-readable line, e.g. "Running 3 tools"."""
+class BudgetWarning(_Event):
+    kind: Literal["budget_warning"] = "budget_warning"
+    tier: Literal["caution", "warning"]
+    used: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompressionPerformed(_Event):
+    kind: Literal["compression"] = "compression"
+    tokens_before: int
+    """Estimated prompt tokens of the transcript before compression."""
+    tokens_after: int
+    messages_before: int
+    messages_after: int
+    session_id: str
+    """The child session that continues the conversation from here."""
+    parent_session_id: str
+    """The session that was compressed (the lineage)."""
+    messages: list[Message]
+    """The compressed transcript the child session starts from."""
+    summarised: bool
+    """False when only old tool outputs were pruned (no summary was written)."""
+    summariser_call: CallRecord | None = None
+    """The model call that wrote the summary, when one answered (its usage is the run's)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageAdded(_Event):
+    kind: Literal["message_added"] = "message_added"
+    index: int
+    """Position of the message in the run's transcript (which is its session's)."""
+    message: Message
+    """Appended to the transcript; persist it now (an assistant tool-call message arrives
+    before its tools run)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished(_Event):
+    kind: Literal["run_finished"] = "run_finished"
+    exit_reason: ExitReason
+    final_text: str
+    """The final answer; on an interrupt, whatever text was streamed before it."""
+    partial: bool = False
+    """True when ``final_text`` is an unfinished answer (interrupted mid-stream)."""
+    iterations: int
+    usage: Usage
+    """Summed over every model call of the run (a compression's summariser included)."""
+    model_calls: int
+    error: str | None = None
+    """What went wrong, naming the upstream failure, when the run did not complete."""
+    interrupt_source: InterruptSource | None = None
+    """Who interrupted the run; set exactly when ``exit_reason`` is ``interrupted``."""
+    session_id: str | None = None
+    """The session the run ended in: the one it started in, or the child a compression
+    moved it to. None when the caller named no session."""
+    transcript_length: int = 0
+    """Messages in the run's transcript (its session's) when it ended."""
+    calls: list[CallRecord] = field(default_factory=list)
+    """Every model call, in order: the provider and model that served it and its usage."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentEvent(_Event):
+    kind: Literal["subagent"] = "subagent"
+    call_id: str
+    """The ``delegate_task`` call that spawned the child."""
+    child_index: int
+    """Which of the call's tasks (0-based)."""
+    event: AgentEvent
+    """The child's own event, with the child's run id and sequence number."""
+
+
+# --- model calls ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCallStarted(_Event):
+    kind: Literal["model_call_started"] = "model_call_started"
+    iteration: int
+    """The budgeted model call this is (1-based; an invalid-JSON retry repeats a number)."""
+    provider: str
+    """The provider the call goes to first (a fallback may move it: ``FallbackActivated``)."""
+    model: str
+    grace: bool = False
+    """The tool-less last call made after the budget ran out, to get a final answer."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,6 +239,42 @@ class ToolCallGenerating(_Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RetryScheduled(_Event):
+    kind: Literal["retry"] = "retry"
+    provider: str
+    attempt: int
+    """The attempt that failed (1 for the first call)."""
+    delay_s: float
+    """How long the run waits before calling again (interruptible)."""
+    reason: str
+    """The failure's classification (an ``ErrorKind`` value: ``rate_limit``, ...)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FallbackActivated(_Event):
+    kind: Literal["fallback"] = "fallback"
+    from_provider: str
+    to_provider: str
+    reason: str
+    """The failure classification that caused the switch (an ``ErrorKind`` value)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepFinished(_Event):
+    kind: Literal["step_finished"] = "step_finished"
+    iteration: int
+    """1-based count of model calls that consumed the budget so far."""
+    usage: Usage
+    """This model call's usage."""
+    provider: str
+    model: str
+    finish_reason: str
+
+
+# --- tools ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolStarted(_Event):
     kind: Literal["tool_started"] = "tool_started"
     call_id: str
@@ -118,13 +290,16 @@ class ToolFinished(_Event):
     kind: Literal["tool_finished"] = "tool_finished"
     call_id: str
     name: str
-    ok: bool
-    """False when the tool raised, timed out, was denied, cancelled or did not exist."""
+    outcome: ToolOutcome
     duration_s: float
     result_preview: str
     """The start of the result (at most a few hundred characters)."""
     error: str | None = None
-    """Why the call failed, when it did."""
+    """Why the call failed, in words for the model and for people, when it did."""
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is ToolOutcome.SUCCESS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,127 +319,53 @@ class ApprovalResolved(_Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class BudgetWarning(_Event):
-    kind: Literal["budget_warning"] = "budget_warning"
-    tier: Literal["caution", "warning"]
-    used: int
-    total: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RetryScheduled(_Event):
-    kind: Literal["retry"] = "retry"
-    provider: str
-    attempt: int
-    """The attempt that failed (1 for the first call)."""
-    delay_s: float
-    """How long the run waits before calling again (interruptible)."""
-    reason: str
-    """The failure's classification (``rate_limit``, ``server_error``, ...)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FallbackActivated(_Event):
-    kind: Literal["fallback"] = "fallback"
-    from_provider: str
-    to_provider: str
-    reason: str
-    """The failure classification that caused the switch (``rate_limit``, ``auth``, ...)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CompressionPerformed(_Event):
-    kind: Literal["compression"] = "compression"
-    tokens_before: int
-    """Estimated prompt tokens of the transcript before compression."""
-    tokens_after: int
-    messages_before: int
-    messages_after: int
-    session_id: str
-    """The child session that continues the conversation from here."""
-    parent_session_id: str
-    """The session that was compressed (the lineage)."""
-    messages: list[Message]
-    """The compressed transcript the child session starts from."""
-    summarised: bool
-    """False when only old tool outputs were pruned (no summary was written)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MessageAdded(_Event):
-    kind: Literal["message_added"] = "message_added"
-    index: int
-    """Position of the message in the run's transcript."""
-    message: Message
-    """Appended to the transcript; persist it now (an assistant tool-call message arrives
-    before its tools run)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StepFinished(_Event):
-    kind: Literal["step_finished"] = "step_finished"
-    iteration: int
-    """1-based count of model calls that consumed the budget so far."""
-    usage: Usage
-    """This model call's usage."""
-    provider: str
-    model: str
-    finish_reason: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ClientToolCallsPending(_Event):
     kind: Literal["client_tool_calls"] = "client_tool_calls"
     tool_calls: list[ToolCall]
     """Calls of tools the client declared; the run ends awaiting their results."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunFinished(_Event):
-    kind: Literal["run_finished"] = "run_finished"
-    exit_reason: ExitReason
-    final_text: str
-    """The final answer; on an interrupt, whatever text was streamed before it."""
-    partial: bool = False
-    """True when ``final_text`` is an unfinished answer (interrupted mid-stream)."""
-    iterations: int
-    usage: Usage
-    """Summed over every model call of the run."""
-    model_calls: int
-    error: str | None = None
-    """What went wrong, naming the upstream failure, when the run did not complete."""
-    calls: list[CallRecord] = field(default_factory=list)
-    """Every model call, in order: the provider and model that served it and its usage."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SubagentEvent(_Event):
-    kind: Literal["subagent"] = "subagent"
-    call_id: str
-    """The ``delegate_task`` call that spawned the child."""
-    child_index: int
-    """Which of the call's tasks (0-based)."""
-    event: AgentEvent
-    """The child's own event, with the child's run id and sequence number."""
-
-
-AgentEvent = (
-    RunStarted
-    | StatusChanged
+RunLifecycleEvent = (
+    RunStarted | BudgetWarning | CompressionPerformed | MessageAdded | RunFinished | SubagentEvent
+)
+ModelCallEvent = (
+    ModelCallStarted
     | ReasoningDelta
     | TextDelta
     | ToolCallGenerating
-    | ToolStarted
-    | ToolFinished
-    | ApprovalRequested
-    | ApprovalResolved
-    | BudgetWarning
     | RetryScheduled
     | FallbackActivated
-    | CompressionPerformed
-    | MessageAdded
     | StepFinished
-    | ClientToolCallsPending
-    | RunFinished
-    | SubagentEvent
 )
+ToolEvent = (
+    ToolStarted | ToolFinished | ApprovalRequested | ApprovalResolved | ClientToolCallsPending
+)
+AgentEvent = RunLifecycleEvent | ModelCallEvent | ToolEvent
+"""Every event a run says. Consumers ``match`` on it and end in ``assert_never``."""
+
+
+P = ParamSpec("P")
+E = TypeVar("E", bound=AgentEvent)
+
+
+class Emit(Protocol):
+    """``emit(EventClass, **fields)``: make the next event of a run and deliver it.
+
+    Typed against the event class: every event starts with the positional ``run_id`` and
+    ``seq`` that the emitter stamps, so the rest of the signature is the class's own fields,
+    and a misspelt or mistyped field is a type error at the call."""
+
+    def __call__(
+        self,
+        event_class: Callable[Concatenate[str, int, P], E],
+        /,
+        *args: P.args,
+        **fields: P.kwargs,
+    ) -> E: ...
+
+
+def emit_nowhere(
+    event_class: Callable[Concatenate[str, int, P], E], /, *args: P.args, **fields: P.kwargs
+) -> E:
+    """An :class:`Emit` for code running outside any run: the event is made and dropped."""
+    return event_class("", -1, *args, **fields)

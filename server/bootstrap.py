@@ -77,6 +77,7 @@ def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
     return Profile(
         id=profile.id,
         provider=chain,
+        auxiliary=auxiliary if auxiliary is not chain else None,
         config=profile.agent_config(),
         tools=ToolRegistry(),
         context=CachingContext(

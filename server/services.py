@@ -12,6 +12,7 @@ from hermes_core.agent import Agent, AgentConfig, ContextHooks
 from hermes_core.memory_stores import InMemoryMemoryStore, InMemoryTodoStore
 from hermes_core.persistence import Store
 from hermes_core.providers.base import Provider
+from hermes_core.providers.fallback import FallbackChain
 from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
 from hermes_core.tools.registry import ToolRegistry
 from server.auth import KeyRing
@@ -29,12 +30,29 @@ class Profile:
     id: str
     provider: Provider
     """Usually a FallbackChain; any Provider works."""
+    auxiliary: Provider | None = None
+    """The chain for side work such as summarising (context compression, ``/compact``);
+    None uses ``provider``."""
     config: AgentConfig = field(default_factory=AgentConfig)
     tools: ToolRegistry = field(default_factory=ToolRegistry)
     context: ContextHooks = field(default_factory=ContextHooks)
     openwebui: bool = False
     """Always use Open WebUI's extras, even without X-OpenWebUI-* headers."""
     description: str = ""
+    provider_models: dict[str, str] = field(init=False)
+    """Configured name → model of every provider this profile's runs may call."""
+
+    @property
+    def summariser(self) -> Provider:
+        return self.auxiliary if self.auxiliary is not None else self.provider
+
+    def __post_init__(self) -> None:
+        chains = [self.provider] if self.auxiliary is None else [self.provider, self.auxiliary]
+        self.provider_models = {
+            member.name: member.model
+            for chain in chains
+            for member in (chain.providers if isinstance(chain, FallbackChain) else [chain])
+        }
 
     def new_agent(
         self,
@@ -134,9 +152,10 @@ class Services:
             await self.store.close()
         closed: set[int] = set()
         for profile in self.profiles:
-            if id(profile.provider) not in closed:
-                closed.add(id(profile.provider))
-                await profile.provider.aclose()
+            for provider in (profile.provider, profile.auxiliary):
+                if provider is not None and id(provider) not in closed:
+                    closed.add(id(provider))
+                    await provider.aclose()
 
 
 PRUNE_SECONDS = 600.0

@@ -34,6 +34,7 @@ from hermes_core.events import (
     AgentEvent,
     CompressionPerformed,
     ExitReason,
+    InterruptSource,
     MessageAdded,
     RunFinished,
     RunStarted,
@@ -48,6 +49,7 @@ from hermes_core.tools.registry import ApprovalCallback, ToolRegistry
 from hermes_core.usage import Usage
 
 log = logging.getLogger(__name__)
+PARENT = InterruptSource.PARENT
 
 
 class Agent:
@@ -100,6 +102,7 @@ class Agent:
         self.depth = depth
         self.interrupt_event = asyncio.Event()
         self.interrupt_reason: str | None = None
+        self.interrupt_source: InterruptSource | None = None
         self.children: list[Agent] = []
         """Sub-agents of the current run, interrupted together with it."""
         self.checkpoint = checkpoint
@@ -112,15 +115,19 @@ class Agent:
 
     # --- control ------------------------------------------------------------------------------
 
-    def interrupt(self, reason: str = "interrupted") -> None:
+    def interrupt(
+        self, reason: str = "interrupted", *, source: InterruptSource = InterruptSource.OTHER
+    ) -> None:
         """Stop the current run soon; safe from any task or thread.
 
         An in-flight model call is abandoned at once; running tools finish (cancellable ones
         are cancelled); tools not yet started are answered as cancelled. An interrupt that
-        arrives between runs applies to the next one.
+        arrives between runs applies to the next one. ``reason`` is for people (the run's
+        error says it); ``source`` is the fact its ending records.
         """
         with self._lock:
             self.interrupt_reason = reason
+            self.interrupt_source = source
             loop = self._loop
         if loop is not None and loop.is_running():
             try:
@@ -139,7 +146,7 @@ class Agent:
         if self._driver is not None:
             self._driver.model_call.cancel()
         for child in self.children:
-            child.interrupt(self.interrupt_reason or "parent interrupted")
+            child.interrupt(self.interrupt_reason or "parent interrupted", source=PARENT)
 
     def spawn_child(self, budget: IterationBudget) -> Agent:
         """A sub-agent for ``delegate_task``: this agent's provider and tools, less those a
@@ -159,7 +166,7 @@ class Agent:
         )
         self.children.append(child)
         if self.interrupt_event.is_set():
-            child.interrupt(self.interrupt_reason or "parent interrupted")
+            child.interrupt(self.interrupt_reason or "parent interrupted", source=PARENT)
         return child
 
     # --- running ------------------------------------------------------------------------------
@@ -212,8 +219,10 @@ class Agent:
             emitter.emit(
                 RunStarted,
                 task_id=task_id,
+                session_id=request.session_id,
                 model=turn.model,
                 provider=turn.name,
+                budget=budget.max_total,
                 streamed=request.stream_model_replies,
             )
             system_prompt = await self._system_prompt(request.system_message)
@@ -239,6 +248,7 @@ class Agent:
             if self.interrupt_event.is_set():  # honoured: the next run starts clean
                 self.interrupt_event.clear()
                 self.interrupt_reason = None
+                self.interrupt_source = None
 
     def _begin_turn(self) -> ChainTurn:
         """Fallback is turn-scoped: every run starts again on the preferred provider."""

@@ -24,11 +24,11 @@ from hermes_core.events import (
     CompressionPerformed,
     FallbackActivated,
     MessageAdded,
+    ModelCallStarted,
     ReasoningDelta,
     RetryScheduled,
     RunFinished,
     RunStarted,
-    StatusChanged,
     StepFinished,
     SubagentEvent,
     TextDelta,
@@ -47,7 +47,8 @@ class AgentCallbacks:
     tool_progress_callback: Callback | None = None
     """``(phase, tool_name, detail)``; phase is ``started`` or ``finished``; detail is a dict."""
     thinking_callback: Callback | None = None
-    """``(message)``: what the agent is doing now ("calling the model", "running 2 tools")."""
+    """``(message)``: what the agent is doing now, e.g. "Calling gpt-4.1" before each model
+    call, or "Budget exhausted: asking gpt-4.1 for a final answer" before the grace call."""
     reasoning_callback: Callback | None = None
     """``(text)``: a piece of the model's reasoning."""
     clarify_callback: Callback | None = None
@@ -82,13 +83,14 @@ class AgentCallbacks:
                     {
                         "call_id": event.call_id,
                         "ok": event.ok,
+                        "outcome": event.outcome.value,
                         "duration_s": event.duration_s,
                         "preview": event.result_preview,
                         "error": event.error,
                     },
                 )
-            case StatusChanged():
-                await self._call(self.thinking_callback, event.message or event.status)
+            case ModelCallStarted():
+                await self._call(self.thinking_callback, _thinking_line(event))
             case ReasoningDelta():
                 await self._call(self.reasoning_callback, event.text)
             case TextDelta():
@@ -153,3 +155,9 @@ class AgentCallbacks:
                 await result
         except Exception:
             log.exception("a callback raised; the run goes on")
+
+
+def _thinking_line(event: ModelCallStarted) -> str:
+    if event.grace:
+        return f"Budget exhausted: asking {event.model} for a final answer"
+    return f"Calling {event.model}"

@@ -25,11 +25,14 @@ from hermes_core.events import (
     BudgetWarning,
     CallRecord,
     ClientToolCallsPending,
+    CompressionPerformed,
     ExitReason,
+    InterruptSource,
     MessageAdded,
+    ModelCallStarted,
     RunFinished,
-    StatusChanged,
     StepFinished,
+    ToolOutcome,
 )
 from hermes_core.messages import Message, ToolCall, text_of
 from hermes_core.providers.base import ModelRequest, ModelResponse, Provider, ToolSchema
@@ -101,6 +104,8 @@ class RunDriver:
         self.system_prompt = system_prompt
         self.model_call = InterruptibleCall()
         self.state = RunState(transcript=list(request.history))
+        self.session_id = request.session_id
+        """The session the run is in now (a compression moves it to a child)."""
         self.client_tools = {tool.name: tool for tool in request.client_tools}
         self.executor = ToolExecutor(
             registry=tools,
@@ -148,19 +153,10 @@ class RunDriver:
                 return
 
     async def call_model(
-        self, *, tools_allowed: bool, closing_note: str | None = None
+        self, *, tools_allowed: bool, closing_note: str | None = None, grace: bool = False
     ) -> CallOutcome | None:
         """Make one model call; on failure or interrupt, finish the run and return None."""
-        await self.agent.context.before_call(
-            CallContext(
-                transcript=self.state.transcript,
-                provider=self.provider,
-                last_prompt_tokens=self.state.last_prompt_tokens,
-                session_id=self.request.session_id or self.task_id,
-                between_turns=self.state.model_calls == 0,
-                emit=self.emit,
-            )
-        )
+        await self._compress_if_needed()
         note = self._budget_note() if tools_allowed else None
         messages = prepare_messages(
             self.state.transcript,
@@ -186,7 +182,13 @@ class RunDriver:
             ),
             provider=self.provider,
         )
-        self.emit(StatusChanged, status="calling_model", message=self.provider.model)
+        self.emit(
+            ModelCallStarted,
+            iteration=self.state.iterations,
+            provider=self.provider.name,
+            model=self.provider.model,
+            grace=grace,
+        )
         outcome = await self.model_call.run(
             self.provider,
             request,
@@ -202,9 +204,8 @@ class RunDriver:
         response = outcome.response
         assert response is not None
         self.state.model_calls += 1
-        self.state.usage += response.usage
         self.state.last_prompt_tokens = response.usage.input_tokens or None
-        self.state.calls.append(
+        self._count(
             CallRecord(provider=response.provider, model=response.model, usage=response.usage)
         )
         self.emit(
@@ -216,6 +217,40 @@ class RunDriver:
             finish_reason=response.finish_reason,
         )
         return outcome
+
+    def _count(self, call: CallRecord) -> None:
+        self.state.usage += call.usage
+        self.state.calls.append(call)
+
+    async def _compress_if_needed(self) -> None:
+        """Let the context hooks compress the transcript, and announce it when they did."""
+        compaction = await self.agent.context.before_call(
+            CallContext(
+                transcript=self.state.transcript,
+                provider=self.provider,
+                last_prompt_tokens=self.state.last_prompt_tokens,
+                session_id=self.request.session_id or self.task_id,
+                between_turns=self.state.model_calls == 0,
+            )
+        )
+        if compaction is None:
+            return
+        if compaction.summariser_call is not None:
+            self._count(compaction.summariser_call)
+        if self.session_id is not None:
+            self.session_id = compaction.session_id
+        self.emit(
+            CompressionPerformed,
+            tokens_before=compaction.tokens_before,
+            tokens_after=compaction.tokens_after,
+            messages_before=compaction.messages_before,
+            messages_after=len(self.state.transcript),
+            session_id=compaction.session_id,
+            parent_session_id=compaction.parent_session_id,
+            messages=list(self.state.transcript),
+            summarised=compaction.summarised,
+            summariser_call=compaction.summariser_call,
+        )
 
     def _offered_tools(self) -> list[ToolSchema]:
         client = list(self.client_tools.values())
@@ -326,9 +361,6 @@ class RunDriver:
         server_calls = self._within_tool_limit(
             [p for p in planned if p.name not in self.client_tools]
         )
-        self.emit(
-            StatusChanged, status="running_tools", message=f"Running {len(server_calls)} tool(s)"
-        )
         if server_calls and self.agent.checkpoint is not None:
             # The call request must be on record before the tools act on the world.
             await self.agent.checkpoint()
@@ -363,7 +395,10 @@ class RunDriver:
             if call.preset_result is None:
                 if limit is not None and self.state.tool_calls >= limit:
                     call = dataclasses.replace(
-                        call, tool=None, preset_result=TOOL_LIMIT_RESULT.format(limit=limit)
+                        call,
+                        tool=None,
+                        preset_result=TOOL_LIMIT_RESULT.format(limit=limit),
+                        preset_outcome=ToolOutcome.LIMIT,
                     )
                 else:
                     self.state.tool_calls += 1
@@ -385,12 +420,20 @@ class RunDriver:
         name = call["function"]["name"]
         tool: Tool | None = self.tools.get(name)
         preset: str | None = None
+        outcome = ToolOutcome.ERROR
         if tool is None and name not in self.client_tools:
             preset = f"Tool '{name}' does not exist. Available: {sorted(self._known())}"
+            outcome = ToolOutcome.NOT_FOUND
         elif error:
             tool, preset = None, f"Error: {error}"
+            outcome = ToolOutcome.INVALID_ARGUMENTS
         return PlannedCall(
-            call_id=call["id"], name=name, arguments=arguments, tool=tool, preset_result=preset
+            call_id=call["id"],
+            name=name,
+            arguments=arguments,
+            tool=tool,
+            preset_result=preset,
+            preset_outcome=outcome,
         )
 
     def _append_results(self, results: list[CallResult]) -> None:
@@ -405,8 +448,7 @@ class RunDriver:
             last = self.state.transcript[-1] if self.state.transcript else None
             text = text_of(last.get("content")) if last and last["role"] == "assistant" else ""
             return self.finish(ExitReason.BUDGET_EXHAUSTED, text, error=self._budget_error())
-        self.emit(StatusChanged, status="finishing", message="Budget exhausted: final answer")
-        outcome = await self.call_model(tools_allowed=False, closing_note=GRACE_REQUEST)
+        outcome = await self.call_model(tools_allowed=False, closing_note=GRACE_REQUEST, grace=True)
         if outcome is None:
             return None
         assert outcome.response is not None
@@ -430,6 +472,7 @@ class RunDriver:
     def finish(
         self, reason: ExitReason, text: str, *, error: str | None = None, partial: bool = False
     ) -> None:
+        interrupted = reason is ExitReason.INTERRUPTED
         self.emit(
             RunFinished,
             exit_reason=reason,
@@ -439,6 +482,11 @@ class RunDriver:
             usage=self.state.usage,
             model_calls=self.state.model_calls,
             error=error,
+            interrupt_source=(self.agent.interrupt_source or InterruptSource.OTHER)
+            if interrupted
+            else None,
+            session_id=self.session_id,
+            transcript_length=len(self.state.transcript),
             calls=list(self.state.calls),
         )
 

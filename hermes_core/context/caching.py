@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol
 
-from hermes_core.context.hooks import CallContext, ContextHooks
+from hermes_core.context.hooks import CallContext, Compaction, ContextHooks
 from hermes_core.providers.base import ApiMode, ModelRequest, PromptCachePolicy, Provider
 from hermes_core.providers.cache_markers import CacheTTL
 
@@ -83,8 +83,8 @@ class CachingContext(ContextHooks):
         self.settings = settings if settings is not None else PromptCacheSettings()
         self._inner = inner if inner is not None else ContextHooks()
 
-    async def before_call(self, context: CallContext) -> None:
-        await self._inner.before_call(context)
+    async def before_call(self, context: CallContext) -> Compaction | None:
+        return await self._inner.before_call(context)
 
     def mark_cache(self, request: ModelRequest, *, provider: Provider) -> ModelRequest:
         request = self._inner.mark_cache(request, provider=provider)

@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from hermes_core.context.hooks import CallContext, ContextHooks
+from hermes_core.context.hooks import CallContext, Compaction, ContextHooks
 from hermes_core.context.summary import (
     clip_block,
     fallback_summary,
@@ -31,7 +31,7 @@ from hermes_core.context.summary import (
     summary_message,
 )
 from hermes_core.errors import ProviderError
-from hermes_core.events import CompressionPerformed
+from hermes_core.events import CallRecord
 from hermes_core.messages import Message, text_of
 from hermes_core.providers.base import ModelRequest, ModelResponse, Provider
 
@@ -186,6 +186,8 @@ class CompressionResult:
     """False when pruning alone was enough (or nothing could be summarised)."""
     summariser_failed: bool = False
     """True when the summariser was tried and the deterministic digest was used instead."""
+    summariser_call: CallRecord | None = None
+    """The summariser's call, when it answered: its provider, model and usage."""
 
     @property
     def changed(self) -> bool:
@@ -251,7 +253,7 @@ class Compressor:
         # The summariser reads the original middle: the outputs pruned above are exactly the
         # details a good summary keeps.
         middle = messages[cuts.head_end : cuts.tail_start]
-        summary, failed = await self._summarise(middle, budget)
+        summary, failed, call = await self._summarise(middle, budget)
         compacted = pruned[: cuts.head_end] + summary_message(summary, pruned[cuts.tail_start :])
         return CompressionResult(
             messages=compacted,
@@ -264,26 +266,36 @@ class Compressor:
             ),
             summarised=True,
             summariser_failed=failed,
+            summariser_call=call,
         )
 
-    async def _summarise(self, middle: Sequence[Message], budget: int) -> tuple[str, bool]:
-        """The summary text, and whether the summariser failed (the digest was used)."""
+    async def _summarise(
+        self, middle: Sequence[Message], budget: int
+    ) -> tuple[str, bool, CallRecord | None]:
+        """The summary text, whether the summariser failed (the digest was used), and its
+        call when it answered."""
         max_chars = budget * _CHARS_PER_TOKEN
         if self.summariser is None:
-            return fallback_summary(middle, max_chars=max_chars), False
+            return fallback_summary(middle, max_chars=max_chars), False, None
+        response: ModelResponse | None = None
         try:
             async with asyncio.timeout(self.settings.summary_timeout_s):
-                text = await self._ask_summariser(self.summariser, middle, budget)
+                response = await self._ask_summariser(self.summariser, middle, budget)
         except (ProviderError, TimeoutError) as exc:
             logger.warning("summariser failed (%s); using a deterministic summary", exc)
-            text = ""
+        call = (
+            CallRecord(provider=response.provider, model=response.model, usage=response.usage)
+            if response is not None
+            else None
+        )
+        text = text_of(response.message.get("content")) if response is not None else ""
         if not text.strip():
-            return fallback_summary(middle, max_chars=max_chars), True
-        return clip_block(text.strip(), max_chars), False
+            return fallback_summary(middle, max_chars=max_chars), True, call
+        return clip_block(text.strip(), max_chars), False, call
 
     async def _ask_summariser(
         self, summariser: Provider, middle: Sequence[Message], budget: int
-    ) -> str:
+    ) -> ModelResponse | None:
         s = self.settings
         max_chars = min(s.summary_input_max_chars, summariser.context_window * 2)
         request = ModelRequest(
@@ -303,7 +315,7 @@ class Compressor:
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:  # a timeout left it open: close the upstream connection
                 await aclose()
-        return text_of(response.message.get("content")) if response is not None else ""
+        return response
 
 
 @dataclass(slots=True)
@@ -345,7 +357,7 @@ class CompressingContext(ContextHooks):
         lineage = self._lineages.get(session_id)
         return lineage.current if lineage is not None else session_id
 
-    async def before_call(self, context: CallContext) -> None:
+    async def before_call(self, context: CallContext) -> Compaction | None:
         lineage = self._lineage(context.session_id)
         transcript = context.transcript
         tokens = self._measure(lineage, context)
@@ -353,14 +365,16 @@ class CompressingContext(ContextHooks):
         ratio = settings.between_turns_threshold if context.between_turns else settings.threshold
         window = context.provider.context_window
         limit = int(window * ratio)
+        compaction = None
         if tokens > limit:
             # The peer flushes pending memory writes here, so nothing the model meant to keep is
             # lost with the summarised messages. Our memory tool saves every write at once, so
             # there is nothing to flush.
-            await self._compress(lineage, context, tokens=tokens, limit=limit)
+            compaction = await self._compress(lineage, context, tokens=tokens, limit=limit)
         lineage.transcript = transcript
         lineage.seen = len(transcript)
         lineage.seen_tokens = estimate_tokens(transcript)
+        return compaction
 
     def _measure(self, lineage: _Lineage, context: CallContext) -> int:
         """The prompt size: the previous call's real count plus what was added since, when
@@ -378,7 +392,7 @@ class CompressingContext(ContextHooks):
 
     async def _compress(
         self, lineage: _Lineage, context: CallContext, *, tokens: int, limit: int
-    ) -> None:
+    ) -> Compaction | None:
         overhead = max(lineage.overhead, 0)
         target = int(limit * self.compressor.settings.target_ratio)
         floor = limit // 10  # a huge overhead must not leave the messages a budget of nothing
@@ -389,7 +403,7 @@ class CompressingContext(ContextHooks):
             prune_target_tokens=max(limit - overhead, floor),
         )
         if not result.changed:
-            return  # nothing left to compress: calling again would not help either
+            return None  # nothing left to compress: calling again would not help either
         messages_before = len(context.transcript)
         context.transcript[:] = result.messages
         parent = lineage.current
@@ -398,16 +412,14 @@ class CompressingContext(ContextHooks):
             lineage.current = self._session_ids(parent)
         else:
             lineage.current = f"{context.session_id}.c{lineage.compressions}"
-        context.emit(
-            CompressionPerformed,
+        return Compaction(
             tokens_before=tokens,
             tokens_after=result.tokens_after + overhead,
             messages_before=messages_before,
-            messages_after=len(result.messages),
             session_id=lineage.current,
             parent_session_id=parent,
-            messages=list(result.messages),
             summarised=result.summarised,
+            summariser_call=result.summariser_call,
         )
 
     def _lineage(self, session_id: str) -> _Lineage:

@@ -12,11 +12,18 @@ import inspect
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hermes_core.events import ApprovalRequested, ApprovalResolved, ToolFinished, ToolStarted
+from hermes_core.events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    Emit,
+    ToolFinished,
+    ToolOutcome,
+    ToolStarted,
+)
 from hermes_core.tools.registry import (
     ApprovalCallback,
     Tool,
@@ -32,9 +39,6 @@ PREVIEW_CHARS = 300
 CANCELLED_BEFORE_START = "Cancelled: the run was interrupted before this tool started."
 CANCELLED_WHILE_RUNNING = "Cancelled: the run was interrupted while this tool was running."
 
-Emit = Callable[..., None]
-"""``emit(EventClass, **fields)``: the loop stamps run id and sequence number."""
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlannedCall:
@@ -46,6 +50,8 @@ class PlannedCall:
     tool: Tool | None
     """None when ``preset_result`` answers the call (unknown tool, unparsable arguments)."""
     preset_result: str | None = None
+    preset_outcome: ToolOutcome = ToolOutcome.ERROR
+    """How a call answered by ``preset_result`` ended."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,9 +59,13 @@ class CallResult:
     call_id: str
     name: str
     content: str
-    ok: bool
+    outcome: ToolOutcome
     error: str | None = None
     duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is ToolOutcome.SUCCESS
 
 
 def render_result(value: Any) -> str:
@@ -113,14 +123,13 @@ class ToolExecutor:
                 arguments=call.arguments,
                 summary=call.name,
             )
-            return self._finished(call, content, ok=False, error=content, started=time.monotonic())
+            return self._finished(call, content, call.preset_outcome, started=time.monotonic())
         async with self._slots:
             if self._interrupted.is_set():
                 return self._finished(
                     call,
                     CANCELLED_BEFORE_START,
-                    ok=False,
-                    error="interrupted",
+                    ToolOutcome.CANCELLED,
                     started=time.monotonic(),
                     announce=True,
                 )
@@ -145,27 +154,27 @@ class ToolExecutor:
         for hook in self._registry.pre_hooks:
             blocked = await _maybe_await(hook(request))
             if blocked is not None:
-                return self._finished(call, blocked, ok=False, error="blocked", started=started)
+                return self._finished(call, blocked, ToolOutcome.BLOCKED, started=started)
         denial = await self._check_approval(tool, request)
         if denial is not None:
-            return self._finished(call, denial, ok=False, error="denied", started=started)
+            return self._finished(call, denial, ToolOutcome.DENIED, started=started)
         try:
             value = await self._invoke(tool, request)
         except _Cancelled:
             return self._finished(
-                call, CANCELLED_WHILE_RUNNING, ok=False, error="interrupted", started=started
+                call, CANCELLED_WHILE_RUNNING, ToolOutcome.CANCELLED, started=started
             )
         except _ToolTimedOut:
             message = f"Error: {tool.name} timed out after {tool.timeout:g} s."
-            return self._finished(call, message, ok=False, error="timeout", started=started)
+            return self._finished(call, message, ToolOutcome.TIMEOUT, started=started)
         except Exception as exc:  # a tool's failure is the model's information, not ours
             log.info("tool %s raised %s", tool.name, type(exc).__name__, exc_info=True)
             message = f"Error: {type(exc).__name__}: {exc}"
-            return self._finished(call, message, ok=False, error=message, started=started)
+            return self._finished(call, message, ToolOutcome.ERROR, started=started)
         content = render_result(value)
         for post in self._registry.post_hooks:
             content = await _maybe_await(post(request, content))
-        return self._finished(call, content, ok=True, started=started)
+        return self._finished(call, content, ToolOutcome.SUCCESS, started=started)
 
     async def _check_approval(self, tool: Tool, request: ToolCallRequest) -> str | None:
         reason = tool.needs_approval(request.arguments) if tool.needs_approval else None
@@ -219,12 +228,13 @@ class ToolExecutor:
         self,
         call: PlannedCall,
         content: str,
+        outcome: ToolOutcome,
         *,
-        ok: bool,
         started: float,
-        error: str | None = None,
         announce: bool = False,
     ) -> CallResult:
+        """Announce how the call ended; on a failure, ``content`` (what the model reads) is
+        also the error."""
         if announce:
             self._emit(
                 ToolStarted,
@@ -234,21 +244,22 @@ class ToolExecutor:
                 summary=call.name,
             )
         duration = time.monotonic() - started
+        error = None if outcome is ToolOutcome.SUCCESS else content[:PREVIEW_CHARS]
         self._emit(
             ToolFinished,
             call_id=call.call_id,
             name=call.name,
-            ok=ok,
+            outcome=outcome,
             duration_s=duration,
             result_preview=content[:PREVIEW_CHARS],
-            error=None if ok else (error or content[:PREVIEW_CHARS]),
+            error=error,
         )
         return CallResult(
             call_id=call.call_id,
             name=call.name,
             content=content,
-            ok=ok,
-            error=None if ok else error,
+            outcome=outcome,
+            error=error,
             duration_s=duration,
         )
 

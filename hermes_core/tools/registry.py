@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from hermes_core.events import Emit, emit_nowhere
 from hermes_core.providers.base import ToolSchema
 
 ToolHandler: TypeAlias = Callable[[dict[str, Any], "ToolContext"], Any]
@@ -29,7 +30,7 @@ class ToolContext:
     call_id: str
     is_interrupted: Callable[[], bool]
     """True once the run was interrupted; long-running tools may poll it and stop early."""
-    emit: Callable[..., Any] = field(default=lambda *_args, **_fields: None)
+    emit: Emit = emit_nowhere
     """``emit(EventClass, **fields)`` adds an event to the run's stream (``delegate_task``
     forwards its children's events this way). Call it from the event loop's thread only."""
 

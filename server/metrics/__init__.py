@@ -16,6 +16,6 @@ are ``other``), reasons and outcomes are enums. Never a run id, session, user or
 """
 
 from server.metrics.middleware import RequestMetrics, path_endpoint
-from server.metrics.registry import Metrics, interrupt_source, run_endpoint
+from server.metrics.registry import Metrics, run_endpoint
 
-__all__ = ["Metrics", "RequestMetrics", "interrupt_source", "path_endpoint", "run_endpoint"]
+__all__ = ["Metrics", "RequestMetrics", "path_endpoint", "run_endpoint"]

@@ -5,19 +5,20 @@ keyed by run id (dropped on ``RunFinished``) and a ``TextDelta`` after a run's f
 dict lookup. How the less obvious numbers are derived:
 
 - upstream calls: ``StepFinished`` is a success; each ``RetryScheduled`` and each
-  ``FallbackActivated`` is one failed attempt; a run that ends between
-  ``StatusChanged(calling_model)`` and its ``StepFinished`` lost that call (``error``, or
-  ``cancelled`` when interrupted);
-- grace calls: the loop announces the grace call with ``StatusChanged(finishing)`` and nothing
-  else. (Repeated iteration numbers are no signal: an invalid-JSON retry repeats one too.)
+  ``FallbackActivated`` is one failed attempt; a run that ends between ``ModelCallStarted``
+  and its ``StepFinished`` lost that call (``error``, or ``cancelled`` when interrupted); a
+  compression's summariser call is a success of its own;
+- grace calls: ``ModelCallStarted.grace``;
 - sub-agent events count for model calls, tokens, tools and compressions; their runs, budget
   warnings and text are part of the parent's run.
+
+Everything comes from the events and the run's :class:`RunInfo`; nothing is parsed from text.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, assert_never
 
@@ -26,7 +27,6 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from hermes_core.agent.builtins import AGENT_LEVEL_TOOLS
 from hermes_core.errors import ErrorKind
 from hermes_core.events import (
     AgentEvent,
@@ -37,37 +37,27 @@ from hermes_core.events import (
     CompressionPerformed,
     ExitReason,
     FallbackActivated,
+    InterruptSource,
     MessageAdded,
+    ModelCallStarted,
     ReasoningDelta,
     RetryScheduled,
     RunFinished,
     RunStarted,
-    StatusChanged,
     StepFinished,
     SubagentEvent,
     TextDelta,
     ToolCallGenerating,
     ToolFinished,
+    ToolOutcome,
     ToolStarted,
 )
-from hermes_core.providers.fallback import FallbackChain
-from server.runs.manager import Run
+from hermes_core.usage import Usage
+from server.runs.manager import RunInfo
 
 OTHER = "other"
 ENDPOINTS = frozenset({"chat_completions", "responses", "runs", "models"})
 _ERROR_KINDS = frozenset(kind.value for kind in ErrorKind)
-_INTERRUPT_SOURCES = {
-    "client disconnected": "client_disconnect",
-    "stopped through the API": "stop_api",
-    "server shutting down": "shutdown",
-}
-# What the tool executor writes into ToolFinished.error for the failures it recognises.
-_TOOL_ERRORS = {
-    "interrupted": "cancelled",
-    "denied": "denied",
-    "blocked": "denied",
-    "timeout": "timeout",
-}
 
 REQUEST_BUCKETS = (*(0.1 * 2**i for i in range(13)), 900.0, 1800.0)  # 0.1 … 409.6, 900, 1800
 TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -82,26 +72,24 @@ def run_endpoint(endpoint: str) -> str:
     return label if label in ENDPOINTS else OTHER
 
 
-def interrupt_source(reason: str | None) -> str:
-    return _INTERRUPT_SOURCES.get(reason or "", OTHER)
-
-
 @dataclass(slots=True)
 class _RunScratch:
     """What a run's metrics need to remember between its events."""
 
     endpoint: str
-    models: dict[str, str]
+    models: Mapping[str, str]
     """Configured provider name → model: the only label values we let through."""
     provider: str
     """The provider serving the run now (changes on a fallback)."""
+    budget: int = 1
+    """The run's iteration budget."""
     started: float | None = None
     """Monotonic time of RunStarted; None for runs we did not see start (or sub-agents)."""
     first_token: bool = False
     calling: bool = False
-    """A model call is in flight: StatusChanged(calling_model) without its StepFinished yet."""
+    """A model call is in flight: ModelCallStarted without its StepFinished yet."""
     grace: bool = False
-    """The budget ran out and the grace call was made (StatusChanged(finishing))."""
+    """The budget ran out and the grace call was made."""
 
     def labels(self, provider: str) -> tuple[str, str]:
         """Bounded ``(provider, model)`` of a call served by ``provider``: the configured model,
@@ -147,12 +135,6 @@ class _CallChildren:
     cache_hit: Counter
     cache_write_only: Counter
     cache_miss: Counter
-
-
-def _configured_models(run: Run) -> dict[str, str]:
-    provider = run.agent.provider
-    providers = provider.providers if isinstance(provider, FallbackChain) else [provider]
-    return {p.name: p.model for p in providers}
 
 
 class Metrics:
@@ -261,12 +243,12 @@ class Metrics:
 
     # --- events -------------------------------------------------------------------------------
 
-    def observe(self, run: Run, event: AgentEvent) -> None:
-        """The RunManager observer: count what ``event`` says about ``run``."""
-        self._handle(run, event, nested=False)
+    def observe(self, info: RunInfo, event: AgentEvent) -> None:
+        """The RunManager observer: count what ``event`` says about the run."""
+        self._handle(info, event, nested=False)
 
     # One branch per event kind is exhaustiveness, not complexity: hence the noqa.
-    def _handle(self, run: Run, event: AgentEvent, *, nested: bool) -> None:  # noqa: C901
+    def _handle(self, info: RunInfo, event: AgentEvent, *, nested: bool) -> None:  # noqa: C901
         # The hottest kinds come first: a match tries its cases in order.
         match event:
             case TextDelta():
@@ -283,44 +265,48 @@ class Metrics:
                 | ClientToolCallsPending()
             ):
                 pass
-            case StatusChanged():
-                if event.status == "calling_model":
-                    self._scratch(run, event.run_id).calling = True
-                elif event.status == "finishing":  # the loop's only use: the grace call
-                    self._scratch(run, event.run_id).grace = True
+            case ModelCallStarted():
+                scratch = self._scratch(info, event.run_id)
+                scratch.calling = True
+                scratch.grace = scratch.grace or event.grace
             case StepFinished():
-                self._step_finished(run, event)
+                scratch = self._scratch(info, event.run_id)
+                scratch.calling = False
+                self._model_call(scratch.labels(event.provider), event.usage)
             case ToolFinished():
-                self._tool_finished(run, event)
+                self._tool_finished(event)
             case RetryScheduled():
-                labels = self._scratch(run, event.run_id).labels(event.provider)
+                labels = self._scratch(info, event.run_id).labels(event.provider)
                 self.llm_requests.labels(*labels, "error").inc()
                 self.llm_retries.labels(labels[0], _bounded(event.reason, _ERROR_KINDS)).inc()
             case FallbackActivated():
-                self._fallback(run, event)
+                self._fallback(info, event)
             case CompressionPerformed():
                 self.compressions.labels("summary" if event.summarised else "prune").inc()
+                call = event.summariser_call
+                if call is not None:
+                    labels = self._scratch(info, event.run_id).labels(call.provider)
+                    self._model_call(labels, call.usage)
             case BudgetWarning():
                 if not nested:  # a sub-agent shares its parent's budget: one warning is enough
                     self.budget_warnings.labels(event.tier).inc()
             case RunStarted():
-                self._run_started(run, event, nested=nested)
+                self._run_started(info, event, nested=nested)
             case RunFinished():
-                self._run_finished(run, event, nested=nested)
+                self._run_finished(info, event, nested=nested)
             case SubagentEvent():
                 # Tools and model calls of a sub-agent are real; its run is part of ours.
-                self._handle(run, event.event, nested=True)
+                self._handle(info, event.event, nested=True)
             case _:
                 assert_never(event)
 
-    def _scratch(self, run: Run, run_id: str) -> _RunScratch:
+    def _scratch(self, info: RunInfo, run_id: str) -> _RunScratch:
         scratch = self._runs.get(run_id)
         if scratch is None:  # a run already going when we were attached
-            models = _configured_models(run)
             scratch = _RunScratch(
-                endpoint=run_endpoint(run.endpoint),
-                models=models,
-                provider=next(iter(models)),
+                endpoint=run_endpoint(info.endpoint),
+                models=info.providers,
+                provider=next(iter(info.providers), OTHER),
                 first_token=True,
             )
             self._runs[run_id] = scratch
@@ -332,12 +318,13 @@ class Metrics:
             elapsed = time.monotonic() - scratch.started
             self.time_to_first_token.labels(scratch.endpoint).observe(elapsed)
 
-    def _run_started(self, run: Run, event: RunStarted, *, nested: bool) -> None:
-        endpoint = run_endpoint(run.endpoint)
+    def _run_started(self, info: RunInfo, event: RunStarted, *, nested: bool) -> None:
+        endpoint = run_endpoint(info.endpoint)
         scratch = _RunScratch(
             endpoint=endpoint,
-            models=_configured_models(run),
+            models=info.providers,
             provider=event.provider,
+            budget=max(1, event.budget),
             # A sub-agent's text is not what the client waits for, and a reply fetched in one
             # piece has no first token apart from its last.
             first_token=nested or not event.streamed,
@@ -347,12 +334,9 @@ class Metrics:
         if not nested:
             self.runs_active.labels(endpoint).inc()
 
-    def _step_finished(self, run: Run, event: StepFinished) -> None:
-        scratch = self._scratch(run, event.run_id)
-        scratch.calling = False
-        labels = scratch.labels(event.provider)
+    def _model_call(self, labels: tuple[str, str], usage: Usage) -> None:
+        """A model call that answered, with what it cost."""
         children = self._calls.get(labels) or self._call_children(labels)
-        usage = event.usage
         children.success.inc()
         # An increment takes a lock; adding nothing is skipped (the series exist already).
         if usage.input_tokens:
@@ -385,20 +369,15 @@ class Metrics:
         )
         return children
 
-    def _tool_finished(self, run: Run, event: ToolFinished) -> None:
-        known = event.name in run.agent.tools or event.name in AGENT_LEVEL_TOOLS
-        if event.ok:
-            outcome = "success"
-        elif not known:  # the executor runs only registered tools: this one was made up
-            outcome = "not_found"
-        else:
-            outcome = _TOOL_ERRORS.get(event.error or "", "error")
-        tool = event.name if known else OTHER
+    def _tool_finished(self, event: ToolFinished) -> None:
+        # A made-up name is unbounded: only tools that exist name a series.
+        tool = OTHER if event.outcome is ToolOutcome.NOT_FOUND else event.name
+        outcome = event.outcome.value
         self.tool_calls.labels(tool, outcome).inc()
         self.tool_duration.labels(tool, outcome).observe(event.duration_s)
 
-    def _fallback(self, run: Run, event: FallbackActivated) -> None:
-        scratch = self._scratch(run, event.run_id)
+    def _fallback(self, info: RunInfo, event: FallbackActivated) -> None:
+        scratch = self._scratch(info, event.run_id)
         source = scratch.labels(event.from_provider)
         # The provider given up on failed its last attempt: that is one failed call.
         self.llm_requests.labels(*source, "error").inc()
@@ -407,7 +386,7 @@ class Metrics:
         self.llm_fallbacks.labels(source[0], target, reason).inc()
         scratch.provider = event.to_provider
 
-    def _run_finished(self, run: Run, event: RunFinished, *, nested: bool) -> None:
+    def _run_finished(self, info: RunInfo, event: RunFinished, *, nested: bool) -> None:
         scratch = self._runs.pop(event.run_id, None)
         interrupted = event.exit_reason is ExitReason.INTERRUPTED
         if scratch is not None and scratch.calling:
@@ -416,22 +395,20 @@ class Metrics:
             self.llm_requests.labels(*scratch.labels(scratch.provider), outcome).inc()
         if nested:
             return
-        endpoint = scratch.endpoint if scratch is not None else run_endpoint(run.endpoint)
+        endpoint = scratch.endpoint if scratch is not None else run_endpoint(info.endpoint)
         if scratch is not None and scratch.started is not None:
             self.runs_active.labels(endpoint).dec()
         self.runs_finished.labels(endpoint, event.exit_reason.value).inc()
         self.run_iterations.labels(endpoint).observe(event.iterations)
-        budget = max(1, run.agent.config.max_iterations)
+        budget = scratch.budget if scratch is not None else max(1, event.iterations)
         self.budget_used.labels(endpoint).observe(min(1.0, event.iterations / budget))
         if event.exit_reason is ExitReason.BUDGET_EXHAUSTED:
             self.budget_exhausted.labels(endpoint).inc()
         if scratch is not None and scratch.grace:
             self.grace_calls.labels(_grace_outcome(event, still_calling=scratch.calling)).inc()
         if interrupted:
-            reason = run.agent.interrupt_reason
-            if reason is None and event.error:  # the agent may already have reset it
-                reason = event.error.removeprefix("Interrupted: ")
-            self.interrupts.labels(endpoint, interrupt_source(reason)).inc()
+            source = event.interrupt_source or InterruptSource.OTHER
+            self.interrupts.labels(endpoint, source.value).inc()
 
 
 def _grace_outcome(event: RunFinished, *, still_calling: bool) -> str:

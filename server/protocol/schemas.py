@@ -516,7 +516,7 @@ class RunStopped(_Shape):
 
 AgentEventKind = Literal[
     "run_started",
-    "status",
+    "model_call_started",
     "reasoning_delta",
     "text_delta",
     "tool_call_generating",

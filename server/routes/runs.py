@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from hermes_core.events import AgentEvent
+from hermes_core.events import AgentEvent, InterruptSource
 from hermes_core.persistence import RunRecord
 from server.auth import Principal, require_principal
 from server.errors import APIError
@@ -150,5 +150,5 @@ async def stop_run(
         raise APIError(
             409, f"Run '{run.id}' already ended ({run.status.value}).", code="run_finished"
         )
-    _services(request).runs.stop(run, "stopped through the API")
+    _services(request).runs.stop(run, InterruptSource.STOP_API)
     return JSONResponse({"id": run.id, "object": "hermes.run", "status": run.status.value}, 202)

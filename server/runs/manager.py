@@ -14,13 +14,13 @@ import logging
 import secrets
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from hermes_core.agent import Agent, AgentRequest
 from hermes_core.errors import HermesError
-from hermes_core.events import AgentEvent, ExitReason, RunFinished
+from hermes_core.events import AgentEvent, ExitReason, InterruptSource, RunFinished
 from hermes_core.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,39 @@ STATUS_OF_EXIT = {
 }
 
 
-RunObserver = Callable[["Run", AgentEvent], None]
+STOP_REASONS = {
+    InterruptSource.STOP_API: "stopped through the API",
+    InterruptSource.CANCEL_API: "cancelled through the API",
+    InterruptSource.DELETE_API: "response deleted",
+    InterruptSource.CLIENT_DISCONNECT: "client disconnected",
+    InterruptSource.SHUTDOWN: "server shutting down",
+}
+"""The words a run's error gives for each way the server stops it."""
+
+
+@dataclass(slots=True, kw_only=True)
+class RunInfo:
+    """What a run's observers know of it besides its events: who started it, where, and the
+    names that may label it. Observers never see the agent, and treat this as read-only (it
+    is not frozen only because a frozen dataclass costs ~1 µs more to build, once per run)."""
+
+    id: str
+    owner: str
+    endpoint: str
+    """``chat.completions`` or ``responses``."""
+    model: str
+    """The model id the client named (a profile)."""
+    completion_id: str = ""
+    """The ``chatcmpl-`` / ``resp_`` id the client knows the run by."""
+    session_id: str | None = None
+    """The session the run starts in."""
+    created_at: float = field(default_factory=time.time)
+    providers: Mapping[str, str] = field(default_factory=dict)
+    """Configured provider name → model of every provider the run may call: the only values
+    a metric label of a model call may take (what an upstream reports is unbounded)."""
+
+
+RunObserver = Callable[[RunInfo, AgentEvent], None]
 
 
 def new_id(prefix: str) -> str:
@@ -61,20 +93,16 @@ def new_id(prefix: str) -> str:
 class Run:
     """One run: who owns it, how it is going, and everything it has said so far."""
 
-    id: str
-    owner: str
-    endpoint: str
-    model: str
+    info: RunInfo
     agent: Agent
-    completion_id: str = ""
-    """The ``chatcmpl-`` / ``resp_`` id the client knows the run by."""
     session_id: str | None = None
+    """The session the run is in: where it started, then where it ended (a compression moves
+    it to a child)."""
     transcript_length: int | None = None
-    """Messages in the session when the run ended (set by the session journal)."""
+    """Messages in the session when the run ended."""
     status: RunStatus = RunStatus.QUEUED
     exit_reason: ExitReason | None = None
     error: str | None = None
-    created_at: float = field(default_factory=time.time)
     ended_at: float | None = None
     events: list[AgentEvent] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
@@ -82,6 +110,30 @@ class Run:
     """One future per follower waiting for the next event."""
     _end_waiters: list[asyncio.Future[None]] = field(default_factory=list)
     """Futures of those waiting only for the ending (:meth:`until_finished`)."""
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    @property
+    def owner(self) -> str:
+        return self.info.owner
+
+    @property
+    def endpoint(self) -> str:
+        return self.info.endpoint
+
+    @property
+    def model(self) -> str:
+        return self.info.model
+
+    @property
+    def completion_id(self) -> str:
+        return self.info.completion_id
+
+    @property
+    def created_at(self) -> float:
+        return self.info.created_at
 
     @property
     def finished(self) -> RunFinished | None:
@@ -95,6 +147,9 @@ class Run:
             self.error = event.error
             self.status = STATUS_OF_EXIT[event.exit_reason]
             self.ended_at = time.time()
+            if event.session_id is not None:
+                self.session_id = event.session_id
+                self.transcript_length = event.transcript_length
             _wake(self._end_waiters)
             self._end_waiters = []
         self.wake()
@@ -203,17 +258,19 @@ class RunManager:
         model: str,
         completion_id: str = "",
         session_id: str | None = None,
+        providers: Mapping[str, str] | None = None,
     ) -> Run:
         self.admit(owner)
-        run = Run(
+        info = RunInfo(
             id=request.run_id or new_id("run_"),
             owner=owner,
             endpoint=endpoint,
             model=model,
-            agent=agent,
             completion_id=completion_id,
             session_id=session_id,
+            providers=providers or {},
         )
+        run = Run(info=info, agent=agent, session_id=session_id)
         self._runs[run.id] = run
         if completion_id:
             self._aliases[completion_id] = run.id
@@ -274,9 +331,10 @@ class RunManager:
             self._retire(run)
 
     def _observe(self, run: Run, event: AgentEvent) -> None:
+        info = run.info
         for observe in self.observers:
             try:
-                observe(run, event)
+                observe(info, event)
             except Exception:
                 log.exception("a run observer failed on %s", event.kind)
 
@@ -301,17 +359,18 @@ class RunManager:
         run = self._runs.get(self._aliases.get(run_id, run_id))
         return run if run is not None and run.owner == owner else None
 
-    def stop(self, run: Run, reason: str) -> None:
+    def stop(self, run: Run, source: InterruptSource) -> None:
+        """Interrupt ``run``; its ending records ``source``."""
         if run.status.finished:
             return
         run.status = RunStatus.STOPPING
-        run.agent.interrupt(reason)
+        run.agent.interrupt(STOP_REASONS.get(source, source.value), source=source)
 
     async def shutdown(self) -> None:
         """Interrupt every live run and wait (briefly) for them to end honestly."""
         live = [r for r in self._runs.values() if not r.status.finished]
         for run in live:
-            self.stop(run, "server shutting down")
+            self.stop(run, InterruptSource.SHUTDOWN)
         tasks = [r.task for r in live if r.task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=5)
@@ -327,4 +386,5 @@ def _crashed(run: Run) -> RunFinished:
         usage=Usage(),
         model_calls=0,
         error="The run ended unexpectedly (a server error); see the server log.",
+        session_id=run.session_id,
     )

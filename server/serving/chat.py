@@ -10,7 +10,7 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from hermes_core.errors import InvalidRequestError, ProviderError
-from hermes_core.events import RunFinished
+from hermes_core.events import InterruptSource
 from hermes_core.providers.base import ModelRequest, ModelResponse
 from server.auth import Principal
 from server.errors import APIError, error_response
@@ -105,8 +105,6 @@ class ChatServing:
             async for batch in run.follow_batches():
                 frames: list[bytes] = []
                 for event in batch:
-                    if isinstance(event, RunFinished):
-                        view.session_id = run.session_id  # the session it ended in
                     frames.extend(data_frame(payload) for payload in view.handle(event))
                 if frames:
                     yield b"".join(frames)
@@ -114,7 +112,7 @@ class ChatServing:
         finally:
             # Reached early only when the client went away: Open WebUI's only stop signal.
             if not run.status.finished and self.services.stop_on_disconnect:
-                self.services.runs.stop(run, "client disconnected")
+                self.services.runs.stop(run, InterruptSource.CLIENT_DISCONNECT)
 
     async def _complete(
         self, run: Run, completion_id: str, model: str, created: int, headers: dict[str, str]
@@ -123,7 +121,6 @@ class ChatServing:
         end = await run.until_finished()
         for event in run.events:
             builder.add(event)
-        builder.session_id = run.session_id  # the session it ended in (compression moves it)
         if not end.final_text and end.exit_reason.value == "failed":
             response = error_response(502, end.error or "The run failed.", code="upstream_error")
             response.headers.update(headers)

@@ -99,6 +99,7 @@ def start_run(
             model=profile.id,
             completion_id=completion_id,
             session_id=session_id,
+            providers=profile.provider_models,
         )
     except BaseException:
         if services.sessions is not None and request.run_id is not None:

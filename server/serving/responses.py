@@ -29,7 +29,7 @@ from hermes_core.agent import Agent, AgentRequest
 from hermes_core.context import Compressor
 from hermes_core.context.compression import estimate_tokens
 from hermes_core.errors import InvalidRequestError
-from hermes_core.events import RunFinished
+from hermes_core.events import InterruptSource, RunFinished
 from hermes_core.persistence import StoredResponse
 from hermes_core.usage import Usage
 from server.auth import Principal
@@ -116,7 +116,7 @@ class ResponsesServing:
         if session_id is not None:
             headers["x-hermes-session-id"] = session_id
         if body.stream:
-            view = ResponsesView(shell, progress=progress, session_id=session_id)
+            view = ResponsesView(shell, progress=progress)
             frames = self._frames(live, view, leave_running=body.background)
             return sse_response(
                 frames, headers=headers, keepalive_seconds=services.keepalive_seconds
@@ -210,7 +210,7 @@ class ResponsesServing:
         progress: Progress,
     ) -> asyncio.Task[dict[str, Any]]:
         store = self.services.store if body.store else None
-        view = ResponsesView(shell, progress=progress, session_id=run.session_id)
+        view = ResponsesView(shell, progress=progress)
         request_record = {
             "input_items": body.input_items(),
             "body": body.model_dump(mode="json", exclude={"input"}),
@@ -239,7 +239,6 @@ class ResponsesServing:
 
         async def record() -> dict[str, Any]:
             await run.until_finished()
-            view.session_id = run.session_id  # where it ended (compression moves it)
             for event in run.events:
                 view.handle(event)
             final = view.response
@@ -267,7 +266,6 @@ class ResponsesServing:
                     # its next request can continue from it at once; and both say the same.
                     final = await asyncio.shield(live.recorder)
                     view.completed_at = final.get("completed_at")
-                    view.session_id = run.session_id
                 payloads = view.handle(event)
                 for payload in payloads:
                     if payload["sequence_number"] > starting_after:
@@ -276,7 +274,7 @@ class ResponsesServing:
         finally:
             # Reached early only when the client went away.
             if not run.status.finished and not leave_running and self.services.stop_on_disconnect:
-                self.services.runs.stop(run, "client disconnected")
+                self.services.runs.stop(run, InterruptSource.CLIENT_DISCONNECT)
 
     # --- POST /v1/responses/compact ---------------------------------------------------------
 
@@ -330,7 +328,7 @@ class ResponsesServing:
                     param="stream",
                     code="stream_unavailable",
                 )
-            view = ResponsesView(live.shell, progress=live.progress, session_id=live.run.session_id)
+            view = ResponsesView(live.shell, progress=live.progress)
             frames = self._frames(live, view, leave_running=True, starting_after=starting_after)
             return sse_response(
                 frames,
@@ -338,7 +336,7 @@ class ResponsesServing:
                 keepalive_seconds=self.services.keepalive_seconds,
             )
         if live is not None and not live.recorder.done():
-            view = ResponsesView(live.shell, progress=live.progress, session_id=live.run.session_id)
+            view = ResponsesView(live.shell, progress=live.progress)
             for event in list(live.run.events):
                 view.handle(event)
             return FastJSONResponse(view.response)
@@ -355,7 +353,7 @@ class ResponsesServing:
                 f"Response '{response_id}' is not in progress ({stored.status}).",
                 code="response_not_cancellable",
             )
-        self.services.runs.stop(live.run, "cancelled through the API")
+        self.services.runs.stop(live.run, InterruptSource.CANCEL_API)
         final = await asyncio.wait_for(asyncio.shield(live.recorder), CANCEL_WAIT_SECONDS)
         return FastJSONResponse(final)
 
@@ -363,7 +361,7 @@ class ResponsesServing:
         live = self._live_for(response_id, principal)
         if live is not None:
             if not live.run.status.finished:
-                self.services.runs.stop(live.run, "response deleted")
+                self.services.runs.stop(live.run, InterruptSource.DELETE_API)
                 await asyncio.wait_for(asyncio.shield(live.recorder), CANCEL_WAIT_SECONDS)
             del self._live[response_id]
         store = self.services.store

@@ -8,30 +8,47 @@ queued write (see :mod:`hermes_core.persistence.writer`).
   parent ends, and the run's later messages go to the child.
 - ``RunFinished``: the run's ending, the session's token counters, and the turn lock released.
   The run manager flushes the queue before any client hears of the ending.
+
+Everything else changes nothing on record; a sub-agent's events are part of its parent's
+``delegate_task`` call, whose result is the message that is recorded.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import assert_never
 
 from hermes_core.events import (
     AgentEvent,
+    ApprovalRequested,
+    ApprovalResolved,
+    BudgetWarning,
+    ClientToolCallsPending,
     CompressionPerformed,
+    FallbackActivated,
     MessageAdded,
+    ModelCallStarted,
+    ReasoningDelta,
+    RetryScheduled,
     RunFinished,
     RunStarted,
+    StepFinished,
+    SubagentEvent,
+    TextDelta,
+    ToolCallGenerating,
+    ToolFinished,
+    ToolStarted,
 )
 from hermes_core.persistence import Store, StoredMessage
-from server.runs.manager import STATUS_OF_EXIT, Run
+from server.runs.manager import STATUS_OF_EXIT, RunInfo
 
 
 @dataclass(slots=True)
 class _Tracked:
     session_id: str
+    """The session the run writes to now (a compression moves it to a child)."""
     lock: tuple[str, str] | None
     """(owner, name) of the conversation lock the run holds."""
-    length: int
-    """Messages in the session's transcript so far."""
 
 
 class SessionJournal:
@@ -39,41 +56,62 @@ class SessionJournal:
         self.store = store
         self._runs: dict[str, _Tracked] = {}
 
-    def track(
-        self, run_id: str, session_id: str, *, lock: tuple[str, str] | None, length: int
-    ) -> None:
-        self._runs[run_id] = _Tracked(session_id, lock, length)
+    def track(self, run_id: str, session_id: str, *, lock: tuple[str, str] | None) -> None:
+        self._runs[run_id] = _Tracked(session_id, lock)
 
     def untrack(self, run_id: str) -> None:
         tracked = self._runs.pop(run_id, None)
         if tracked is not None and tracked.lock is not None:
             self.store.sessions.unlock(*tracked.lock, run_id)
 
-    def __call__(self, run: Run, event: AgentEvent) -> None:
-        tracked = self._runs.get(run.id)
-        if isinstance(event, MessageAdded):
-            if tracked is not None:
-                self.store.sessions.add_messages(
-                    tracked.session_id, event.index, [StoredMessage(event.message, "agent")]
+    def __call__(self, run: RunInfo, event: AgentEvent) -> None:
+        # A match tries its cases in order: the kinds that write come first, so that each
+        # costs a class check or two (every event of every run passes here).
+        match event:
+            case MessageAdded():
+                tracked = self._runs.get(run.id)
+                if tracked is not None:
+                    self.store.sessions.add_messages(
+                        tracked.session_id, event.index, [StoredMessage(event.message, "agent")]
+                    )
+            case RunFinished():
+                self._finished(run, event)
+            case RunStarted():
+                tracked = self._runs.get(run.id)
+                self.store.runs.started(
+                    run_id=run.id,
+                    owner=run.owner,
+                    endpoint=run.endpoint,
+                    model=run.model,
+                    session_id=tracked.session_id if tracked else run.session_id,
+                    completion_id=run.completion_id,
+                    created_at=run.created_at,
                 )
-                tracked.length = max(tracked.length, event.index + 1)
-        elif isinstance(event, RunStarted):
-            self.store.runs.started(
-                run_id=run.id,
-                owner=run.owner,
-                endpoint=run.endpoint,
-                model=run.model,
-                session_id=tracked.session_id if tracked else run.session_id,
-                completion_id=run.completion_id,
-                created_at=run.created_at,
-            )
-        elif isinstance(event, CompressionPerformed):
-            if tracked is not None:
-                self._compressed(run, tracked, event)
-        elif isinstance(event, RunFinished):
-            self._finished(run, tracked, event)
+            case CompressionPerformed():
+                tracked = self._runs.get(run.id)
+                if tracked is not None:
+                    self._compressed(run, tracked, event)
+            case (
+                TextDelta()
+                | ReasoningDelta()
+                | ToolCallGenerating()
+                | ModelCallStarted()
+                | StepFinished()
+                | ToolStarted()
+                | ToolFinished()
+                | ApprovalRequested()
+                | ApprovalResolved()
+                | ClientToolCallsPending()
+                | BudgetWarning()
+                | RetryScheduled()
+                | FallbackActivated()
+                | SubagentEvent()
+            ):
+                pass
+            case _:
+                assert_never(event)
 
-    def _compressed(self, run: Run, tracked: _Tracked, event: CompressionPerformed) -> None:
+    def _compressed(self, run: RunInfo, tracked: _Tracked, event: CompressionPerformed) -> None:
         sessions = self.store.sessions
         parent = tracked.session_id
         sessions.create_compression_child(parent, event.session_id)
@@ -85,14 +123,11 @@ class SessionJournal:
         sessions.end(parent, "compression")
         self.store.runs.moved(run.id, event.session_id)
         tracked.session_id = event.session_id
-        tracked.length = len(event.messages)
-        run.session_id = event.session_id
 
-    def _finished(self, run: Run, tracked: _Tracked | None, event: RunFinished) -> None:
+    def _finished(self, run: RunInfo, event: RunFinished) -> None:
+        tracked = self._runs.get(run.id)
         if tracked is not None:
             self.store.sessions.add_usage(tracked.session_id, event.usage)
-            run.session_id = tracked.session_id
-            run.transcript_length = tracked.length
         self.store.runs.finished(
             run.id,
             status=STATUS_OF_EXIT[event.exit_reason].value,

@@ -168,8 +168,7 @@ class SessionService:
         )
 
     def _track(self, run_id: str, turn: Turn, *, lock: tuple[str, str] | None) -> None:
-        length = len(turn.request.history)
-        self.journal.track(run_id, turn.session_id, lock=lock, length=length)
+        self.journal.track(run_id, turn.session_id, lock=lock)
 
     def abandon(self, run_id: str) -> None:
         """The run was not started after all: give its lock back."""

@@ -23,11 +23,11 @@ from hermes_core.events import (
     ExitReason,
     FallbackActivated,
     MessageAdded,
+    ModelCallStarted,
     ReasoningDelta,
     RetryScheduled,
     RunFinished,
     RunStarted,
-    StatusChanged,
     StepFinished,
     SubagentEvent,
     TextDelta,
@@ -75,11 +75,11 @@ def chat_usage(usage: Usage) -> dict[str, Any]:
     }
 
 
-def hermes_summary(end: RunFinished, *, session_id: str | None) -> dict[str, Any]:
-    """The ``hermes`` extension object: how the run really ended."""
+def hermes_summary(end: RunFinished) -> dict[str, Any]:
+    """The ``hermes`` extension object: how the run really ended, and in which session."""
     return {
         "run_id": end.run_id,
-        "session_id": session_id,
+        "session_id": end.session_id,
         "exit_reason": end.exit_reason.value,
         "iterations": end.iterations,
         "model_calls": end.model_calls,
@@ -111,7 +111,6 @@ class ChatStreamView:
     created: int
     include_usage: bool = False
     openwebui: bool = False
-    session_id: str | None = None
     _open_cards: dict[str, str] = field(default_factory=dict)
     """Open WebUI tool cards shown as running: call id → tool name."""
 
@@ -152,7 +151,7 @@ class ChatStreamView:
             case RetryScheduled() | BudgetWarning() | CompressionPerformed():
                 return self._status(event)
             case (
-                StatusChanged()
+                ModelCallStarted()
                 | ToolCallGenerating()
                 | ApprovalRequested()
                 | ApprovalResolved()
@@ -220,7 +219,7 @@ class ChatStreamView:
             frames.append({"error": _error_body(event)})
             return frames
         final = self.chunk({}, finish_reason_for(event.exit_reason))
-        final["hermes"] = hermes_summary(event, session_id=self.session_id)
+        final["hermes"] = hermes_summary(event)
         frames.append(final)
         if self.include_usage:
             frames.append(
@@ -285,7 +284,6 @@ class ChatCompletionBuilder:
     completion_id: str
     model: str
     created: int
-    session_id: str | None = None
     _reasoning: list[str] = field(default_factory=list)
     _client_calls: list[ToolCall] = field(default_factory=list)
 
@@ -322,5 +320,5 @@ class ChatCompletionBuilder:
                 }
             ],
             "usage": chat_usage(end.usage),
-            "hermes": hermes_summary(end, session_id=self.session_id),
+            "hermes": hermes_summary(end),
         }

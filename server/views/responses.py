@@ -36,11 +36,11 @@ from hermes_core.events import (
     ExitReason,
     FallbackActivated,
     MessageAdded,
+    ModelCallStarted,
     ReasoningDelta,
     RetryScheduled,
     RunFinished,
     RunStarted,
-    StatusChanged,
     StepFinished,
     SubagentEvent,
     TextDelta,
@@ -96,12 +96,10 @@ class ResponsesView:
         shell: dict[str, Any],
         *,
         progress: Progress = "reasoning",
-        session_id: str | None = None,
         completed_at: int | None = None,
     ) -> None:
         self._response: dict[str, Any] = copy.deepcopy(shell)
         self._progress = progress
-        self.session_id = session_id
         self.completed_at = completed_at
         """Used by the ending when set (a replay, or the recorder's value); else the clock."""
         self._id_suffix = str(shell["id"]).removeprefix("resp_")
@@ -171,7 +169,7 @@ class ResponsesView:
                 return self._finished(event)
             case (
                 RunStarted()
-                | StatusChanged()
+                | ModelCallStarted()
                 | ToolCallGenerating()
                 | ApprovalRequested()
                 | ApprovalResolved()
@@ -224,7 +222,7 @@ class ResponsesView:
             frames += self._function_call_output(call_id, UNFINISHED_TOOL_OUTPUT)
         self._cards.clear()
         self._response["usage"] = response_usage(end.usage)
-        self._response["hermes"] = hermes_summary(end, session_id=self.session_id)
+        self._response["hermes"] = hermes_summary(end)
         terminal = self._settle(end)
         if end.exit_reason is ExitReason.FAILED:
             frames.append(_error_event(self._response["error"]["message"]))

@@ -17,21 +17,23 @@ from prometheus_client.samples import Sample
 from pydantic import SecretStr
 from starlette.routing import NoMatchFound
 
-from hermes_core.agent import Agent, AgentConfig
+from hermes_core.agent import AgentConfig
 from hermes_core.context import CachingContext
 from hermes_core.events import (
     AgentEvent,
     BudgetWarning,
     ExitReason,
     FallbackActivated,
+    InterruptSource,
+    ModelCallStarted,
     RetryScheduled,
     RunFinished,
     RunStarted,
-    StatusChanged,
     StepFinished,
     SubagentEvent,
     TextDelta,
     ToolFinished,
+    ToolOutcome,
 )
 from hermes_core.providers import ProviderConfig, create_provider
 from hermes_core.providers.base import ApiMode, ModelRequest, Provider, ProviderEvent
@@ -41,9 +43,9 @@ from hermes_core.tools.registry import ToolContext, ToolRegistry
 from hermes_core.usage import Usage
 from server.app import create_app
 from server.auth import KeyRing
-from server.metrics import Metrics, RequestMetrics, interrupt_source, path_endpoint
+from server.metrics import Metrics, RequestMetrics, path_endpoint
 from server.routes import metrics as metrics_routes
-from server.runs.manager import Run, RunManager
+from server.runs.manager import RunInfo, RunManager
 from server.services import Profile, Services
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from server.threaded import ThreadedServer
@@ -383,6 +385,28 @@ async def test_a_stop_through_the_api_is_an_interrupt_by_source(
     assert seen.value("hermes_runs_active", endpoint=CHAT) == 0
 
 
+@pytest.mark.parametrize(
+    ("method", "suffix", "source"),
+    [("POST", "/cancel", "cancel_api"), ("DELETE", "", "delete_api")],
+    ids=["cancel", "delete"],
+)
+async def test_a_response_cancelled_or_deleted_is_an_interrupt_by_its_own_source(
+    simulator: SimulatorServer, http: httpx.AsyncClient, method: str, suffix: str, source: str
+) -> None:
+    slow = Reply(text="slow " * 40, chunk_count=40)
+    script(simulator, "sim-plain", Step(reply=slow, fault=Fault(chunk_delay=0.2)))
+    body = {"model": "plain-agent", "input": "hello", "background": True}
+    created = await http.post("/v1/responses", headers=AUTH, json=body)
+    assert created.status_code == 200, created.text
+    ended = await http.request(
+        method, f"/v1/responses/{created.json()['id']}{suffix}", headers=AUTH
+    )
+    assert ended.status_code == 200, ended.text
+    seen = await scrape(http)
+    assert seen.value("hermes_interrupts_total", endpoint="responses", source=source) == 1
+    assert seen.value("hermes_interrupts_total", source="other") == 0
+
+
 # --- the observer on literal events -----------------------------------------------------------
 
 
@@ -418,19 +442,23 @@ def _events(run_id: str) -> Callable[..., Any]:
     return make
 
 
-def _run(max_iterations: int = 4) -> Run:
-    chain = FallbackChain([_Named("a", "model-a"), _Named("b", "model-b")])
-    registry = ToolRegistry()
-
-    @registry.tool(description="Look up.", parameters={"type": "object", "properties": {}})
-    async def lookup(arguments: dict[str, Any], ctx: ToolContext) -> str:
-        return ""
-
-    agent = Agent(chain, tools=registry, config=AgentConfig(max_iterations=max_iterations))
-    return Run(id="run_1", owner="alice", endpoint="chat.completions", model="m", agent=agent)
+def _info() -> RunInfo:
+    return RunInfo(
+        id="run_1",
+        owner="alice",
+        endpoint="chat.completions",
+        model="m",
+        providers={"a": "model-a", "b": "model-b"},
+    )
 
 
-def _finished(make: Callable[..., Any], reason: ExitReason, text: str = "") -> RunFinished:
+def _finished(
+    make: Callable[..., Any],
+    reason: ExitReason,
+    text: str = "",
+    *,
+    source: InterruptSource = InterruptSource.CLIENT_DISCONNECT,
+) -> RunFinished:
     finished: RunFinished = make(
         RunFinished,
         exit_reason=reason,
@@ -439,12 +467,13 @@ def _finished(make: Callable[..., Any], reason: ExitReason, text: str = "") -> R
         usage=Usage(),
         model_calls=5,
         error="Interrupted: client disconnected" if reason is ExitReason.INTERRUPTED else None,
+        interrupt_source=source if reason is ExitReason.INTERRUPTED else None,
     )
     return finished
 
 
 async def test_observe_counts_a_whole_run_from_literal_events() -> None:
-    metrics, run = Metrics(runtime_metrics=False), _run()
+    metrics, run = Metrics(runtime_metrics=False), _info()
     make, child = _events("run_1"), _events("run_child")
 
     def sub(event: AgentEvent) -> SubagentEvent:
@@ -457,8 +486,8 @@ async def test_observe_counts_a_whole_run_from_literal_events() -> None:
     usage = Usage(input_tokens=100, cache_read_tokens=80, output_tokens=20, reasoning_tokens=5)
     tool = {"call_id": "c1", "duration_s": 0.02, "result_preview": ""}
     events: list[AgentEvent] = [
-        make(RunStarted, task_id="t", model="model-a", provider="a"),
-        make(StatusChanged, status="calling_model"),
+        make(RunStarted, task_id="t", model="model-a", provider="a", budget=4),
+        make(ModelCallStarted, iteration=1, provider="a", model="model-a"),
         make(RetryScheduled, provider="a", attempt=1, delay_s=0.1, reason="rate_limit"),
         make(FallbackActivated, from_provider="a", to_provider="b", reason="made-up reason"),
         make(TextDelta, text="Hel"),
@@ -471,11 +500,11 @@ async def test_observe_counts_a_whole_run_from_literal_events() -> None:
             model="model-b-2025",
             finish_reason="tool_calls",
         ),
-        make(ToolFinished, name="lookup", ok=True, **tool),
-        make(ToolFinished, name="lookup", ok=False, error="timeout", **tool),
-        make(ToolFinished, name="lookup", ok=False, error="denied", **tool),
-        make(ToolFinished, name="invented", ok=False, error="Tool 'invented' does not…", **tool),
-        sub(child(RunStarted, task_id="t2", model="model-a", provider="a")),
+        make(ToolFinished, name="lookup", outcome=ToolOutcome.SUCCESS, **tool),
+        make(ToolFinished, name="lookup", outcome=ToolOutcome.TIMEOUT, error="timed out", **tool),
+        make(ToolFinished, name="lookup", outcome=ToolOutcome.DENIED, error="Denied", **tool),
+        make(ToolFinished, name="invented", outcome=ToolOutcome.NOT_FOUND, error="No", **tool),
+        sub(child(RunStarted, task_id="t2", model="model-a", provider="a", budget=4)),
         sub(child(TextDelta, text="child text")),
         sub(
             child(
@@ -487,17 +516,15 @@ async def test_observe_counts_a_whole_run_from_literal_events() -> None:
                 finish_reason="stop",
             )
         ),
-        sub(child(ToolFinished, name="lookup", ok=False, error="interrupted", **tool)),
+        sub(child(ToolFinished, name="lookup", outcome=ToolOutcome.CANCELLED, **tool)),
         sub(child(BudgetWarning, tier="caution", used=3, total=4)),
         sub(_finished(child, ExitReason.COMPLETED, "child answer")),
         make(BudgetWarning, tier="warning", used=4, total=4),
-        make(StatusChanged, status="finishing"),
-        make(StatusChanged, status="calling_model"),
+        make(ModelCallStarted, iteration=4, provider="b", model="model-b", grace=True),
     ]
     for event in events:
         metrics.observe(run, event)
     assert value("hermes_runs_active", endpoint=CHAT) == 1
-    run.agent.interrupt("client disconnected")
     metrics.observe(run, _finished(make, ExitReason.INTERRUPTED))
 
     assert value("hermes_runs_active", endpoint=CHAT) == 0
@@ -536,11 +563,12 @@ async def test_observe_counts_a_whole_run_from_literal_events() -> None:
     ("text", "outcome"), [("Here is what I found.", "answered"), ("  ", "empty")]
 )
 async def test_a_grace_call_is_answered_or_empty(text: str, outcome: str) -> None:
-    metrics, run = Metrics(runtime_metrics=False), _run()
+    metrics, run = Metrics(runtime_metrics=False), _info()
     make = _events("run_1")
-    metrics.observe(run, make(RunStarted, task_id="t", model="model-a", provider="a"))
-    metrics.observe(run, make(StatusChanged, status="finishing"))
-    metrics.observe(run, make(StatusChanged, status="calling_model"))
+    metrics.observe(run, make(RunStarted, task_id="t", model="model-a", provider="a", budget=4))
+    metrics.observe(
+        run, make(ModelCallStarted, iteration=4, provider="a", model="model-a", grace=True)
+    )
     step = make(StepFinished, iteration=4, usage=Usage(), provider="a", model="model-a",
                 finish_reason="stop")  # fmt: skip
     metrics.observe(run, step)
@@ -556,11 +584,11 @@ async def test_a_grace_call_is_answered_or_empty(text: str, outcome: str) -> Non
 
 
 async def test_a_failed_last_call_is_an_upstream_error() -> None:
-    metrics, run = Metrics(runtime_metrics=False), _run()
+    metrics, run = Metrics(runtime_metrics=False), _info()
     make = _events("run_1")
     for event in (
-        make(RunStarted, task_id="t", model="model-a", provider="a"),
-        make(StatusChanged, status="calling_model"),
+        make(RunStarted, task_id="t", model="model-a", provider="a", budget=4),
+        make(ModelCallStarted, iteration=1, provider="a", model="model-a"),
         _finished(make, ExitReason.FAILED),
     ):
         metrics.observe(run, event)
@@ -569,18 +597,14 @@ async def test_a_failed_last_call_is_an_upstream_error() -> None:
     assert metrics.registry.get_sample_value("hermes_budget_grace_calls_total", {}) is None
 
 
-@pytest.mark.parametrize(
-    ("reason", "source"),
-    [
-        ("client disconnected", "client_disconnect"),
-        ("stopped through the API", "stop_api"),
-        ("server shutting down", "shutdown"),
-        ("some other reason", "other"),
-        (None, "other"),
-    ],
-)
-def test_interrupt_sources(reason: str | None, source: str) -> None:
-    assert interrupt_source(reason) == source
+@pytest.mark.parametrize("source", list(InterruptSource))
+def test_an_interrupted_run_is_counted_by_its_source(source: InterruptSource) -> None:
+    metrics, run = Metrics(runtime_metrics=False), _info()
+    make = _events("run_1")
+    metrics.observe(run, make(RunStarted, task_id="t", model="model-a", provider="a", budget=4))
+    metrics.observe(run, _finished(make, ExitReason.INTERRUPTED, source=source))
+    labels = {"endpoint": CHAT, "source": source.value}
+    assert metrics.registry.get_sample_value("hermes_interrupts_total", labels) == 1
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from hermes_core.events import (
     RunStarted,
     TextDelta,
     ToolFinished,
+    ToolOutcome,
     ToolStarted,
 )
 from hermes_core.messages import ToolCall
@@ -163,7 +164,7 @@ def run_events() -> list[AgentEvent]:
         "function": {"name": "f", "arguments": "{}"},
     }
     return [
-        RunStarted(run_id=RUN, seq=0, task_id="t", model="m", provider="p"),
+        RunStarted(run_id=RUN, seq=0, task_id="t", model="m", provider="p", budget=10),
         ReasoningDelta(run_id=RUN, seq=1, text="Let me look."),
         ToolStarted(
             run_id=RUN, seq=2, call_id="c1", name="lookup", arguments={"q": 1}, summary="lookup 1"
@@ -173,7 +174,7 @@ def run_events() -> list[AgentEvent]:
             seq=3,
             call_id="c1",
             name="lookup",
-            ok=True,
+            outcome=ToolOutcome.SUCCESS,
             duration_s=0.01,
             result_preview="one",
         ),
@@ -194,6 +195,7 @@ def finished(reason: ExitReason, error: str | None = None) -> RunFinished:
         usage=usage,
         model_calls=2,
         error=error,
+        session_id="s1",
     )
 
 
@@ -202,7 +204,7 @@ def test_a_responses_stream_fits_the_documented_events(progress: Any) -> None:
     shell = ResponseCreateRequest(model="m", input="hi", user="u").shell(
         response_id="resp_1", created_at=1, model="m"
     )
-    view = ResponsesView(shell, progress=progress, session_id="s1", completed_at=2)
+    view = ResponsesView(shell, progress=progress, completed_at=2)
     frames = view.opening() + [frame for event in run_events() for frame in view.handle(event)]
     for frame in frames:
         ResponseStreamEvent.model_validate(frame)
@@ -222,9 +224,7 @@ def test_a_failed_responses_stream_fits_the_documented_events() -> None:
 
 
 def test_a_chat_stream_and_completion_fit_the_documented_models() -> None:
-    view = ChatStreamView(
-        completion_id="chatcmpl-1", model="m", created=1, include_usage=True, session_id="s1"
-    )
+    view = ChatStreamView(completion_id="chatcmpl-1", model="m", created=1, include_usage=True)
     builder = ChatCompletionBuilder(completion_id="chatcmpl-1", model="m", created=1)
     events = run_events()
     for event in events:

@@ -28,16 +28,17 @@ from hermes_core.events import (
     ExitReason,
     FallbackActivated,
     MessageAdded,
+    ModelCallStarted,
     ReasoningDelta,
     RetryScheduled,
     RunFinished,
     RunStarted,
-    StatusChanged,
     StepFinished,
     SubagentEvent,
     TextDelta,
     ToolCallGenerating,
     ToolFinished,
+    ToolOutcome,
     ToolStarted,
 )
 from hermes_core.messages import ToolCall
@@ -114,7 +115,7 @@ def finished(
         seq=0,
         call_id=call_id,
         name=name,
-        ok=error is None,
+        outcome=ToolOutcome.SUCCESS if error is None else ToolOutcome.ERROR,
         duration_s=0.012,
         result_preview="" if error else "a striped horse",
         error=error,
@@ -132,6 +133,7 @@ def end(reason: ExitReason = ExitReason.COMPLETED, *, error: str | None = None) 
         usage=usage,
         model_calls=2,
         error=error,
+        session_id="sess_1",
     )
 
 
@@ -147,9 +149,7 @@ def stream(
     *events: AgentEvent, progress: Progress = "reasoning", shell: dict[str, Any] | None = None
 ) -> tuple[list[dict[str, Any]], ResponsesView]:
     """Every frame the view produces for ``events``, checked; and the view."""
-    view = ResponsesView(
-        shell or make_shell(), progress=progress, session_id="sess_1", completed_at=CREATED_AT + 5
-    )
+    view = ResponsesView(shell or make_shell(), progress=progress, completed_at=CREATED_AT + 5)
     frames = view.opening()
     for event in numbered(*events):
         frames += view.handle(event)
@@ -240,7 +240,7 @@ def test_the_stream_opens_with_created_then_in_progress_carrying_the_shell() -> 
 
 
 def test_a_queued_response_opens_queued_and_is_in_progress_from_the_first_event() -> None:
-    begin = RunStarted(run_id=RUN, seq=0, task_id="t", model="m", provider="p")
+    begin = RunStarted(run_id=RUN, seq=0, task_id="t", model="m", provider="p", budget=10)
     frames, _ = stream(begin, end(), shell=make_shell("queued"))
     assert types(frames)[:3] == ["response.created", "response.queued", "response.in_progress"]
     assert [f["response"]["status"] for f in frames[:3]] == ["queued", "queued", "in_progress"]
@@ -389,8 +389,8 @@ def test_events_that_change_nothing_visible_produce_no_frames() -> None:
     view = ResponsesView(make_shell())
     view.opening()
     quiet: list[AgentEvent] = [
-        RunStarted(run_id=RUN, seq=0, task_id="t", model="m", provider="p"),
-        StatusChanged(run_id=RUN, seq=1, status="thinking"),
+        RunStarted(run_id=RUN, seq=0, task_id="t", model="m", provider="p", budget=10),
+        ModelCallStarted(run_id=RUN, seq=1, iteration=1, provider="p", model="m"),
         ToolCallGenerating(run_id=RUN, seq=2, index=0, call_id="c", name="n", arguments_delta="{"),
         ApprovalRequested(run_id=RUN, seq=3, call_id="c", name="n", reason="risky"),
         ApprovalResolved(run_id=RUN, seq=4, call_id="c", approved=True),

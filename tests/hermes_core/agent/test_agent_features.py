@@ -10,17 +10,20 @@ import pytest
 from hermes_core.agent import Agent, AgentCallbacks, AgentRequest
 from hermes_core.errors import InvalidRequestError
 from hermes_core.events import (
+    AgentEvent,
     ApprovalRequested,
     ApprovalResolved,
     ClientToolCallsPending,
     ExitReason,
+    InterruptSource,
     RunFinished,
     SubagentEvent,
+    TextDelta,
 )
 from hermes_core.memory_stores import InMemoryMemoryStore, InMemorySessionIndex, InMemoryTodoStore
 from hermes_core.providers.base import ToolSchema
 from hermes_core.tools.registry import Tool, ToolCallRequest, ToolContext, ToolRegistry
-from server.simulator import Reply, SimulatorServer, Step
+from server.simulator import Fault, Reply, SimulatorServer, Step
 from tests.hermes_core.agent.conftest import (
     ProviderFor,
     body_text,
@@ -147,6 +150,34 @@ async def test_delegated_children_run_in_parallel_and_their_events_are_nested(
     for body in child_requests:
         assert "delegate_task" not in body_text(body.get("tools", []))
         assert "memory" not in [t["function"]["name"] for t in body.get("tools", [])]
+
+
+async def test_a_child_stops_with_its_parent_and_says_so(
+    simulator: SimulatorServer, provider_for: ProviderFor
+) -> None:
+    slow_child = Step(reply=Reply(text="word " * 40, chunk_count=40), fault=Fault(chunk_delay=0.25))
+    script(
+        simulator,
+        "delegate-stop",
+        Step(reply=Reply(tool_calls=[call("delegate_task", goal="talk slowly")])),
+        slow_child,
+    )
+    agent = Agent(provider_for("chat_completions", "delegate-stop"))
+    events: list[AgentEvent] = []
+    async for event in agent.run(AgentRequest(user_message="delegate it")):
+        events.append(event)
+        if isinstance(event, SubagentEvent) and isinstance(event.event, TextDelta):
+            agent.interrupt("stop pressed", source=InterruptSource.STOP_API)
+    child_end = next(
+        e.event for e in events if isinstance(e, SubagentEvent) and isinstance(e.event, RunFinished)
+    )
+    assert child_end.exit_reason is ExitReason.INTERRUPTED
+    assert child_end.interrupt_source is InterruptSource.PARENT
+    end = finished(events)
+    assert (end.exit_reason, end.interrupt_source) == (
+        ExitReason.INTERRUPTED,
+        InterruptSource.STOP_API,
+    )
 
 
 def _dangerous_tools(log: list[str]) -> ToolRegistry:

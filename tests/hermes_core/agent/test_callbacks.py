@@ -19,15 +19,16 @@ from hermes_core.events import (
     ExitReason,
     FallbackActivated,
     MessageAdded,
+    ModelCallStarted,
     ReasoningDelta,
     RunFinished,
     RunStarted,
-    StatusChanged,
     StepFinished,
     SubagentEvent,
     TextDelta,
     ToolCallGenerating,
     ToolFinished,
+    ToolOutcome,
     ToolStarted,
 )
 from hermes_core.usage import Usage
@@ -53,7 +54,7 @@ TOOL_FINISHED = ToolFinished(
     seq=2,
     call_id="c1",
     name="read_file",
-    ok=False,
+    outcome=ToolOutcome.ERROR,
     duration_s=0.5,
     result_preview="Error: gone",
     error="Error: gone",
@@ -120,6 +121,7 @@ async def test_tool_events_go_to_the_tool_progress_callback() -> None:
                 {
                     "call_id": "c1",
                     "ok": False,
+                    "outcome": "error",
                     "duration_s": 0.5,
                     "preview": "Error: gone",
                     "error": "Error: gone",
@@ -129,18 +131,18 @@ async def test_tool_events_go_to_the_tool_progress_callback() -> None:
     ]
 
 
-async def test_a_status_change_goes_to_the_thinking_callback() -> None:
+async def test_a_model_call_starting_goes_to_the_thinking_callback() -> None:
     calls: Calls = []
     events: list[AgentEvent] = [
-        StatusChanged(run_id="r", seq=1, status="running_tools", message="Running 2 tools"),
-        StatusChanged(run_id="r", seq=2, status="calling_model"),
+        ModelCallStarted(run_id="r", seq=1, iteration=1, provider="sim", model="m1"),
+        ModelCallStarted(run_id="r", seq=2, iteration=3, provider="sim", model="m1", grace=True),
     ]
 
     await _dispatch_all(_recording(calls), events)
 
     assert calls == [
-        ("thinking_callback", ("Running 2 tools",)),
-        ("thinking_callback", ("calling_model",)),
+        ("thinking_callback", ("Calling m1",)),
+        ("thinking_callback", ("Budget exhausted: asking m1 for a final answer",)),
     ]
 
 
@@ -187,7 +189,7 @@ async def test_a_finished_step_goes_to_the_step_callback() -> None:
 async def test_lifecycle_events_go_to_the_status_callback() -> None:
     calls: Calls = []
     events: list[AgentEvent] = [
-        RunStarted(run_id="r", seq=0, task_id="t", model="m1", provider="sim"),
+        RunStarted(run_id="r", seq=0, task_id="t", model="m1", provider="sim", budget=90),
         BudgetWarning(run_id="r", seq=1, tier="caution", used=63, total=90),
         FallbackActivated(
             run_id="r", seq=2, from_provider="primary", to_provider="backup", reason="rate_limit"

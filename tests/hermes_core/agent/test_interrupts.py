@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from hermes_core.agent import Agent, AgentRequest
-from hermes_core.events import AgentEvent, ExitReason, TextDelta, ToolFinished
+from hermes_core.events import AgentEvent, ExitReason, InterruptSource, TextDelta, ToolFinished
 from hermes_core.providers.base import ApiMode
 from hermes_core.tools.executor import CANCELLED_BEFORE_START, CANCELLED_WHILE_RUNNING
 from hermes_core.tools.registry import Tool, ToolContext, ToolRegistry
@@ -61,13 +61,14 @@ async def test_an_interrupt_during_a_slow_stream_ends_the_run_at_once(
     async for event in agent.run(AgentRequest(user_message="talk slowly")):
         events.append(event)
         if isinstance(event, TextDelta) and len(events) > 3:
-            agent.interrupt("user pressed stop")
+            agent.interrupt("user pressed stop", source=InterruptSource.STOP_API)
     elapsed = time.monotonic() - started
     end = finished(events)
     assert end.exit_reason is ExitReason.INTERRUPTED
     assert end.partial is True
     assert end.final_text.startswith("word")
     assert end.error == "Interrupted: user pressed stop"
+    assert end.interrupt_source is InterruptSource.STOP_API
     assert elapsed < 4  # the stream alone would take about 10 s
     assert await _wait_disconnected(simulator, "slow")
     # Nothing of the abandoned call entered the transcript.
@@ -199,6 +200,9 @@ async def test_an_interrupt_between_runs_applies_to_the_next_run_only(
 ) -> None:
     script(simulator, "later", Step(reply=Reply(text="first")), Step(reply=Reply(text="second")))
     agent = Agent(provider_for("chat_completions", "later"))
+    agent.interrupt("early stop")
+    stopped = await run_events(agent, AgentRequest(user_message="one"))
+    assert finished(stopped).interrupt_source is InterruptSource.OTHER  # the default
     agent.interrupt("early stop")
     interrupted = await agent.run_conversation("one")
     assert interrupted["exit_reason"] == "interrupted"

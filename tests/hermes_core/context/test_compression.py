@@ -370,17 +370,8 @@ class _Window:
         return None
 
 
-class _Events:
-    def __init__(self) -> None:
-        self.emitted: list[dict[str, Any]] = []
-
-    def __call__(self, kind: type[object], **fields: Any) -> None:
-        assert kind is CompressionPerformed
-        self.emitted.append(fields)
-
-
 def _context(
-    transcript: list[Message], emit: _Events, *, window: int, between: bool, real: int | None
+    transcript: list[Message], *, window: int, between: bool, real: int | None
 ) -> CallContext:
     return CallContext(
         transcript=transcript,
@@ -388,7 +379,6 @@ def _context(
         last_prompt_tokens=real,
         session_id="sess",
         between_turns=between,
-        emit=emit,
     )
 
 
@@ -396,49 +386,51 @@ async def test_the_first_call_of_a_turn_uses_the_between_turns_threshold() -> No
     history = _chatty_history(12, text_chars=800, output_chars=100)
     tokens = estimate_tokens(history)
     hook = CompressingContext(Compressor(None))
-    emit = _Events()
     window = int(tokens / 0.7)  # 70 %: over 50 %, under 85 %
     transcript = list(history)
-    await hook.before_call(_context(transcript, emit, window=window, between=True, real=None))
-    assert emit.emitted == []
+    assert (
+        await hook.before_call(_context(transcript, window=window, between=True, real=None)) is None
+    )
     assert transcript == history
-    await hook.before_call(_context(transcript, emit, window=window, between=False, real=None))
-    (event,) = emit.emitted
-    assert event["tokens_before"] == tokens
-    assert event["tokens_after"] < tokens
-    assert (event["parent_session_id"], event["session_id"]) == ("sess", "sess.c1")
-    assert event["summarised"] is True
-    assert transcript == event["messages"]
+    done = await hook.before_call(_context(transcript, window=window, between=False, real=None))
+    assert done is not None
+    assert done.tokens_before == tokens
+    assert done.tokens_after < tokens
+    assert (done.parent_session_id, done.session_id) == ("sess", "sess.c1")
+    assert done.summarised is True
+    assert done.summariser_call is None  # no summariser: the deterministic digest
+    assert done.messages_before == len(history) > len(transcript)
 
 
 async def test_the_real_prompt_count_wins_and_lineage_chains_from_the_child() -> None:
     history = _chatty_history(12, text_chars=800, output_chars=100)
     hook = CompressingContext(Compressor(None), session_ids=lambda parent: f"{parent}+")
-    emit = _Events()
     window = estimate_tokens(history) * 3  # the estimate alone is far under the threshold
     transcript = list(history)
-    await hook.before_call(_context(transcript, emit, window=window, between=False, real=None))
-    assert emit.emitted == []
+    assert (
+        await hook.before_call(_context(transcript, window=window, between=False, real=None))
+        is None
+    )
     transcript.append({"role": "assistant", "content": "More."})
     # The upstream counted far more (a long system prompt, many tool schemas): compress.
-    await hook.before_call(_context(transcript, emit, window=window, between=False, real=window))
-    (first,) = emit.emitted
+    first = await hook.before_call(_context(transcript, window=window, between=False, real=window))
+    assert first is not None
     added = estimate_tokens(transcript[-1:])
-    assert first["tokens_before"] == window + added
-    assert (first["parent_session_id"], first["session_id"]) == ("sess", "sess+")
+    assert first.tokens_before == window + added
+    assert (first.parent_session_id, first.session_id) == ("sess", "sess+")
     assert hook.current_session("sess") == "sess+"
     transcript += _chatty_history(6, text_chars=800, output_chars=100)[1:]
-    await hook.before_call(_context(transcript, emit, window=window, between=False, real=window))
-    assert [e["session_id"] for e in emit.emitted] == ["sess+", "sess++"]
-    assert emit.emitted[1]["parent_session_id"] == "sess+"
+    second = await hook.before_call(_context(transcript, window=window, between=False, real=window))
+    assert second is not None
+    assert (second.parent_session_id, second.session_id) == ("sess+", "sess++")
 
 
 async def test_nothing_happens_when_nothing_can_be_compressed() -> None:
     hook = CompressingContext(Compressor(None))
-    emit = _Events()
     transcript: list[Message] = [{"role": "user", "content": "x" * 8000}]
-    await hook.before_call(_context(transcript, emit, window=100, between=False, real=None))
-    assert emit.emitted == []
+    assert (
+        await hook.before_call(_context(transcript, window=100, between=False, real=None)) is None
+    )
     assert transcript == [{"role": "user", "content": "x" * 8000}]
 
 
@@ -509,9 +501,8 @@ async def test_a_long_history_is_summarised_before_the_call_and_the_run_complete
     history = _chatty_history(12, text_chars=1500, output_chars=100)
     window = int(estimate_tokens(history) / 0.9)  # over 85 % before the first call
     agent = _agent(providers, api_mode, window)
-    events = await run_events(
-        agent, AgentRequest(user_message="Wrap up.", history=history, task_id="task-compress")
-    )
+    wrap_up = AgentRequest(user_message="Wrap up.", history=history, session_id="task-compress")
+    events = await run_events(agent, wrap_up)
     (compression,) = _compression(events)
     assert compression.summarised
     assert compression.tokens_after < compression.tokens_before
@@ -520,6 +511,17 @@ async def test_a_long_history_is_summarised_before_the_call_and_the_run_complete
     assert compression.messages_after < compression.messages_before
     done = finished(events)
     assert (done.exit_reason, done.final_text) == (ExitReason.COMPLETED, "All items are balanced.")
+    # The run ended in the child session, and the summary's call is part of its cost.
+    assert (done.session_id, done.transcript_length) == (
+        "task-compress.c1",
+        compression.messages_after + 1,
+    )
+    summary_call = compression.summariser_call
+    assert summary_call is not None
+    assert summary_call.usage.input_tokens > 0
+    assert done.calls[0] == summary_call
+    assert done.usage == sum((call.usage for call in done.calls), Usage())
+    assert done.model_calls == 1  # model calls of the loop; the summary's is not budgeted
     (summarising,) = simulator.state.requests(scenario=SUMMARISER)
     assert "Finding 1:" in str(summarising.body)
     assert "stream" not in summarising.body  # nobody watches a summary being written

@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from hermes_core.agent.emitter import Emitter
 from hermes_core.events import (
     AgentEvent,
     ApprovalRequested,
     ApprovalResolved,
     ToolFinished,
+    ToolOutcome,
     ToolStarted,
 )
 from hermes_core.tools.executor import (
@@ -36,13 +38,11 @@ SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
 
 class Recorder:
-    """The executor's ``emit``: stamps each event the way the loop does."""
+    """Where the executor's events go: a real :class:`Emitter` that keeps them in a list."""
 
     def __init__(self) -> None:
         self.events: list[AgentEvent] = []
-
-    def __call__(self, event_class: Callable[..., AgentEvent], **fields: Any) -> None:
-        self.events.append(event_class(run_id="r", seq=len(self.events), **fields))
+        self.emit = Emitter("r", self.events.append).emit
 
     def stable(self) -> list[AgentEvent]:
         """The events with durations zeroed, for whole-stream comparison."""
@@ -68,7 +68,7 @@ def _executor(
 ) -> ToolExecutor:
     return ToolExecutor(
         registry=registry or ToolRegistry(tools),
-        emit=recorder,
+        emit=recorder.emit,
         run_id="r",
         task_id="t",
         interrupted=interrupted or asyncio.Event(),
@@ -119,9 +119,9 @@ async def test_results_come_back_in_call_order_whatever_the_completion_order() -
 
     assert finished == ["c", "b", "a"]
     assert _stable(results) == [
-        CallResult(call_id="a", name="slow", content="A", ok=True),
-        CallResult(call_id="b", name="medium", content="B", ok=True),
-        CallResult(call_id="c", name="fast", content="C", ok=True),
+        CallResult(call_id="a", name="slow", content="A", outcome=ToolOutcome.SUCCESS),
+        CallResult(call_id="b", name="medium", content="B", outcome=ToolOutcome.SUCCESS),
+        CallResult(call_id="c", name="fast", content="C", outcome=ToolOutcome.SUCCESS),
     ]
 
 
@@ -214,14 +214,14 @@ async def test_every_call_emits_started_and_finished_events() -> None:
             seq=1,
             call_id="a",
             name="read_file",
-            ok=True,
+            outcome=ToolOutcome.SUCCESS,
             duration_s=0.0,
             result_preview="x" * 300,
             error=None,
         ),
     ]
     assert _stable(results) == [
-        CallResult(call_id="a", name="read_file", content="x" * 400, ok=True)
+        CallResult(call_id="a", name="read_file", content="x" * 400, outcome=ToolOutcome.SUCCESS)
     ]
 
 
@@ -272,14 +272,16 @@ async def test_a_tool_that_raises_gives_an_error_result() -> None:
 
     message = "Error: FileNotFoundError: no such file: a.txt"
     assert _stable(results) == [
-        CallResult(call_id="a", name="read_file", content=message, ok=False, error=message)
+        CallResult(
+            call_id="a", name="read_file", content=message, outcome=ToolOutcome.ERROR, error=message
+        )
     ]
     assert recorder.stable()[-1] == ToolFinished(
         run_id="r",
         seq=1,
         call_id="a",
         name="read_file",
-        ok=False,
+        outcome=ToolOutcome.ERROR,
         duration_s=0.0,
         result_preview=message,
         error=message,
@@ -298,8 +300,8 @@ async def test_a_tool_that_takes_too_long_times_out() -> None:
             call_id="a",
             name="slow",
             content="Error: slow timed out after 0.05 s.",
-            ok=False,
-            error="timeout",
+            outcome=ToolOutcome.TIMEOUT,
+            error="Error: slow timed out after 0.05 s.",
         )
     ]
 
@@ -315,7 +317,9 @@ async def test_a_tool_raising_its_own_timeout_error_gives_an_error_result() -> N
 
     message = "Error: TimeoutError: connect timed out"
     assert _stable(results) == [
-        CallResult(call_id="a", name="fetch", content=message, ok=False, error=message)
+        CallResult(
+            call_id="a", name="fetch", content=message, outcome=ToolOutcome.ERROR, error=message
+        )
     ]
 
 
@@ -333,7 +337,13 @@ async def test_a_preset_result_answers_a_call_without_a_tool() -> None:
 
     message = "Error: unknown tool 'no_such_tool'."
     assert _stable(results) == [
-        CallResult(call_id="a", name="no_such_tool", content=message, ok=False, error=message)
+        CallResult(
+            call_id="a",
+            name="no_such_tool",
+            content=message,
+            outcome=ToolOutcome.ERROR,
+            error=message,
+        )
     ]
     assert recorder.stable() == [
         ToolStarted(
@@ -349,7 +359,7 @@ async def test_a_preset_result_answers_a_call_without_a_tool() -> None:
             seq=1,
             call_id="a",
             name="no_such_tool",
-            ok=False,
+            outcome=ToolOutcome.ERROR,
             duration_s=0.0,
             result_preview=message,
             error=message,
@@ -383,9 +393,13 @@ async def test_an_interrupt_before_a_sequential_call_cancels_it() -> None:
 
     assert ran == ["a"]
     assert _stable(results) == [
-        CallResult(call_id="a", name="stop", content="stopping", ok=True),
+        CallResult(call_id="a", name="stop", content="stopping", outcome=ToolOutcome.SUCCESS),
         CallResult(
-            call_id="b", name="write", content=CANCELLED_BEFORE_START, ok=False, error="interrupted"
+            call_id="b",
+            name="write",
+            content=CANCELLED_BEFORE_START,
+            outcome=ToolOutcome.CANCELLED,
+            error=CANCELLED_BEFORE_START,
         ),
     ]
     assert CANCELLED_BEFORE_START == "Cancelled: the run was interrupted before this tool started."
@@ -398,10 +412,10 @@ async def test_an_interrupt_before_a_sequential_call_cancels_it() -> None:
             seq=3,
             call_id="b",
             name="write",
-            ok=False,
+            outcome=ToolOutcome.CANCELLED,
             duration_s=0.0,
             result_preview=CANCELLED_BEFORE_START,
-            error="interrupted",
+            error=CANCELLED_BEFORE_START,
         ),
     ]
 
@@ -434,8 +448,8 @@ async def test_a_cancellable_tool_is_cancelled_by_an_interrupt() -> None:
             call_id="a",
             name="crawl",
             content=CANCELLED_WHILE_RUNNING,
-            ok=False,
-            error="interrupted",
+            outcome=ToolOutcome.CANCELLED,
+            error=CANCELLED_WHILE_RUNNING,
         )
     ]
 
@@ -450,7 +464,9 @@ async def test_a_tool_that_is_not_cancellable_finishes_after_an_interrupt() -> N
     )
     await interrupter
 
-    assert _stable(results) == [CallResult(call_id="a", name="nap", content="slept 0.15", ok=True)]
+    assert _stable(results) == [
+        CallResult(call_id="a", name="nap", content="slept 0.15", outcome=ToolOutcome.SUCCESS)
+    ]
 
 
 def _deleter(ran: list[str]) -> Tool:
@@ -481,7 +497,7 @@ async def test_a_call_needing_approval_without_an_approver_is_denied() -> None:
     )
     assert ran == []
     assert _stable(results) == [
-        CallResult(call_id="a", name="rm", content=denial, ok=False, error="denied")
+        CallResult(call_id="a", name="rm", content=denial, outcome=ToolOutcome.DENIED, error=denial)
     ]
     assert _approval_events(recorder) == [
         ApprovalRequested(run_id="r", seq=1, call_id="a", name="rm", reason="deletes files"),
@@ -535,8 +551,8 @@ async def test_an_approver_saying_no_denies_the_call() -> None:
             call_id="a",
             name="rm",
             content="Denied by the user: rm (deletes files). Choose another way.",
-            ok=False,
-            error="denied",
+            outcome=ToolOutcome.DENIED,
+            error="Denied by the user: rm (deletes files). Choose another way.",
         )
     ]
     assert _approval_events(recorder) == [
@@ -556,7 +572,7 @@ async def test_an_approver_that_raises_denies_the_call() -> None:
     results = await executor.run_batch([_planned("a", tool, path="/home")])
 
     assert ran == []
-    assert [(r.ok, r.error) for r in results] == [(False, "denied")]
+    assert [r.outcome for r in results] == [ToolOutcome.DENIED]
 
 
 async def test_a_call_that_needs_no_approval_asks_nobody() -> None:
@@ -603,8 +619,8 @@ async def test_a_pre_hook_returning_a_string_blocks_the_call() -> None:
             call_id="a",
             name="rm",
             content="Blocked by policy: rm is not allowed here.",
-            ok=False,
-            error="blocked",
+            outcome=ToolOutcome.BLOCKED,
+            error="Blocked by policy: rm is not allowed here.",
         )
     ]
     assert _approval_events(recorder) == []
