@@ -138,12 +138,13 @@ class CompressionPerformed(_Event):
     tokens_after: int
     messages_before: int
     messages_after: int
-    session_id: str
-    """The child session that continues the conversation from here."""
-    parent_session_id: str
+    session_id: str | None
+    """The child session that continues the conversation from here; None when the
+    conversation is kept in no session (a compaction asked for on its own)."""
+    parent_session_id: str | None
     """The session that was compressed (the lineage)."""
     messages: list[Message]
-    """The compressed transcript the child session starts from."""
+    """The compressed transcript (the child session starts from it)."""
     summarised: bool
     """False when only old tool outputs were pruned (no summary was written)."""
     summariser_call: CallRecord | None = None

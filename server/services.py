@@ -54,6 +54,15 @@ class Profile:
             for member in (chain.providers if isinstance(chain, FallbackChain) else [chain])
         }
 
+    def plain_agent(self, *, owner: str) -> Agent:
+        """An agent for one plain model call on the client's own messages: no instructions,
+        no memory, no tools, one iteration (Open WebUI's title, tag and follow-up tasks). It
+        uses the auxiliary chain, the one meant for cheap side work."""
+        config = AgentConfig(
+            core_instructions="", max_iterations=1, max_tokens=self.config.max_tokens
+        )
+        return Agent(self.summariser, config=config, owner=owner, system_prompt="")
+
     def new_agent(
         self,
         *,

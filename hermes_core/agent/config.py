@@ -75,6 +75,9 @@ class AgentRequest:
     max_tool_calls: int | None = None
     """Server tool calls this run may make. Calls beyond it are answered with an error, and
     once it is used up the model is asked to answer without tools."""
+    offer_tools: bool = True
+    """False: the model is offered no tools at all, server's or client's (a plain completion
+    that still runs as a run: usage, metrics and stop as for any other)."""
     stream_model_replies: bool = True
     """Someone follows the answer as it is generated (a streaming client). False lets each
     model reply come from upstream in one piece (cheaper for the server); the run's events

@@ -139,7 +139,8 @@ class RunDriver:
             self.state.iterations += 1
             limited = self._tool_calls_used_up()
             outcome = await self.call_model(
-                tools_allowed=not limited, closing_note=TOOL_LIMIT_REQUEST if limited else None
+                tools_allowed=self.request.offer_tools and not limited,
+                closing_note=TOOL_LIMIT_REQUEST if limited else None,
             )
             if outcome is None:
                 return

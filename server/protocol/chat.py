@@ -115,7 +115,7 @@ class ChatCompletionRequest(_Open):
         ]
 
     def to_agent_request(
-        self, *, with_client_tools: bool = True, run_id: str | None = None
+        self, *, with_client_tools: bool = True, offer_tools: bool = True, run_id: str | None = None
     ) -> AgentRequest:
         """Split the messages into the client's system layer, the history and the new turn."""
         system_parts: list[str] = []
@@ -141,6 +141,7 @@ class ChatCompletionRequest(_Open):
             reasoning_effort=self.reasoning_effort,
             parallel_tool_calls=self.parallel_tool_calls,
             stream_model_replies=self.stream,
+            offer_tools=offer_tools,
             run_id=run_id,
         )
 

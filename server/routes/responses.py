@@ -54,12 +54,15 @@ async def create_response(
 
 @router.post(
     "/compact",
-    response_model=ResponseCompaction,
-    responses=errors(400, 401, 403, 404, 409, 413),
+    response_model=None,
+    responses={
+        200: success(ResponseCompaction, "The conversation as one compaction item."),
+        **errors(400, 401, 403, 404, 409, 413, 429, 502),
+    },
 )
 async def compact_response(
     body: ResponseCreateRequest, request: Request, principal: Caller
-) -> dict[str, Any]:
+) -> Response:
     """Compact a conversation into one ``compaction`` item that can be fed back as input."""
     return await _serving(request).compact(body, principal)
 

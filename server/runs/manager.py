@@ -17,8 +17,9 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Protocol
 
-from hermes_core.agent import Agent, AgentRequest
+from hermes_core.agent import AgentRequest
 from hermes_core.errors import HermesError
 from hermes_core.events import AgentEvent, ExitReason, InterruptSource, RunFinished
 from hermes_core.usage import Usage
@@ -85,6 +86,18 @@ class RunInfo:
 RunObserver = Callable[[RunInfo, AgentEvent], None]
 
 
+class Runnable(Protocol):
+    """What runs: an ``Agent``, or another job that speaks the event contract (a compaction)."""
+
+    async def execute(self, request: AgentRequest, deliver: Callable[[AgentEvent], object]) -> None:
+        """Run ``request``, handing every event to ``deliver``; the last is one RunFinished."""
+        ...
+
+    def interrupt(self, reason: str = ..., *, source: InterruptSource = ...) -> None:
+        """Stop soon; the ending says ``interrupted`` and records ``source``."""
+        ...
+
+
 def new_id(prefix: str) -> str:
     return f"{prefix}{secrets.token_hex(12)}"
 
@@ -94,7 +107,7 @@ class Run:
     """One run: who owns it, how it is going, and everything it has said so far."""
 
     info: RunInfo
-    agent: Agent
+    agent: Runnable
     session_id: str | None = None
     """The session the run is in: where it started, then where it ended (a compression moves
     it to a child)."""
@@ -250,7 +263,7 @@ class RunManager:
 
     def start(
         self,
-        agent: Agent,
+        agent: Runnable,
         request: AgentRequest,
         *,
         owner: str,

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 from fastapi import Request
 from fastapi.responses import Response
 
-from hermes_core.errors import InvalidRequestError, ProviderError
+from hermes_core.errors import InvalidRequestError
 from hermes_core.events import InterruptSource
-from hermes_core.providers.base import ModelRequest, ModelResponse
 from server.auth import Principal
 from server.errors import APIError, error_response
 from server.json_response import FastJSONResponse
 from server.protocol.chat import ChatCompletionRequest
 from server.runs.manager import Run, RunLimitExceeded, new_id
-from server.services import Profile, Services
+from server.services import Services
 from server.serving.common import (
     is_openwebui,
     new_agent,
@@ -27,7 +25,7 @@ from server.serving.common import (
 )
 from server.sessions.service import SessionBusy
 from server.sse import DONE, data_frame, sse_response
-from server.views.chat import ChatCompletionBuilder, ChatStreamView, chat_usage
+from server.views.chat import ChatCompletionBuilder, ChatStreamView
 
 
 class ChatServing:
@@ -38,15 +36,22 @@ class ChatServing:
         self, body: ChatCompletionRequest, request: Request, principal: Principal
     ) -> Response:
         profile = resolve_profile(self.services, body.model, principal)
-        if body.is_openwebui_task:
-            return await self._side_task(body, profile)
-        openwebui = profile.openwebui or is_openwebui(request)
-        # Open WebUI sends its own 36 built-in tools with every request; they are not ours to run.
-        run_id = new_id("run_")
-        agent_request = body.to_agent_request(with_client_tools=not openwebui, run_id=run_id)
         services = self.services
-        session_name = session_name_of(request)
-        agent = new_agent(services, profile, request, principal)
+        run_id = new_id("run_")
+        side_task = body.is_openwebui_task
+        if side_task:
+            # Open WebUI's title, tag and follow-up prompts: one plain model call, in a run.
+            agent = profile.plain_agent(owner=principal.name)
+            agent_request = body.to_agent_request(
+                with_client_tools=False, offer_tools=False, run_id=run_id
+            )
+            openwebui, session_name = False, None
+        else:
+            openwebui = profile.openwebui or is_openwebui(request)
+            # Open WebUI sends its own 36 built-in tools with every request: not ours to run.
+            agent_request = body.to_agent_request(with_client_tools=not openwebui, run_id=run_id)
+            session_name = session_name_of(request)
+            agent = new_agent(services, profile, request, principal)
         try:
             agent.check(agent_request)
         except InvalidRequestError as exc:
@@ -55,7 +60,7 @@ class ChatServing:
         try:
             services.runs.admit(principal.name)
             session_id = None
-            if services.sessions is not None:
+            if services.sessions is not None and not side_task:
                 turn = await services.sessions.begin(
                     agent,
                     agent_request,
@@ -126,39 +131,3 @@ class ChatServing:
             response.headers.update(headers)
             return response
         return FastJSONResponse(builder.build(end), headers=headers)
-
-    async def _side_task(self, body: ChatCompletionRequest, profile: Profile) -> Response:
-        """Open WebUI's title/tags/follow-up prompts: one model call, no agent loop."""
-        messages = [m.model_dump(exclude_none=True) for m in body.messages]
-        request = ModelRequest(messages=messages, max_tokens=body.max_tokens, stream=False)  # type: ignore[arg-type]
-        response: ModelResponse | None = None
-        try:
-            async for event in profile.provider.stream(request):
-                if isinstance(event, ModelResponse):
-                    response = event
-        except ProviderError as exc:
-            raise APIError(502, exc.message, code="upstream_error") from exc
-        if response is None:
-            raise APIError(502, "The upstream gave no answer.", code="upstream_error")
-        content = response.message.get("content") or ""
-        payload: dict[str, Any] = {
-            "id": new_id("chatcmpl-"),
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": profile.id,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {
-                        "role": "assistant",
-                        "content": content,
-                        "refusal": None,
-                        "annotations": [],
-                    },
-                    "logprobs": None,
-                    "finish_reason": response.finish_reason,
-                }
-            ],
-            "usage": chat_usage(response.usage),
-        }
-        return FastJSONResponse(payload)

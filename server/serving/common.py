@@ -8,7 +8,7 @@ from fastapi import Request
 from hermes_core.agent import Agent, AgentRequest
 from server.auth import Principal
 from server.errors import APIError
-from server.runs.manager import Run
+from server.runs.manager import Run, Runnable
 from server.services import Profile, Services
 from server.sessions.service import MAX_NAME_LENGTH, valid_name
 
@@ -80,7 +80,7 @@ def new_agent(
 
 def start_run(
     services: Services,
-    agent: Agent,
+    agent: Runnable,
     request: AgentRequest,
     *,
     principal: Principal,

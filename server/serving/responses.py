@@ -26,12 +26,11 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from hermes_core.agent import Agent, AgentRequest
+from hermes_core.agent.compaction import CompactionRun
 from hermes_core.context import Compressor
-from hermes_core.context.compression import estimate_tokens
 from hermes_core.errors import InvalidRequestError
-from hermes_core.events import InterruptSource, RunFinished
+from hermes_core.events import CompressionPerformed, ExitReason, InterruptSource, RunFinished
 from hermes_core.persistence import StoredResponse
-from hermes_core.usage import Usage
 from server.auth import Principal
 from server.errors import APIError, error_response
 from server.json_response import FastJSONResponse
@@ -278,39 +277,62 @@ class ResponsesServing:
 
     # --- POST /v1/responses/compact ---------------------------------------------------------
 
-    async def compact(self, body: ResponseCreateRequest, principal: Principal) -> dict[str, Any]:
+    async def compact(self, body: ResponseCreateRequest, principal: Principal) -> Response:
         """The conversation (``previous_response_id`` and/or ``input``) compacted by our own
-        compressor, as one ``compaction`` item a client feeds back as input."""
-        profile = resolve_profile(self.services, body.model, principal)
+        compressor, as one ``compaction`` item a client feeds back as input. The compaction
+        is a run of its own: it can be stopped, and its summariser call is counted."""
+        services = self.services
+        profile = resolve_profile(services, body.model, principal)
         previous = await self._previous(body, principal)
         request = body.to_agent_request(with_client_tools=False)
         messages = list(request.history)
         if request.user_message is not None:
             messages.append({"role": "user", "content": request.user_message})
-        store = self.services.store
+        store = services.store
         if previous is not None and previous.session_id is not None and store is not None:
             stored = await store.sessions.messages(previous.session_id)
             messages = [m.message for m in stored[: previous.transcript_length]] + messages
-        compressor = Compressor(profile.provider)
-        tokens = estimate_tokens(messages)
-        result = await compressor.compress(
-            messages,
-            context_window=profile.provider.context_window,
-            target_tokens=max(tokens // 4, 1),
-        )
-        return {
-            "id": new_id("resp_"),
+        summariser = profile.summariser
+        compaction = CompactionRun(Compressor(summariser), context_window=summariser.context_window)
+        compaction_id = new_id("resp_")
+        try:
+            run = start_run(
+                services,
+                compaction,
+                AgentRequest(history=messages, run_id=new_id("run_"), stream_model_replies=False),
+                principal=principal,
+                profile=profile,
+                endpoint="responses",
+                completion_id=compaction_id,
+                session_id=None,
+            )
+        except RunLimitExceeded as exc:
+            response = error_response(429, exc.message, code="rate_limit_exceeded")
+            response.headers["retry-after"] = str(exc.retry_after)
+            return response
+        end = await run.until_finished()
+        headers = {"x-hermes-run-id": run.id}
+        compacted = next((e for e in run.events if isinstance(e, CompressionPerformed)), None)
+        if compacted is None:  # stopped, or a bug of ours (a failing summariser is no failure)
+            interrupted = end.exit_reason is ExitReason.INTERRUPTED
+            status, code = (409, "run_interrupted") if interrupted else (500, "server_error")
+            response = error_response(status, end.error or "The compaction failed.", code=code)
+            response.headers.update(headers)
+            return response
+        payload = {
+            "id": compaction_id,
             "object": "response.compaction",
-            "created_at": int(time.time()),
+            "created_at": int(run.created_at),
             "output": [
                 {
                     "type": "compaction",
                     "id": new_id("cmp_"),
-                    "encrypted_content": encode_compaction(result.messages),
+                    "encrypted_content": encode_compaction(compacted.messages),
                 }
             ],
-            "usage": response_usage(Usage()),
+            "usage": response_usage(end.usage),
         }
+        return FastJSONResponse(payload, headers=headers)
 
     # --- GET / DELETE / cancel / input_items ------------------------------------------------
 

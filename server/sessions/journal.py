@@ -89,8 +89,8 @@ class SessionJournal:
                 )
             case CompressionPerformed():
                 tracked = self._runs.get(run.id)
-                if tracked is not None:
-                    self._compressed(run, tracked, event)
+                if tracked is not None and event.session_id is not None:
+                    self._compressed(run, tracked, event.session_id, event)
             case (
                 TextDelta()
                 | ReasoningDelta()
@@ -111,18 +111,18 @@ class SessionJournal:
             case _:
                 assert_never(event)
 
-    def _compressed(self, run: RunInfo, tracked: _Tracked, event: CompressionPerformed) -> None:
+    def _compressed(
+        self, run: RunInfo, tracked: _Tracked, child: str, event: CompressionPerformed
+    ) -> None:
         sessions = self.store.sessions
         parent = tracked.session_id
-        sessions.create_compression_child(parent, event.session_id)
+        sessions.create_compression_child(parent, child)
         sessions.add_messages(
-            event.session_id,
-            0,
-            [StoredMessage(m, "agent", compacted=True) for m in event.messages],
+            child, 0, [StoredMessage(m, "agent", compacted=True) for m in event.messages]
         )
         sessions.end(parent, "compression")
-        self.store.runs.moved(run.id, event.session_id)
-        tracked.session_id = event.session_id
+        self.store.runs.moved(run.id, child)
+        tracked.session_id = child
 
     def _finished(self, run: RunInfo, event: RunFinished) -> None:
         tracked = self._runs.get(run.id)

@@ -97,6 +97,12 @@ async def test_a_task_request_is_answered_by_one_model_call_without_tools(
         )
     assert response.status_code == 200
     assert response.json()["choices"][0]["message"]["content"] == '{"title": "Greeting"}'
+    # It is a run like any other: it can be stopped, and its usage is counted.
+    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+        run = await http.get(f"/v1/runs/{response.headers['x-hermes-run-id']}", headers=OPENWEBUI)
+    assert (run.json()["status"], run.json()["iterations"]) == ("completed", 1)
+    assert run.json()["usage"]["input_tokens"] > 0
+    assert response.json()["usage"]["prompt_tokens"] == run.json()["usage"]["input_tokens"]
     (upstream,) = simulator.state.requests(scenario=UPSTREAM_MODEL)
     assert "tools" not in upstream.body
     assert "stream" not in upstream.body  # nobody watches it: fetched in one piece

@@ -288,6 +288,36 @@ async def test_compact_returns_a_compaction_item_that_can_be_fed_back(
     assert [m.get("content") for m in sent[1:]] == ["a long conversation\n\ngo on"]
 
 
+async def test_compact_summarises_in_a_run_of_its_own_and_reports_its_usage(
+    simulator: SimulatorServer, hermes: ThreadedServer
+) -> None:
+    script(simulator, text("## Task so far\nTwelve long turns about nothing."))
+    long_input = [
+        {
+            "role": "user" if turn % 2 == 0 else "assistant",
+            "content": f"turn {turn} " + "word " * 400,
+        }
+        for turn in range(12)
+    ]
+    auth = {"authorization": f"Bearer {KEY_ALICE}"}
+    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+        compacted = await http.post(
+            "/v1/responses/compact",
+            json={"model": "hermes-agent", "input": long_input},
+            headers=auth,
+        )
+        assert compacted.status_code == 200, compacted.text
+        run = (
+            await http.get(f"/v1/runs/{compacted.headers['x-hermes-run-id']}", headers=auth)
+        ).json()
+    usage = compacted.json()["usage"]
+    (summarising,) = simulator.state.requests(scenario=UPSTREAM_MODEL)
+    assert "Twelve long turns" not in str(summarising.body)  # the summary is what came back
+    assert usage["input_tokens"] > 0
+    assert usage["output_tokens"] > 0
+    assert (run["status"], run["usage"]["input_tokens"]) == ("completed", usage["input_tokens"])
+
+
 async def test_max_tool_calls_caps_the_server_tools_and_asks_for_an_answer(
     simulator: SimulatorServer, client: openai.AsyncOpenAI
 ) -> None:
