@@ -1,13 +1,17 @@
-"""Every error the server answers, in the OpenAI envelope.
+"""Every error the server answers, in the OpenAI envelope, built here and only here.
 
 ``{"error": {"message", "type", "param", "code"}}`` with the right status, including for
 FastAPI's own routing (404/405) and validation (422 → 400) errors, so OpenAI SDKs raise the
 matching exception class with a readable message.
+
+A run that failed is reported with the same body whether the client waits for it (a 502) or
+streams it (an error frame in the stream's own format, after the stream began): see
+:func:`run_failed`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -26,6 +30,21 @@ _TYPES = {
 }
 
 
+RUN_FAILED_STATUS = 502
+"""The status of a request whose run failed before it produced any answer."""
+
+
+class ErrorBody(TypedDict):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorEnvelope(TypedDict):
+    error: ErrorBody
+
+
 class APIError(Exception):
     """An error we answer on purpose, before any response byte was sent."""
 
@@ -39,17 +58,47 @@ class APIError(Exception):
         self.code = code
 
 
+def error_body(
+    status: int, message: str, *, param: str | None = None, code: str | None = None
+) -> ErrorBody:
+    kind = _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    return {"message": message, "type": kind, "param": param, "code": code}
+
+
 def error_envelope(
     status: int, message: str, *, param: str | None = None, code: str | None = None
-) -> dict[str, Any]:
-    kind = _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+) -> ErrorEnvelope:
+    return {"error": error_body(status, message, param=param, code=code)}
 
 
 def error_response(
-    status: int, message: str, *, param: str | None = None, code: str | None = None
+    status: int,
+    message: str,
+    *,
+    param: str | None = None,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
 ) -> JSONResponse:
-    return JSONResponse(error_envelope(status, message, param=param, code=code), status)
+    body = error_envelope(status, message, param=param, code=code)
+    return JSONResponse(body, status, headers=headers)
+
+
+def run_failed(error: str | None) -> ErrorBody:
+    """How a failed run is told, on every endpoint, streamed or not: a 502's body. Its code,
+    ``server_error``, is one the Responses API's own error codes allow."""
+    return error_body(RUN_FAILED_STATUS, error or "The run failed.", code="server_error")
+
+
+def run_failed_response(error: str | None, *, headers: dict[str, str]) -> JSONResponse:
+    """The answer to a waiting client whose run failed before it produced any answer."""
+    return JSONResponse({"error": run_failed(error)}, RUN_FAILED_STATUS, headers=headers)
+
+
+def rate_limited_response(message: str, *, retry_after: int) -> JSONResponse:
+    """A 429 with ``Retry-After``: a key's, or the server's, runs are at their limit."""
+    return error_response(
+        429, message, code="rate_limit_exceeded", headers={"retry-after": str(retry_after)}
+    )
 
 
 def _param_of(location: tuple[Any, ...] | list[Any]) -> str | None:

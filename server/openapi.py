@@ -15,12 +15,10 @@ from fastapi.openapi.models import Schema
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from server.protocol.schemas import (
-    ChatCompletionChunk,
-    ErrorEnvelope,
-    ResponseStreamEvent,
-    RunEvent,
-)
+from server.protocol.schemas.chat import ChatCompletionChunk
+from server.protocol.schemas.common import ErrorEnvelope
+from server.protocol.schemas.responses import ResponseStreamEvent
+from server.protocol.schemas.runs import RunEvent
 
 REF_TEMPLATE = "#/components/schemas/{model}"
 STREAMED: tuple[type[BaseModel], ...] = (ChatCompletionChunk, ResponseStreamEvent, RunEvent)

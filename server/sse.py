@@ -6,7 +6,7 @@ comments while a run is quiet (tools running), and notices a client that went aw
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -18,12 +18,12 @@ DONE = b"data: [DONE]\n\n"
 KEEPALIVE_SECONDS = 15
 
 
-def data_frame(payload: dict[str, Any]) -> bytes:
+def data_frame(payload: Mapping[str, Any]) -> bytes:
     """``data: {json}`` — never an ``event:`` or ``id:`` line (they break OpenAI SDK parsers)."""
     return b"data: " + json_codec.dumps(payload) + b"\n\n"
 
 
-def named_frame(event: str, payload: dict[str, Any]) -> bytes:
+def named_frame(event: str, payload: Mapping[str, Any]) -> bytes:
     """``event: <type>`` + ``data:``; only for the Responses and native run-event streams."""
     return b"event: " + event.encode() + b"\ndata: " + json_codec.dumps(payload) + b"\n\n"
 

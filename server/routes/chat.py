@@ -9,7 +9,7 @@ from server.auth import Principal, require_principal
 from server.input_text import StrictJSONRoute
 from server.openapi import errors, success
 from server.protocol.chat import ChatCompletionRequest
-from server.protocol.schemas import ChatCompletion, ChatCompletionChunk
+from server.protocol.schemas.chat import ChatCompletion, ChatCompletionChunk
 from server.serving.chat import ChatServing
 
 router = APIRouter(prefix="/v1", tags=["chat"], route_class=StrictJSONRoute)

@@ -12,7 +12,7 @@ from server.auth import Principal, require_principal
 from server.input_text import StrictJSONRoute
 from server.openapi import errors, success
 from server.protocol.responses import ResponseCreateRequest
-from server.protocol.schemas import (
+from server.protocol.schemas.responses import (
     InputItemList,
     ResponseCompaction,
     ResponseDeleted,

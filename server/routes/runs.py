@@ -16,7 +16,7 @@ from server.auth import Principal, require_principal
 from server.errors import APIError
 from server.input_text import StrictJSONRoute
 from server.openapi import errors, success
-from server.protocol.schemas import RunEvent, RunObject, RunStopped
+from server.protocol.schemas.runs import RunEvent, RunObject, RunStopped
 from server.runs.manager import Run
 from server.services import Services
 from server.sse import sse_response

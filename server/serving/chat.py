@@ -9,9 +9,9 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from hermes_core.errors import InvalidRequestError
-from hermes_core.events import InterruptSource
+from hermes_core.events import ExitReason, InterruptSource
 from server.auth import Principal
-from server.errors import APIError, error_response
+from server.errors import APIError, rate_limited_response, run_failed_response
 from server.json_response import FastJSONResponse
 from server.protocol.chat import ChatCompletionRequest
 from server.runs.manager import Run, RunLimitExceeded, new_id
@@ -81,9 +81,7 @@ class ChatServing:
                 session_id=session_id,
             )
         except RunLimitExceeded as exc:
-            response = error_response(429, exc.message, code="rate_limit_exceeded")
-            response.headers["retry-after"] = str(exc.retry_after)
-            return response
+            return rate_limited_response(exc.message, retry_after=exc.retry_after)
         except SessionBusy as exc:
             raise APIError(409, str(exc), code="session_busy") from exc
         headers = {"x-hermes-run-id": run.id}
@@ -126,8 +124,6 @@ class ChatServing:
         end = await run.until_finished()
         for event in run.events:
             builder.add(event)
-        if not end.final_text and end.exit_reason.value == "failed":
-            response = error_response(502, end.error or "The run failed.", code="upstream_error")
-            response.headers.update(headers)
-            return response
+        if not end.final_text and end.exit_reason is ExitReason.FAILED:
+            return run_failed_response(end.error, headers=headers)
         return FastJSONResponse(builder.build(end), headers=headers)

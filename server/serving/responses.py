@@ -32,7 +32,12 @@ from hermes_core.errors import InvalidRequestError
 from hermes_core.events import CompressionPerformed, ExitReason, InterruptSource, RunFinished
 from hermes_core.persistence import StoredResponse
 from server.auth import Principal
-from server.errors import APIError, error_response
+from server.errors import (
+    APIError,
+    error_response,
+    rate_limited_response,
+    run_failed_response,
+)
 from server.json_response import FastJSONResponse
 from server.protocol.response_input import encode_compaction
 from server.protocol.responses import ResponseCreateRequest
@@ -96,9 +101,7 @@ class ResponsesServing:
                 session_id=session_id,
             )
         except RunLimitExceeded as exc:
-            response = error_response(429, exc.message, code="rate_limit_exceeded")
-            response.headers["retry-after"] = str(exc.retry_after)
-            return response
+            return rate_limited_response(exc.message, retry_after=exc.retry_after)
         except SessionBusy as exc:
             raise APIError(409, str(exc), code="session_busy") from exc
         shell = body.shell(
@@ -129,10 +132,7 @@ class ResponsesServing:
             return FastJSONResponse(shell, headers=headers)
         final = await asyncio.shield(live.recorder)
         if final["status"] == "failed" and not final["output"]:
-            message = (final.get("error") or {}).get("message") or "The run failed."
-            response = error_response(502, message, code="upstream_error")
-            response.headers.update(headers)
-            return response
+            return run_failed_response((final.get("error") or {}).get("message"), headers=headers)
         return FastJSONResponse(final, headers=headers)
 
     async def _previous(
@@ -307,18 +307,15 @@ class ResponsesServing:
                 session_id=None,
             )
         except RunLimitExceeded as exc:
-            response = error_response(429, exc.message, code="rate_limit_exceeded")
-            response.headers["retry-after"] = str(exc.retry_after)
-            return response
+            return rate_limited_response(exc.message, retry_after=exc.retry_after)
         end = await run.until_finished()
         headers = {"x-hermes-run-id": run.id}
         compacted = next((e for e in run.events if isinstance(e, CompressionPerformed)), None)
         if compacted is None:  # stopped, or a bug of ours (a failing summariser is no failure)
             interrupted = end.exit_reason is ExitReason.INTERRUPTED
             status, code = (409, "run_interrupted") if interrupted else (500, "server_error")
-            response = error_response(status, end.error or "The compaction failed.", code=code)
-            response.headers.update(headers)
-            return response
+            message = end.error or "The compaction failed."
+            return error_response(status, message, code=code, headers=headers)
         payload = {
             "id": compaction_id,
             "object": "response.compaction",

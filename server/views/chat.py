@@ -37,6 +37,19 @@ from hermes_core.events import (
 )
 from hermes_core.messages import ToolCall
 from hermes_core.usage import Usage
+from server.errors import run_failed
+from server.views.chat_wire import (
+    CardItemAdded,
+    ChatCompletion,
+    ChatFrame,
+    ChatUsage,
+    Chunk,
+    CompletionMessage,
+    Delta,
+    HermesSummary,
+    StatusFrame,
+    ToolCallDelta,
+)
 from server.views.progress import (
     UNFINISHED_TOOL_OUTPUT,
     fallback_line,
@@ -62,7 +75,7 @@ def finish_reason_for(exit_reason: ExitReason) -> str:
     return "length"
 
 
-def chat_usage(usage: Usage) -> dict[str, Any]:
+def chat_usage(usage: Usage) -> ChatUsage:
     return {
         "prompt_tokens": usage.input_tokens,
         "completion_tokens": usage.output_tokens,
@@ -75,7 +88,7 @@ def chat_usage(usage: Usage) -> dict[str, Any]:
     }
 
 
-def hermes_summary(end: RunFinished) -> dict[str, Any]:
+def hermes_summary(end: RunFinished) -> HermesSummary:
     """The ``hermes`` extension object: how the run really ended, and in which session."""
     return {
         "run_id": end.run_id,
@@ -87,7 +100,7 @@ def hermes_summary(end: RunFinished) -> dict[str, Any]:
     }
 
 
-def _tool_calls_delta(calls: list[ToolCall]) -> list[dict[str, Any]]:
+def _tool_calls_delta(calls: list[ToolCall]) -> list[ToolCallDelta]:
     return [
         {
             "index": index,
@@ -114,8 +127,8 @@ class ChatStreamView:
     _open_cards: dict[str, str] = field(default_factory=dict)
     """Open WebUI tool cards shown as running: call id → tool name."""
 
-    def chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-        payload: dict[str, Any] = {
+    def chunk(self, delta: Delta, finish_reason: str | None = None) -> Chunk:
+        payload: Chunk = {
             "id": self.completion_id,
             "object": "chat.completion.chunk",
             "created": self.created,
@@ -128,7 +141,7 @@ class ChatStreamView:
             payload["usage"] = None
         return payload
 
-    def handle(self, event: AgentEvent) -> list[dict[str, Any]]:
+    def handle(self, event: AgentEvent) -> list[ChatFrame]:
         match event:
             case RunStarted():
                 return [self.chunk({"role": "assistant", "content": ""})]
@@ -162,8 +175,8 @@ class ChatStreamView:
             case _:
                 assert_never(event)
 
-    def _tool_started(self, event: ToolStarted, *, prefix: str) -> list[dict[str, Any]]:
-        frames = [
+    def _tool_started(self, event: ToolStarted, *, prefix: str) -> list[ChatFrame]:
+        frames: list[ChatFrame] = [
             self.chunk(
                 {
                     "reasoning_content": tool_started_line(event, prefix=prefix),
@@ -177,8 +190,8 @@ class ChatStreamView:
             frames.append(_status_frame(f"Running {event.summary}", done=False))
         return frames
 
-    def _tool_finished(self, event: ToolFinished, *, prefix: str) -> list[dict[str, Any]]:
-        frames = [
+    def _tool_finished(self, event: ToolFinished, *, prefix: str) -> list[ChatFrame]:
+        frames: list[ChatFrame] = [
             self.chunk(
                 {
                     "reasoning_content": tool_finished_line(event, prefix=prefix),
@@ -192,7 +205,7 @@ class ChatStreamView:
             frames.append(_status_frame(f"{event.name} done", done=True))
         return frames
 
-    def _subagent(self, event: SubagentEvent) -> list[dict[str, Any]]:
+    def _subagent(self, event: SubagentEvent) -> list[ChatFrame]:
         inner = event.event
         prefix = subagent_prefix(event.child_index)
         if isinstance(inner, ToolStarted):
@@ -203,20 +216,20 @@ class ChatStreamView:
 
     def _status(
         self, event: RetryScheduled | BudgetWarning | CompressionPerformed
-    ) -> list[dict[str, Any]]:
-        frames = [self.chunk({"reasoning_content": status_line(event)})]
+    ) -> list[ChatFrame]:
+        frames: list[ChatFrame] = [self.chunk({"reasoning_content": status_line(event)})]
         if self.openwebui:
             frames.append(_status_frame(status_text(event), done=True))
         return frames
 
-    def _finished(self, event: RunFinished) -> list[dict[str, Any]]:
-        frames: list[dict[str, Any]] = []
+    def _finished(self, event: RunFinished) -> list[ChatFrame]:
+        frames: list[ChatFrame] = []
         # Every tool card must get its output, or Open WebUI runs the tool itself.
         for call_id in list(self._open_cards):
             frames.append(self._card_output(call_id, UNFINISHED_TOOL_OUTPUT))
         self._open_cards.clear()
         if event.exit_reason is ExitReason.FAILED:
-            frames.append({"error": _error_body(event)})
+            frames.append({"error": run_failed(event.error)})
             return frames
         final = self.chunk({}, finish_reason_for(event.exit_reason))
         final["hermes"] = hermes_summary(event)
@@ -234,7 +247,7 @@ class ChatStreamView:
             )
         return frames
 
-    def _card_call(self, call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    def _card_call(self, call_id: str, name: str, arguments: dict[str, Any]) -> CardItemAdded:
         item = {
             "type": "function_call",
             "id": f"fc_{call_id}",
@@ -249,7 +262,7 @@ class ChatStreamView:
             "item": item,
         }
 
-    def _card_output(self, call_id: str, output: str) -> dict[str, Any]:
+    def _card_output(self, call_id: str, output: str) -> CardItemAdded:
         item = {
             "type": "function_call_output",
             "id": f"fco_{call_id}",
@@ -264,17 +277,8 @@ class ChatStreamView:
         }
 
 
-def _status_frame(description: str, *, done: bool) -> dict[str, Any]:
+def _status_frame(description: str, *, done: bool) -> StatusFrame:
     return {"event": {"type": "status", "data": {"description": description, "done": done}}}
-
-
-def _error_body(end: RunFinished) -> dict[str, Any]:
-    return {
-        "message": end.error or "The run failed.",
-        "type": "upstream_error",
-        "param": None,
-        "code": "run_failed",
-    }
 
 
 @dataclass(slots=True, kw_only=True)
@@ -293,8 +297,8 @@ class ChatCompletionBuilder:
         elif isinstance(event, ClientToolCallsPending):
             self._client_calls = list(event.tool_calls)
 
-    def build(self, end: RunFinished) -> dict[str, Any]:
-        message: dict[str, Any] = {
+    def build(self, end: RunFinished) -> ChatCompletion:
+        message: CompletionMessage = {
             "role": "assistant",
             "content": end.final_text if end.final_text or not self._client_calls else None,
             "refusal": None,

@@ -49,6 +49,7 @@ from hermes_core.events import (
     ToolStarted,
 )
 from hermes_core.usage import Usage
+from server.errors import ErrorBody, run_failed
 from server.views.chat import hermes_summary
 from server.views.progress import (
     UNFINISHED_TOOL_OUTPUT,
@@ -225,7 +226,7 @@ class ResponsesView:
         self._response["hermes"] = hermes_summary(end)
         terminal = self._settle(end)
         if end.exit_reason is ExitReason.FAILED:
-            frames.append(_error_event(self._response["error"]["message"]))
+            frames.append(_error_event(run_failed(end.error)))
         frames.append({"type": terminal, "response": self.response})
         self._done = True
         return frames
@@ -256,10 +257,8 @@ class ResponsesView:
                 return "response.incomplete"
             case ExitReason.FAILED:
                 response["status"] = "failed"
-                response["error"] = {
-                    "code": "server_error",
-                    "message": end.error or "The run failed.",
-                }
+                failure = run_failed(end.error)
+                response["error"] = {"code": failure["code"], "message": failure["message"]}
                 return "response.failed"
             case _:
                 assert_never(end.exit_reason)
@@ -362,14 +361,13 @@ class ResponsesView:
         return numbered
 
 
-def _error_event(message: str) -> Frame:
+def _error_event(error: ErrorBody) -> Frame:
     """Both shapes at once: OpenAI's top-level fields, and Open Responses' nested ``error``
     (which also makes the OpenAI SDKs raise at once instead of waiting for a completion)."""
-    error = {"type": "server_error", "code": "server_error", "message": message, "param": None}
     return {
         "type": "error",
-        "code": "server_error",
-        "message": message,
-        "param": None,
+        "code": error["code"],
+        "message": error["message"],
+        "param": error["param"],
         "error": error,
     }

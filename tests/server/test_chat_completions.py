@@ -310,6 +310,32 @@ async def test_a_failure_mid_stream_arrives_as_an_error_frame(
     assert "upstream broke" in caught.value.message
 
 
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/responses"])
+async def test_a_failed_run_reads_the_same_streamed_or_not(
+    simulator: SimulatorServer, hermes: ThreadedServer, path: str
+) -> None:
+    broken = Step(fault=Fault(status=500, message="upstream broke"))
+    script(simulator, broken, broken)
+    chat = path.endswith("completions")
+    body: dict[str, Any] = (
+        {"model": "hermes-agent", "messages": HELLO}
+        if chat
+        else {"model": "hermes-agent", "input": "hi"}
+    )
+    async with httpx.AsyncClient(base_url=hermes.base_url, timeout=30) as http:
+        auth = {"authorization": f"Bearer {KEY_ALICE}"}
+        waited = await http.post(path, headers=auth, json=body)
+        streamed = await http.post(path, headers=auth, json={**body, "stream": True})
+    assert waited.status_code == 502
+    frames = [
+        json.loads(line[6:]) for line in streamed.text.splitlines() if line.startswith("data: {")
+    ]
+    told = next(frame["error"] for frame in frames if "error" in frame)
+    assert told == waited.json()["error"]
+    assert told["type"] == told["code"] == "server_error"
+    assert "upstream broke" in told["message"]
+
+
 async def test_a_quiet_stream_gets_keepalive_comments_while_tools_run(
     simulator: SimulatorServer, hermes: ThreadedServer
 ) -> None:

@@ -25,14 +25,10 @@ from hermes_core.usage import Usage
 from server.app import create_app
 from server.errors import error_envelope
 from server.protocol.responses import ResponseCreateRequest
-from server.protocol.schemas import (
-    AgentEventKind,
-    ChatCompletion,
-    ChatCompletionChunk,
-    ErrorEnvelope,
-    ResponseObject,
-    ResponseStreamEvent,
-)
+from server.protocol.schemas.chat import ChatCompletion, ChatCompletionChunk
+from server.protocol.schemas.common import ErrorEnvelope
+from server.protocol.schemas.responses import ResponseObject, ResponseStreamEvent
+from server.protocol.schemas.runs import AgentEventKind
 from server.services import Services
 from server.views.chat import ChatCompletionBuilder, ChatStreamView
 from server.views.responses import ResponsesView

@@ -1,0 +1,279 @@
+"""The shapes of ``/v1/responses``: the Response object, its output items, stream events,
+input item lists and compactions."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from server.protocol.schemas.common import (
+    ErrorBody,
+    HermesSummary,
+    InputTokensDetails,
+    Omittable,
+    Open,
+    OutputTokensDetails,
+    Shape,
+)
+
+# --- Responses: output items ----------------------------------------------------------------------
+
+ItemStatus = Literal["in_progress", "completed", "incomplete"]
+
+
+class OutputText(Open):
+    type: Literal["output_text"]
+    text: str
+    annotations: list[Any]
+    logprobs: list[Any]
+
+
+class SummaryText(Open):
+    type: Literal["summary_text"]
+    text: str
+
+
+class InputText(Open):
+    type: Literal["input_text"]
+    text: str
+
+
+class MessageItem(Open):
+    """Model text: the answer."""
+
+    type: Literal["message"]
+    id: str
+    role: Literal["assistant"]
+    status: ItemStatus
+    content: list[OutputText]
+
+
+class ReasoningItem(Open):
+    """Model reasoning, and one summary line per server tool step, status change or fallback."""
+
+    type: Literal["reasoning"]
+    id: str
+    status: ItemStatus
+    summary: list[SummaryText]
+
+
+class FunctionCallItem(Open):
+    """A call of a client-declared tool (or, in Open WebUI mode, a server tool's card)."""
+
+    type: Literal["function_call"]
+    id: str
+    call_id: str
+    name: str
+    arguments: str
+    """The arguments as a JSON string."""
+    status: ItemStatus
+
+
+class FunctionCallOutputItem(Open):
+    """A server tool's output (Open WebUI mode only)."""
+
+    type: Literal["function_call_output"]
+    id: str
+    call_id: str
+    output: list[InputText]
+    status: ItemStatus
+
+
+OutputItem = Annotated[
+    MessageItem | ReasoningItem | FunctionCallItem | FunctionCallOutputItem,
+    Field(discriminator="type"),
+]
+
+
+# --- Responses: the Response object ---------------------------------------------------------------
+
+
+class ResponseUsage(Shape):
+    input_tokens: int
+    input_tokens_details: InputTokensDetails
+    output_tokens: int
+    output_tokens_details: OutputTokensDetails
+    total_tokens: int
+
+
+class IncompleteDetails(Shape):
+    reason: Literal["max_output_tokens", "max_messages"]
+    """``max_messages`` when the iteration budget ran out (``hermes.exit_reason`` says so)."""
+
+
+class ResponseError(Shape):
+    code: str
+    message: str
+
+
+class FunctionTool(Shape):
+    """A client-declared function tool, echoed (the agent's own tools are never listed)."""
+
+    type: Literal["function"]
+    name: str
+    description: str | None
+    parameters: dict[str, Any] | None
+    strict: bool | None
+
+
+class TextFormat(Shape):
+    type: Literal["text"]
+
+
+class TextConfig(Open):
+    format: TextFormat
+
+
+class ReasoningConfig(Shape):
+    effort: str | None
+    summary: str | None
+
+
+class ResponseObject(Open):
+    """A Response: every one of Open Responses' 31 keys, echoing the request, plus ``hermes``
+    once the run has ended. ``status`` is ``cancelled`` for a stopped run."""
+
+    id: str
+    object: Literal["response"]
+    created_at: int
+    completed_at: int | None
+    status: Literal["queued", "in_progress", "completed", "incomplete", "failed", "cancelled"]
+    incomplete_details: IncompleteDetails | None
+    model: str
+    previous_response_id: str | None
+    instructions: str | None
+    output: list[OutputItem]
+    error: ResponseError | None
+    tools: list[FunctionTool]
+    tool_choice: str | dict[str, Any]
+    truncation: Literal["auto", "disabled"]
+    parallel_tool_calls: bool
+    text: TextConfig
+    top_p: float
+    presence_penalty: float
+    frequency_penalty: float
+    temperature: float
+    top_logprobs: int
+    reasoning: ReasoningConfig | None
+    usage: ResponseUsage | None
+    """Null until the run has ended."""
+    max_output_tokens: int | None
+    max_tool_calls: int | None
+    store: bool
+    background: bool
+    service_tier: str
+    metadata: dict[str, str]
+    safety_identifier: str | None
+    prompt_cache_key: str | None
+    user: Omittable[str] = None
+    """Echoed when the request had one."""
+    hermes: Omittable[HermesSummary] = None
+    """Once the run has ended."""
+
+
+# --- Responses: stream events ---------------------------------------------------------------------
+
+ResponseEventType = Literal[
+    "response.created",
+    "response.queued",
+    "response.in_progress",
+    "response.output_item.added",
+    "response.output_item.done",
+    "response.content_part.added",
+    "response.content_part.done",
+    "response.output_text.delta",
+    "response.output_text.done",
+    "response.reasoning_summary_part.added",
+    "response.reasoning_summary_part.done",
+    "response.reasoning_summary_text.delta",
+    "response.reasoning_summary_text.done",
+    "response.function_call_arguments.delta",
+    "response.function_call_arguments.done",
+    "response.completed",
+    "response.incomplete",
+    "response.failed",
+    "error",
+    "hermes:tool_progress",
+]
+
+
+class ResponseStreamEvent(Open):
+    """One event of a Responses stream, sent as ``event: <type>`` + ``data: <json>``.
+
+    Canonical order: ``response.created`` (sequence number 0), then ``response.in_progress`` (or
+    ``response.queued`` first, for a background response); then, item after item (``output_index``
+    its position in ``response.output``): ``response.output_item.added``, its parts —
+    ``content_part.added`` → ``output_text.delta``* → ``output_text.done`` → ``content_part.done``
+    for a message, ``reasoning_summary_part.added`` → ``reasoning_summary_text.delta``* → ``…done``
+    → ``reasoning_summary_part.done`` for reasoning, ``function_call_arguments.delta`` →
+    ``…done`` for a function call — and ``response.output_item.done``; then exactly one terminal
+    event, ``response.completed``, ``response.incomplete`` or ``response.failed`` (after an
+    ``error`` event); then ``data: [DONE]``. ``: keep-alive`` comments fill quiet spells.
+    ``hermes:tool_progress`` events (only with ``X-Hermes-Progress: events``) carry the fields
+    of ``ToolProgress`` at the top level.
+    """
+
+    type: ResponseEventType
+    sequence_number: int
+    """0, 1, 2, … without gaps; ``starting_after`` resumes after one."""
+    response: Omittable[ResponseObject] = None
+    """``response.created`` / ``.queued`` / ``.in_progress`` and the terminal events."""
+    output_index: Omittable[int] = None
+    item_id: Omittable[str] = None
+    item: Omittable[OutputItem] = None
+    """``output_item.added`` (in progress) and ``output_item.done`` (final)."""
+    content_index: Omittable[int] = None
+    summary_index: Omittable[int] = None
+    part: Omittable[Annotated[OutputText | SummaryText, Field(discriminator="type")]] = None
+    delta: Omittable[str] = None
+    text: Omittable[str] = None
+    """The part's whole text, on ``….done``."""
+    arguments: Omittable[str | dict[str, Any]] = None
+    """The whole JSON arguments string on ``function_call_arguments.done``; the parsed object
+    on ``hermes:tool_progress``."""
+    logprobs: Omittable[list[Any]] = None
+    code: Omittable[str] = None
+    """``error`` events: OpenAI's flat fields, and Open Responses' nested ``error``."""
+    message: Omittable[str] = None
+    param: Omittable[str | None] = None
+    error: Omittable[ErrorBody | str | None] = None
+    """The error on ``error`` events; the tool's error on ``hermes:tool_progress``."""
+
+
+class ResponseDeleted(Shape):
+    id: str
+    object: Literal["response.deleted"]
+    deleted: bool
+
+
+class InputItem(Open):
+    """An input item as the request gave it, with its ``type`` and ``id`` filled in."""
+
+    type: str
+    id: str
+
+
+class InputItemList(Shape):
+    object: Literal["list"]
+    data: list[InputItem]
+    first_id: str | None
+    last_id: str | None
+    has_more: bool
+
+
+class CompactionItem(Shape):
+    """Feed it back as an input item: it stands for the whole conversation so far."""
+
+    type: Literal["compaction"]
+    id: str
+    encrypted_content: str
+    """The compressed conversation (not encrypted: the client may read it)."""
+
+
+class ResponseCompaction(Shape):
+    id: str
+    object: Literal["response.compaction"]
+    created_at: int
+    output: list[CompactionItem]
+    usage: ResponseUsage

@@ -1,0 +1,86 @@
+"""The shapes of ``/v1/runs``: a run, a stop, and the native event stream."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from hermes_core.events import ExitReason
+from server.protocol.schemas.common import Open, Shape
+from server.runs.manager import RunStatus
+
+# --- native runs ----------------------------------------------------------------------------------
+
+
+class RunUsage(Open):
+    """Tokens summed over every model call of the run."""
+
+    input_tokens: int
+    """The whole prompt, cache reads and writes included."""
+    cache_read_tokens: int
+    cache_write_tokens: int
+    output_tokens: int
+    """Generated tokens, reasoning included."""
+    reasoning_tokens: int
+
+
+class RunObject(Shape):
+    """An agent run, live or (after a restart) from the database."""
+
+    id: str
+    object: Literal["hermes.run"]
+    endpoint: Literal["chat.completions", "responses"]
+    model: str
+    completion_id: str | None
+    """The ``chatcmpl-…`` or ``resp_…`` id the run answers."""
+    session_id: str | None
+    status: RunStatus
+    exit_reason: ExitReason | None
+    error: str | None
+    created_at: int
+    ended_at: int | None
+    iterations: int | None
+    usage: RunUsage | None
+    """Once the run has ended."""
+    events: int
+    """Events in the replayable log (0 for a run known only from the database)."""
+
+
+class RunStopped(Shape):
+    """The stop was requested; the run ends as ``interrupted`` shortly."""
+
+    id: str
+    object: Literal["hermes.run"]
+    status: RunStatus
+
+
+AgentEventKind = Literal[
+    "run_started",
+    "model_call_started",
+    "reasoning_delta",
+    "text_delta",
+    "tool_call_generating",
+    "tool_started",
+    "tool_finished",
+    "approval_requested",
+    "approval_resolved",
+    "budget_warning",
+    "retry",
+    "fallback",
+    "compression",
+    "message_added",
+    "step_finished",
+    "client_tool_calls",
+    "run_finished",
+    "subagent",
+]
+
+
+class RunEvent(Open):
+    """One native agent event (``hermes_core.events``), sent as ``id: <seq>``,
+    ``event: <kind>`` and ``data: <json>``; the stream closes after ``run_finished``. Resume
+    with ``after`` or ``Last-Event-ID``."""
+
+    run_id: str
+    seq: int
+    """Position in the run's event log: 0, 1, 2, … without gaps."""
+    kind: AgentEventKind

@@ -1,0 +1,121 @@
+"""The Chat Completions frames the chat view builds, as ``TypedDict``s.
+
+The views build their answers as plain dicts (fast: one ``orjson.dumps`` each); these types let
+the type checker see every key they write, at no cost at run time. What the frames mean for
+clients is documented by the models in :mod:`server.protocol.schemas.chat`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+from server.errors import ErrorBody
+
+
+class ChatUsage(TypedDict):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: dict[str, int]
+    completion_tokens_details: dict[str, int]
+
+
+class HermesSummary(TypedDict):
+    run_id: str
+    session_id: str | None
+    exit_reason: str
+    iterations: int
+    model_calls: int
+    error: str | None
+
+
+class FunctionCall(TypedDict):
+    name: str
+    arguments: str
+
+
+class ToolCallDelta(TypedDict):
+    index: NotRequired[int]
+    """Present in stream chunks, absent in a completion's message."""
+    id: str
+    type: Literal["function"]
+    function: FunctionCall
+
+
+class Delta(TypedDict, total=False):
+    role: Literal["assistant"]
+    content: str
+    reasoning_content: str
+    tool_calls: list[ToolCallDelta]
+    hermes: dict[str, Any]
+    """Structured tool progress (vendor extension)."""
+
+
+class ChunkChoice(TypedDict):
+    index: int
+    delta: Delta
+    logprobs: None
+    finish_reason: str | None
+
+
+class Chunk(TypedDict):
+    id: str
+    object: Literal["chat.completion.chunk"]
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+    usage: NotRequired[ChatUsage | None]
+    hermes: NotRequired[HermesSummary]
+
+
+class StreamError(TypedDict):
+    error: ErrorBody
+
+
+class CardItemAdded(TypedDict):
+    """Open WebUI's tool card: a Responses-style item in the chat stream."""
+
+    type: Literal["response.output_item.added"]
+    output_index: int
+    item: dict[str, Any]
+
+
+class StatusEvent(TypedDict):
+    type: Literal["status"]
+    data: dict[str, Any]
+
+
+class StatusFrame(TypedDict):
+    """Open WebUI's status line."""
+
+    event: StatusEvent
+
+
+ChatFrame = Chunk | StreamError | CardItemAdded | StatusFrame
+"""Anything the chat stream sends as one ``data:`` frame."""
+
+
+class CompletionMessage(TypedDict):
+    role: Literal["assistant"]
+    content: str | None
+    refusal: None
+    annotations: list[Any]
+    reasoning_content: NotRequired[str]
+    tool_calls: NotRequired[list[ToolCallDelta]]
+
+
+class CompletionChoice(TypedDict):
+    index: int
+    message: CompletionMessage
+    logprobs: None
+    finish_reason: str
+
+
+class ChatCompletion(TypedDict):
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: ChatUsage
+    hermes: HermesSummary
