@@ -8,19 +8,20 @@ through :meth:`RunDriver.finish`, which states the honest exit reason.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from hermes_core.agent.arguments import parse_arguments
 from hermes_core.agent.budget import IterationBudget
 from hermes_core.agent.builtins import HOUSEKEEPING_TOOLS
-from hermes_core.agent.config import AgentRequest
+from hermes_core.agent.config import AgentConfig, AgentRequest
 from hermes_core.agent.emitter import Emitter
 from hermes_core.agent.model_call import CallOutcome, InterruptibleCall
 from hermes_core.agent.prepare import prepare_messages
-from hermes_core.context.hooks import CallContext
+from hermes_core.context.hooks import CallContext, ContextHooks
 from hermes_core.events import (
     BudgetWarning,
     CallRecord,
@@ -37,11 +38,8 @@ from hermes_core.events import (
 from hermes_core.messages import Message, ToolCall, text_of
 from hermes_core.providers.base import ModelRequest, ModelResponse, Provider, ToolSchema
 from hermes_core.tools.executor import CallResult, PlannedCall, ToolExecutor
-from hermes_core.tools.registry import Tool, ToolRegistry
+from hermes_core.tools.registry import ApprovalCallback, Tool, ToolRegistry
 from hermes_core.usage import Usage
-
-if TYPE_CHECKING:
-    from hermes_core.agent.agent import Agent
 
 EMPTY_NUDGE = (
     "You just executed tool calls but returned an empty response. Please process the tool "
@@ -79,10 +77,29 @@ class RunState:
     warned: set[str] = field(default_factory=set)
 
 
+class LoopOwner(Protocol):
+    """What the loop needs of the agent that runs it (``Agent``, seen without importing it)."""
+
+    @property
+    def config(self) -> AgentConfig: ...
+    @property
+    def context(self) -> ContextHooks: ...
+    @property
+    def checkpoint(self) -> Callable[[], Awaitable[None]] | None: ...
+    @property
+    def approval_callback(self) -> ApprovalCallback | None: ...
+    @property
+    def interrupt_event(self) -> asyncio.Event: ...
+    @property
+    def interrupt_reason(self) -> str | None: ...
+    @property
+    def interrupt_source(self) -> InterruptSource | None: ...
+
+
 class RunDriver:
     def __init__(
         self,
-        agent: Agent,
+        agent: LoopOwner,
         request: AgentRequest,
         *,
         provider: Provider,
