@@ -1,24 +1,22 @@
-"""What every adapter shares: identity from its configuration, an SDK client, key rotation."""
+"""What every adapter shares: identity from its configuration, and its key, read again when
+the upstream refuses it (key rotation)."""
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
-
-import anthropic
-import openai
-
 from hermes_core.providers.config import ProviderConfig
-from hermes_core.providers.credentials import rotated_client
+from hermes_core.providers.credentials import read_key, reread_key
 
-Client = TypeVar("Client", openai.AsyncOpenAI, anthropic.AsyncAnthropic)
+NO_KEY = "unused"
+"""Sent when no key is configured: local servers often need none, and the SDKs insist on one."""
 
 
-class ConfiguredProvider(Generic[Client]):
-    """Base of the three adapters; each adds ``api_mode`` and ``stream()``."""
+class ConfiguredProvider:
+    """Base of the three adapters; each adds ``api_mode``, ``stream()`` and ``aclose()``, and
+    rebuilds whatever carries the key in :meth:`_key_changed`."""
 
-    def __init__(self, config: ProviderConfig, client: Client) -> None:
+    def __init__(self, config: ProviderConfig) -> None:
         self._config = config
-        self._client: Client = client
+        self._key = read_key(config) or NO_KEY
 
     @property
     def name(self) -> str:
@@ -34,15 +32,12 @@ class ConfiguredProvider(Generic[Client]):
 
     async def refresh_credentials(self) -> bool:
         """Re-read the key after a 401/403; True when a different key is now in use."""
-        client = await rotated_client(self._config, self._client)
-        if client is None:
+        key = await reread_key(self._config)
+        if not key or key == self._key:
             return False
-        self._client = client
+        self._key = key
         self._key_changed()
         return True
 
     def _key_changed(self) -> None:
-        """Hook for adapters that derive state from the key."""
-
-    async def aclose(self) -> None:
-        await self._client.close()
+        """Hook: the key in ``self._key`` is new."""

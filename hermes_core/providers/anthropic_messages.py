@@ -54,7 +54,6 @@ from hermes_core.providers.base import (
 )
 from hermes_core.providers.cache_markers import system_and_last_3
 from hermes_core.providers.config import ProviderConfig
-from hermes_core.providers.credentials import read_key
 from hermes_core.usage import Usage
 
 _FINISH_REASONS: dict[str, FinishReason] = {
@@ -267,7 +266,7 @@ def _replay_item(block: _Block) -> dict[str, Any]:
     return {"type": "thinking", "thinking": "".join(block.text), "signature": block.signature}
 
 
-class AnthropicMessagesProvider(ConfiguredProvider[anthropic.AsyncAnthropic]):
+class AnthropicMessagesProvider(ConfiguredProvider):
     """A provider reached through ``POST {base_url}/v1/messages``.
 
     A request carrying a :class:`PromptCachePolicy` gets the "system and last 3" breakpoints
@@ -278,16 +277,19 @@ class AnthropicMessagesProvider(ConfiguredProvider[anthropic.AsyncAnthropic]):
         self, config: ProviderConfig, *, cache_markers: CacheMarkers = no_cache_markers
     ) -> None:
         self._cache_markers = cache_markers
-        super().__init__(
-            config,
-            anthropic.AsyncAnthropic(
-                base_url=config.base_url,
-                # The SDK insists on a key; local gateways often need none.
-                api_key=read_key(config) or "unused",
-                max_retries=0,  # retries and fallback belong to the agent, not the SDK
-                timeout=config.timeout,
-            ),
+        super().__init__(config)
+        self._client = anthropic.AsyncAnthropic(
+            base_url=config.base_url,
+            api_key=self._key,
+            max_retries=0,  # retries and fallback belong to the agent, not the SDK
+            timeout=config.timeout,
         )
+
+    def _key_changed(self) -> None:
+        self._client = self._client.with_options(api_key=self._key)
+
+    async def aclose(self) -> None:
+        await self._client.close()
 
     @property
     def api_mode(self) -> ApiMode:

@@ -7,11 +7,10 @@ provider events out), so the parsing is testable without a network.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
-
-import openai
 
 from hermes_core import json_codec
 from hermes_core.errors import ErrorKind, ProviderError
@@ -37,7 +36,6 @@ from hermes_core.providers.base import (
 )
 from hermes_core.providers.cache_markers import mark_chat_messages
 from hermes_core.providers.config import ProviderConfig
-from hermes_core.providers.credentials import read_key
 from hermes_core.providers.upstream_http import SseData, UpstreamSession, transport_errors
 from hermes_core.usage import Usage
 
@@ -225,33 +223,29 @@ def _normalise_usage(usage: Mapping[str, Any]) -> Usage:
     )
 
 
-class ChatCompletionsProvider(ConfiguredProvider[openai.AsyncOpenAI]):
-    """A provider reached through ``POST {base_url}/chat/completions``."""
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+"""Where calls go when no ``base_url`` is configured (nor ``OPENAI_BASE_URL``, as the SDKs)."""
+USER_AGENT = "hermes-server"
+
+
+class ChatCompletionsProvider(ConfiguredProvider):
+    """A provider reached through ``POST {base_url}/chat/completions``, over aiohttp directly
+    (see upstream_http.py for why not through the SDK)."""
 
     def __init__(self, config: ProviderConfig) -> None:
-        super().__init__(
-            config,
-            openai.AsyncOpenAI(
-                base_url=config.base_url,
-                # The SDK insists on a key; local servers often need none.
-                api_key=read_key(config) or "unused",
-                max_retries=0,  # retries and fallback belong to the agent, not the SDK
-                timeout=config.timeout,
-            ),
-        )
-        # The SDK client keeps the base URL, the key (and its rotation) and the user agent; the
-        # calls themselves go through aiohttp directly (see upstream_http.py for why).
+        super().__init__(config)
+        base_url = config.base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
+        self._url = base_url.rstrip("/") + "/chat/completions"
         self._http = UpstreamSession(timeout=config.timeout)
-        self._url = str(self._client.base_url).rstrip("/") + "/chat/completions"
         self._key_changed()
 
     def _key_changed(self) -> None:
         """(Re)build the request headers, which carry the key: one set per kind of answer."""
         self._headers = {
-            "authorization": f"Bearer {self._client.api_key}",
+            "authorization": f"Bearer {self._key}",
             "content-type": "application/json",
             "accept": "text/event-stream",
-            "user-agent": self._client.user_agent,
+            "user-agent": USER_AGENT,
         }
         self._json_headers = {**self._headers, "accept": "application/json"}
 
@@ -327,5 +321,4 @@ class ChatCompletionsProvider(ConfiguredProvider[openai.AsyncOpenAI]):
         return accumulator.feed_completion(completion)
 
     async def aclose(self) -> None:
-        await self._client.close()
         await self._http.aclose()

@@ -34,7 +34,6 @@ from hermes_core.providers.base import (
     ToolSchema,
 )
 from hermes_core.providers.config import ProviderConfig
-from hermes_core.providers.credentials import read_key
 from hermes_core.usage import Usage
 
 API_MODE: ApiMode = "codex_responses"
@@ -414,20 +413,23 @@ def _usage(usage: Any) -> Usage:
 # --- the provider -------------------------------------------------------------------------------
 
 
-class ResponsesProvider(ConfiguredProvider[openai.AsyncOpenAI]):
+class ResponsesProvider(ConfiguredProvider):
     """A provider reached through ``POST {base_url}/responses``."""
 
     def __init__(self, config: ProviderConfig) -> None:
-        super().__init__(
-            config,
-            openai.AsyncOpenAI(
-                base_url=config.base_url,
-                # The SDK insists on a key; local servers often need none.
-                api_key=read_key(config) or "unused",
-                max_retries=0,  # retries and fallback belong to the agent, not the SDK
-                timeout=config.timeout,
-            ),
+        super().__init__(config)
+        self._client = openai.AsyncOpenAI(
+            base_url=config.base_url,
+            api_key=self._key,
+            max_retries=0,  # retries and fallback belong to the agent, not the SDK
+            timeout=config.timeout,
         )
+
+    def _key_changed(self) -> None:
+        self._client = self._client.with_options(api_key=self._key)
+
+    async def aclose(self) -> None:
+        await self._client.close()
 
     @property
     def api_mode(self) -> ApiMode:

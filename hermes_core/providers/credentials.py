@@ -14,16 +14,11 @@ import os
 import shlex
 import subprocess
 from pathlib import Path
-from typing import TypeVar
-
-import anthropic
-import openai
 
 from hermes_core.providers.config import ProviderConfig
 
 log = logging.getLogger(__name__)
 COMMAND_TIMEOUT = 15.0
-_Client = TypeVar("_Client", openai.AsyncOpenAI, anthropic.AsyncAnthropic)
 
 
 def read_key(config: ProviderConfig) -> str | None:
@@ -69,11 +64,3 @@ def _run_key_command(config: ProviderConfig) -> str | None:
         log.warning("provider %s: key command exited %s", config.name, completed.returncode)
         return None
     return completed.stdout.decode().strip() or None
-
-
-async def rotated_client(config: ProviderConfig, client: _Client) -> _Client | None:
-    """A copy of an SDK ``client`` using the key as it is now; None when the key is unchanged."""
-    key = await reread_key(config)
-    if not key or key == client.api_key:
-        return None
-    return client.with_options(api_key=key)

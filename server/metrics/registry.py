@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar, assert_never
+from typing import Generic, TypeVar, assert_never
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.gc_collector import GCCollector
@@ -101,24 +101,25 @@ class _RunScratch:
 Metric = TypeVar("Metric", Counter, Gauge, Histogram)
 
 
-def _cached_children(metric: Metric) -> Metric:
-    """``metric`` with its ``labels()`` remembered per label values.
+class Labelled(Generic[Metric]):
+    """A metric with its children looked up once per label values.
 
     prometheus_client validates the values and takes a lock on every ``labels()`` call; ours
     are bounded (see ``_RunScratch.labels``) and no child is ever removed, so each child is
-    looked up once and kept.
+    looked up once and kept. The metric itself is left as the library made it.
     """
-    children: dict[tuple[str, ...], Metric] = {}
-    plain = metric.labels
 
-    def labels(*values: str) -> Metric:
-        child = children.get(values)
+    __slots__ = ("_children", "metric")
+
+    def __init__(self, metric: Metric) -> None:
+        self.metric: Metric = metric
+        self._children: dict[tuple[str, ...], Metric] = {}
+
+    def labels(self, *values: str) -> Metric:
+        child = self._children.get(values)
         if child is None:
-            child = children[values] = plain(*values)
+            child = self._children[values] = self.metric.labels(*values)
         return child
-
-    metric.labels = labels  # type: ignore[method-assign, assignment]
-    return metric
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,13 +154,13 @@ class Metrics:
 
         r = self.registry
 
-        def counter(name: str, doc: str, labels: str) -> Counter:
-            return _cached_children(Counter(name, doc, labels.split(), registry=r))
+        def counter(name: str, doc: str, labels: str) -> Labelled[Counter]:
+            return Labelled(Counter(name, doc, labels.split(), registry=r))
 
-        def histogram(name: str, doc: str, labels: str, buckets: Sequence[float]) -> Histogram:
-            return _cached_children(
-                Histogram(name, doc, labels.split(), buckets=buckets, registry=r)
-            )
+        def histogram(
+            name: str, doc: str, labels: str, buckets: Sequence[float]
+        ) -> Labelled[Histogram]:
+            return Labelled(Histogram(name, doc, labels.split(), buckets=buckets, registry=r))
 
         llm = "provider model"
         self.requests = counter("hermes_requests_total", "HTTP requests.", "endpoint status")
@@ -175,7 +176,7 @@ class Metrics:
             "endpoint",
             TTFT_BUCKETS,
         )
-        self.runs_active = _cached_children(
+        self.runs_active = Labelled(
             Gauge("hermes_runs_active", "Runs in progress.", ["endpoint"], registry=r)
         )
         self.runs_finished = counter(
