@@ -31,7 +31,7 @@ from server.config import (
     describe,
     load_config,
 )
-from server.runtime import tune_garbage_collector
+from server.runtime import ExitAwareServer, tune_garbage_collector
 from server.simulator import SimulatorState, create_simulator_app
 
 log = logging.getLogger("hermes.cli")
@@ -86,15 +86,17 @@ def _serve(args: argparse.Namespace) -> int:
     with upstreams(config) as running:
         server = running.server
         log.info("serving %s on %s:%s", ", ".join(running.model_ids), server.host, server.port)
-        app = create_app(build_services(running))
+        services = build_services(running)
+        app = create_app(services)
         tune_garbage_collector()
-        uvicorn.run(
+        uvicorn_config = uvicorn.Config(
             app,
             host=server.host,
             port=server.port,
             log_level=args.log_level,
             access_log=False,  # per-request logging belongs in metrics, off the hot path
         )
+        ExitAwareServer(uvicorn_config, on_exit=services.runs.begin_exit).run()
     return 0
 
 

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
+from types import FrameType
+
+import uvicorn
 
 GEN0_THRESHOLD = 10_000
 """Container allocations between young-generation collections (CPython's default is 700).
@@ -25,3 +29,17 @@ def tune_garbage_collector() -> None:
     gc.freeze()
     _, gen1, gen2 = gc.get_threshold()
     gc.set_threshold(GEN0_THRESHOLD, gen1, gen2)
+
+
+class ExitAwareServer(uvicorn.Server):
+    """uvicorn's server, which says so (``on_exit``) as soon as it begins to exit, before it
+    closes any connection: a run whose stream it then cuts is recorded as stopped by the
+    shutdown, not by its client."""
+
+    def __init__(self, config: uvicorn.Config, *, on_exit: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._on_exit()
+        super().handle_exit(sig, frame)

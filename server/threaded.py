@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
@@ -19,7 +20,16 @@ from starlette.types import ASGIApp
 class ThreadedServer:
     """``app`` served on ``host:port`` (port 0 picks a free one) until :meth:`stop`."""
 
-    def __init__(self, app: ASGIApp, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        on_exit: Callable[[], None] | None = None,
+    ) -> None:
+        self._on_exit = on_exit
+        """Called when :meth:`stop` begins, as a signal would call the server's own hook."""
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind((host, port))
@@ -52,6 +62,8 @@ class ThreadedServer:
         return self
 
     def stop(self) -> None:
+        if self._on_exit is not None and not self._server.should_exit:
+            self._on_exit()
         self._server.should_exit = True
         self._thread.join(timeout=5)
         self._socket.close()

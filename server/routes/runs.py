@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -92,6 +93,22 @@ def describe_record(record: RunRecord) -> dict[str, Any]:
     }
 
 
+_EVENT_ID = re.compile(r"-?[0-9]{1,18}")
+"""A sequence number as this stream sends it in ``id:`` (ASCII digits; 18 fit an int64)."""
+
+
+def _event_id(value: str) -> int:
+    """``Last-Event-ID``: the ``id:`` of the last event a reconnecting client saw."""
+    value = value.strip()
+    if not _EVENT_ID.fullmatch(value):
+        raise APIError(
+            400,
+            "Last-Event-ID must be the id of an event of this stream (a sequence number).",
+            param="last-event-id",
+        )
+    return int(value)
+
+
 def event_frame(event: AgentEvent) -> bytes:
     payload = json.dumps(dataclasses.asdict(event), ensure_ascii=False, separators=(",", ":"))
     # The native stream may carry ids: they let EventSource clients resume by Last-Event-ID.
@@ -121,8 +138,8 @@ async def run_events(
 ) -> Response:
     """The run's native events as SSE: the log so far, then live ones until the run ends."""
     run = _find(request, run_id, principal)
-    if last_event_id is not None and last_event_id.strip().lstrip("-").isdigit():
-        after = max(after, int(last_event_id))
+    if last_event_id is not None:
+        after = max(after, _event_id(last_event_id))
 
     async def frames() -> AsyncIterator[bytes]:
         async for event in run.follow(after=after):

@@ -258,6 +258,8 @@ class RunManager:
         self.max_runs = max_runs
         self.max_runs_per_owner = max_runs_per_owner
         self.keep_finished = keep_finished
+        self.exiting = False
+        """The server has begun to exit: streams it cuts from now on are its doing."""
 
     # --- starting ---------------------------------------------------------------------------
 
@@ -372,6 +374,16 @@ class RunManager:
         run = self._runs.get(self._aliases.get(run_id, run_id))
         return run if run is not None and run.owner == owner else None
 
+    def begin_exit(self) -> None:
+        """The process is about to stop serving (called before it tears connections down)."""
+        self.exiting = True
+
+    def follower_left(self, run: Run) -> None:
+        """The client following ``run`` is gone: stop the run, blaming the shutdown when the
+        server itself is cutting its streams."""
+        source = InterruptSource.SHUTDOWN if self.exiting else InterruptSource.CLIENT_DISCONNECT
+        self.stop(run, source)
+
     def stop(self, run: Run, source: InterruptSource) -> None:
         """Interrupt ``run``; its ending records ``source``."""
         if run.status.finished:
@@ -381,6 +393,7 @@ class RunManager:
 
     async def shutdown(self) -> None:
         """Interrupt every live run and wait (briefly) for them to end honestly."""
+        self.exiting = True
         live = [r for r in self._runs.values() if not r.status.finished]
         for run in live:
             self.stop(run, InterruptSource.SHUTDOWN)

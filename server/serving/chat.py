@@ -9,7 +9,7 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from hermes_core.errors import InvalidRequestError
-from hermes_core.events import ExitReason, InterruptSource
+from hermes_core.events import ExitReason
 from server.auth import Principal
 from server.errors import APIError, rate_limited_response, run_failed_response
 from server.json_response import FastJSONResponse
@@ -115,7 +115,7 @@ class ChatServing:
         finally:
             # Reached early only when the client went away: Open WebUI's only stop signal.
             if not run.status.finished and self.services.stop_on_disconnect:
-                self.services.runs.stop(run, InterruptSource.CLIENT_DISCONNECT)
+                self.services.runs.follower_left(run)
 
     async def _complete(
         self, run: Run, completion_id: str, model: str, created: int, headers: dict[str, str]

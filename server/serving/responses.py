@@ -273,7 +273,7 @@ class ResponsesServing:
         finally:
             # Reached early only when the client went away.
             if not run.status.finished and not leave_running and self.services.stop_on_disconnect:
-                self.services.runs.stop(run, InterruptSource.CLIENT_DISCONNECT)
+                self.services.runs.follower_left(run)
 
     # --- POST /v1/responses/compact ---------------------------------------------------------
 

@@ -67,6 +67,7 @@ def tool_progress(event: ToolStarted | ToolFinished) -> dict[str, Any]:
         "call_id": event.call_id,
         "name": event.name,
         "ok": event.ok,
+        "outcome": event.outcome.value,
         "duration_ms": duration_ms(event),
         "preview": event.result_preview,
         "error": event.error,

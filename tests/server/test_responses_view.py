@@ -548,7 +548,7 @@ def test_events_mode_adds_structured_tool_progress_events() -> None:
          "arguments": {"word": "zebra"}},
         {"type": "hermes:tool_progress", "sequence_number": progress[1]["sequence_number"],
          "phase": "finished", "call_id": "call_1", "name": "lookup", "ok": False,
-         "duration_ms": 12, "preview": "", "error": "boom"},
+         "outcome": "error", "duration_ms": 12, "preview": "", "error": "boom"},
     ]  # fmt: skip
     assert [item["type"] for item in items(view)] == ["reasoning", "message"]
 

@@ -1,0 +1,338 @@
+"""The chat view without HTTP: hand-built agent events in, whole ``chat.completion.chunk``
+streams (and Open WebUI's extra frames) out; and the non-streaming completion builder.
+
+Every chunk of every stream is also checked against the OpenAI SDK's own model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+from hermes_core.events import (
+    AgentEvent,
+    BudgetWarning,
+    ClientToolCallsPending,
+    CompressionPerformed,
+    ExitReason,
+    FallbackActivated,
+    MessageAdded,
+    ModelCallStarted,
+    ReasoningDelta,
+    RetryScheduled,
+    RunFinished,
+    RunStarted,
+    StepFinished,
+    SubagentEvent,
+    TextDelta,
+    ToolCallGenerating,
+    ToolFinished,
+    ToolOutcome,
+    ToolStarted,
+)
+from hermes_core.usage import Usage
+from server.views.chat import ChatCompletionBuilder, ChatStreamView
+
+RUN = "run_1"
+ID = "chatcmpl-1"
+USAGE = Usage(input_tokens=100, cache_read_tokens=40, output_tokens=20, reasoning_tokens=5)
+
+
+def started() -> RunStarted:
+    return RunStarted(RUN, 0, task_id="t", model="m", provider="p", budget=10)
+
+
+def tool_started(call_id: str = "c1", seq: int = 0) -> ToolStarted:
+    return ToolStarted(
+        RUN,
+        seq,
+        call_id=call_id,
+        name="lookup",
+        arguments={"word": "zebra"},
+        summary="lookup zebra",
+    )
+
+
+def tool_finished(call_id: str = "c1", *, error: str | None = None) -> ToolFinished:
+    outcome = ToolOutcome.SUCCESS if error is None else ToolOutcome.ERROR
+    return ToolFinished(
+        RUN,
+        0,
+        call_id=call_id,
+        name="lookup",
+        outcome=outcome,
+        duration_s=0.012,
+        result_preview="" if error else "a striped horse",
+        error=error,
+    )
+
+
+def ended(reason: ExitReason = ExitReason.COMPLETED, *, error: str | None = None) -> RunFinished:
+    return RunFinished(
+        RUN,
+        0,
+        exit_reason=reason,
+        final_text="Hi there.",
+        iterations=2,
+        usage=USAGE,
+        model_calls=2,
+        error=error,
+        session_id="sess_1",
+    )
+
+
+def stream(*events: AgentEvent, **options: Any) -> list[dict[str, Any]]:
+    """Every frame the view makes of ``events``; each chunk checked with the SDK's model."""
+    view = ChatStreamView(completion_id=ID, model="hermes-agent", created=1, **options)
+    frames: list[dict[str, Any]] = [dict(f) for event in events for f in view.handle(event)]
+    for frame in frames:
+        if "choices" in frame:
+            ChatCompletionChunk.model_validate(frame)
+    return frames
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": ID,
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "hermes-agent",
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        **extra,
+    }
+
+
+HERMES = {
+    "run_id": RUN,
+    "session_id": "sess_1",
+    "exit_reason": "completed",
+    "iterations": 2,
+    "model_calls": 2,
+    "error": None,
+}
+
+
+def test_a_text_run_is_a_role_chunk_text_chunks_and_a_final_chunk_with_the_summary() -> None:
+    frames = stream(
+        started(), TextDelta(RUN, 1, text="Hi "), TextDelta(RUN, 2, text="there."), ended()
+    )
+    assert frames == [
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"content": "Hi "}),
+        chunk({"content": "there."}),
+        chunk({}, "stop", hermes=HERMES),
+    ]
+
+
+def test_usage_comes_last_in_a_chunk_of_its_own_when_asked_for() -> None:
+    frames = stream(started(), ended(), include_usage=True)
+    assert frames[0] == chunk({"role": "assistant", "content": ""}, usage=None)
+    assert frames[-1] == {
+        "id": ID,
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "hermes-agent",
+        "choices": [],
+        "usage": {
+            "prompt_tokens": 100,
+            "completion_tokens": 20,
+            "total_tokens": 120,
+            "prompt_tokens_details": {"cached_tokens": 40, "cache_write_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 5},
+        },
+    }
+
+
+def test_reasoning_and_tool_steps_go_to_reasoning_content_never_to_content() -> None:
+    frames = stream(
+        ReasoningDelta(RUN, 1, text="Let me look."),
+        tool_started(),
+        tool_finished(),
+        tool_finished("c2", error="Error: gone"),
+    )
+    assert frames == [
+        chunk({"reasoning_content": "Let me look."}),
+        chunk(
+            {
+                "reasoning_content": "→ lookup zebra\n",
+                "hermes": {
+                    "type": "tool",
+                    "phase": "started",
+                    "call_id": "c1",
+                    "name": "lookup",
+                    "arguments": {"word": "zebra"},
+                },
+            }
+        ),
+        chunk(
+            {
+                "reasoning_content": "✓ lookup (12 ms)\n",
+                "hermes": {
+                    "type": "tool",
+                    "phase": "finished",
+                    "call_id": "c1",
+                    "name": "lookup",
+                    "ok": True,
+                    "outcome": "success",
+                    "duration_ms": 12,
+                    "preview": "a striped horse",
+                    "error": None,
+                },
+            }
+        ),
+        chunk(
+            {
+                "reasoning_content": "✗ lookup (12 ms): Error: gone\n",
+                "hermes": {
+                    "type": "tool",
+                    "phase": "finished",
+                    "call_id": "c2",
+                    "name": "lookup",
+                    "ok": False,
+                    "outcome": "error",
+                    "duration_ms": 12,
+                    "preview": "",
+                    "error": "Error: gone",
+                },
+            }
+        ),
+    ]
+
+
+def test_status_news_and_a_fallback_are_one_line_each() -> None:
+    frames = stream(
+        RetryScheduled(RUN, 1, provider="a", attempt=1, delay_s=1.5, reason="rate_limit"),
+        FallbackActivated(RUN, 2, from_provider="a", to_provider="b", reason="rate_limit"),
+        BudgetWarning(RUN, 3, tier="caution", used=7, total=10),
+        CompressionPerformed(
+            RUN,
+            4,
+            tokens_before=9000,
+            tokens_after=3000,
+            messages_before=40,
+            messages_after=5,
+            session_id="s.c1",
+            parent_session_id="s",
+            messages=[],
+            summarised=True,
+        ),
+    )
+    assert [f["choices"][0]["delta"] for f in frames if "choices" in f] == [
+        {"reasoning_content": "· a failed (rate_limit); retrying in 1.5 s\n"},
+        {"reasoning_content": "↪ a failed (rate_limit); continuing on b\n"},
+        {"reasoning_content": "· Iteration budget: 7/10 used\n"},
+        {"reasoning_content": "· Context compressed: 9000 → 3000 tokens\n"},
+    ]
+
+
+def test_events_that_change_nothing_visible_produce_no_frames() -> None:
+    quiet: list[AgentEvent] = [
+        ModelCallStarted(RUN, 1, iteration=1, provider="p", model="m"),
+        ToolCallGenerating(RUN, 2, index=0, call_id="c", name="n", arguments_delta="{"),
+        MessageAdded(RUN, 3, index=0, message={"role": "assistant", "content": "x"}),
+        StepFinished(
+            RUN, 4, iteration=1, usage=USAGE, provider="p", model="m", finish_reason="stop"
+        ),
+    ]
+    assert stream(*quiet) == []
+
+
+def test_a_sub_agents_tool_steps_are_indented_and_numbered_and_its_text_is_not_shown() -> None:
+    child = "run_child"
+    frames = stream(
+        SubagentEvent(RUN, 1, call_id="d1", child_index=1, event=TextDelta(child, 0, text="x")),
+        SubagentEvent(RUN, 2, call_id="d1", child_index=1, event=tool_started()),
+        openwebui=True,
+    )
+    assert [f["choices"][0]["delta"]["reasoning_content"] for f in frames if "choices" in f] == [
+        "  ↳ [2] → lookup zebra\n"
+    ]
+    assert len(frames) == 1  # no Open WebUI card for a child's tool
+
+
+def test_client_tool_calls_close_the_stream_with_finish_reason_tool_calls() -> None:
+    call: Any = {"id": "call_9", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    end = RunFinished(
+        RUN,
+        2,
+        exit_reason=ExitReason.AWAITING_CLIENT_TOOLS,
+        final_text="",
+        iterations=1,
+        usage=USAGE,
+        model_calls=1,
+    )
+    frames = stream(ClientToolCallsPending(RUN, 1, tool_calls=[call]), end)
+    assert frames[0] == chunk({"tool_calls": [{"index": 0, **call}]})
+    assert frames[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+@pytest.mark.parametrize(
+    ("reason", "finish"),
+    [
+        (ExitReason.TRUNCATED, "length"),
+        (ExitReason.BUDGET_EXHAUSTED, "length"),
+        (ExitReason.INTERRUPTED, "length"),
+    ],
+)
+def test_an_unfinished_run_never_ends_with_stop(reason: ExitReason, finish: str) -> None:
+    (final,) = stream(ended(reason))
+    assert final == chunk({}, finish, hermes={**HERMES, "exit_reason": reason.value})
+
+
+def test_a_failed_run_ends_with_one_error_frame_in_the_envelope() -> None:
+    (failure,) = stream(ended(ExitReason.FAILED, error="upstream broke"))
+    assert failure == {
+        "error": {
+            "message": "upstream broke",
+            "type": "server_error",
+            "param": None,
+            "code": "server_error",
+        }
+    }
+
+
+def test_open_webui_gets_a_tool_card_and_status_lines_and_every_card_is_closed() -> None:
+    frames = stream(
+        tool_started("c1"), tool_finished("c1"), tool_started("c2"), ended(), openwebui=True
+    )
+    cards = [f for f in frames if f.get("type") == "response.output_item.added"]
+    assert [(c["item"]["type"], c["item"]["call_id"]) for c in cards] == [
+        ("function_call", "c1"),
+        ("function_call_output", "c1"),
+        ("function_call", "c2"),
+        ("function_call_output", "c2"),  # closed by the ending, or Open WebUI runs the tool
+    ]
+    statuses = [f["event"]["data"] for f in frames if "event" in f]
+    assert statuses == [
+        {"description": "Running lookup zebra", "done": False},
+        {"description": "lookup done", "done": True},
+        {"description": "Running lookup zebra", "done": False},
+    ]
+
+
+def test_the_completion_builder_carries_the_answer_reasoning_client_calls_and_usage() -> None:
+    builder = ChatCompletionBuilder(completion_id=ID, model="hermes-agent", created=1)
+    call: Any = {"id": "call_9", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    for event in (
+        ReasoningDelta(RUN, 1, text="hmm"),
+        ClientToolCallsPending(RUN, 2, tool_calls=[call]),
+    ):
+        builder.add(event)
+    completion = builder.build(ended(ExitReason.AWAITING_CLIENT_TOOLS))
+    ChatCompletion.model_validate(completion)
+    assert completion["choices"][0]["message"] == {
+        "role": "assistant",
+        "content": "Hi there.",
+        "refusal": None,
+        "annotations": [],
+        "reasoning_content": "hmm",
+        "tool_calls": [call],
+    }
+    assert completion["choices"][0]["finish_reason"] == "tool_calls"
+    assert completion["usage"]["prompt_tokens_details"] == {
+        "cached_tokens": 40,
+        "cache_write_tokens": 0,
+    }
+    assert completion["hermes"]["exit_reason"] == "awaiting_client_tools"
