@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import logging
 import os
 import sys
@@ -59,22 +58,13 @@ def _load(args: argparse.Namespace) -> HermesConfig | None:
         return None
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _serve(args: argparse.Namespace) -> int:
     config = _load(args)
     if config is None:
         return EXIT_INVALID_CONFIG
     for warning in config_warnings(config):
         log.warning("%s", warning)
-    if not config.server.api_keys and not _is_loopback(config.server.host):
+    if not config.server.api_keys and not config.server.loopback_only:
         print(
             f"hermes-server: refusing to listen on {config.server.host} without API keys; set "
             "HERMES_API_KEYS (or server.api_keys) or bind 127.0.0.1",

@@ -18,6 +18,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from hermes_core.errors import InvalidRequestError
+
 _TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -43,6 +45,20 @@ class ErrorBody(TypedDict):
 
 class ErrorEnvelope(TypedDict):
     error: ErrorBody
+
+
+class RunLimitExceeded(Exception):
+    """A key, or the server, already has its maximum of runs in progress (429)."""
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after = retry_after
+
+
+class SessionBusy(Exception):
+    """Another turn of the conversation is running, and waiting was not allowed or lasted too
+    long (409)."""
 
 
 class APIError(Exception):
@@ -94,22 +110,31 @@ def run_failed_response(error: str | None, *, headers: dict[str, str]) -> JSONRe
     return JSONResponse({"error": run_failed(error)}, RUN_FAILED_STATUS, headers=headers)
 
 
-def rate_limited_response(message: str, *, retry_after: int) -> JSONResponse:
-    """A 429 with ``Retry-After``: a key's, or the server's, runs are at their limit."""
-    return error_response(
-        429, message, code="rate_limit_exceeded", headers={"retry-after": str(retry_after)}
-    )
-
-
 def _param_of(location: tuple[Any, ...] | list[Any]) -> str | None:
     parts = [str(p) for p in location if p != "body"]
     return ".".join(parts) or None
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    """Every exception that means an answer, translated once: ours (``APIError``), the
+    engine's and the run manager's refusals, and FastAPI's routing and validation errors."""
+
     @app.exception_handler(APIError)
     async def _api_error(_: Request, exc: APIError) -> JSONResponse:
         return error_response(exc.status, exc.message, param=exc.param, code=exc.code)
+
+    @app.exception_handler(InvalidRequestError)
+    async def _invalid_request(_: Request, exc: InvalidRequestError) -> JSONResponse:
+        return error_response(400, exc.message, param=exc.param)
+
+    @app.exception_handler(RunLimitExceeded)
+    async def _too_many_runs(_: Request, exc: RunLimitExceeded) -> JSONResponse:
+        headers = {"retry-after": str(exc.retry_after)}
+        return error_response(429, exc.message, code="rate_limit_exceeded", headers=headers)
+
+    @app.exception_handler(SessionBusy)
+    async def _session_busy(_: Request, exc: SessionBusy) -> JSONResponse:
+        return error_response(409, str(exc), code="session_busy")
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -7,7 +7,6 @@ configuration never appear in :func:`describe`'s output.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -180,7 +179,7 @@ def config_warnings(config: HermesConfig, environ: Mapping[str, str] | None = No
     env = os.environ if environ is None else environ
     warnings = []
     server = config.server
-    if not server.api_keys and not _is_loopback(server.host):
+    if not server.api_keys and not server.loopback_only:
         warnings.append(
             f"server.host is {server.host} but no API keys are set: anyone who can reach the "
             "server may use it (set server.api_keys or HERMES_API_KEYS)"
@@ -198,15 +197,6 @@ def config_warnings(config: HermesConfig, environ: Mapping[str, str] | None = No
         if unkeyed and provider.name != SIMULATOR_PROVIDER:
             warnings.append(f"provider {provider.name}: no API key is configured")
     return warnings
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _retention(server: ServerConfig) -> str:

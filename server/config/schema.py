@@ -10,6 +10,7 @@ any of these models never shows one.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import re
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -121,6 +122,16 @@ class ServerConfig(_Model):
         if isinstance(value, str) and not value.strip():
             return None
         return value
+
+    @property
+    def loopback_only(self) -> bool:
+        """The server listens on a loopback address only (it may then run without keys)."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
 
     @property
     def resolved_database_url(self) -> str:

@@ -20,9 +20,9 @@ from enum import StrEnum
 from typing import Protocol
 
 from hermes_core.agent import AgentRequest
-from hermes_core.errors import HermesError
 from hermes_core.events import AgentEvent, ExitReason, InterruptSource, RunFinished
 from hermes_core.usage import Usage
+from server.errors import RunLimitExceeded
 
 log = logging.getLogger(__name__)
 
@@ -222,13 +222,6 @@ def _wake(waiters: list[asyncio.Future[None]]) -> None:
     for waiter in waiters:
         if not waiter.done():  # one whose waiting task was cancelled
             waiter.set_result(None)
-
-
-class RunLimitExceeded(HermesError):
-    def __init__(self, message: str, *, retry_after: int) -> None:
-        super().__init__(message)
-        self.message = message
-        self.retry_after = retry_after
 
 
 class RunManager:

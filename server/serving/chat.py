@@ -8,13 +8,12 @@ from collections.abc import AsyncIterator
 from fastapi import Request
 from fastapi.responses import Response
 
-from hermes_core.errors import InvalidRequestError
 from hermes_core.events import ExitReason
 from server.auth import Principal
-from server.errors import APIError, rate_limited_response, run_failed_response
+from server.errors import run_failed_response
 from server.json_response import FastJSONResponse
 from server.protocol.chat import ChatCompletionRequest
-from server.runs.manager import Run, RunLimitExceeded, new_id
+from server.runs.manager import Run, new_id
 from server.services import Services
 from server.serving.common import (
     is_openwebui,
@@ -23,7 +22,6 @@ from server.serving.common import (
     session_name_of,
     start_run,
 )
-from server.sessions.service import SessionBusy
 from server.sse import DONE, data_frame, sse_response
 from server.views.chat import ChatCompletionBuilder, ChatStreamView
 
@@ -52,38 +50,30 @@ class ChatServing:
             agent_request = body.to_agent_request(with_client_tools=not openwebui, run_id=run_id)
             session_name = session_name_of(request)
             agent = new_agent(services, profile, request, principal)
-        try:
-            agent.check(agent_request)
-        except InvalidRequestError as exc:
-            raise APIError(400, exc.message, param=exc.param) from exc
+        agent.check(agent_request)
         completion_id = new_id("chatcmpl-")
-        try:
-            services.runs.admit(principal.name)
-            session_id = None
-            if services.sessions is not None and not side_task:
-                turn = await services.sessions.begin(
-                    agent,
-                    agent_request,
-                    owner=principal.name,
-                    profile=profile.id,
-                    run_id=run_id,
-                    name=session_name,
-                )
-                agent_request, session_id = turn.request, turn.session_id
-            run = start_run(
-                services,
+        services.runs.admit(principal.name)
+        session_id = None
+        if services.sessions is not None and not side_task:
+            turn = await services.sessions.begin(
                 agent,
                 agent_request,
-                principal=principal,
-                profile=profile,
-                endpoint="chat.completions",
-                completion_id=completion_id,
-                session_id=session_id,
+                owner=principal.name,
+                profile=profile.id,
+                run_id=run_id,
+                name=session_name,
             )
-        except RunLimitExceeded as exc:
-            return rate_limited_response(exc.message, retry_after=exc.retry_after)
-        except SessionBusy as exc:
-            raise APIError(409, str(exc), code="session_busy") from exc
+            agent_request, session_id = turn.request, turn.session_id
+        run = start_run(
+            services,
+            agent,
+            agent_request,
+            principal=principal,
+            profile=profile,
+            endpoint="chat.completions",
+            completion_id=completion_id,
+            session_id=session_id,
+        )
         headers = {"x-hermes-run-id": run.id}
         if session_id is not None:
             headers["x-hermes-session-id"] = session_name or session_id

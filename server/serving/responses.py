@@ -28,23 +28,21 @@ from fastapi.responses import Response
 from hermes_core.agent import Agent, AgentRequest
 from hermes_core.agent.compaction import CompactionRun
 from hermes_core.context import Compressor
-from hermes_core.errors import InvalidRequestError
 from hermes_core.events import CompressionPerformed, ExitReason, InterruptSource, RunFinished
 from hermes_core.persistence import StoredResponse
 from server.auth import Principal
 from server.errors import (
     APIError,
     error_response,
-    rate_limited_response,
     run_failed_response,
 )
 from server.json_response import FastJSONResponse
 from server.protocol.response_input import encode_compaction
 from server.protocol.responses import ResponseCreateRequest
-from server.runs.manager import Run, RunLimitExceeded, new_id
+from server.runs.manager import Run, new_id
 from server.services import Profile, Services
 from server.serving.common import is_openwebui, new_agent, resolve_profile, start_run
-from server.sessions.service import SessionBusy, SessionPoint
+from server.sessions.service import SessionPoint
 from server.sse import DONE, named_frame, sse_response
 from server.views.responses import ResponsesView, response_usage
 
@@ -80,30 +78,22 @@ class ResponsesServing:
         progress = _progress(request, profile)
         agent_request = body.to_agent_request(with_client_tools=progress != "openwebui")
         agent = new_agent(services, profile, request, principal)
-        try:
-            agent.check(agent_request)
-        except InvalidRequestError as exc:
-            raise APIError(400, exc.message, param=exc.param) from exc
+        agent.check(agent_request)
         response_id, run_id = new_id("resp_"), new_id("run_")
-        try:
-            services.runs.admit(principal.name)
-            session_id, agent_request = await self._on_session(
-                body, agent, agent_request, principal, profile, run_id, previous
-            )
-            run = start_run(
-                services,
-                agent,
-                dataclasses.replace(agent_request, run_id=run_id),
-                principal=principal,
-                profile=profile,
-                endpoint="responses",
-                completion_id=response_id,
-                session_id=session_id,
-            )
-        except RunLimitExceeded as exc:
-            return rate_limited_response(exc.message, retry_after=exc.retry_after)
-        except SessionBusy as exc:
-            raise APIError(409, str(exc), code="session_busy") from exc
+        services.runs.admit(principal.name)
+        session_id, agent_request = await self._on_session(
+            body, agent, agent_request, principal, profile, run_id, previous
+        )
+        run = start_run(
+            services,
+            agent,
+            dataclasses.replace(agent_request, run_id=run_id),
+            principal=principal,
+            profile=profile,
+            endpoint="responses",
+            completion_id=response_id,
+            session_id=session_id,
+        )
         shell = body.shell(
             response_id=response_id,
             created_at=int(time.time()),
@@ -295,19 +285,16 @@ class ResponsesServing:
         summariser = profile.summariser
         compaction = CompactionRun(Compressor(summariser), context_window=summariser.context_window)
         compaction_id = new_id("resp_")
-        try:
-            run = start_run(
-                services,
-                compaction,
-                AgentRequest(history=messages, run_id=new_id("run_"), stream_model_replies=False),
-                principal=principal,
-                profile=profile,
-                endpoint="responses",
-                completion_id=compaction_id,
-                session_id=None,
-            )
-        except RunLimitExceeded as exc:
-            return rate_limited_response(exc.message, retry_after=exc.retry_after)
+        run = start_run(
+            services,
+            compaction,
+            AgentRequest(history=messages, run_id=new_id("run_"), stream_model_replies=False),
+            principal=principal,
+            profile=profile,
+            endpoint="responses",
+            completion_id=compaction_id,
+            session_id=None,
+        )
         end = await run.until_finished()
         headers = {"x-hermes-run-id": run.id}
         compacted = next((e for e in run.events if isinstance(e, CompressionPerformed)), None)

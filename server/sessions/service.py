@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -21,6 +22,7 @@ from hermes_core.agent import Agent, AgentRequest
 from hermes_core.messages import Message, text_of
 from hermes_core.persistence import RunRecord, SessionInfo, Store, StoredMessage
 from hermes_core.persistence.sessions import new_session_id
+from server.errors import SessionBusy
 from server.sessions.journal import SessionJournal
 from server.sessions.reconcile import Reconciliation, reconcile
 
@@ -28,10 +30,6 @@ MAX_NAME_LENGTH = 256
 BRANCHES_COMPARED = 10
 """Live branches of a conversation a turn compares itself with (the most recent ones)."""
 LOCK_POLL_SECONDS = 0.05
-
-
-class SessionBusy(Exception):
-    """Another turn of the conversation is running (and waiting was not allowed or too long)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,14 +85,12 @@ class SessionService:
             turn = await self._new_session(agent, request, owner, profile, client, name=None)
             self._track(run_id, turn, lock=None)
             return turn
-        await self._lock(owner, name, run_id)
-        try:
-            turn = await self._continue(agent, request, owner, profile, client, name)
-        except BaseException:
-            self.store.sessions.unlock(owner, name, run_id)
-            raise
-        self._track(run_id, turn, lock=(owner, name))
-        return turn
+        return await self._locked(
+            owner,
+            name,
+            run_id,
+            lambda: self._continue(agent, request, owner, profile, client, name),
+        )
 
     async def begin_after(
         self,
@@ -119,14 +115,12 @@ class SessionService:
         if session is None:
             raise LookupError(after.session_id)
         name = session.name or session.id
-        await self._lock(owner, name, run_id)
-        try:
-            turn = await self._resume(agent, request, session, after.position, client)
-        except BaseException:
-            self.store.sessions.unlock(owner, name, run_id)
-            raise
-        self._track(run_id, turn, lock=(owner, name))
-        return turn
+        return await self._locked(
+            owner,
+            name,
+            run_id,
+            lambda: self._resume(agent, request, session, after.position, client),
+        )
 
     async def peek_after(
         self, agent: Agent, request: AgentRequest, *, owner: str, after: SessionPoint
@@ -166,6 +160,20 @@ class SessionService:
             request=_on_transcript(request, session_id, transcript),
             forked_from=forked_from,
         )
+
+    async def _locked(
+        self, owner: str, name: str, run_id: str, resolve: Callable[[], Awaitable[Turn]]
+    ) -> Turn:
+        """``resolve`` the turn holding the conversation's lock; the lock is given back if that
+        fails, and otherwise held by the run until it ends (see the journal)."""
+        await self._lock(owner, name, run_id)
+        try:
+            turn = await resolve()
+        except BaseException:
+            self.store.sessions.unlock(owner, name, run_id)
+            raise
+        self._track(run_id, turn, lock=(owner, name))
+        return turn
 
     def _track(self, run_id: str, turn: Turn, *, lock: tuple[str, str] | None) -> None:
         self.journal.track(run_id, turn.session_id, lock=lock)

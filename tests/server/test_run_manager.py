@@ -12,7 +12,8 @@ from hermes_core.events import RunFinished
 from hermes_core.providers import base as p
 from hermes_core.providers.base import ApiMode, ModelRequest
 from hermes_core.usage import Usage
-from server.runs.manager import Run, RunLimitExceeded, RunManager, RunStatus
+from server.errors import RunLimitExceeded
+from server.runs.manager import Run, RunManager, RunStatus
 
 
 class _Gate:
