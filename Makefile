@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 HOST ?=
 PORT ?=
 
-.PHONY: serve simulate test lint typecheck unit openapi openapi-check lock clean bench
+.PHONY: serve simulate test lint fmt typecheck unit openapi openapi-check lock clean bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+
+# Rewrite the code as `make lint` wants it (formatting, and the fixes ruff can make itself).
+fmt: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
 
 typecheck: install
 	$(BIN)/mypy
