@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
+
 from hermes_core.providers.base import (
+    ADAPTERS,
     ApiMode,
     FinishReason,
     ForcedTool,
@@ -21,19 +25,10 @@ from hermes_core.providers.config import ProviderConfig, resolve_api_mode
 
 
 def create_provider(config: ProviderConfig) -> Provider:
-    """Build the adapter for ``config``'s api_mode."""
-    mode = config.resolved_api_mode
-    if mode == "anthropic_messages":
-        from hermes_core.providers.anthropic_messages import AnthropicMessagesProvider
-
-        return AnthropicMessagesProvider(config)
-    if mode == "codex_responses":
-        from hermes_core.providers.codex_responses import ResponsesProvider
-
-        return ResponsesProvider(config)
-    from hermes_core.providers.chat_completions import ChatCompletionsProvider
-
-    return ChatCompletionsProvider(config)
+    """Build the adapter for ``config``'s api_mode (see ``ADAPTERS``)."""
+    module, name = ADAPTERS[config.resolved_api_mode].split(":")
+    adapter: Callable[[ProviderConfig], Provider] = getattr(importlib.import_module(module), name)
+    return adapter(config)
 
 
 __all__ = [

@@ -9,13 +9,20 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 from hermes_core.messages import Message
 from hermes_core.usage import Usage
 
 ApiMode = Literal["chat_completions", "codex_responses", "anthropic_messages"]
-API_MODES: tuple[ApiMode, ...] = ("chat_completions", "codex_responses", "anthropic_messages")
+API_MODES: tuple[ApiMode, ...] = get_args(ApiMode)
+ADAPTERS: Mapping[ApiMode, str] = {
+    "chat_completions": "hermes_core.providers.chat_completions:ChatCompletionsProvider",
+    "codex_responses": "hermes_core.providers.codex_responses:ResponsesProvider",
+    "anthropic_messages": "hermes_core.providers.anthropic_messages:AnthropicMessagesProvider",
+}
+"""The adapter of each api_mode, as ``module:class``: imported only when a provider of that mode
+is built (each pulls in its SDK), and named here so that a mode is declared in one place."""
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter"]
 """Why the model stopped, in OpenAI's vocabulary whatever the provider said."""
