@@ -17,8 +17,11 @@ from server.errors import APIError
 
 COMPACTION_PREFIX = "hermes.v1."
 """Marks the ``encrypted_content`` of compaction items made by this server."""
-_MAX_COMPACTION_BYTES = 64 * 1024 * 1024
-"""A compaction item never inflates past this (a zip bomb is a 400, not an out-of-memory)."""
+MAX_INFLATED_BYTES = 4 * 1024 * 1024
+"""What all the compaction items of one request may inflate to, together. A compaction holds a
+conversation compacted to fit a context window (well under a megabyte of text), so this is
+generous; a zip bomb, or a request carrying many, is a 400 after a few milliseconds of work
+instead of hundreds of megabytes and seconds of a blocked event loop."""
 _ID_PREFIXES = {
     "message": "msg",
     "function_call": "fc",
@@ -44,22 +47,35 @@ def encode_compaction(messages: list[Message]) -> str:
     return COMPACTION_PREFIX + base64.urlsafe_b64encode(zlib.compress(data)).decode("ascii")
 
 
-def decode_compaction(text: str) -> list[Message]:
-    """The messages of a compaction item; a 400 (param ``input``) if it is not ours or damaged."""
+def decode_compaction(text: str, *, budget: int = MAX_INFLATED_BYTES) -> list[Message]:
+    """The messages of a compaction item; a 400 (param ``input``) if it is not ours, damaged,
+    or inflates past ``budget`` bytes."""
+    return _decoded(text, budget)[0]
+
+
+def _decoded(text: str, budget: int) -> tuple[list[Message], int]:
+    """The messages of a compaction item and the bytes they inflated to."""
     if not text.startswith(COMPACTION_PREFIX):
         raise _input_error("Invalid compaction item: it was not made by this server.")
     try:
         packed = base64.urlsafe_b64decode(text.removeprefix(COMPACTION_PREFIX).encode("ascii"))
         inflater = zlib.decompressobj()
-        data = inflater.decompress(packed, _MAX_COMPACTION_BYTES)
-        if inflater.unconsumed_tail or not inflater.eof:
-            raise ValueError("truncated or too large")
+        data = inflater.decompress(packed, max(budget, 0) + 1)
+    except (ValueError, zlib.error) as exc:
+        raise _input_error("Invalid compaction item: its encrypted_content is damaged.") from exc
+    if len(data) > budget or inflater.unconsumed_tail:
+        raise _input_error(
+            f"The compaction items of this request inflate past {MAX_INFLATED_BYTES} bytes."
+        )
+    try:
+        if not inflater.eof:
+            raise ValueError("truncated")
         messages = json.loads(data)
-    except (ValueError, zlib.error, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:
         raise _input_error("Invalid compaction item: its encrypted_content is damaged.") from exc
     if not isinstance(messages, list) or not all(_is_message(m) for m in messages):
         raise _input_error("Invalid compaction item: it holds no valid messages.")
-    return messages
+    return messages, len(data)
 
 
 def _is_message(value: object) -> bool:
@@ -95,6 +111,8 @@ class Transcript:
     def __init__(self) -> None:
         self.system: list[str] = []
         self.messages: list[Message] = []
+        self._inflatable = MAX_INFLATED_BYTES
+        """What this request's compaction items may still inflate to."""
 
     def add(self, item: dict[str, Any]) -> None:
         match item.get("type"):
@@ -108,7 +126,10 @@ class Transcript:
                 pass  # our own reasoning, replayed by the client: the session already has it
             case "compaction":
                 content = item.get("encrypted_content")
-                self.messages.extend(decode_compaction(content if isinstance(content, str) else ""))
+                text = content if isinstance(content, str) else ""
+                messages, inflated = _decoded(text, self._inflatable)
+                self._inflatable -= inflated
+                self.messages.extend(messages)
             case "item_reference":
                 raise _input_error("item_reference is not supported; use previous_response_id.")
             case other:

@@ -273,12 +273,21 @@ def test_a_damaged_compaction_item_is_a_400(content: object) -> None:
     refused("input", input=[{"type": "compaction", "encrypted_content": content}])
 
 
-def test_an_oversized_compaction_item_is_a_400(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_oversized_compaction_item_is_a_400() -> None:
     encoded = encode_compaction([{"role": "user", "content": "x" * 1000}])
-    monkeypatch.setattr(response_input, "_MAX_COMPACTION_BYTES", 100)
     with pytest.raises(APIError) as caught:
-        decode_compaction(encoded)
+        decode_compaction(encoded, budget=100)
     assert caught.value.param == "input"
+
+
+def test_compaction_items_may_not_inflate_past_one_budget_together() -> None:
+    # Each item alone is under the budget (a zip bomb comes in pieces too): together, not.
+    third = response_input.MAX_INFLATED_BYTES // 3
+    bomb = encode_compaction([{"role": "user", "content": " " * third}])
+    assert len(bomb) < 100_000  # a few kilobytes on the wire
+    item = {"type": "compaction", "encrypted_content": bomb}
+    refusal = refused("input", input=[item, item, item, item])
+    assert "inflate past" in refusal.message
 
 
 # --- tools and tool_choice ----------------------------------------------------------------------
