@@ -16,6 +16,7 @@ from server.protocol.chat import ChatCompletionRequest
 from server.runs.manager import Run, new_id
 from server.services import Services
 from server.serving.common import (
+    conversation_owner,
     is_openwebui,
     new_agent,
     resolve_profile,
@@ -43,13 +44,14 @@ class ChatServing:
             agent_request = body.to_agent_request(
                 with_client_tools=False, offer_tools=False, run_id=run_id
             )
-            openwebui, session_name = False, None
+            openwebui, session_name, owner = False, None, principal.name
         else:
             openwebui = profile.openwebui or is_openwebui(request)
             # Open WebUI sends its own 36 built-in tools with every request: not ours to run.
             agent_request = body.to_agent_request(with_client_tools=not openwebui, run_id=run_id)
             session_name = session_name_of(request)
-            agent = new_agent(services, profile, request, principal)
+            owner = conversation_owner(request, principal)
+            agent = new_agent(services, profile, owner)
         agent.check(agent_request)
         completion_id = new_id("chatcmpl-")
         services.runs.admit(principal.name)
@@ -58,7 +60,7 @@ class ChatServing:
             turn = await services.sessions.begin(
                 agent,
                 agent_request,
-                owner=principal.name,
+                owner=owner,
                 profile=profile.id,
                 run_id=run_id,
                 name=session_name,

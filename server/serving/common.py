@@ -49,9 +49,10 @@ def session_name_of(request: Request) -> str | None:
     return None
 
 
-def memory_owner(request: Request, principal: Principal) -> str:
-    """Memory belongs to the key's principal, or to a named scope inside it (one key serving
-    several end users keeps their memories apart)."""
+def conversation_owner(request: Request, principal: Principal) -> str:
+    """Whose memory and conversations a request uses: the key's principal, or a named scope
+    inside it (``X-Hermes-Memory-Scope``), so that one key serving several end users keeps their
+    memories, sessions and session searches apart. Runs and responses stay the key's."""
     scope = request.headers.get("x-hermes-memory-scope", "").strip()
     if not scope:
         return principal.name
@@ -65,15 +66,13 @@ def memory_owner(request: Request, principal: Principal) -> str:
     return f"{principal.name}/{scope}"
 
 
-def new_agent(
-    services: Services, profile: Profile, request: Request, principal: Principal
-) -> Agent:
-    """An agent of ``profile`` for this request: the principal's stores and memory scope, and
-    the store's write queue as its checkpoint before tools run."""
+def new_agent(services: Services, profile: Profile, owner: str) -> Agent:
+    """An agent of ``profile`` acting for ``owner`` (see :func:`conversation_owner`): its
+    memory and past sessions, and the store's write queue as its checkpoint before tools run."""
     return profile.new_agent(
-        owner=principal.name,
+        owner=owner,
         stores=services.stores,
-        memory_owner=memory_owner(request, principal),
+        memory_owner=owner,
         checkpoint=services.store.db.writer.flush if services.store is not None else None,
     )
 

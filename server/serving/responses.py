@@ -41,7 +41,13 @@ from server.protocol.response_input import encode_compaction
 from server.protocol.responses import ResponseCreateRequest
 from server.runs.manager import Run, new_id
 from server.services import Profile, Services
-from server.serving.common import is_openwebui, new_agent, resolve_profile, start_run
+from server.serving.common import (
+    conversation_owner,
+    is_openwebui,
+    new_agent,
+    resolve_profile,
+    start_run,
+)
 from server.sessions.service import SessionPoint
 from server.sse import DONE, named_frame, sse_response
 from server.views.responses import ResponsesView, response_usage
@@ -77,12 +83,13 @@ class ResponsesServing:
         previous = await self._previous(body, principal)
         progress = _progress(request, profile)
         agent_request = body.to_agent_request(with_client_tools=progress != "openwebui")
-        agent = new_agent(services, profile, request, principal)
+        owner = conversation_owner(request, principal)
+        agent = new_agent(services, profile, owner)
         agent.check(agent_request)
         response_id, run_id = new_id("resp_"), new_id("run_")
         services.runs.admit(principal.name)
         session_id, agent_request = await self._on_session(
-            body, agent, agent_request, principal, profile, run_id, previous
+            body, agent, agent_request, owner, profile, run_id, previous
         )
         run = start_run(
             services,
@@ -157,11 +164,12 @@ class ResponsesServing:
         body: ResponseCreateRequest,
         agent: Agent,
         request: AgentRequest,
-        principal: Principal,
+        owner: str,
         profile: Profile,
         run_id: str,
         previous: StoredResponse | None,
     ) -> tuple[str | None, AgentRequest]:
+        """The session the turn continues, as ``owner`` (the key, or a scope inside it)."""
         sessions = self.services.sessions
         if sessions is None:
             return None, request
@@ -174,13 +182,10 @@ class ResponsesServing:
             if not body.store:
                 if after is None:
                     return None, request
-                return None, await sessions.peek_after(
-                    agent, request, owner=principal.name, after=after
-                )
+                return None, await sessions.peek_after(agent, request, owner=owner, after=after)
             turn = await sessions.begin_after(
-                agent, request, owner=principal.name, profile=profile.id, run_id=run_id,
-                after=after,
-            )  # fmt: skip
+                agent, request, owner=owner, profile=profile.id, run_id=run_id, after=after
+            )
         except LookupError as exc:
             raise APIError(
                 404,

@@ -272,6 +272,30 @@ async def test_a_memory_scope_header_keeps_memories_apart(
     assert await store.memory.load("alice", "user") == []
 
 
+async def test_a_memory_scope_keeps_conversations_apart_too(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    search = tools(call("session_search", query="zanzibar"))
+    script(
+        simulator,
+        *(text("Noted."), search, text("Nothing."), text("A new trip."), search, text("Found.")),
+    )
+    seven, eight = {"x-hermes-memory-scope": "user-7"}, {"x-hermes-memory-scope": "user-8"}
+    answer(await chat(http, [user("my trip to zanzibar")], session="trip", headers=seven))
+    # Another end user of the same key neither finds that conversation ...
+    answer(await chat(http, [user("where did I travel?")], headers=eight))
+    found_by_eight = next(m for m in upstream_messages(simulator)[-1] if m["role"] == "tool")
+    # ... nor continues it under the same session name.
+    answer(await chat(http, [user("where did I travel?")], session="trip", headers=eight))
+    continued = upstream_messages(simulator)[-1]
+    assert "my trip to zanzibar" not in json.dumps(continued)
+    found_by_seven_later = await chat(http, [user("where did I travel?")], headers=seven)
+    assert found_by_seven_later.status_code == 200
+    assert found_by_eight["content"].startswith("No sessions matched")
+    hits = [m for m in upstream_messages(simulator)[-1] if m["role"] == "tool"]
+    assert [hit["title"] for hit in json.loads(hits[-1]["content"])] == ["my trip to zanzibar"]
+
+
 async def test_one_key_never_continues_or_reads_another_keys_session(
     simulator: SimulatorServer, http: httpx.AsyncClient
 ) -> None:
