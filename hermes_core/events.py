@@ -316,6 +316,8 @@ class ApprovalRequested(_Event):
 class ApprovalResolved(_Event):
     kind: Literal["approval_resolved"] = "approval_resolved"
     call_id: str
+    name: str
+    """The tool the approval was asked for."""
     approved: bool
 
 

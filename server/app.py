@@ -45,6 +45,12 @@ def create_app(services: Services) -> FastAPI:
     app.state.metrics = services.metrics
     if services.metrics.observe not in services.runs.observers:
         services.runs.observers.append(services.metrics.observe)
+    profiles = services.profiles
+    services.metrics.start_at_zero(
+        models={name: model for p in profiles for name, model in p.provider_models.items()},
+        chains=[p.chain_names for p in profiles],
+        tools={t.name for p in profiles for t in p.tools.tools() if t.needs_approval},
+    )
     app.state.chat = ChatServing(services)
     app.state.responses = ResponsesServing(services)
     install_error_handlers(app)

@@ -46,6 +46,12 @@ class Profile:
     def summariser(self) -> Provider:
         return self.auxiliary if self.auxiliary is not None else self.provider
 
+    @property
+    def chain_names(self) -> list[str]:
+        """The provider names of the main fallback chain, in order."""
+        chain = self.provider
+        return [p.name for p in (chain.providers if isinstance(chain, FallbackChain) else [chain])]
+
     def __post_init__(self) -> None:
         chains = [self.provider] if self.auxiliary is None else [self.provider, self.auxiliary]
         self.provider_models = {

@@ -194,7 +194,7 @@ class ToolExecutor:
                 log.exception("approval callback failed; denying %s", tool.name)
                 approved = False
             verdict = f"Denied by the user: {tool.name} ({reason}). Choose another way."
-        self._emit(ApprovalResolved, call_id=request.call_id, approved=approved)
+        self._emit(ApprovalResolved, call_id=request.call_id, name=tool.name, approved=approved)
         return None if approved else verdict
 
     async def _invoke(self, tool: Tool, request: ToolCallRequest) -> Any:

@@ -17,8 +17,9 @@ Everything comes from the events and the run's :class:`RunInfo`; nothing is pars
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar, assert_never
 
@@ -225,6 +226,9 @@ class Metrics:
             "Model calls by prompt-cache result (hit: read > 0; write_only; miss).",
             f"{llm} result",
         )
+        self.approvals = counter(
+            "hermes_approvals_total", "Approvals asked for, by how they ended.", "tool outcome"
+        )
         self.tool_calls = counter("hermes_tool_calls_total", "Tool calls.", "tool outcome")
         self.tool_duration = histogram(
             "hermes_tool_duration_seconds", "Tool call duration.", "tool outcome", TOOL_BUCKETS
@@ -234,6 +238,40 @@ class Metrics:
             "Context compressions (summary: a summary was written; prune: old outputs cut).",
             "method",
         )
+
+    def start_at_zero(
+        self, *, models: Mapping[str, str], chains: Sequence[Sequence[str]], tools: Iterable[str]
+    ) -> None:
+        """Create now, at zero, the series alerts are written against: ``rate()`` needs a
+        series before its first increment, and an absent series cannot be told from a healthy
+        one. ``models``: configured provider name → model; ``chains``: each fallback chain's
+        provider names in order; ``tools``: the server tools that may ask for approval."""
+        for endpoint in ("chat_completions", "responses"):
+            self.runs_active.labels(endpoint)
+            self.budget_exhausted.labels(endpoint)
+            for reason in ExitReason:
+                self.runs_finished.labels(endpoint, reason.value)
+            for source in InterruptSource:
+                self.interrupts.labels(endpoint, source.value)
+        for tier in ("caution", "warning"):
+            self.budget_warnings.labels(tier)
+        for grace in ("answered", "empty", "interrupted", "error"):
+            self.grace_calls.labels(grace)
+        for tool in tools:
+            self.approvals.labels(tool, "approved")
+            self.approvals.labels(tool, "denied")
+        self._upstreams_at_zero(models, chains)
+
+    def _upstreams_at_zero(
+        self, models: Mapping[str, str], chains: Sequence[Sequence[str]]
+    ) -> None:
+        for provider, model in models.items():
+            for outcome in ("success", "error", "cancelled"):
+                self.llm_requests.labels(provider, model, outcome)
+        for chain in chains:
+            for given_up, next_one in itertools.pairwise(chain):
+                for kind in _ERROR_KINDS:
+                    self.llm_fallbacks.labels(given_up, next_one, kind)
 
     # --- HTTP ---------------------------------------------------------------------------------
 
@@ -262,10 +300,11 @@ class Metrics:
                 | MessageAdded()
                 | ToolStarted()
                 | ApprovalRequested()
-                | ApprovalResolved()
                 | ClientToolCallsPending()
             ):
                 pass
+            case ApprovalResolved():
+                self.approvals.labels(event.name, "approved" if event.approved else "denied").inc()
             case ModelCallStarted():
                 scratch = self._scratch(info, event.run_id)
                 scratch.calling = True

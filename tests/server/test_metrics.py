@@ -73,6 +73,14 @@ def _tools() -> ToolRegistry:
     async def broken(arguments: dict[str, Any], ctx: ToolContext) -> str:
         raise RuntimeError("broken on purpose")
 
+    @registry.tool(
+        description="Delete a file.",
+        parameters={"type": "object", "properties": {"path": {"type": "string"}}},
+        needs_approval=lambda arguments: "deletes a file",
+    )
+    async def delete_file(arguments: dict[str, Any], ctx: ToolContext) -> str:
+        return "deleted"
+
     return registry
 
 
@@ -205,6 +213,27 @@ async def test_metrics_are_prometheus_text_and_need_no_key(http: httpx.AsyncClie
     assert "# TYPE hermes_runs_finished_total counter" in response.text
     assert "# TYPE hermes_tool_duration_seconds histogram" in response.text
     assert "python_info" in response.text  # runtime collectors, in our own registry
+
+
+async def test_the_series_alerts_need_exist_at_zero_before_any_traffic(
+    http: httpx.AsyncClient,
+) -> None:
+    seen = await scrape(http)
+
+    def present(name: str, **labels: str) -> bool:
+        return any(
+            s.name == name and s.value == 0 and all(s.labels.get(k) == v for k, v in labels.items())
+            for s in seen.samples
+        )
+
+    for source in InterruptSource:
+        assert present("hermes_interrupts_total", endpoint=CHAT, source=source.value)
+    assert present("hermes_budget_exhausted_total", endpoint="responses")
+    assert present("hermes_runs_finished_total", endpoint=CHAT, exit_reason="failed")
+    fallback = {"from_provider": "primary", "to_provider": "backup", "reason": "rate_limit"}
+    assert present("hermes_llm_fallbacks_total", **fallback)
+    assert present("hermes_llm_requests_total", provider="backup", model="sim-backup")
+    assert present("hermes_approvals_total", tool="delete_file", outcome="denied")
 
 
 async def test_ready_names_the_profiles(http: httpx.AsyncClient) -> None:
@@ -355,6 +384,19 @@ async def test_requests_by_endpoint_and_status(http: httpx.AsyncClient) -> None:
     # Probes and scrapes are not traffic.
     assert seen.value("hermes_requests_total") == 5
     assert seen.value("hermes_request_duration_seconds_count") == 5
+
+
+async def test_approvals_are_counted_by_tool_and_outcome(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    delete = ToolCallSpec(name="delete_file", arguments={"path": "a"})
+    script(
+        simulator, "sim-plain", Step(reply=Reply(tool_calls=[delete])), Step(reply=Reply(text="ok"))
+    )
+    await chat(http, "plain-agent")  # no approver is configured: denied
+    seen = await scrape(http)
+    assert seen.value("hermes_approvals_total", tool="delete_file", outcome="denied") == 1
+    assert seen.value("hermes_tool_calls_total", tool="delete_file", outcome="denied") == 1
 
 
 async def test_a_stop_through_the_api_is_an_interrupt_by_source(

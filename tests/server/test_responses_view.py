@@ -393,7 +393,7 @@ def test_events_that_change_nothing_visible_produce_no_frames() -> None:
         ModelCallStarted(run_id=RUN, seq=1, iteration=1, provider="p", model="m"),
         ToolCallGenerating(run_id=RUN, seq=2, index=0, call_id="c", name="n", arguments_delta="{"),
         ApprovalRequested(run_id=RUN, seq=3, call_id="c", name="n", reason="risky"),
-        ApprovalResolved(run_id=RUN, seq=4, call_id="c", approved=True),
+        ApprovalResolved(run_id=RUN, seq=4, call_id="c", name="n", approved=True),
         MessageAdded(run_id=RUN, seq=5, index=0, message={"role": "assistant", "content": "x"}),
         StepFinished(
             run_id=RUN,

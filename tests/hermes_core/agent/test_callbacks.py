@@ -78,7 +78,7 @@ RUN_FINISHED = RunFinished(
     model_calls=3,
 )
 SILENT_EVENTS: list[AgentEvent] = [
-    ApprovalResolved(run_id="r", seq=1, call_id="c1", approved=True),
+    ApprovalResolved(run_id="r", seq=1, call_id="c1", name="read_file", approved=True),
     MessageAdded(run_id="r", seq=2, index=0, message={"role": "user", "content": "hi"}),
     ClientToolCallsPending(run_id="r", seq=3, tool_calls=[]),
 ]

@@ -501,7 +501,7 @@ async def test_a_call_needing_approval_without_an_approver_is_denied() -> None:
     ]
     assert _approval_events(recorder) == [
         ApprovalRequested(run_id="r", seq=1, call_id="a", name="rm", reason="deletes files"),
-        ApprovalResolved(run_id="r", seq=2, call_id="a", approved=False),
+        ApprovalResolved(run_id="r", seq=2, call_id="a", name="rm", approved=False),
     ]
 
 
@@ -530,7 +530,7 @@ async def test_an_approver_saying_yes_lets_the_call_run() -> None:
     ]
     assert _approval_events(recorder) == [
         ApprovalRequested(run_id="r", seq=1, call_id="a", name="rm", reason="deletes files"),
-        ApprovalResolved(run_id="r", seq=2, call_id="a", approved=True),
+        ApprovalResolved(run_id="r", seq=2, call_id="a", name="rm", approved=True),
     ]
 
 
@@ -557,7 +557,7 @@ async def test_an_approver_saying_no_denies_the_call() -> None:
     ]
     assert _approval_events(recorder) == [
         ApprovalRequested(run_id="r", seq=1, call_id="a", name="rm", reason="deletes files"),
-        ApprovalResolved(run_id="r", seq=2, call_id="a", approved=False),
+        ApprovalResolved(run_id="r", seq=2, call_id="a", name="rm", approved=False),
     ]
 
 
