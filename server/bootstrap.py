@@ -13,6 +13,7 @@ from hermes_core.providers.fallback import FallbackChain
 from hermes_core.tools.registry import ToolRegistry
 from server.auth import KeyRing, Principal
 from server.config import SIMULATOR_PROVIDER, HermesConfig, ProfileConfig
+from server.instance import instance_name
 from server.runs.manager import RunManager
 from server.services import Profile, Services
 from server.sessions.service import SessionSettings
@@ -44,6 +45,7 @@ def build_services(config: HermesConfig) -> Services:
         stop_on_disconnect=config.server.stop_on_disconnect,
         max_body_bytes=config.server.max_body_bytes,
         database_url=config.server.resolved_database_url,
+        instance=config.server.instance or instance_name(config.server.data_dir),
         migrate_on_start=config.server.migrate_on_start,
         responses_max_count=config.server.responses_max_count,
         responses_max_age_seconds=(

@@ -116,6 +116,9 @@ class Services:
     max_body_bytes: int = 4 * 1024 * 1024
     database_url: str | None = None
     """Where durable state lives; None keeps everything in memory (library use, some tests)."""
+    instance: str | None = None
+    """This server's name among the processes sharing the database (see server/instance.py);
+    None: the host name."""
     migrate_on_start: bool | None = None
     """Apply schema migrations at start; None: only on SQLite (PostgreSQL schemas are
     upgraded deliberately, with ``hermes-server db upgrade``)."""
@@ -140,6 +143,7 @@ class Services:
         store = await Store.open(
             db_url,
             migrate=migrate,
+            instance=self.instance,
             responses_max_count=self.responses_max_count,
             responses_max_age_seconds=self.responses_max_age_seconds,
         )

@@ -40,6 +40,7 @@ SERVER_ENV: dict[str, str] = {
     "HERMES_HOST": "host",
     "HERMES_PORT": "port",
     "HERMES_DATA_DIR": "data_dir",
+    "HERMES_INSTANCE": "instance",
     "DATABASE_URL": "database_url",
     "HERMES_MAX_BODY_BYTES": "max_body_bytes",
     "HERMES_MAX_CONCURRENT_RUNS": "max_concurrent_runs",

@@ -102,6 +102,11 @@ class ServerConfig(_Model):
     """SQLAlchemy URL of the database; a SQLite file in ``data_dir`` when omitted. A secret
     because it may embed a password."""
 
+    instance: str | None = Field(default=None, pattern=_NAME_PATTERN)
+    """This server's name among the processes sharing the database: at start it closes the
+    runs it left live. Default: an id kept in ``data_dir`` (made on the first start), so that
+    a recreated container with the same data volume recovers its own runs."""
+
     migrate_on_start: bool | None = None
     """Apply schema migrations at start. Default: yes on SQLite; on PostgreSQL run
     ``hermes-server db upgrade`` deliberately (several replicas must not race to migrate)."""
