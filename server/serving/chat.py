@@ -22,6 +22,7 @@ from server.serving.common import (
     resolve_profile,
     session_name_of,
     start_run,
+    unless_client_leaves,
 )
 from server.sse import DONE, data_frame, sse_response
 from server.views.chat import ChatCompletionBuilder, ChatStreamView
@@ -93,7 +94,8 @@ class ChatServing:
                 headers=headers,
                 keepalive_seconds=self.services.keepalive_seconds,
             )
-        return await self._complete(run, completion_id, profile.id, created, headers)
+        answer = self._complete(run, completion_id, profile.id, created, headers)
+        return await unless_client_leaves(services, run, request, answer)
 
     async def _frames(self, run: Run, view: ChatStreamView) -> AsyncIterator[bytes]:
         try:

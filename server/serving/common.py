@@ -3,7 +3,12 @@ names, and whose memory its agent uses."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
+from typing import TypeVar
+
 from fastapi import Request
+from starlette.types import Receive
 
 from hermes_core.agent import Agent, AgentRequest
 from server.auth import Principal
@@ -104,3 +109,44 @@ def start_run(
         if services.sessions is not None and request.run_id is not None:
             services.sessions.abandon(request.run_id)
         raise
+
+
+T = TypeVar("T")
+KEEP_RUNNING_HEADER = "x-hermes-keep-running"
+"""``X-Hermes-Keep-Running: true``: a client that waits for an answer but may leave and poll
+the run (``/v1/runs/{id}``) instead; its run goes on without it."""
+WATCH_AFTER_SECONDS = 1.0
+"""How long a waiting client's run goes before the server starts watching for the client to
+leave. Watching costs a task per request (~4 % of a short run's CPU); most runs are over
+before this, and one whose client left early is stopped this much later."""
+
+
+async def unless_client_leaves(
+    services: Services, run: Run, request: Request, answer: Awaitable[T]
+) -> T:
+    """``answer`` (what a waiting client gets once its run ends), with the run stopped if the
+    client goes away first, as a stream's is when its reader leaves (the answer then tells of
+    the interrupted run, to nobody)."""
+    keep = request.headers.get(KEEP_RUNNING_HEADER, "").strip().lower() in ("1", "true", "yes")
+    if keep or not services.stop_on_disconnect:
+        return await answer
+    loop = asyncio.get_running_loop()
+    watching: list[asyncio.Task[None]] = []
+
+    def watch() -> None:
+        watching.append(loop.create_task(_stop_when_gone(services, run, request.receive)))
+
+    timer = loop.call_later(WATCH_AFTER_SECONDS, watch)
+    try:
+        return await answer
+    finally:
+        timer.cancel()
+        for task in watching:
+            task.cancel()
+
+
+async def _stop_when_gone(services: Services, run: Run, receive: Receive) -> None:
+    """Stop ``run`` once its client has disconnected (the request body was read already)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    services.runs.follower_left(run)

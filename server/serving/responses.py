@@ -47,6 +47,7 @@ from server.serving.common import (
     new_agent,
     resolve_profile,
     start_run,
+    unless_client_leaves,
 )
 from server.sessions.service import SessionPoint
 from server.sse import DONE, named_frame, sse_response
@@ -127,7 +128,7 @@ class ResponsesServing:
                 await run.until_started()
                 await services.store.db.writer.flush()
             return FastJSONResponse(shell, headers=headers)
-        final = await asyncio.shield(live.recorder)
+        final = await unless_client_leaves(services, run, request, asyncio.shield(live.recorder))
         if final["status"] == "failed" and not final["output"]:
             return run_failed_response((final.get("error") or {}).get("message"), headers=headers)
         return FastJSONResponse(final, headers=headers)

@@ -4,6 +4,7 @@ shutdown that ends live runs honestly and records them."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
@@ -89,3 +90,65 @@ async def test_a_shutdown_interrupts_live_runs_and_records_them_as_interrupted(
     assert record is not None
     assert (record.status, record.exit_reason) == ("interrupted", "interrupted")
     assert record.error == "Interrupted: server shutting down"
+
+
+async def _interrupts(http: httpx.AsyncClient, endpoint: str) -> float:
+    text = (await http.get("/metrics")).text
+    prefix = f'hermes_interrupts_total{{endpoint="{endpoint}",source="client_disconnect"}} '
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(prefix))
+
+
+async def _until(condition: Callable[[], Awaitable[bool]], what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + 30
+    while not await condition():
+        assert asyncio.get_running_loop().time() < deadline, f"never: {what}"
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "endpoint"),
+    [
+        ("/v1/chat/completions", {"model": "hermes-agent", "messages": HELLO}, "chat_completions"),
+        ("/v1/responses", {"model": "hermes-agent", "input": "hello"}, "responses"),
+    ],
+    ids=["chat", "responses"],
+)
+async def test_a_waiting_client_that_leaves_stops_its_run(
+    simulator: SimulatorServer,
+    hermes: ThreadedServer,
+    path: str,
+    body: dict[str, object],
+    endpoint: str,
+) -> None:
+    slow = Step(reply=Reply(text="word " * 40, chunk_count=40), fault=Fault(chunk_delay=0.25))
+    simulator.state.script(UPSTREAM_MODEL, Scenario(steps=[slow]))
+    async with httpx.AsyncClient(base_url=hermes.base_url, timeout=30) as http:
+        before = await _interrupts(http, endpoint)
+        async with httpx.AsyncClient(base_url=hermes.base_url) as impatient:
+            with pytest.raises(httpx.ReadTimeout):
+                await impatient.post(path, headers=AUTH, json=body, timeout=0.5)
+
+        async def stopped() -> bool:
+            return await _interrupts(http, endpoint) == before + 1
+
+        await _until(stopped, "the run was stopped")
+    (call,) = simulator.state.requests(scenario=UPSTREAM_MODEL)
+    assert call.outcome == "disconnected"  # the upstream call was abandoned too
+
+
+async def test_a_client_may_ask_its_run_to_go_on_without_it(
+    simulator: SimulatorServer, hermes: ThreadedServer
+) -> None:
+    slow = Step(reply=Reply(text="word " * 4, chunk_count=4), fault=Fault(chunk_delay=0.25))
+    simulator.state.script(UPSTREAM_MODEL, Scenario(steps=[slow]))
+    body = {"model": "hermes-agent", "messages": HELLO}
+    headers = {**AUTH, "x-hermes-keep-running": "true"}
+    async with httpx.AsyncClient(base_url=hermes.base_url) as impatient:
+        with pytest.raises(httpx.ReadTimeout):
+            await impatient.post("/v1/chat/completions", headers=headers, json=body, timeout=0.3)
+
+    async def answered() -> bool:
+        calls = simulator.state.requests(scenario=UPSTREAM_MODEL)
+        return bool(calls) and calls[0].outcome == "completed"
+
+    await _until(answered, "the upstream call completed")
