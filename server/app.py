@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from server.auth import RequireKey
 from server.errors import install_error_handlers
 from server.hot_path import HotPath, HotRoute
 from server.input_text import RefuseNulInURL
@@ -58,7 +59,6 @@ def create_app(services: Services) -> FastAPI:
     # Added first, so innermost: inside the body limit and the request metrics.
     app.add_middleware(
         HotPath,
-        keyring=services.keyring,
         routes={
             "/v1/chat/completions": HotRoute(ChatCompletionRequest, app.state.chat.create),
             "/v1/responses": HotRoute(ResponseCreateRequest, app.state.responses.create),
@@ -66,6 +66,8 @@ def create_app(services: Services) -> FastAPI:
         handlers=app.exception_handlers,
     )
     app.add_middleware(BodySizeLimit, max_bytes=services.max_body_bytes)
+    # Outside the body limit: a request without a key is refused before its body is read.
+    app.add_middleware(RequireKey, keyring=services.keyring)
     app.add_middleware(RefuseNulInURL)
     # Added last, so outermost: it also counts 413s and requests that crash.
     app.add_middleware(RequestMetrics, metrics=services.metrics)

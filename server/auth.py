@@ -1,4 +1,9 @@
-"""Bearer API keys. Each key is a principal; a principal sees only its own runs and sessions."""
+"""Bearer API keys. Each key is a principal; a principal sees only its own runs and sessions.
+
+:class:`RequireKey` checks the key of every ``/v1/`` request before anything else is read
+(health, readiness, metrics and the OpenAPI document need none): a request without a valid
+key is a 401 whatever its body holds, as OpenAI answers it. The principal it found rides in the
+ASGI scope's state for the routes (:func:`require_principal`) and the hot path."""
 
 from __future__ import annotations
 
@@ -7,8 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fastapi import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from server.errors import APIError
+from server.errors import APIError, error_response
 
 LOCAL_PRINCIPAL = "local"
 
@@ -49,18 +55,52 @@ class KeyRing:
         return found
 
 
+API_PREFIX = "/v1/"
+_MISSING_KEY = "Incorrect or missing API key. Send it as 'Authorization: Bearer <key>'."
+
+
+def principal_of(scope: Scope) -> Principal | None:
+    """The principal :class:`RequireKey` found for this request."""
+    state = scope.get("state")
+    return state.get("principal") if state else None
+
+
+class RequireKey:
+    """Pure-ASGI middleware: a 401 for any ``/v1/`` request without a valid key, before its
+    body is read; otherwise the principal goes into ``scope["state"]["principal"]``."""
+
+    def __init__(self, app: ASGIApp, *, keyring: KeyRing) -> None:
+        self.app = app
+        self.keyring = keyring
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith(API_PREFIX):
+            principal = self.keyring.authenticate(_authorization(scope))
+            if principal is None:
+                response = error_response(401, _MISSING_KEY, code="invalid_api_key")
+                await response(scope, receive, send)
+                return
+            scope.setdefault("state", {})["principal"] = principal
+        await self.app(scope, receive, send)
+
+
+def _authorization(scope: Scope) -> str | None:
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            return str(value.decode("latin-1"))
+    return None
+
+
 async def require_principal(request: Request) -> Principal:
-    """FastAPI dependency: the caller's principal, or a 401 in the OpenAI envelope.
+    """FastAPI dependency: the caller's principal (``RequireKey`` checked it), or a 401.
 
     ``async`` on purpose: FastAPI runs a plain-function dependency in a worker thread, a
     thread hop per request for work that never blocks.
     """
-    keyring: KeyRing = request.app.state.services.keyring
-    principal = keyring.authenticate(request.headers.get("authorization"))
+    principal = principal_of(request.scope)
+    if principal is None:  # an app built without RequireKey
+        keyring: KeyRing = request.app.state.services.keyring
+        principal = keyring.authenticate(request.headers.get("authorization"))
     if principal is None:
-        raise APIError(
-            401,
-            "Incorrect or missing API key. Send it as 'Authorization: Bearer <key>'.",
-            code="invalid_api_key",
-        )
+        raise APIError(401, _MISSING_KEY, code="invalid_api_key")
     return principal

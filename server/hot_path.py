@@ -26,7 +26,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server.auth import KeyRing, Principal
+from server.auth import Principal, principal_of
 
 Body = TypeVar("Body", bound=BaseModel)
 Handler = Callable[[Request, Any], Response | Awaitable[Response]]
@@ -47,12 +47,10 @@ class HotPath:
         self,
         app: ASGIApp,
         *,
-        keyring: KeyRing,
         routes: Mapping[str, HotRoute[Any]],
         handlers: Mapping[Any, Handler],
     ) -> None:
         self.app = app
-        self.keyring = keyring
         self.routes = routes
         self.handlers = handlers
         """The app's exception handlers (FastAPI's ``exception_handlers``), read when needed."""
@@ -67,7 +65,7 @@ class HotPath:
         body, complete = await _read_body(receive)
         # Whoever reads the body again through the request gets it once more.
         request = Request(scope, _replaying(body, complete, receive))
-        principal = self.keyring.authenticate(request.headers.get("authorization"))
+        principal = principal_of(scope)
         parsed = None
         if principal is not None and complete:
             parsed = _parse(route.model, request, body)

@@ -10,6 +10,7 @@ import pytest
 
 from server.openapi_dump import render
 from server.threaded import ThreadedServer
+from tests.server.conftest import KEY_ALICE
 
 
 async def test_health_answers_ok_without_a_key(hermes: ThreadedServer) -> None:
@@ -41,8 +42,9 @@ async def test_retrieving_an_unknown_model_is_a_404_model_not_found(
 async def test_routing_errors_use_the_openai_envelope(
     hermes: ThreadedServer, method: str, path: str, status: int
 ) -> None:
+    auth = {"authorization": f"Bearer {KEY_ALICE}"}  # without one, every /v1/ path is a 401
     async with httpx.AsyncClient(base_url=hermes.base_url) as http:
-        response = await http.request(method, path)
+        response = await http.request(method, path, headers=auth)
     assert response.status_code == status
     assert set(response.json()["error"]) == {"message", "type", "param", "code"}
 
