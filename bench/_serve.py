@@ -15,6 +15,7 @@ from pydantic import SecretStr
 from hermes_core.persistence import sqlite_url
 from hermes_core.providers import ProviderConfig, create_provider
 from server.app import create_app
+from server.http_limits import HttpLimits, guarded_protocol
 from server.runs.manager import RunManager
 from server.runtime import tune_garbage_collector
 from server.services import Profile, Services
@@ -60,6 +61,7 @@ def main() -> None:
         port=args.port,
         log_level="warning",
         access_log=False,
+        http=guarded_protocol(HttpLimits()),  # as `hermes-server serve` does
     )
 
 

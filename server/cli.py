@@ -30,6 +30,7 @@ from server.config import (
     describe,
     load_config,
 )
+from server.http_limits import HttpLimits, guarded_protocol
 from server.runtime import ExitAwareServer, tune_garbage_collector
 from server.simulator import SimulatorState, create_simulator_app
 
@@ -79,12 +80,19 @@ def _serve(args: argparse.Namespace) -> int:
         services = build_services(running)
         app = create_app(services)
         tune_garbage_collector()
+        limits = HttpLimits(
+            head_timeout=server.head_timeout_seconds,
+            max_head_bytes=server.max_header_bytes,
+            body_idle_timeout=server.body_idle_timeout_seconds,
+        )
         uvicorn_config = uvicorn.Config(
             app,
             host=server.host,
             port=server.port,
             log_level=args.log_level,
             access_log=False,  # per-request logging belongs in metrics, off the hot path
+            http=guarded_protocol(limits),
+            timeout_keep_alive=int(server.keep_alive_seconds),
         )
         ExitAwareServer(uvicorn_config, on_exit=services.runs.begin_exit).run()
     return 0

@@ -16,6 +16,8 @@ from typing import Self
 import uvicorn
 from starlette.types import ASGIApp
 
+from server.http_limits import HttpLimits, guarded_protocol
+
 
 class ThreadedServer:
     """``app`` served on ``host:port`` (port 0 picks a free one) until :meth:`stop`."""
@@ -27,6 +29,7 @@ class ThreadedServer:
         host: str = "127.0.0.1",
         port: int = 0,
         on_exit: Callable[[], None] | None = None,
+        limits: HttpLimits | None = None,
     ) -> None:
         self._on_exit = on_exit
         """Called when :meth:`stop` begins, as a signal would call the server's own hook."""
@@ -40,6 +43,8 @@ class ThreadedServer:
             access_log=False,
             lifespan="on",
             timeout_graceful_shutdown=1,
+            # What `serve` enforces on clients (server/http_limits.py), by default.
+            http=guarded_protocol(limits if limits is not None else HttpLimits()),
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(

@@ -102,6 +102,14 @@ class ServerConfig(_Model):
     """SQLAlchemy URL of the database; a SQLite file in ``data_dir`` when omitted. A secret
     because it may embed a password."""
 
+    head_timeout_seconds: float = Field(default=20.0, gt=0, le=600)
+    """Seconds a client has to send a request's line and headers (slow clients are cut off)."""
+    max_header_bytes: int = Field(default=64 * 1024, ge=1024)
+    """Bytes of request line and headers at most; a 431 beyond."""
+    body_idle_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
+    """Seconds a request body may pause while it is read; the client is cut off beyond."""
+    keep_alive_seconds: float = Field(default=5.0, gt=0, le=3600)
+    """Seconds an idle kept-alive connection is kept open."""
     instance: str | None = Field(default=None, pattern=_NAME_PATTERN)
     """This server's name among the processes sharing the database: at start it closes the
     runs it left live. Default: an id kept in ``data_dir`` (made on the first start), so that

@@ -1,0 +1,142 @@
+"""What one slow or hostile client may hold of the server before the app sees its request.
+
+uvicorn bounds the idle time between a connection's requests (``timeout_keep_alive``), but
+not the time a client takes to send a request's head, nor the head's size, nor a body that
+stops arriving: 600 slow-loris connections were all still open after 60 s, and a 50 MB header
+was accepted. :func:`guarded_protocol` makes uvicorn's own HTTP protocol (httptools) enforce,
+per connection:
+
+- a head deadline: the request line and headers must all arrive within ``head_timeout``
+  seconds of the connection (or, on a kept-alive connection, of the request's first byte);
+  a client that is slower gets a 408 and is disconnected (within 1.5 × the timeout);
+- a head size: more than ``max_head_bytes`` before the headers end is a 431 and a disconnect;
+- a body that stops: while the app waits for more of a request's body, ``body_idle_timeout``
+  seconds without a byte disconnect the client (the app sees a disconnect, as when a client
+  leaves).
+
+A request only stamps a few attributes; one watchdog timer per connection, every few seconds,
+acts on them. It builds on uvicorn's ``HttpToolsProtocol`` (the protocol
+``uvicorn`` picks when httptools is installed, as it is here); ``tests/server/
+test_http_limits.py`` fails if a uvicorn release changes what it relies on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HttpLimits:
+    head_timeout: float = 20.0
+    """Seconds a client has to send a request's line and headers."""
+    max_head_bytes: int = 64 * 1024
+    """Bytes of request line and headers at most (a 431 beyond)."""
+    body_idle_timeout: float = 60.0
+    """Seconds a request body may pause while the app waits for it."""
+
+
+def guarded_protocol(limits: HttpLimits) -> type[HttpToolsProtocol]:
+    """uvicorn's httptools protocol class, enforcing ``limits`` (pass it as ``http=``)."""
+    return type("GuardedHttpToolsProtocol", (_Guarded,), {"limits": limits})
+
+
+class _Guarded(HttpToolsProtocol):
+    limits: HttpLimits = HttpLimits()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # One watchdog per connection looks at these now and then; a request only stamps
+        # them (a timer armed and cancelled per request cost ~1 % of a short run's CPU).
+        self._head_since: float | None = None
+        """When the head now being read began to arrive; None once it is complete."""
+        self._head_bytes = 0
+        self._body_since: float | None = None
+        """When the app last got a byte of the body it waits for; None when it waits for none."""
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._interval = min(self.limits.head_timeout, self.limits.body_idle_timeout) / 2
+
+    # --- what a request stamps ----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._head_since = self.loop.time()  # a connection that sends nothing is a slow head
+        self._watchdog = self.loop.call_later(self._interval, self._watch)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_bytes = 0
+        if self._head_since is None:  # the next request on a kept-alive connection
+            self._head_since = self.loop.time()
+
+    def on_headers_complete(self) -> None:
+        self._head_since = None
+        super().on_headers_complete()
+        if self._waiting_for_body():
+            self._body_since = self.loop.time()
+
+    def data_received(self, data: bytes) -> None:
+        in_head = self._head_since is not None
+        super().data_received(data)
+        if in_head and self._head_since is not None and not self.transport.is_closing():
+            # Counted only while the head is still incomplete after this read: a read that
+            # ends the head may carry the start of a large body, which is no head at all.
+            self._head_bytes += len(data)
+            if self._head_bytes > self.limits.max_head_bytes:
+                self._refuse(431, "Request header fields too large.")
+        elif self._body_since is not None:
+            self._body_since = self.loop.time()
+
+    def on_message_complete(self) -> None:
+        self._body_since = None
+        super().on_message_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        super().connection_lost(exc)
+
+    # --- the watchdog -------------------------------------------------------------------------
+
+    def _waiting_for_body(self) -> bool:
+        cycle = self.cycle
+        return cycle is not None and cycle.more_body and not cycle.response_complete
+
+    def _watch(self) -> None:
+        self._watchdog = None
+        if self.transport.is_closing():
+            return
+        now, limits = self.loop.time(), self.limits
+        if self._head_since is not None and now - self._head_since > limits.head_timeout:
+            if self.cycle is None or self.cycle.response_complete:
+                self._refuse(408, "Request head not received in time.")
+            else:  # a response is still being written: a 408 would corrupt it
+                self.transport.close()
+            return
+        if (
+            self._body_since is not None
+            and now - self._body_since > limits.body_idle_timeout
+            and self._waiting_for_body()
+        ):
+            self.transport.close()  # the app's receive() then says http.disconnect
+            return
+        self._watchdog = self.loop.call_later(self._interval, self._watch)
+
+    def _refuse(self, status: int, message: str) -> None:
+        body = message.encode("ascii")
+        self.transport.write(
+            b"".join(
+                [
+                    STATUS_LINE[status],
+                    b"content-type: text/plain; charset=utf-8\r\n",
+                    b"content-length: " + str(len(body)).encode("ascii") + b"\r\n",
+                    b"connection: close\r\n\r\n",
+                    body,
+                ]
+            )
+        )
+        self.transport.close()
