@@ -107,7 +107,8 @@ class Run:
     """One run: who owns it, how it is going, and everything it has said so far."""
 
     info: RunInfo
-    agent: Runnable
+    agent: Runnable | None
+    """What runs it; let go once the run has ended (a finished run keeps only its events)."""
     session_id: str | None = None
     """The session the run is in: where it started, then where it ended (a compression moves
     it to a child)."""
@@ -285,7 +286,7 @@ class RunManager:
         self._live[owner] = self._live.get(owner, 0) + 1
         self._live_total += 1
         run.status = RunStatus.RUNNING
-        run.task = asyncio.create_task(self._drive(run, request), name=f"hermes-{run.id}")
+        run.task = asyncio.create_task(self._drive(run, agent, request), name=f"hermes-{run.id}")
         return run
 
     def live_runs(self, owner: str | None = None) -> int:
@@ -302,7 +303,7 @@ class RunManager:
                 retry_after=5,
             )
 
-    async def _drive(self, run: Run, request: AgentRequest) -> None:
+    async def _drive(self, run: Run, agent: Runnable, request: AgentRequest) -> None:
         if request.run_id != run.id:
             request = dataclasses.replace(request, run_id=run.id)
         ending: RunFinished | None = None
@@ -317,7 +318,7 @@ class RunManager:
             self._observe(run, event)
 
         try:
-            await run.agent.execute(request, deliver)
+            await agent.execute(request, deliver)
             if ending is not None and self.settle is not None:
                 try:
                     await self.settle()
@@ -348,6 +349,7 @@ class RunManager:
 
     def _retire(self, run: Run) -> None:
         """Count a run out of the live ones and forget the oldest finished runs."""
+        run.agent = None  # its prompt, stores and tools are no use to a replay
         self._live_total -= 1
         left = self._live[run.owner] - 1
         if left:
@@ -382,7 +384,8 @@ class RunManager:
         if run.status.finished:
             return
         run.status = RunStatus.STOPPING
-        run.agent.interrupt(STOP_REASONS.get(source, source.value), source=source)
+        if run.agent is not None:
+            run.agent.interrupt(STOP_REASONS.get(source, source.value), source=source)
 
     async def shutdown(self) -> None:
         """Interrupt every live run and wait (briefly) for them to end honestly."""

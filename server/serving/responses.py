@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -55,13 +55,17 @@ from server.views.responses import ResponsesView, response_usage
 
 Progress = Literal["reasoning", "events", "openwebui"]
 LIVE_KEPT = 1000
-"""Responses whose run may still be followed (by retrieve with stream=true) are remembered."""
+"""Responses in progress that may be re-attached to (retrieve with stream=true) at most."""
 CANCEL_WAIT_SECONDS = 30.0
 
 
 @dataclass(slots=True)
 class _Live:
-    """What re-attaching to a response needs: its run, its first object, how it renders."""
+    """A response in progress: its run, its first object, how it renders, its recorder.
+
+    Kept only until the response is final and stored: a finished response is replayed from
+    its run's logged events and the request kept in the store, so the server holds no
+    request-sized object for it (a long instructions string, large tool schemas)."""
 
     run: Run
     shell: dict[str, Any]
@@ -117,7 +121,9 @@ class ResponsesServing:
             headers["x-hermes-session-id"] = session_id
         if body.stream:
             view = ResponsesView(shell, progress=progress)
-            frames = self._frames(live, view, leave_running=body.background)
+            frames = self._frames(
+                run, view, lambda: asyncio.shield(recorder), leave_running=body.background
+            )
             return sse_response(
                 frames, headers=headers, keepalive_seconds=services.keepalive_seconds
             )
@@ -209,6 +215,7 @@ class ResponsesServing:
         request_record = {
             "input_items": body.input_items(),
             "body": body.model_dump(mode="json", exclude={"input"}),
+            "progress": progress,  # how its stream renders, for a replay from the store
         }
 
         def save(response: dict[str, Any]) -> None:
@@ -243,14 +250,24 @@ class ResponsesServing:
         return asyncio.create_task(record(), name=f"hermes-record-{shell['id']}")
 
     def _remember(self, live: _Live) -> None:
-        self._live[live.shell["id"]] = live
+        response_id = live.shell["id"]
+        self._live[response_id] = live
+        # Once final (and stored), it is replayed from the store: forget it here.
+        live.recorder.add_done_callback(lambda _: self._live.pop(response_id, None))
         while len(self._live) > LIVE_KEPT:
             self._live.popitem(last=False)
 
     async def _frames(
-        self, live: _Live, view: ResponsesView, *, leave_running: bool, starting_after: int = -1
+        self,
+        run: Run,
+        view: ResponsesView,
+        final: Callable[[], Awaitable[dict[str, Any]]],
+        *,
+        leave_running: bool,
+        starting_after: int = -1,
     ) -> AsyncIterator[bytes]:
-        run = live.run
+        """The response's stream: its opening, then every event of its run; ``final`` is the
+        response as stored once the run ended."""
         try:
             for payload in view.opening():
                 if payload["sequence_number"] > starting_after:
@@ -259,8 +276,7 @@ class ResponsesServing:
                 if isinstance(event, RunFinished):
                     # The stored response is final before the client hears the run ended, so
                     # its next request can continue from it at once; and both say the same.
-                    final = await asyncio.shield(live.recorder)
-                    view.completed_at = final.get("completed_at")
+                    view.completed_at = (await final()).get("completed_at")
                 payloads = view.handle(event)
                 for payload in payloads:
                     if payload["sequence_number"] > starting_after:
@@ -331,30 +347,59 @@ class ResponsesServing:
     ) -> Response:
         live = self._live_for(response_id, principal)
         if stream:
-            if live is None:
-                await self._stored(response_id, principal)  # 404 when there is none at all
-                raise APIError(
-                    409,
-                    "This response's event stream is no longer available; retrieve it "
-                    "without stream=true.",
-                    param="stream",
-                    code="stream_unavailable",
-                )
-            view = ResponsesView(live.shell, progress=live.progress)
-            frames = self._frames(live, view, leave_running=True, starting_after=starting_after)
-            return sse_response(
-                frames,
-                headers={"x-hermes-run-id": live.run.id},
-                keepalive_seconds=self.services.keepalive_seconds,
-            )
-        if live is not None and not live.recorder.done():
+            return await self._replay(response_id, principal, live, starting_after)
+        if live is not None:
             view = ResponsesView(live.shell, progress=live.progress)
             for event in list(live.run.events):
                 view.handle(event)
             return FastJSONResponse(view.response)
-        if live is not None:
-            return FastJSONResponse(live.recorder.result())
         return FastJSONResponse((await self._stored(response_id, principal)).body)
+
+    async def _replay(
+        self, response_id: str, principal: Principal, live: _Live | None, starting_after: int
+    ) -> Response:
+        """The response's stream again: while it runs from its live state, once it ended from
+        the store (its request) and its run's logged events, while the run is remembered."""
+        if live is not None:
+            run, recorder = live.run, live.recorder
+            view = ResponsesView(live.shell, progress=live.progress)
+            frames = self._frames(
+                run, view, lambda: asyncio.shield(recorder), leave_running=True,
+                starting_after=starting_after,
+            )  # fmt: skip
+            return sse_response(
+                frames,
+                headers={"x-hermes-run-id": run.id},
+                keepalive_seconds=self.services.keepalive_seconds,
+            )
+        stored = await self._stored(response_id, principal)  # 404 when there is none at all
+        ended = self.services.runs.get(stored.run_id or "", owner=principal.name)
+        if ended is None or not ended.status.finished or "body" not in stored.request:
+            raise APIError(
+                409,
+                "This response's event stream is no longer available; retrieve it "
+                "without stream=true.",
+                param="stream",
+                code="stream_unavailable",
+            )
+        request = ResponseCreateRequest.model_validate(stored.request["body"])
+        shell = request.shell(
+            response_id=stored.id,
+            created_at=stored.body["created_at"],
+            model=stored.body["model"],
+            status="queued" if request.background else "in_progress",
+        )
+        view = ResponsesView(shell, progress=stored.request.get("progress", "reasoning"))
+
+        async def final() -> dict[str, Any]:
+            return stored.body
+
+        frames = self._frames(ended, view, final, leave_running=True, starting_after=starting_after)
+        return sse_response(
+            frames,
+            headers={"x-hermes-run-id": ended.id},
+            keepalive_seconds=self.services.keepalive_seconds,
+        )
 
     async def cancel(self, response_id: str, principal: Principal) -> Response:
         live = self._live_for(response_id, principal)
@@ -375,7 +420,7 @@ class ResponsesServing:
             if not live.run.status.finished:
                 self.services.runs.stop(live.run, InterruptSource.DELETE_API)
                 await asyncio.wait_for(asyncio.shield(live.recorder), CANCEL_WAIT_SECONDS)
-            del self._live[response_id]
+            self._live.pop(response_id, None)
         store = self.services.store
         deleted = store is not None and await store.responses.delete(principal.name, response_id)
         if not deleted and live is None:

@@ -4,6 +4,7 @@ server process and the simulator upstream."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import httpx
@@ -239,6 +240,33 @@ async def test_a_dropped_stream_resumes_from_its_sequence_number(
     numbers = [e.sequence_number for e in seen + rest]
     assert numbers == list(range(len(numbers)))
     assert rest[-1].type == "response.completed"
+
+
+@pytest.mark.parametrize("progress", ["reasoning", "events", "openwebui"])
+async def test_a_finished_response_streams_again_byte_for_byte(
+    simulator: SimulatorServer, hermes: ThreadedServer, progress: str
+) -> None:
+    # Once final it is no longer held live: the replay is rebuilt from the store (the request
+    # and how it rendered) and the run's logged events.
+    script(simulator, tools(call("lookup", word="x")), text("Answered."))
+    headers = {"authorization": f"Bearer {KEY_ALICE}", "x-hermes-progress": progress}
+    body = {"model": "hermes-agent", "input": "go", "stream": True, "instructions": "Be brief."}
+    async with httpx.AsyncClient(base_url=hermes.base_url, timeout=30) as http:
+        first = await http.post("/v1/responses", headers=headers, json=body)
+        response_id = (
+            first.headers["x-hermes-run-id"]
+            and json.loads(first.text.split("data: ", 2)[1].split("\n", 1)[0])["response"]["id"]
+        )
+        again = await http.get(f"/v1/responses/{response_id}?stream=true", headers=headers)
+        tail = await http.get(
+            f"/v1/responses/{response_id}?stream=true&starting_after=3", headers=headers
+        )
+    assert again.status_code == 200
+    assert again.text == first.text
+    assert tail.text.startswith("event: ")
+    numbers = [json.loads(line[6:])["sequence_number"] for line in tail.text.splitlines()
+               if line.startswith("data: {")]  # fmt: skip
+    assert numbers[0] == 4
 
 
 async def test_a_run_over_its_budget_ends_incomplete(
