@@ -253,10 +253,8 @@ async def test_a_finished_response_streams_again_byte_for_byte(
     body = {"model": "hermes-agent", "input": "go", "stream": True, "instructions": "Be brief."}
     async with httpx.AsyncClient(base_url=hermes.base_url, timeout=30) as http:
         first = await http.post("/v1/responses", headers=headers, json=body)
-        response_id = (
-            first.headers["x-hermes-run-id"]
-            and json.loads(first.text.split("data: ", 2)[1].split("\n", 1)[0])["response"]["id"]
-        )
+        opening = next(line for line in first.text.splitlines() if line.startswith("data: {"))
+        response_id = json.loads(opening[6:])["response"]["id"]
         again = await http.get(f"/v1/responses/{response_id}?stream=true", headers=headers)
         tail = await http.get(
             f"/v1/responses/{response_id}?stream=true&starting_after=3", headers=headers
