@@ -35,6 +35,9 @@ def main() -> None:
     parser.add_argument(
         "--no-database", action="store_true", help="keep nothing (to measure what saving costs)"
     )
+    parser.add_argument(
+        "--max-runs-per-key", type=int, default=4096, help="runs one caller may have at once"
+    )
     args = parser.parse_args()
     database_url = args.database_url or sqlite_url(Path(tempfile.mkdtemp()) / "hermes.db")
     if args.no_database:
@@ -50,7 +53,7 @@ def main() -> None:
     )
     services = Services(
         profiles=[Profile(id="hermes-agent", provider=provider)],
-        runs=RunManager(max_runs=4096, max_runs_per_owner=4096),
+        runs=RunManager(max_runs=4096, max_runs_per_owner=args.max_runs_per_key),
         database_url=database_url,
     )
     app = create_app(services)
