@@ -304,6 +304,15 @@ class ToolFinished(_Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ToolProgress(_Event):
+    kind: Literal["tool_progress"] = "tool_progress"
+    call_id: str
+    name: str
+    output: str
+    """What the tool wrote since its last report (a command's output as it runs)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalRequested(_Event):
     kind: Literal["approval_requested"] = "approval_requested"
     call_id: str
@@ -341,7 +350,12 @@ ModelCallEvent = (
     | StepFinished
 )
 ToolEvent = (
-    ToolStarted | ToolFinished | ApprovalRequested | ApprovalResolved | ClientToolCallsPending
+    ToolStarted
+    | ToolProgress
+    | ToolFinished
+    | ApprovalRequested
+    | ApprovalResolved
+    | ClientToolCallsPending
 )
 AgentEvent = RunLifecycleEvent | ModelCallEvent | ToolEvent
 """Every event a run says. Consumers ``match`` on it and end in ``assert_never``."""

@@ -146,7 +146,9 @@ def _delegate_tool(parent: ToolOwner, budget: IterationBudget) -> Tool:
             prompt = task["goal"].strip()
             if isinstance(task.get("context"), str) and task["context"].strip():
                 prompt += f"\n\nContext:\n{task['context'].strip()}"
-            request = AgentRequest(user_message=prompt, task_id=f"{ctx.task_id}.sub{index}")
+            request = AgentRequest(
+                user_message=prompt, task_id=f"{ctx.task_id}.sub{index}", workspace=ctx.workspace
+            )
             finished: RunFinished | None = None
             async for event in child.run(request):
                 ctx.emit(SubagentEvent, call_id=ctx.call_id, child_index=index, event=event)

@@ -34,6 +34,7 @@ from hermes_core.events import (
     TextDelta,
     ToolCallGenerating,
     ToolFinished,
+    ToolProgress,
     ToolStarted,
 )
 
@@ -97,6 +98,13 @@ class AgentCallbacks:
                 await self._call(self.stream_delta_callback, event.text)
             case ToolCallGenerating():
                 await self._call(self.tool_gen_callback, event.name, event.arguments_delta)
+            case ToolProgress():
+                await self._call(
+                    self.tool_progress_callback,
+                    "progress",
+                    event.name,
+                    {"call_id": event.call_id, "output": event.output},
+                )
             case StepFinished():
                 await self._call(
                     self.step_callback,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hermes_core.agent.budget import DEFAULT_MAX_ITERATIONS, BudgetPressure
@@ -75,6 +76,8 @@ class AgentRequest:
     max_tool_calls: int | None = None
     """Server tool calls this run may make. Calls beyond it are answered with an error, and
     once it is used up the model is asked to answer without tools."""
+    workspace: Path | None = None
+    """The conversation's working directory, where file, shell and code tools act."""
     offer_tools: bool = True
     """False: the model is offered no tools at all, server's or client's (a plain completion
     that still runs as a run: usage, metrics and stop as for any other)."""

@@ -132,6 +132,7 @@ class RunDriver:
             interrupted=agent.interrupt_event,
             approval_callback=agent.approval_callback,
             max_concurrency=agent.config.max_tool_concurrency,
+            workspace=request.workspace,
         )
 
     # --- transcript -------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hermes_core.events import (
@@ -94,6 +95,7 @@ class ToolExecutor:
         interrupted: asyncio.Event,
         approval_callback: ApprovalCallback | None = None,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        workspace: Path | None = None,
     ) -> None:
         self._registry = registry
         self._emit = emit
@@ -102,6 +104,7 @@ class ToolExecutor:
         self._interrupted = interrupted
         self._approve = approval_callback
         self._slots = asyncio.Semaphore(max_concurrency)
+        self._workspace = workspace
 
     async def run_batch(self, calls: Sequence[PlannedCall]) -> list[CallResult]:
         """Run ``calls``; results are in call order whatever the completion order."""
@@ -204,6 +207,7 @@ class ToolExecutor:
             call_id=request.call_id,
             is_interrupted=self._interrupted.is_set,
             emit=self._emit,
+            workspace=self._workspace,
         )
         if tool.is_async:
             work: Awaitable[Any] = tool.handler(request.arguments, context)

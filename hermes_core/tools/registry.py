@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeAlias
 
 from hermes_core.events import Emit, emit_nowhere
@@ -30,6 +31,8 @@ class ToolContext:
     call_id: str
     is_interrupted: Callable[[], bool]
     """True once the run was interrupted; long-running tools may poll it and stop early."""
+    workspace: Path | None = None
+    """The conversation's working directory, when it has one (see ``tools/workspace.py``)."""
     emit: Emit = emit_nowhere
     """``emit(EventClass, **fields)`` adds an event to the run's stream (``delegate_task``
     forwards its children's events this way). Call it from the event loop's thread only."""

@@ -51,6 +51,7 @@ from hermes_core.events import (
     ToolCallGenerating,
     ToolFinished,
     ToolOutcome,
+    ToolProgress,
     ToolStarted,
 )
 from hermes_core.usage import Usage
@@ -299,6 +300,7 @@ class Metrics:
                 | ToolCallGenerating()
                 | MessageAdded()
                 | ToolStarted()
+                | ToolProgress()
                 | ApprovalRequested()
                 | ClientToolCallsPending()
             ):

@@ -37,6 +37,7 @@ from hermes_core.events import (
     TextDelta,
     ToolCallGenerating,
     ToolFinished,
+    ToolProgress,
     ToolStarted,
 )
 from hermes_core.persistence import Store, StoredMessage
@@ -98,6 +99,7 @@ class SessionJournal:
                 | ModelCallStarted()
                 | StepFinished()
                 | ToolStarted()
+                | ToolProgress()
                 | ToolFinished()
                 | ApprovalRequested()
                 | ApprovalResolved()

@@ -33,6 +33,7 @@ from hermes_core.events import (
     TextDelta,
     ToolCallGenerating,
     ToolFinished,
+    ToolProgress,
     ToolStarted,
 )
 from hermes_core.messages import ToolCall
@@ -53,6 +54,7 @@ from server.views.chat_wire import (
 from server.views.progress import (
     UNFINISHED_TOOL_OUTPUT,
     fallback_line,
+    progress_status,
     status_line,
     status_text,
     subagent_prefix,
@@ -141,7 +143,8 @@ class ChatStreamView:
             payload["usage"] = None
         return payload
 
-    def handle(self, event: AgentEvent) -> list[ChatFrame]:
+    # One branch per event kind is exhaustiveness, not complexity: hence the noqa.
+    def handle(self, event: AgentEvent) -> list[ChatFrame]:  # noqa: C901
         match event:
             case RunStarted():
                 return [self.chunk({"role": "assistant", "content": ""})]
@@ -153,6 +156,8 @@ class ChatStreamView:
                 return self._tool_started(event, prefix="")
             case ToolFinished():
                 return self._tool_finished(event, prefix="")
+            case ToolProgress():
+                return self._tool_progress(event)
             case SubagentEvent():
                 return self._subagent(event)
             case ClientToolCallsPending():
@@ -203,6 +208,12 @@ class ChatStreamView:
             del self._open_cards[event.call_id]
             frames.append(self._card_output(event.call_id, tool_output_text(event)))
             frames.append(_status_frame(f"{event.name} done", done=True))
+        return frames
+
+    def _tool_progress(self, event: ToolProgress) -> list[ChatFrame]:
+        frames: list[ChatFrame] = [self.chunk({"hermes": {"type": "tool", **tool_progress(event)}})]
+        if self.openwebui and event.call_id in self._open_cards:
+            frames.append(_status_frame(progress_status(event), done=False))
         return frames
 
     def _subagent(self, event: SubagentEvent) -> list[ChatFrame]:

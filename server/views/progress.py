@@ -16,6 +16,7 @@ from hermes_core.events import (
     FallbackActivated,
     RetryScheduled,
     ToolFinished,
+    ToolProgress,
     ToolStarted,
 )
 
@@ -53,7 +54,7 @@ def tool_output_text(event: ToolFinished) -> str:
     return event.result_preview if event.ok else f"Error: {event.error or 'failed'}"
 
 
-def tool_progress(event: ToolStarted | ToolFinished) -> dict[str, Any]:
+def tool_progress(event: ToolStarted | ToolProgress | ToolFinished) -> dict[str, Any]:
     """The structured form of a tool step (without a ``type``: each view names its own)."""
     if isinstance(event, ToolStarted):
         return {
@@ -61,6 +62,13 @@ def tool_progress(event: ToolStarted | ToolFinished) -> dict[str, Any]:
             "call_id": event.call_id,
             "name": event.name,
             "arguments": event.arguments,
+        }
+    if isinstance(event, ToolProgress):
+        return {
+            "phase": "progress",
+            "call_id": event.call_id,
+            "name": event.name,
+            "output": event.output,
         }
     return {
         "phase": "finished",
@@ -72,6 +80,13 @@ def tool_progress(event: ToolStarted | ToolFinished) -> dict[str, Any]:
         "preview": event.result_preview,
         "error": event.error,
     }
+
+
+def progress_status(event: ToolProgress) -> str:
+    """A running tool's latest output as one status line: its last non-empty line, cut."""
+    lines = [line.strip() for line in event.output.splitlines() if line.strip()]
+    last = lines[-1] if lines else ""
+    return f"{event.name}: {last[:120]}" if last else f"{event.name} is running"
 
 
 def status_text(event: StatusEvent) -> str:

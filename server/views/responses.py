@@ -46,6 +46,7 @@ from hermes_core.events import (
     TextDelta,
     ToolCallGenerating,
     ToolFinished,
+    ToolProgress,
     ToolStarted,
 )
 from hermes_core.usage import Usage
@@ -142,7 +143,8 @@ class ResponsesView:
 
     # --- events -----------------------------------------------------------------------------
 
-    def _frames_for(self, event: AgentEvent) -> list[Frame]:
+    # One branch per event kind is exhaustiveness, not complexity: hence the noqa.
+    def _frames_for(self, event: AgentEvent) -> list[Frame]:  # noqa: C901
         match event:
             case TextDelta():
                 return self._streamed(MESSAGE, event.text)
@@ -152,6 +154,10 @@ class ResponsesView:
                 return self._tool_started(event, prefix="")
             case ToolFinished():
                 return self._tool_finished(event, prefix="")
+            case ToolProgress():
+                if self._progress == "events":
+                    return [{"type": "hermes:tool_progress", **tool_progress(event)}]
+                return []
             case SubagentEvent():
                 return self._subagent(event)
             case ClientToolCallsPending():

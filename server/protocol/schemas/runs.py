@@ -60,6 +60,7 @@ AgentEventKind = Literal[
     "text_delta",
     "tool_call_generating",
     "tool_started",
+    "tool_progress",
     "tool_finished",
     "approval_requested",
     "approval_resolved",

@@ -1,0 +1,93 @@
+"""A conversation's working directory, and the only files its tools may touch.
+
+Every path a tool is given is relative to the workspace. It is refused when it is absolute,
+when it climbs out with ``..``, or when a symlink on the way leads outside; and a file is
+opened without following a symlink at its last step and checked, once open, to be inside
+(:func:`Workspace.open`), so a symlink swapped in after the check leads nowhere either.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path, PurePosixPath
+
+MAX_PATH_CHARS = 1024
+SANDBOX_USER = 65534
+"""``nobody``: the user sandboxed commands run as when the server runs as root, and so the owner
+of everything in a workspace then, whoever made it (a command must be able to change a file a
+file tool wrote)."""
+
+
+class OutsideWorkspace(ValueError):
+    """A path that is not a file of the workspace; its message tells the model what to do."""
+
+
+class Workspace:
+    """The directory ``root`` (created on first use), as seen by the tools."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def ensure(self) -> Path:
+        """The root, made if it does not exist yet; its real path."""
+        if not self.root.is_dir():
+            self.root.mkdir(parents=True, exist_ok=True)
+            _give_to_sandbox(self.root)
+        return self.root.resolve()
+
+    def makedirs(self, relative: str) -> Path:
+        """The directory ``relative`` (and its parents) inside the workspace, made if missing."""
+        path = self.path(relative)
+        missing = [p for p in (path, *path.parents) if not p.exists()]
+        path.mkdir(parents=True, exist_ok=True)
+        for made in missing:
+            _give_to_sandbox(made)
+        return path
+
+    def path(self, relative: str) -> Path:
+        """The real path of ``relative`` inside the workspace (which it need not exist in)."""
+        root = self.ensure()
+        if not relative or len(relative) > MAX_PATH_CHARS or "\x00" in relative:
+            raise OutsideWorkspace("Give a path relative to the workspace, e.g. 'notes/a.txt'.")
+        pure = PurePosixPath(relative)
+        if pure.is_absolute():
+            raise OutsideWorkspace(
+                f"'{relative}' is absolute: give a path relative to the workspace "
+                f"(e.g. '{pure.name or 'file.txt'}'); the tools see nothing outside it."
+            )
+        if ".." in pure.parts:
+            raise OutsideWorkspace(f"'{relative}' climbs out of the workspace with '..'.")
+        resolved = (root / pure).resolve()
+        if not resolved.is_relative_to(root):
+            raise OutsideWorkspace(f"'{relative}' leads outside the workspace (a symlink).")
+        return resolved
+
+    def relative(self, path: Path) -> str:
+        """``path`` as the tools name it: relative to the workspace, with ``/``."""
+        return path.relative_to(self.ensure()).as_posix() or "."
+
+    def open(self, relative: str, flags: int, mode: int = 0o644) -> int:
+        """A file descriptor for ``relative``, opened with ``flags`` and never through a
+        symlink leading out (checked again on the open file). The caller closes it."""
+        path = self.path(relative)
+        descriptor = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        try:
+            real = Path(os.readlink(f"/proc/self/fd/{descriptor}"))
+            if not real.is_relative_to(self.ensure()):
+                raise OutsideWorkspace(f"'{relative}' leads outside the workspace.")
+            if flags & os.O_CREAT:
+                _give_to_sandbox(descriptor)
+        except BaseException:
+            os.close(descriptor)
+            raise
+        return descriptor
+
+
+def _give_to_sandbox(target: Path | int) -> None:
+    """Make ``target`` (a path, or an open file) the sandbox user's, when the server is root."""
+    if os.geteuid() != 0:
+        return  # sandboxed commands run as the server's own user: it owns what it made
+    if isinstance(target, int):
+        os.fchown(target, SANDBOX_USER, SANDBOX_USER)
+    else:
+        os.chown(target, SANDBOX_USER, SANDBOX_USER, follow_symlinks=False)
