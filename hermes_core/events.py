@@ -41,6 +41,9 @@ class ExitReason(StrEnum):
     """An upstream failure, or the model could not produce a usable reply."""
     AWAITING_CLIENT_TOOLS = "awaiting_client_tools"
     """The model called tools the client declared; the client must run them and continue."""
+    AWAITING_APPROVAL = "awaiting_approval"
+    """A tool call waits for a human's approval; the next turn (or the approvals endpoint)
+    answers it, and the run's work goes on from there."""
 
 
 class InterruptSource(StrEnum):
@@ -82,6 +85,17 @@ class ToolOutcome(StrEnum):
     """The run was interrupted before or while the tool ran."""
     LIMIT = "limit"
     """The request's ``max_tool_calls`` was used up."""
+    AWAITING_APPROVAL = "awaiting_approval"
+    """The call did not run: it waits for an approval that a later turn gives or refuses."""
+
+
+class ApprovalDecision(StrEnum):
+    """How an approval request was answered."""
+
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    """Nobody answered in time: the call does not run, as if denied."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -315,8 +329,12 @@ class ToolProgress(_Event):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalRequested(_Event):
     kind: Literal["approval_requested"] = "approval_requested"
+    approval_id: str
+    """What an answer names (``POST /v1/runs/{run}/approvals/{approval_id}``)."""
     call_id: str
     name: str
+    arguments: dict[str, Any]
+    """The arguments the call would run with: what the approver judges."""
     reason: str
     """Why the action needs approval."""
 
@@ -324,10 +342,15 @@ class ApprovalRequested(_Event):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalResolved(_Event):
     kind: Literal["approval_resolved"] = "approval_resolved"
+    approval_id: str
     call_id: str
     name: str
     """The tool the approval was asked for."""
-    approved: bool
+    decision: ApprovalDecision
+
+    @property
+    def approved(self) -> bool:
+        return self.decision is ApprovalDecision.APPROVED
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,6 +7,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from hermes_core.tools.agent_tools import AGENT_LEVEL_TOOLS
+from hermes_core.tools.toolsets import AGENT_TOOLSET
 from server.auth import RequireKey
 from server.errors import install_error_handlers
 from server.hot_path import HotPath, HotRoute
@@ -47,6 +49,12 @@ def create_app(services: Services) -> FastAPI:
     if services.metrics.observe not in services.runs.observers:
         services.runs.observers.append(services.metrics.observe)
     profiles = services.profiles
+    services.metrics.name_toolsets(
+        {
+            **dict.fromkeys(AGENT_LEVEL_TOOLS, AGENT_TOOLSET),
+            **{t.name: t.toolset or "custom" for p in profiles for t in p.tools.tools()},
+        }
+    )
     services.metrics.start_at_zero(
         models={name: model for p in profiles for name, model in p.provider_models.items()},
         chains=[p.chain_names for p in profiles],

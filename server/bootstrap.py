@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from hermes_core.context import CachingContext, CompressingContext, Compressor, PromptCacheSettings
 from hermes_core.providers import create_provider
 from hermes_core.providers.fallback import FallbackChain
-from hermes_core.tools.registry import ToolRegistry
+from hermes_core.tools.toolsets import build_toolsets
 from server.auth import KeyRing, Principal
 from server.config import SIMULATOR_PROVIDER, HermesConfig, ProfileConfig
 from server.instance import instance_name
@@ -45,6 +45,7 @@ def build_services(config: HermesConfig) -> Services:
         stop_on_disconnect=config.server.stop_on_disconnect,
         max_body_bytes=config.server.max_body_bytes,
         database_url=config.server.resolved_database_url,
+        workspaces_dir=config.server.resolved_workspaces_dir,
         instance=config.server.instance or instance_name(config.server.data_dir),
         migrate_on_start=config.server.migrate_on_start,
         responses_max_count=config.server.responses_max_count,
@@ -69,19 +70,23 @@ def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
         if profile.auxiliary_providers
         else chain
     )
-    if profile.tools:
-        # No server-side tool catalogue exists yet; say so rather than pretend they are on.
+    toolsets = build_toolsets(profile.tools, profile.toolset_options())
+    for name, reason in toolsets.unavailable.items():
+        log.warning("profile %s: toolset %s stays off: %s", profile.id, name, reason)
+    if profile.sandbox.unsafe_no_sandbox and {"shell", "code"} & set(toolsets.active):
         log.warning(
-            "profile %s: tools %s are not available in this build and stay off",
+            "profile %s: sandbox.unsafe_no_sandbox is set: shell and code commands run "
+            "WITHOUT a sandbox and can read and change anything this server's user can",
             profile.id,
-            ", ".join(profile.tools),
         )
     return Profile(
         id=profile.id,
         provider=chain,
         auxiliary=auxiliary if auxiliary is not chain else None,
         config=profile.agent_config(),
-        tools=ToolRegistry(),
+        tools=toolsets.registry,
+        toolsets=toolsets.active,
+        unavailable_toolsets=toolsets.unavailable,
         context=CachingContext(
             PromptCacheSettings(ttl=profile.cache_ttl),
             inner=CompressingContext(Compressor(auxiliary)),

@@ -7,6 +7,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hermes_core.agent import Agent, AgentConfig, ContextHooks
 from hermes_core.memory_stores import InMemoryMemoryStore, InMemoryTodoStore
@@ -14,11 +15,14 @@ from hermes_core.persistence import Store
 from hermes_core.providers.base import Provider
 from hermes_core.providers.fallback import FallbackChain
 from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
+from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
 from hermes_core.tools.registry import ToolRegistry
+from hermes_core.tools.toolsets import WORKSPACE_TOOLSETS
 from server.auth import KeyRing
 from server.metrics import Metrics
 from server.runs.manager import RunManager
 from server.sessions.service import SessionService, SessionSettings
+from server.workspaces import conversation_workspace
 
 log = logging.getLogger("hermes.services")
 
@@ -39,6 +43,10 @@ class Profile:
     openwebui: bool = False
     """Always use Open WebUI's extras, even without X-OpenWebUI-* headers."""
     description: str = ""
+    toolsets: list[str] = field(default_factory=lambda: list(ALWAYS_ON_TOOLS))
+    """The toolsets this profile's runs have (``GET /v1/models/{id}`` shows them)."""
+    unavailable_toolsets: dict[str, str] = field(default_factory=dict)
+    """Toolsets the configuration asked for that cannot work here, and why."""
     provider_models: dict[str, str] = field(init=False)
     """Configured name → model of every provider this profile's runs may call."""
 
@@ -68,6 +76,11 @@ class Profile:
             core_instructions="", max_iterations=1, max_tokens=self.config.max_tokens
         )
         return Agent(self.summariser, config=config, owner=owner, system_prompt="")
+
+    @property
+    def uses_workspace(self) -> bool:
+        """Its runs have tools that act on a conversation's files."""
+        return bool(WORKSPACE_TOOLSETS & set(self.toolsets))
 
     def new_agent(
         self,
@@ -116,6 +129,9 @@ class Services:
     max_body_bytes: int = 4 * 1024 * 1024
     database_url: str | None = None
     """Where durable state lives; None keeps everything in memory (library use, some tests)."""
+    workspaces_dir: Path | None = None
+    """Where conversations' working directories live; None: runs have no workspace (file,
+    shell and code tools then refuse to act)."""
     instance: str | None = None
     """This server's name among the processes sharing the database (see server/instance.py);
     None: the host name."""
@@ -158,6 +174,13 @@ class Services:
         if self.responses_max_count is not None or self.responses_max_age_seconds is not None:
             await store.responses.prune()
             self._pruning = asyncio.create_task(_prune_forever(store), name="hermes-prune")
+
+    def workspace(self, owner: str, conversation: str) -> Path | None:
+        """The working directory of ``owner``'s conversation ``conversation`` (a session
+        name), or None when this server keeps no workspaces."""
+        if self.workspaces_dir is None:
+            return None
+        return conversation_workspace(self.workspaces_dir, owner, conversation)
 
     def profile(self, model: str) -> Profile | None:
         return next((p for p in self.profiles if p.id == model), None)

@@ -18,15 +18,18 @@ from hermes_core.agent.budget import IterationBudget
 from hermes_core.agent.config import AgentConfig, AgentRequest
 from hermes_core.events import AgentEvent, RunFinished, SubagentEvent
 from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
-from hermes_core.tools.agent_tools import memory_tool, session_search_tool, todo_tool
+from hermes_core.tools.agent_tools import (
+    AGENT_LEVEL_TOOLS,
+    ALWAYS_ON_TOOLS,
+    HOUSEKEEPING_TOOLS,
+    memory_tool,
+    session_search_tool,
+    todo_tool,
+)
 from hermes_core.tools.registry import Tool, ToolContext
 
-AGENT_LEVEL_TOOLS = frozenset({"todo", "memory", "session_search", "delegate_task", "clarify"})
-"""Names the loop reserves for its own tools; a client tool may not take them."""
-HOUSEKEEPING_TOOLS = frozenset({"todo", "memory"})
-"""Tools whose calls are bookkeeping: text the model wrote beside them may be its answer."""
-ALWAYS_ON_TOOLS = ("todo", "memory", "session_search", "delegate_task")
-"""The agent-level tools every profile has (``clarify`` needs a callback to answer it)."""
+__all__ = ["AGENT_LEVEL_TOOLS", "ALWAYS_ON_TOOLS", "HOUSEKEEPING_TOOLS", "agent_level_tools"]
+
 ClarifyCallback = Callable[[str, list[str]], Awaitable[str] | str]
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_core.agent.budget import DEFAULT_MAX_ITERATIONS, BudgetPressure
+from hermes_core.events import ApprovalDecision
 from hermes_core.messages import Message
 from hermes_core.providers.base import ToolChoice, ToolSchema
 from hermes_core.providers.retry import RetryPolicy
@@ -46,6 +47,20 @@ class AgentConfig:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalAnswer:
+    """The answer to a call that an earlier run left awaiting approval: the run that carries
+    it first makes the call again (or tells the model it was refused), then goes on."""
+
+    approval_id: str
+    name: str
+    """The tool."""
+    arguments: dict[str, Any]
+    reason: str
+    """Why it needed approval."""
+    decision: ApprovalDecision
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AgentRequest:
     """One run: the new user message (if any) on top of a history."""
 
@@ -78,6 +93,9 @@ class AgentRequest:
     once it is used up the model is asked to answer without tools."""
     workspace: Path | None = None
     """The conversation's working directory, where file, shell and code tools act."""
+    approvals: Sequence[ApprovalAnswer] = ()
+    """Answers to the calls the conversation's last run left awaiting approval: handled
+    before the first model call."""
     offer_tools: bool = True
     """False: the model is offered no tools at all, server's or client's (a plain completion
     that still runs as a run: usage, metrics and stop as for any other)."""

@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hermes_core.agent.arguments import parse_arguments
 from hermes_core.agent.budget import IterationBudget
 from hermes_core.agent.builtins import HOUSEKEEPING_TOOLS
-from hermes_core.agent.config import AgentConfig, AgentRequest
+from hermes_core.agent.config import AgentConfig, AgentRequest, ApprovalAnswer
 from hermes_core.agent.emitter import Emitter
 from hermes_core.agent.model_call import CallOutcome, InterruptibleCall
 from hermes_core.agent.prepare import prepare_messages
 from hermes_core.context.hooks import CallContext, ContextHooks
 from hermes_core.events import (
+    ApprovalDecision,
+    ApprovalResolved,
     BudgetWarning,
     CallRecord,
     ClientToolCallsPending,
@@ -33,12 +36,13 @@ from hermes_core.events import (
     ModelCallStarted,
     RunFinished,
     StepFinished,
+    TextDelta,
     ToolOutcome,
 )
 from hermes_core.messages import Message, ToolCall, text_of
 from hermes_core.providers.base import ModelRequest, ModelResponse, Provider, ToolSchema
-from hermes_core.tools.executor import CallResult, PlannedCall, ToolExecutor
-from hermes_core.tools.registry import ApprovalCallback, Tool, ToolRegistry
+from hermes_core.tools.executor import CallResult, PlannedCall, ToolExecutor, refusal_text
+from hermes_core.tools.registry import ApprovalAsk, ApprovalCallback, Tool, ToolRegistry
 from hermes_core.usage import Usage
 
 EMPTY_NUDGE = (
@@ -149,6 +153,8 @@ class RunDriver:
     async def drive(self) -> None:
         if self.request.user_message is not None:
             self.append({"role": "user", "content": self.request.user_message})
+        if self.request.approvals:
+            await self.answer_approvals(self.request.approvals)
         while True:
             if self.agent.interrupt_event.is_set():
                 return self.finish_interrupted("")
@@ -385,6 +391,10 @@ class RunDriver:
             await self.agent.checkpoint()
         results = await self.executor.run_batch(server_calls)
         self._append_results(results)
+        waiting = self.executor.take_deferred()
+        if waiting:
+            self.finish_awaiting_approval(waiting)
+            return False
         if client_calls:
             self.emit(ClientToolCallsPending, tool_calls=client_calls)
             self.finish(ExitReason.AWAITING_CLIENT_TOOLS, text_of(response.message.get("content")))
@@ -455,6 +465,39 @@ class RunDriver:
             preset_outcome=outcome,
         )
 
+    async def answer_approvals(self, answers: Sequence[ApprovalAnswer]) -> None:
+        """Make again the calls an earlier run left awaiting approval, now answered: the
+        approved ones run, the others are refused. They are new calls of their own (the
+        earlier ones were answered "not run yet"), so the model sees what happened last."""
+        calls: list[ToolCall] = [
+            {
+                "id": f"call_{answer.approval_id}",
+                "type": "function",
+                "function": {"name": answer.name, "arguments": json.dumps(answer.arguments)},
+            }
+            for answer in answers
+        ]
+        self.append({"role": "assistant", "content": None, "tool_calls": calls})
+        planned = []
+        for call, answer in zip(calls, answers, strict=True):
+            self.emit(
+                ApprovalResolved,
+                approval_id=answer.approval_id,
+                call_id=call["id"],
+                name=answer.name,
+                decision=answer.decision,
+            )
+            plan = self._plan(call, answer.arguments, "")
+            if plan.tool is not None and answer.decision is not ApprovalDecision.APPROVED:
+                refusal = refusal_text(answer.name, answer.reason, answer.decision)
+                plan = dataclasses.replace(
+                    plan, tool=None, preset_result=refusal, preset_outcome=ToolOutcome.DENIED
+                )
+            planned.append(dataclasses.replace(plan, approved=True))
+        if self.agent.checkpoint is not None:
+            await self.agent.checkpoint()
+        self._append_results(await self.executor.run_batch(self._within_tool_limit(planned)))
+
     def _append_results(self, results: list[CallResult]) -> None:
         for result in results:
             self.append({"role": "tool", "tool_call_id": result.call_id, "content": result.content})
@@ -478,6 +521,19 @@ class RunDriver:
 
     def _budget_error(self) -> str:
         return f"The iteration budget ({self.budget.max_total}) is exhausted."
+
+    def finish_awaiting_approval(self, waiting: Sequence[ApprovalAsk]) -> None:
+        """End the run with its question to the user: the calls it waits on, and how to
+        answer. The question is said (a text delta) and kept as the run's last message."""
+        notice = approval_notice(waiting)
+        said = any(
+            text_of(m.get("content")).strip()
+            for m in self.state.transcript[len(self.request.history) :]
+            if m["role"] == "assistant"
+        )
+        self.emit(TextDelta, text=("\n\n" if said else "") + notice)
+        self.append({"role": "assistant", "content": notice})
+        self.finish(ExitReason.AWAITING_APPROVAL, notice)
 
     def finish_interrupted(self, partial_text: str) -> None:
         reason = self.agent.interrupt_reason or "interrupted"
@@ -524,6 +580,27 @@ def _normalised_assistant(message: Message, calls: list[ToolCall]) -> Message:
         for call in calls
     ]
     return out
+
+
+def approval_notice(waiting: Sequence[ApprovalAsk]) -> str:
+    """The question a run awaiting approval ends with, for a person to read and answer."""
+    lines = ["I need your approval before I go on:"]
+    for ask in waiting:
+        lines.append(f"- `{ask.call.name}`: {_shown(ask.call.arguments)} ({ask.reason})")
+    names = ", ".join(dict.fromkeys(f"`{ask.call.name}`" for ask in waiting))
+    lines.append(
+        f"Reply **approve** to let it run, **approve for this session** to allow {names} "
+        "for the rest of this conversation, or **deny**."
+    )
+    return "\n".join(lines)
+
+
+def _shown(arguments: dict[str, Any]) -> str:
+    """A call's arguments in one readable line: the command or code itself when that is all."""
+    values = [v for v in arguments.values() if isinstance(v, str)]
+    text = values[0] if len(arguments) == 1 and values else json.dumps(arguments)
+    text = " ".join(text.split())
+    return f"`{text[:300]}{'…' if len(text) > 300 else ''}`"
 
 
 def _first(*values: float | None) -> float | None:

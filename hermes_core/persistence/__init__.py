@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 
 from hermes_core.persistence.agent_stores import SqlMemoryStore, SqlTodoStore
+from hermes_core.persistence.approvals import ApprovalRecord, ApprovalStore
 from hermes_core.persistence.database import Database, SchemaOutOfDate, sqlite_url
 from hermes_core.persistence.responses import ResponseStore, StoredResponse
 from hermes_core.persistence.rows import Source, StoredMessage
@@ -17,6 +18,8 @@ from hermes_core.persistence.search import SqlSessionSearch
 from hermes_core.persistence.sessions import LogicalMessage, SessionInfo, SessionStore
 
 __all__ = [
+    "ApprovalRecord",
+    "ApprovalStore",
     "Database",
     "LogicalMessage",
     "ResponseStore",
@@ -54,6 +57,7 @@ class Store:
         self.memory = SqlMemoryStore(db)
         self.todos = SqlTodoStore(db)
         self.search = SqlSessionSearch(db)
+        self.approvals = ApprovalStore(db)
 
     @classmethod
     async def open(

@@ -146,3 +146,42 @@ class TodoRow(SQLModel, table=True):
     session_id: str = Field(primary_key=True)
     items: Any = Field(default=None, sa_column=Column(JSON))
     updated_at: float
+
+
+class ApprovalRow(SQLModel, table=True):
+    """A tool call that asked a human: pending until answered, expired when nobody did.
+
+    ``scope = "session"`` on an approved row is a standing grant: later calls of that tool in
+    the same conversation run without asking."""
+
+    __tablename__ = "approvals"
+    __table_args__ = (
+        Index("ix_approvals_conversation", "conversation_owner", "conversation", "status"),
+        Index("ix_approvals_run_id", "run_id"),
+    )
+
+    id: str = Field(primary_key=True)
+    owner: str
+    """The key's principal (who may answer it, as who may see its run)."""
+    conversation_owner: str
+    """The conversation's owner: the principal, or ``principal/scope``."""
+    conversation: str
+    """The conversation's name (its sessions' name)."""
+    session_id: str | None = None
+    """The session the waiting run ended in: the turn that answers it continues there."""
+    run_id: str
+    profile: str
+    call_id: str
+    tool: str
+    toolset: str = ""
+    arguments: Any = Field(default=None, sa_column=Column(JSON))
+    reason: str
+    status: str
+    """``pending``, ``approved``, ``denied`` or ``expired``."""
+    scope: str = "once"
+    """``once``, or ``session``: every later call of the tool in the conversation too."""
+    created_at: float
+    expires_at: float
+    decided_at: float | None = None
+    resumed_by: str | None = None
+    """The run that carried the answer on (None: the answer has not been acted on yet)."""

@@ -12,4 +12,19 @@ from hermes_core.tools.memory import memory_snapshot, memory_tool
 from hermes_core.tools.session_search import session_search_tool
 from hermes_core.tools.todo import todo_tool
 
-__all__ = ["memory_snapshot", "memory_tool", "session_search_tool", "todo_tool"]
+__all__ = [
+    "AGENT_LEVEL_TOOLS",
+    "ALWAYS_ON_TOOLS",
+    "HOUSEKEEPING_TOOLS",
+    "memory_snapshot",
+    "memory_tool",
+    "session_search_tool",
+    "todo_tool",
+]
+
+AGENT_LEVEL_TOOLS = frozenset({"todo", "memory", "session_search", "delegate_task", "clarify"})
+"""Names the loop reserves for its own tools; a client tool may not take them."""
+HOUSEKEEPING_TOOLS = frozenset({"todo", "memory"})
+"""Tools whose calls are bookkeeping: text the model wrote beside them may be its answer."""
+ALWAYS_ON_TOOLS = ("todo", "memory", "session_search", "delegate_task")
+"""The agent-level tools every profile has (``clarify`` needs a callback to answer it)."""

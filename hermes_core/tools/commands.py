@@ -72,7 +72,7 @@ def approval_check(policy: str, field: str) -> ApprovalCheck | None:
     if policy == "never":
         return None
     if policy == "always":
-        return lambda arguments: "every call asks"
+        return lambda arguments: "this profile asks before every call"
 
     def check(arguments: dict[str, Any]) -> str | None:
         text = arguments.get(field)
@@ -111,27 +111,43 @@ def _reporter(ctx: ToolContext, name: str) -> Callable[[str], None]:
     return report
 
 
-def command_tools(
-    *,
+async def _run(
+    argv: list[str],
+    name: str,
+    ctx: ToolContext,
+    arguments: dict[str, Any],
     limits: SandboxLimits,
     policy: SandboxPolicy,
-    shell_approval: str = "dangerous",
-    code_approval: str = "dangerous",
-) -> tuple[Tool, Tool]:
-    """The ``shell`` and ``code`` tools, under ``limits`` and ``policy``."""
+) -> str:
+    if ctx.workspace is None:
+        return "Error: this conversation has no workspace: commands cannot run."
+    result = await run_command(
+        argv,
+        workspace=ctx.workspace,
+        limits=limits,
+        policy=policy,
+        on_output=_reporter(ctx, name),
+        wall_seconds=_wall(arguments),
+    )
+    return describe_result(result, limits=limits)
 
-    async def run(argv: list[str], name: str, ctx: ToolContext, wall: float | None) -> str:
-        if ctx.workspace is None:
-            return "Error: this conversation has no workspace: commands cannot run."
-        result = await run_command(
-            argv,
-            workspace=ctx.workspace,
-            limits=limits,
-            policy=policy,
-            on_output=_reporter(ctx, name),
-            wall_seconds=wall,
-        )
-        return describe_result(result, limits=limits)
+
+def _timeout_schema(limits: SandboxLimits) -> dict[str, Any]:
+    return {
+        "type": "number",
+        "description": f"Seconds before it is killed (at most {limits.timeout_seconds:g}).",
+    }
+
+
+def _where(policy: SandboxPolicy) -> str:
+    network = "with" if policy.network else "without"
+    return f"in the conversation's workspace (the current directory), {network} network access"
+
+
+def shell_tool(
+    *, limits: SandboxLimits, policy: SandboxPolicy, approval: str = "dangerous"
+) -> Tool:
+    """The ``shell`` tool: a bash command in the sandbox, under ``limits`` and ``policy``."""
 
     async def shell(arguments: dict[str, Any], ctx: ToolContext) -> str:
         command = arguments.get("command")
@@ -139,7 +155,30 @@ def command_tools(
             return "Error: 'command' must be a non-empty string."
         if len(command) > MAX_COMMAND_CHARS:
             return f"Error: the command is longer than {MAX_COMMAND_CHARS} characters."
-        return await run(["/bin/bash", "-c", command], "shell", ctx, _wall(arguments))
+        return await _run(["/bin/bash", "-c", command], "shell", ctx, arguments, limits, policy)
+
+    return Tool(
+        name="shell",
+        toolset="shell",
+        description=(
+            f"Run a bash command {_where(policy)}. Its output (stdout and stderr) and exit "
+            "code come back; long output is cut, so write it to a file and read the file."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {"command": {"type": "string"}, "timeout": _timeout_schema(limits)},
+            "required": ["command"],
+        },
+        handler=shell,
+        concurrent_safe=False,
+        cancellable=True,
+        needs_approval=approval_check(approval, "command"),
+        summarize=lambda args: f"shell {str(args.get('command', ''))[:80]}",
+    )
+
+
+def code_tool(*, limits: SandboxLimits, policy: SandboxPolicy, approval: str = "dangerous") -> Tool:
+    """The ``code`` tool: a Python snippet in the sandbox, under ``limits`` and ``policy``."""
 
     async def code(arguments: dict[str, Any], ctx: ToolContext) -> str:
         source = arguments.get("code")
@@ -147,49 +186,27 @@ def command_tools(
             return "Error: 'code' must be non-empty Python source."
         if len(source) > MAX_COMMAND_CHARS:
             return f"Error: the code is longer than {MAX_COMMAND_CHARS} characters."
-        return await run([python_executable(), "-c", source], "code", ctx, _wall(arguments))
+        argv = [python_executable(), "-c", source]
+        return await _run(argv, "code", ctx, arguments, limits, policy)
 
-    timeout = {
-        "type": "number",
-        "description": f"Seconds before it is killed (at most {limits.timeout_seconds:g}).",
-    }
-    network = "with" if policy.network else "without"
-    where = f"in the conversation's workspace (the current directory), {network} network access"
-    shell_tool = Tool(
-        name="shell",
-        description=(
-            f"Run a bash command {where}. Its output (stdout and stderr) and exit code come "
-            "back; long output is cut, so write it to a file and read the file instead."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {"command": {"type": "string"}, "timeout": timeout},
-            "required": ["command"],
-        },
-        handler=shell,
-        concurrent_safe=False,
-        cancellable=True,
-        needs_approval=approval_check(shell_approval, "command"),
-        summarize=lambda args: f"shell {str(args.get('command', ''))[:80]}",
-    )
-    code_tool = Tool(
+    return Tool(
         name="code",
+        toolset="code",
         description=(
-            f"Run a Python 3 snippet {where}; print what you want to see. Files it writes "
-            "stay in the workspace for the next steps."
+            f"Run a Python 3 snippet {_where(policy)}; print what you want to see. Files it "
+            "writes stay in the workspace for the next steps."
         ),
         parameters={
             "type": "object",
-            "properties": {"code": {"type": "string"}, "timeout": timeout},
+            "properties": {"code": {"type": "string"}, "timeout": _timeout_schema(limits)},
             "required": ["code"],
         },
         handler=code,
         concurrent_safe=False,
         cancellable=True,
-        needs_approval=approval_check(code_approval, "code"),
+        needs_approval=approval_check(approval, "code"),
         summarize=lambda args: f"code {_first_line(args.get('code'))}",
     )
-    return shell_tool, code_tool
 
 
 def _wall(arguments: dict[str, Any]) -> float | None:

@@ -12,12 +12,14 @@ import inspect
 import json
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hermes_core.events import (
+    ApprovalDecision,
     ApprovalRequested,
     ApprovalResolved,
     Emit,
@@ -26,7 +28,9 @@ from hermes_core.events import (
     ToolStarted,
 )
 from hermes_core.tools.registry import (
+    ApprovalAsk,
     ApprovalCallback,
+    ApprovalVerdict,
     Tool,
     ToolCallRequest,
     ToolContext,
@@ -39,6 +43,14 @@ DEFAULT_MAX_CONCURRENCY = 8
 PREVIEW_CHARS = 300
 CANCELLED_BEFORE_START = "Cancelled: the run was interrupted before this tool started."
 CANCELLED_WHILE_RUNNING = "Cancelled: the run was interrupted while this tool was running."
+AWAITING_APPROVAL_RESULT = (
+    "Not run yet: this call waits for the user's approval ({reason}); the user answers in "
+    "their next message. Do not repeat the call meanwhile."
+)
+
+
+def new_approval_id() -> str:
+    return f"apr_{uuid.uuid4().hex[:24]}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +65,8 @@ class PlannedCall:
     preset_result: str | None = None
     preset_outcome: ToolOutcome = ToolOutcome.ERROR
     """How a call answered by ``preset_result`` ended."""
+    approved: bool = False
+    """Already approved (an earlier turn's answer): runs without asking again."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,6 +119,12 @@ class ToolExecutor:
         self._approve = approval_callback
         self._slots = asyncio.Semaphore(max_concurrency)
         self._workspace = workspace
+        self._deferred: list[ApprovalAsk] = []
+
+    def take_deferred(self) -> list[ApprovalAsk]:
+        """The calls of the last batches left awaiting approval (and forget them)."""
+        deferred, self._deferred = self._deferred, []
+        return deferred
 
     async def run_batch(self, calls: Sequence[PlannedCall]) -> list[CallResult]:
         """Run ``calls``; results are in call order whatever the completion order."""
@@ -158,9 +178,11 @@ class ToolExecutor:
             blocked = await _maybe_await(hook(request))
             if blocked is not None:
                 return self._finished(call, blocked, ToolOutcome.BLOCKED, started=started)
-        denial = await self._check_approval(tool, request)
-        if denial is not None:
-            return self._finished(call, denial, ToolOutcome.DENIED, started=started)
+        if not call.approved:
+            refusal = await self._check_approval(tool, request)
+            if refusal is not None:
+                content, outcome = refusal
+                return self._finished(call, content, outcome, started=started)
         try:
             value = await self._invoke(tool, request)
         except _Cancelled:
@@ -179,26 +201,57 @@ class ToolExecutor:
             content = await _maybe_await(post(request, content))
         return self._finished(call, content, ToolOutcome.SUCCESS, started=started)
 
-    async def _check_approval(self, tool: Tool, request: ToolCallRequest) -> str | None:
+    async def _check_approval(
+        self, tool: Tool, request: ToolCallRequest
+    ) -> tuple[str, ToolOutcome] | None:
+        """None when the call may run; else its result and outcome (refused, or waiting)."""
         reason = tool.needs_approval(request.arguments) if tool.needs_approval else None
         if reason is None:
             return None
-        self._emit(ApprovalRequested, call_id=request.call_id, name=tool.name, reason=reason)
+        ask = ApprovalAsk(
+            approval_id=new_approval_id(), call=request, reason=reason, toolset=tool.toolset
+        )
+        self._emit(
+            ApprovalRequested,
+            approval_id=ask.approval_id,
+            call_id=request.call_id,
+            name=tool.name,
+            arguments=request.arguments,
+            reason=reason,
+        )
+        verdict = await self._verdict(ask)
+        if verdict is ApprovalVerdict.DEFERRED:
+            self._deferred.append(ask)
+            return AWAITING_APPROVAL_RESULT.format(reason=reason), ToolOutcome.AWAITING_APPROVAL
+        decision = ApprovalDecision(verdict.value)
+        self._emit(
+            ApprovalResolved,
+            approval_id=ask.approval_id,
+            call_id=request.call_id,
+            name=tool.name,
+            decision=decision,
+        )
+        if decision is ApprovalDecision.APPROVED:
+            return None
         if self._approve is None:
-            approved = False
-            verdict = (
-                f"Denied: {tool.name} needs approval ({reason}) and no approver is "
-                "configured. Do not retry; tell the user what you wanted to do."
+            unasked = (
+                f"Denied: {tool.name} needs approval ({reason}) and no approver is configured. "
+                "Do not retry; tell the user what you wanted to do."
             )
-        else:
-            try:
-                approved = bool(await _maybe_await(self._approve(request, reason)))
-            except Exception:
-                log.exception("approval callback failed; denying %s", tool.name)
-                approved = False
-            verdict = f"Denied by the user: {tool.name} ({reason}). Choose another way."
-        self._emit(ApprovalResolved, call_id=request.call_id, name=tool.name, approved=approved)
-        return None if approved else verdict
+            return unasked, ToolOutcome.DENIED
+        return refusal_text(tool.name, reason, decision), ToolOutcome.DENIED
+
+    async def _verdict(self, ask: ApprovalAsk) -> ApprovalVerdict:
+        if self._approve is None:
+            return ApprovalVerdict.DENIED
+        try:
+            answer = await _maybe_await(self._approve(ask))
+        except Exception:
+            log.exception("approval callback failed; denying %s", ask.call.name)
+            return ApprovalVerdict.DENIED
+        if isinstance(answer, ApprovalVerdict):
+            return answer
+        return ApprovalVerdict.APPROVED if answer else ApprovalVerdict.DENIED
 
     async def _invoke(self, tool: Tool, request: ToolCallRequest) -> Any:
         context = ToolContext(
@@ -266,6 +319,16 @@ class ToolExecutor:
             error=error,
             duration_s=duration,
         )
+
+
+def refusal_text(name: str, reason: str, decision: ApprovalDecision) -> str:
+    """What the model reads when a call it made was not approved."""
+    if decision is ApprovalDecision.EXPIRED:
+        return (
+            f"Denied: {name} needed the user's approval ({reason}) and nobody answered in time, "
+            "so it did not run. Do not retry it; tell the user what you wanted to do."
+        )
+    return f"Denied by the user: {name} ({reason}) did not run. Choose another way."
 
 
 class _Cancelled(Exception):

@@ -9,6 +9,7 @@ in worker threads.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import os
 import re
@@ -289,10 +290,12 @@ def _path_schema(description: str) -> dict[str, Any]:
     return {"type": "string", "description": description}
 
 
-def file_tools() -> list[Tool]:
-    """The ``files`` toolset."""
+def file_tools(*, approval: str = "never") -> list[Tool]:
+    """The ``files`` toolset. Its paths cannot leave the workspace, so no call is *dangerous*;
+    with the ``always`` approval policy, the calls that change files ask first."""
     path = _path_schema("A path relative to the workspace, e.g. 'src/app.py'.")
-    return [
+    ask = (lambda arguments: "it changes a file") if approval == "always" else None
+    tools = [
         Tool(
             name="read_file",
             description=(
@@ -321,6 +324,7 @@ def file_tools() -> list[Tool]:
             },
             handler=write_file,
             concurrent_safe=False,
+            needs_approval=ask,
             summarize=lambda args: f"write_file {args.get('path', '')}",
         ),
         Tool(
@@ -341,6 +345,7 @@ def file_tools() -> list[Tool]:
             },
             handler=edit_file,
             concurrent_safe=False,
+            needs_approval=ask,
             summarize=lambda args: f"edit_file {args.get('path', '')}",
         ),
         Tool(
@@ -378,3 +383,4 @@ def file_tools() -> list[Tool]:
             max_result_chars=MAX_RESULT_CHARS,
         ),
     ]
+    return [dataclasses.replace(tool, toolset="files") for tool in tools]

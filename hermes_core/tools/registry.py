@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -46,6 +47,8 @@ class Tool:
     description: str
     parameters: Mapping[str, Any]
     """JSON Schema of the arguments object."""
+    toolset: str = ""
+    """The toolset it belongs to (``tools/toolsets.py``): what metrics count it under."""
     handler: ToolHandler
     concurrent_safe: bool = True
     """May run at the same time as other tools of the same model reply."""
@@ -97,8 +100,36 @@ PreToolHook: TypeAlias = Callable[[ToolCallRequest], Awaitable[str | None] | str
 """Runs before a call; returning a string blocks the call with that string as its result."""
 PostToolHook: TypeAlias = Callable[[ToolCallRequest, str], Awaitable[str] | str]
 """Runs after a call with its result text; returns the (possibly rewritten) result."""
-ApprovalCallback: TypeAlias = Callable[[ToolCallRequest, str], Awaitable[bool] | bool]
-"""Asked with the call and the reason; True allows it."""
+
+
+class ApprovalVerdict(StrEnum):
+    """An approver's answer to an :class:`ApprovalAsk`."""
+
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    """Nobody answered in time: the call does not run, and the model is told so."""
+    DEFERRED = "deferred"
+    """Nobody can answer while the run goes on: the call does not run now, and the run ends
+    awaiting approval; a later turn brings the answer (see ``AgentRequest.approvals``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalAsk:
+    """A call that needs approval, as the approver sees it."""
+
+    approval_id: str
+    """Unique: what an answer names."""
+    call: ToolCallRequest
+    reason: str
+    """Why it needs approval, in words for the person asked."""
+    toolset: str
+
+
+ApprovalCallback: TypeAlias = Callable[
+    [ApprovalAsk], Awaitable[ApprovalVerdict | bool] | ApprovalVerdict | bool
+]
+"""Decides an :class:`ApprovalAsk`; True and False stand for approved and denied."""
 
 
 class ToolRegistry:

@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from hermes_core.providers.config import ProviderConfig
+from hermes_core.tools.toolsets import TOOLSETS, build_toolsets
 from server.config.schema import SIMULATOR_PROVIDER, HermesConfig, ProfileConfig, ServerConfig
 
 _LABEL_WIDTH = 20
@@ -95,6 +96,7 @@ def _server_lines(server: ServerConfig) -> list[str]:
         ),
         _row("stop on disconnect", "yes" if server.stop_on_disconnect else "no"),
         _row("data dir", server.data_dir),
+        _row("workspaces", server.resolved_workspaces_dir),
         _row("database", mask_url(server.resolved_database_url)),
         _row(
             "migrations at start",
@@ -150,7 +152,7 @@ def _profile_lines(profile: ProfileConfig) -> list[str]:
         f"  {profile.id}" + (f" — {profile.description}" if profile.description else ""),
         _row("chain", " → ".join(profile.providers), indent=4),
         _row("auxiliary chain", auxiliary, indent=4),
-        _row("tools", ", ".join(profile.enabled_tools), indent=4),
+        *_tool_rows(profile),
         _row("max iterations", profile.max_iterations, indent=4),
         _row("max tokens", profile.max_tokens or "(the provider's default)", indent=4),
         _row(
@@ -162,6 +164,29 @@ def _profile_lines(profile: ProfileConfig) -> list[str]:
         _row("open webui mode", "yes" if profile.openwebui else "no", indent=4),
         _row("instructions", _preview(profile.instructions), indent=4),
     ]
+
+
+def _tool_rows(profile: ProfileConfig) -> list[str]:
+    """The toolsets on, and those asked for that stay off here (with why)."""
+    options = profile.toolset_options()
+    built = build_toolsets(profile.tools, options)
+    rows = [_row("tools", ", ".join(built.active), indent=4)]
+    for name, reason in built.unavailable.items():
+        rows.append(_row(f"  {name}", f"UNAVAILABLE, stays off: {reason}", indent=4))
+    for name in built.active:
+        if not TOOLSETS[name].always_on:
+            policy = options.approval(TOOLSETS[name])
+            rows.append(_row(f"  {name}", f"approval: {policy}", indent=4))
+    if {"shell", "code"} & set(built.active):
+        sandbox = profile.sandbox
+        mode = "NONE (unsafe_no_sandbox)" if sandbox.unsafe_no_sandbox else "bubblewrap"
+        network = "with network" if sandbox.network else "no network"
+        rows.append(
+            _row(
+                "sandbox", f"{mode}, {network}, {sandbox.timeout_seconds:g} s per command", indent=4
+            )
+        )
+    return rows
 
 
 def _preview(text: str) -> str:

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import re
 from pathlib import Path
 from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from hermes_core.agent.budget import DEFAULT_MAX_ITERATIONS
-from hermes_core.agent.builtins import ALWAYS_ON_TOOLS
 from hermes_core.agent.config import AgentConfig
 from hermes_core.providers.config import ProviderConfig
 from hermes_core.providers.retry import RetryPolicy
+from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
+from hermes_core.tools.sandbox import SandboxLimits, SandboxPolicy
+from hermes_core.tools.toolsets import TOOLSETS, ApprovalPolicy, ToolsetOptions
 
 CacheTTL = Literal["5m", "1h"]
 
@@ -33,7 +34,6 @@ SIMULATOR_MODEL = "hermes-simulator"
 
 
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$"
-_TOOL_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"  # the function-name rule of the OpenAI and Anthropic APIs
 _PRINCIPAL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$"
 PATTERN_HINTS = {
     _NAME_PATTERN: "must start with a letter or digit and hold only letters, digits and ._:/@- "
@@ -101,6 +101,9 @@ class ServerConfig(_Model):
     database_url: SecretStr | None = None
     """SQLAlchemy URL of the database; a SQLite file in ``data_dir`` when omitted. A secret
     because it may embed a password."""
+    workspaces_dir: Path | None = None
+    """Where each conversation's working directory lives (the files its tools read and
+    write); ``data_dir/workspaces`` when omitted."""
 
     head_timeout_seconds: float = Field(default=20.0, gt=0, le=600)
     """Seconds a client has to send a request's line and headers (slow clients are cut off)."""
@@ -147,6 +150,10 @@ class ServerConfig(_Model):
             return False
 
     @property
+    def resolved_workspaces_dir(self) -> Path:
+        return self.workspaces_dir or self.data_dir / "workspaces"
+
+    @property
     def resolved_database_url(self) -> str:
         if self.database_url is not None:
             return self.database_url.get_secret_value()
@@ -182,6 +189,39 @@ class RetrySettings(_Model):
         )
 
 
+class SandboxSettings(_Model):
+    """How the ``shell`` and ``code`` tools of a profile run their commands."""
+
+    network: bool = False
+    """Commands may reach the network."""
+    timeout_seconds: float = Field(default=120.0, gt=0, le=3600)
+    """Wall-clock time a command may take (the model may ask for less, never more)."""
+    cpu_seconds: int = Field(default=120, ge=1, le=36_000)
+    memory_mb: int = Field(default=2048, ge=64)
+    """Address space per process."""
+    max_processes: int = Field(default=128, ge=8, le=100_000)
+    max_file_mb: int = Field(default=256, ge=1)
+    """The largest file a command may write."""
+    max_output_kb: int = Field(default=200, ge=1, le=100_000)
+    """Output of a command the model is shown; the rest is counted, not kept."""
+    unsafe_no_sandbox: bool = False
+    """Run commands WITHOUT bubblewrap (the limits still apply): they can then read and write
+    whatever the server's user can. Only for a server that is itself a throwaway sandbox."""
+
+    def limits(self) -> SandboxLimits:
+        return SandboxLimits(
+            timeout_seconds=self.timeout_seconds,
+            cpu_seconds=self.cpu_seconds,
+            memory_bytes=self.memory_mb * 1024 * 1024,
+            max_processes=self.max_processes,
+            max_file_bytes=self.max_file_mb * 1024 * 1024,
+            max_output_bytes=self.max_output_kb * 1000,
+        )
+
+    def policy(self) -> SandboxPolicy:
+        return SandboxPolicy(network=self.network, unsandboxed=self.unsafe_no_sandbox)
+
+
 class ProfileConfig(_Model):
     """One agent offered to clients as a model in ``GET /v1/models``."""
 
@@ -196,8 +236,13 @@ class ProfileConfig(_Model):
     instructions: str = ""
     """The profile's own instructions, layered after the core agent instructions."""
     tools: list[str] = Field(default_factory=list)
-    """Tools enabled besides the always-on agent-level ones (``ALWAYS_ON_TOOLS``); the others
-    are off unless named, so a dangerous tool can never be on by default."""
+    """Toolsets enabled besides the always-on agent-level ones (``files``, ``shell``,
+    ``code``; see ``hermes_core/tools/toolsets.py``). Off unless named, so a dangerous tool
+    is never on by default."""
+    approvals: dict[str, ApprovalPolicy] = Field(default_factory=dict)
+    """Toolset → when its calls wait for a human (``never``, ``dangerous``, ``always``);
+    ``shell`` and ``code`` default to ``dangerous``, ``files`` to ``never``."""
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     max_iterations: int = Field(default=DEFAULT_MAX_ITERATIONS, ge=1, le=10_000)
     """Model calls per run, sub-agents included: the run's budget."""
     max_tokens: int | None = Field(default=None, ge=1)
@@ -212,14 +257,32 @@ class ProfileConfig(_Model):
     @classmethod
     def _check_tools(cls, tools: list[str]) -> list[str]:
         for name in tools:
-            if not re.fullmatch(_TOOL_PATTERN, name):
-                raise ValueError(f"{name!r} is not a tool name (letters, digits, _ and -)")
-        # Naming an always-on tool is harmless; keep the list to what it adds.
+            if name not in TOOLSETS:
+                known = ", ".join(TOOLSETS)
+                raise ValueError(f"unknown toolset {name!r} (known: {known})")
+        # Naming an always-on toolset is harmless; keep the list to what it adds.
         return list(dict.fromkeys(t for t in tools if t not in ALWAYS_ON_TOOLS))
+
+    @field_validator("approvals")
+    @classmethod
+    def _check_approvals(cls, approvals: dict[str, ApprovalPolicy]) -> dict[str, ApprovalPolicy]:
+        for name in approvals:
+            if name not in TOOLSETS or TOOLSETS[name].always_on:
+                known = ", ".join(n for n, t in TOOLSETS.items() if not t.always_on)
+                raise ValueError(f"unknown toolset {name!r} (approvals apply to: {known})")
+        return approvals
 
     @property
     def enabled_tools(self) -> tuple[str, ...]:
+        """The toolsets this profile asks for (some may be unavailable on a machine)."""
         return (*ALWAYS_ON_TOOLS, *self.tools)
+
+    def toolset_options(self) -> ToolsetOptions:
+        return ToolsetOptions(
+            limits=self.sandbox.limits(),
+            policy=self.sandbox.policy(),
+            approvals=dict(self.approvals),
+        )
 
     @property
     def auxiliary_chain(self) -> list[str]:

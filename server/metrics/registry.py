@@ -31,6 +31,7 @@ from prometheus_client.process_collector import ProcessCollector
 from hermes_core.errors import ErrorKind
 from hermes_core.events import (
     AgentEvent,
+    ApprovalDecision,
     ApprovalRequested,
     ApprovalResolved,
     BudgetWarning,
@@ -228,12 +229,19 @@ class Metrics:
             f"{llm} result",
         )
         self.approvals = counter(
-            "hermes_approvals_total", "Approvals asked for, by how they ended.", "tool outcome"
+            "hermes_approvals_total",
+            "Approvals answered, by outcome (approved, denied, expired).",
+            "toolset tool outcome",
         )
-        self.tool_calls = counter("hermes_tool_calls_total", "Tool calls.", "tool outcome")
+        self.tool_calls = counter("hermes_tool_calls_total", "Tool calls.", "toolset tool outcome")
         self.tool_duration = histogram(
-            "hermes_tool_duration_seconds", "Tool call duration.", "tool outcome", TOOL_BUCKETS
+            "hermes_tool_duration_seconds",
+            "Tool call duration.",
+            "toolset tool outcome",
+            TOOL_BUCKETS,
         )
+        self._toolsets: Mapping[str, str] = {}
+        """Tool name → toolset, for the tools runs may call."""
         self.compressions = counter(
             "hermes_context_compressions_total",
             "Context compressions (summary: a summary was written; prune: old outputs cut).",
@@ -241,7 +249,11 @@ class Metrics:
         )
 
     def start_at_zero(
-        self, *, models: Mapping[str, str], chains: Sequence[Sequence[str]], tools: Iterable[str]
+        self,
+        *,
+        models: Mapping[str, str],
+        chains: Sequence[Sequence[str]],
+        tools: Iterable[str],
     ) -> None:
         """Create now, at zero, the series alerts are written against: ``rate()`` needs a
         series before its first increment, and an absent series cannot be told from a healthy
@@ -259,8 +271,8 @@ class Metrics:
         for grace in ("answered", "empty", "interrupted", "error"):
             self.grace_calls.labels(grace)
         for tool in tools:
-            self.approvals.labels(tool, "approved")
-            self.approvals.labels(tool, "denied")
+            for decision in ApprovalDecision:
+                self.approvals.labels(self._toolset(tool), tool, decision.value)
         self._upstreams_at_zero(models, chains)
 
     def _upstreams_at_zero(
@@ -306,7 +318,8 @@ class Metrics:
             ):
                 pass
             case ApprovalResolved():
-                self.approvals.labels(event.name, "approved" if event.approved else "denied").inc()
+                tool = event.name
+                self.approvals.labels(self._toolset(tool), tool, event.decision.value).inc()
             case ModelCallStarted():
                 scratch = self._scratch(info, event.run_id)
                 scratch.calling = True
@@ -411,12 +424,20 @@ class Metrics:
         )
         return children
 
+    def name_toolsets(self, toolsets: Mapping[str, str]) -> None:
+        """Tool name → toolset for every tool runs may call: the ``toolset`` label of tool
+        series (a tool not named here counts under ``other``)."""
+        self._toolsets = dict(toolsets)
+
+    def _toolset(self, tool: str) -> str:
+        return self._toolsets.get(tool, OTHER)
+
     def _tool_finished(self, event: ToolFinished) -> None:
         # A made-up name is unbounded: only tools that exist name a series.
         tool = OTHER if event.outcome is ToolOutcome.NOT_FOUND else event.name
-        outcome = event.outcome.value
-        self.tool_calls.labels(tool, outcome).inc()
-        self.tool_duration.labels(tool, outcome).observe(event.duration_s)
+        labels = (self._toolset(tool), tool, event.outcome.value)
+        self.tool_calls.labels(*labels).inc()
+        self.tool_duration.labels(*labels).observe(event.duration_s)
 
     def _fallback(self, info: RunInfo, event: FallbackActivated) -> None:
         scratch = self._scratch(info, event.run_id)

@@ -5,16 +5,26 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel
 
+from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
 from server.auth import Principal, require_principal
 from server.errors import APIError
 from server.input_text import StrictJSONRoute
 from server.openapi import errors
-from server.services import Services
+from server.services import Profile, Services
 
 router = APIRouter(prefix="/v1", tags=["models"], route_class=StrictJSONRoute)
 
 # Fixed so that listings are stable between restarts (clients cache them).
 _CREATED = 1_767_225_600
+
+
+class ModelTools(BaseModel):
+    """What the agent behind a model can do (a hermes-server extension)."""
+
+    toolsets: list[str]
+    """The toolsets its runs have, e.g. ``files``, ``shell``, ``code``, ``memory``."""
+    tools: list[str]
+    """The server tools in them (the agent-level ones included), by name."""
 
 
 class Model(BaseModel):
@@ -24,6 +34,18 @@ class Model(BaseModel):
     owned_by: str = "hermes-server"
     name: str | None = None
     """A display name (Open WebUI shows it)."""
+    hermes: ModelTools | None = None
+
+
+def _model(profile: Profile) -> Model:
+    agent_level = [name for name in profile.toolsets if name in ALWAYS_ON_TOOLS]
+    return Model(
+        id=profile.id,
+        name=profile.description or None,
+        hermes=ModelTools(
+            toolsets=profile.toolsets, tools=sorted([*profile.tools.names, *agent_level])
+        ),
+    )
 
 
 class ModelList(BaseModel):
@@ -47,7 +69,7 @@ async def list_models(
 ) -> ModelList:
     """The agent profiles this server offers the caller, one model each."""
     profiles = [p for p in _services(request).profiles if principal.may_use(p.id)]
-    return ModelList(data=[Model(id=p.id, name=p.description or None) for p in profiles])
+    return ModelList(data=[_model(p) for p in profiles])
 
 
 @router.get(
@@ -64,4 +86,4 @@ async def get_model(
         raise APIError(
             404, f"The model '{model_id}' does not exist.", param="model", code="model_not_found"
         )
-    return Model(id=profile.id, name=profile.description or None)
+    return _model(profile)

@@ -35,6 +35,8 @@ class RunStatus(StrEnum):
     INCOMPLETE = "incomplete"
     FAILED = "failed"
     INTERRUPTED = "interrupted"
+    AWAITING_APPROVAL = "awaiting_approval"
+    """Ended with a question for a human; the next turn (or the approvals endpoint) goes on."""
 
     @property
     def finished(self) -> bool:
@@ -44,6 +46,7 @@ class RunStatus(StrEnum):
 STATUS_OF_EXIT = {
     ExitReason.COMPLETED: RunStatus.COMPLETED,
     ExitReason.AWAITING_CLIENT_TOOLS: RunStatus.COMPLETED,
+    ExitReason.AWAITING_APPROVAL: RunStatus.AWAITING_APPROVAL,
     ExitReason.INTERRUPTED: RunStatus.INTERRUPTED,
     ExitReason.BUDGET_EXHAUSTED: RunStatus.INCOMPLETE,
     ExitReason.TRUNCATED: RunStatus.INCOMPLETE,

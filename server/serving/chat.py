@@ -56,7 +56,7 @@ class ChatServing:
         agent.check(agent_request)
         completion_id = new_id("chatcmpl-")
         services.runs.admit(principal.name)
-        session_id = None
+        session_id = conversation = None
         if services.sessions is not None and not side_task:
             turn = await services.sessions.begin(
                 agent,
@@ -67,6 +67,7 @@ class ChatServing:
                 name=session_name,
             )
             agent_request, session_id = turn.request, turn.session_id
+            conversation = (owner, turn.conversation)
         run = start_run(
             services,
             agent,
@@ -76,6 +77,7 @@ class ChatServing:
             endpoint="chat.completions",
             completion_id=completion_id,
             session_id=session_id,
+            conversation=conversation,
         )
         headers = {"x-hermes-run-id": run.id}
         if session_id is not None:

@@ -4,7 +4,10 @@ names, and whose memory its agent uses."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import shutil
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import TypeVar
 
 from fastapi import Request
@@ -92,10 +95,20 @@ def start_run(
     endpoint: str,
     completion_id: str,
     session_id: str | None,
+    conversation: tuple[str, str] | None = None,
 ) -> Run:
-    """Start the run; if it cannot start, give back the session turn it was given."""
+    """Start the run; if it cannot start, give back the session turn it was given.
+
+    ``conversation`` (owner, session name) is where the run's workspace is kept; a run of no
+    conversation gets a workspace of its own, removed when it ends."""
+    temporary: Path | None = None
+    if profile.uses_workspace and request.workspace is None:
+        owner, name = conversation or (principal.name, f"run:{request.run_id or id(request)}")
+        workspace = services.workspace(owner, name)
+        request = dataclasses.replace(request, workspace=workspace)
+        temporary = workspace if conversation is None else None
     try:
-        return services.runs.start(
+        run = services.runs.start(
             agent,
             request,
             owner=principal.name,
@@ -109,6 +122,15 @@ def start_run(
         if services.sessions is not None and request.run_id is not None:
             services.sessions.abandon(request.run_id)
         raise
+    if temporary is not None and run.task is not None:
+        run.task.add_done_callback(lambda _: _remove_soon(temporary))
+    return run
+
+
+def _remove_soon(directory: Path) -> None:
+    """Remove a temporary workspace (in a worker thread: it may be large)."""
+    if directory.exists():
+        asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, directory, True)
 
 
 T = TypeVar("T")

@@ -93,7 +93,7 @@ class ResponsesServing:
         agent.check(agent_request)
         response_id, run_id = new_id("resp_"), new_id("run_")
         services.runs.admit(principal.name)
-        session_id, agent_request = await self._on_session(
+        session_id, conversation, agent_request = await self._on_session(
             body, agent, agent_request, owner, profile, run_id, previous
         )
         run = start_run(
@@ -105,6 +105,7 @@ class ResponsesServing:
             endpoint="responses",
             completion_id=response_id,
             session_id=session_id,
+            conversation=(owner, conversation) if conversation is not None else None,
         )
         shell = body.shell(
             response_id=response_id,
@@ -175,11 +176,12 @@ class ResponsesServing:
         profile: Profile,
         run_id: str,
         previous: StoredResponse | None,
-    ) -> tuple[str | None, AgentRequest]:
-        """The session the turn continues, as ``owner`` (the key, or a scope inside it)."""
+    ) -> tuple[str | None, str | None, AgentRequest]:
+        """The session the turn continues, as ``owner`` (the key, or a scope inside it); the
+        conversation (session name) it belongs to; the request on its transcript."""
         sessions = self.services.sessions
         if sessions is None:
-            return None, request
+            return None, None, request
         after = (
             SessionPoint(previous.session_id, previous.transcript_length)
             if previous is not None and previous.session_id is not None
@@ -188,8 +190,11 @@ class ResponsesServing:
         try:
             if not body.store:
                 if after is None:
-                    return None, request
-                return None, await sessions.peek_after(agent, request, owner=owner, after=after)
+                    return None, None, request
+                peeked, conversation = await sessions.peek_after(
+                    agent, request, owner=owner, after=after
+                )
+                return None, conversation, peeked
             turn = await sessions.begin_after(
                 agent, request, owner=owner, profile=profile.id, run_id=run_id, after=after
             )
@@ -200,7 +205,7 @@ class ResponsesServing:
                 param="previous_response_id",
                 code="previous_response_not_found",
             ) from exc
-        return turn.session_id, turn.request
+        return turn.session_id, turn.conversation, turn.request
 
     def _recorder(
         self,

@@ -35,6 +35,8 @@ LOCK_POLL_SECONDS = 0.05
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Turn:
     session_id: str
+    conversation: str
+    """The session's name, shared by its forks: what its workspace is kept under."""
     request: AgentRequest
     """The agent request on the session's full transcript."""
     forked_from: str | None = None
@@ -124,17 +126,18 @@ class SessionService:
 
     async def peek_after(
         self, agent: Agent, request: AgentRequest, *, owner: str, after: SessionPoint
-    ) -> AgentRequest:
+    ) -> tuple[AgentRequest, str]:
         """``request`` on the transcript of a stored session as it stood at ``after``, saving
-        nothing (a turn with ``store: false``). Raises :class:`LookupError` like
-        :meth:`begin_after`."""
+        nothing (a turn with ``store: false``), and the session's conversation. Raises
+        :class:`LookupError` like :meth:`begin_after`."""
         session = await self.store.sessions.get(owner, after.session_id)
         if session is None:
             raise LookupError(after.session_id)
         agent.freeze_prompt(session.system_prompt)
         stored = await self.store.sessions.messages(session.id)
         transcript = [m.message for m in stored[: after.position]] + _client_messages(request)
-        return dataclasses.replace(request, history=transcript, user_message=None)
+        peeked = dataclasses.replace(request, history=transcript, user_message=None)
+        return peeked, session.name or session.id
 
     async def _resume(
         self,
@@ -157,6 +160,7 @@ class SessionService:
         transcript = [stored.message for stored in base] + client
         return Turn(
             session_id=session_id,
+            conversation=session.name or session.id,
             request=_on_transcript(request, session_id, transcript),
             forked_from=forked_from,
         )
@@ -242,7 +246,11 @@ class SessionService:
         self.store.sessions.add_messages(
             session_id, 0, [StoredMessage(message, "client") for message in client]
         )
-        return Turn(session_id=session_id, request=_on_transcript(request, session_id, client))
+        return Turn(
+            session_id=session_id,
+            conversation=name or session_id,
+            request=_on_transcript(request, session_id, client),
+        )
 
     async def _continue(
         self,
@@ -272,6 +280,7 @@ class SessionService:
         transcript = base + list(found.new_messages)
         return Turn(
             session_id=session_id,
+            conversation=name,
             request=_on_transcript(request, session_id, transcript),
             forked_from=forked_from,
         )

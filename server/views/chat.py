@@ -53,6 +53,9 @@ from server.views.chat_wire import (
 )
 from server.views.progress import (
     UNFINISHED_TOOL_OUTPUT,
+    approval_line,
+    approval_progress,
+    approval_text,
     fallback_line,
     progress_status,
     status_line,
@@ -70,7 +73,8 @@ OPENWEBUI_OUTPUT_INDEX = 1_000_000
 
 def finish_reason_for(exit_reason: ExitReason) -> str:
     """``stop`` only for a clean completion; every unfinished ending says ``length``."""
-    if exit_reason is ExitReason.COMPLETED:
+    if exit_reason in (ExitReason.COMPLETED, ExitReason.AWAITING_APPROVAL):
+        # Awaiting approval, the answer is a question to the user: hermes.exit_reason says so.
         return "stop"
     if exit_reason is ExitReason.AWAITING_CLIENT_TOOLS:
         return "tool_calls"
@@ -168,14 +172,9 @@ class ChatStreamView:
                 return [self.chunk({"reasoning_content": fallback_line(event)})]
             case RetryScheduled() | BudgetWarning() | CompressionPerformed():
                 return self._status(event)
-            case (
-                ModelCallStarted()
-                | ToolCallGenerating()
-                | ApprovalRequested()
-                | ApprovalResolved()
-                | MessageAdded()
-                | StepFinished()
-            ):
+            case ApprovalRequested() | ApprovalResolved():
+                return self._approval(event)
+            case ModelCallStarted() | ToolCallGenerating() | MessageAdded() | StepFinished():
                 return []
             case _:
                 assert_never(event)
@@ -224,6 +223,20 @@ class ChatStreamView:
         if isinstance(inner, ToolFinished):
             return self._tool_finished(inner, prefix=prefix)
         return []
+
+    def _approval(self, event: ApprovalRequested | ApprovalResolved) -> list[ChatFrame]:
+        frames: list[ChatFrame] = [
+            self.chunk(
+                {
+                    "reasoning_content": approval_line(event),
+                    "hermes": {"type": "approval", **approval_progress(event)},
+                }
+            )
+        ]
+        if self.openwebui:
+            done = isinstance(event, ApprovalResolved)
+            frames.append(_status_frame(approval_text(event), done=done))
+        return frames
 
     def _status(
         self, event: RetryScheduled | BudgetWarning | CompressionPerformed

@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from hermes_core.events import (
+    ApprovalRequested,
+    ApprovalResolved,
     BudgetWarning,
     CompressionPerformed,
     FallbackActivated,
@@ -106,3 +108,36 @@ def status_line(event: StatusEvent) -> str:
 def fallback_line(event: FallbackActivated) -> str:
     """``↪ openai failed (rate_limit); continuing on anthropic``"""
     return f"↪ {event.from_provider} failed ({event.reason}); continuing on {event.to_provider}\n"
+
+
+def approval_progress(event: ApprovalRequested | ApprovalResolved) -> dict[str, Any]:
+    """The structured form of an approval step (without a ``type``)."""
+    if isinstance(event, ApprovalRequested):
+        return {
+            "phase": "requested",
+            "approval_id": event.approval_id,
+            "call_id": event.call_id,
+            "name": event.name,
+            "arguments": event.arguments,
+            "reason": event.reason,
+        }
+    return {
+        "phase": "resolved",
+        "approval_id": event.approval_id,
+        "call_id": event.call_id,
+        "name": event.name,
+        "decision": event.decision.value,
+    }
+
+
+def approval_text(event: ApprovalRequested | ApprovalResolved) -> str:
+    """``shell needs approval (deletes files recursively)`` / ``shell: approved``"""
+    if isinstance(event, ApprovalRequested):
+        return f"{event.name} needs approval ({event.reason})"
+    return f"{event.name}: {event.decision.value}"
+
+
+def approval_line(event: ApprovalRequested | ApprovalResolved) -> str:
+    """``? shell needs approval (…)`` or ``· shell: approved``"""
+    mark = "?" if isinstance(event, ApprovalRequested) else "·"
+    return f"{mark} {approval_text(event)}\n"

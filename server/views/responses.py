@@ -8,7 +8,10 @@ deltas → ``…done`` → ``output_item.done``), ``output_index`` being the ite
   tool step, status change or fallback, become ``reasoning`` items' summary text: server-run
   tools never appear as ``function_call`` items by default (agent SDK clients would run them).
   Tools the client declared do appear as real ``function_call`` items.
-- ``progress="events"`` adds structured ``hermes:tool_progress`` events (same sequence counter);
+- A server tool call left awaiting approval becomes a standard ``mcp_approval_request`` item
+  (``server_label: "hermes"``), answered by an ``mcp_approval_response`` input item.
+- ``progress="events"`` adds structured ``hermes:tool_progress`` and ``hermes:approval``
+  events (same sequence counter);
   ``progress="openwebui"`` adds Open WebUI's tool cards: a completed ``function_call`` item and
   its ``function_call_output`` item per server tool.
 
@@ -46,6 +49,7 @@ from hermes_core.events import (
     TextDelta,
     ToolCallGenerating,
     ToolFinished,
+    ToolOutcome,
     ToolProgress,
     ToolStarted,
 )
@@ -54,6 +58,8 @@ from server.errors import ErrorBody, run_failed
 from server.views.chat import hermes_summary
 from server.views.progress import (
     UNFINISHED_TOOL_OUTPUT,
+    approval_line,
+    approval_progress,
     fallback_line,
     status_line,
     subagent_prefix,
@@ -66,6 +72,8 @@ from server.views.response_items import MESSAGE, REASONING, Frame, OpenItem, Str
 
 Progress = Literal["reasoning", "events", "openwebui"]
 
+APPROVAL_SERVER_LABEL = "hermes"
+"""The ``server_label`` of approval requests for the server's own tools."""
 _OPENING_EVENTS = 2
 """``opening()`` always takes sequence numbers 0 and 1; ``handle()`` continues from here."""
 
@@ -110,6 +118,8 @@ class ResponsesView:
         """Open WebUI mode: ids of the server tool calls shown as cards awaiting their output."""
         self._next_sequence = _OPENING_EVENTS
         self._done = False
+        self._asked: dict[str, ApprovalRequested] = {}
+        """Approvals asked for, by call id: a call left awaiting one becomes an item."""
 
     # --- public surface ---------------------------------------------------------------------
 
@@ -174,12 +184,12 @@ class ResponsesView:
                 return self._line(status_line(event))
             case RunFinished():
                 return self._finished(event)
+            case ApprovalRequested() | ApprovalResolved():
+                return self._approval(event)
             case (
                 RunStarted()
                 | ModelCallStarted()
                 | ToolCallGenerating()
-                | ApprovalRequested()
-                | ApprovalResolved()
                 | MessageAdded()
                 | StepFinished()
             ):
@@ -203,8 +213,34 @@ class ResponsesView:
             frames += self._function_call(event.call_id, event.name, json.dumps(event.arguments))
         return frames
 
+    def _approval(self, event: ApprovalRequested | ApprovalResolved) -> list[Frame]:
+        if isinstance(event, ApprovalRequested):
+            self._asked[event.call_id] = event
+        frames = self._line(approval_line(event))
+        if self._progress == "events":
+            frames.append({"type": "hermes:approval", **approval_progress(event)})
+        return frames
+
+    def _approval_request(self, ask: ApprovalRequested) -> list[Frame]:
+        """The standard item a client answers with ``mcp_approval_response`` (the shape
+        OpenAI uses for its MCP tool, here for a server tool): added and done at once."""
+        frames = self._close_item()
+        item = {
+            "type": "mcp_approval_request",
+            "id": ask.approval_id,
+            "name": ask.name,
+            "arguments": json.dumps(ask.arguments),
+            "server_label": APPROVAL_SERVER_LABEL,
+        }
+        added = self._add_item(item)
+        done = {"type": "response.output_item.done", "output_index": added["output_index"]}
+        return [*frames, added, {**done, "item": copy.deepcopy(item)}]
+
     def _tool_finished(self, event: ToolFinished, *, prefix: str) -> list[Frame]:
         frames: list[Frame] = []
+        ask = self._asked.get(event.call_id)
+        if event.outcome is ToolOutcome.AWAITING_APPROVAL and ask is not None and not prefix:
+            frames += self._approval_request(ask)
         if self._progress == "openwebui" and not prefix and event.call_id in self._cards:
             self._cards.remove(event.call_id)
             frames += self._function_call_output(event.call_id, tool_output_text(event))
@@ -241,7 +277,11 @@ class ResponsesView:
         """Set the final status (and its details); return the terminal event's type."""
         response = self._response
         match end.exit_reason:
-            case ExitReason.COMPLETED | ExitReason.AWAITING_CLIENT_TOOLS:
+            case (
+                ExitReason.COMPLETED
+                | ExitReason.AWAITING_CLIENT_TOOLS
+                | ExitReason.AWAITING_APPROVAL
+            ):
                 response["status"] = "completed"
                 response["completed_at"] = (
                     self.completed_at if self.completed_at is not None else int(time.time())

@@ -26,6 +26,16 @@ async def test_models_lists_every_agent_profile(client: openai.AsyncOpenAI) -> N
     assert (models[0].model_extra or {})["name"] == "Hermes test agent"
 
 
+async def test_a_model_shows_what_its_agent_can_do(client: openai.AsyncOpenAI) -> None:
+    model = await client.models.retrieve("hermes-agent")
+    tools = (model.model_extra or {})["hermes"]
+    assert tools["toolsets"] == ["todo", "memory", "session_search", "delegate_task"]
+    # The test profile's own tools, and the agent-level ones every run has.
+    assert tools["tools"] == sorted(
+        ["lookup", "wait", "todo", "memory", "session_search", "delegate_task"]
+    )
+
+
 async def test_retrieving_an_unknown_model_is_a_404_model_not_found(
     client: openai.AsyncOpenAI,
 ) -> None:

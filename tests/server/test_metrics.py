@@ -516,6 +516,7 @@ def _finished(
 
 async def test_observe_counts_a_whole_run_from_literal_events() -> None:
     metrics, run = Metrics(runtime_metrics=False), _info()
+    metrics.name_toolsets({"lookup": "files"})
     make, child = _events("run_1"), _events("run_child")
 
     def sub(event: AgentEvent) -> SubagentEvent:
@@ -585,11 +586,18 @@ async def test_observe_counts_a_whole_run_from_literal_events() -> None:
     assert value("hermes_llm_input_tokens_total", **a) == 7
     assert value("hermes_llm_prompt_cache_total", **b, result="hit") == 1
     assert value("hermes_llm_prompt_cache_total", **a, result="miss") == 1
-    assert value("hermes_tool_calls_total", tool="lookup", outcome="success") == 1
-    assert value("hermes_tool_calls_total", tool="lookup", outcome="timeout") == 1
-    assert value("hermes_tool_calls_total", tool="lookup", outcome="denied") == 1
-    assert value("hermes_tool_calls_total", tool="lookup", outcome="cancelled") == 1
-    assert value("hermes_tool_calls_total", tool="other", outcome="not_found") == 1
+    lookup = {"toolset": "files", "tool": "lookup"}
+    for outcome in ("success", "timeout", "denied", "cancelled"):
+        assert value("hermes_tool_calls_total", **lookup, outcome=outcome) == 1
+    unknown = {"toolset": "other", "tool": "other", "outcome": "not_found"}
+    assert value("hermes_tool_calls_total", **unknown) == 1
+    assert value("hermes_tool_calls_total", toolset="files", tool="lookup", outcome="success") == 1
+    assert value("hermes_tool_calls_total", toolset="files", tool="lookup", outcome="timeout") == 1
+    assert value("hermes_tool_calls_total", toolset="files", tool="lookup", outcome="denied") == 1
+    assert (
+        value("hermes_tool_calls_total", toolset="files", tool="lookup", outcome="cancelled") == 1
+    )
+    assert value("hermes_tool_calls_total", toolset="other", tool="other", outcome="not_found") == 1
     # The child's run is part of the parent's: one run finished, the parent's warning only.
     assert value("hermes_runs_finished_total", endpoint=CHAT, exit_reason="completed") is None
     assert value("hermes_runs_finished_total", endpoint=CHAT, exit_reason="interrupted") == 1

@@ -20,8 +20,6 @@ from openai.types.responses import Response, ResponseStreamEvent
 
 from hermes_core.events import (
     AgentEvent,
-    ApprovalRequested,
-    ApprovalResolved,
     BudgetWarning,
     ClientToolCallsPending,
     CompressionPerformed,
@@ -392,8 +390,6 @@ def test_events_that_change_nothing_visible_produce_no_frames() -> None:
         RunStarted(run_id=RUN, seq=0, task_id="t", model="m", provider="p", budget=10),
         ModelCallStarted(run_id=RUN, seq=1, iteration=1, provider="p", model="m"),
         ToolCallGenerating(run_id=RUN, seq=2, index=0, call_id="c", name="n", arguments_delta="{"),
-        ApprovalRequested(run_id=RUN, seq=3, call_id="c", name="n", reason="risky"),
-        ApprovalResolved(run_id=RUN, seq=4, call_id="c", name="n", approved=True),
         MessageAdded(run_id=RUN, seq=5, index=0, message={"role": "assistant", "content": "x"}),
         StepFinished(
             run_id=RUN,

@@ -22,7 +22,7 @@ from hermes_core.events import (
 )
 from hermes_core.memory_stores import InMemoryMemoryStore, InMemorySessionIndex, InMemoryTodoStore
 from hermes_core.providers.base import ToolSchema
-from hermes_core.tools.registry import Tool, ToolCallRequest, ToolContext, ToolRegistry
+from hermes_core.tools.registry import ApprovalAsk, Tool, ToolContext, ToolRegistry
 from server.simulator import Fault, Reply, SimulatorServer, Step
 from tests.hermes_core.agent.conftest import (
     ProviderFor,
@@ -223,8 +223,8 @@ async def test_an_approved_dangerous_action_runs(
     deleted: list[str] = []
     asked: list[tuple[str, str]] = []
 
-    async def approve(request: ToolCallRequest, reason: str) -> bool:
-        asked.append((request.name, reason))
+    async def approve(ask: ApprovalAsk) -> bool:
+        asked.append((ask.call.name, ask.reason))
         return True
 
     script(

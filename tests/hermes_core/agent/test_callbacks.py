@@ -11,6 +11,7 @@ import pytest
 from hermes_core.agent.callbacks import AgentCallbacks
 from hermes_core.events import (
     AgentEvent,
+    ApprovalDecision,
     ApprovalRequested,
     ApprovalResolved,
     BudgetWarning,
@@ -78,7 +79,14 @@ RUN_FINISHED = RunFinished(
     model_calls=3,
 )
 SILENT_EVENTS: list[AgentEvent] = [
-    ApprovalResolved(run_id="r", seq=1, call_id="c1", name="read_file", approved=True),
+    ApprovalResolved(
+        run_id="r",
+        seq=1,
+        approval_id="apr_1",
+        call_id="c1",
+        name="read_file",
+        decision=ApprovalDecision.APPROVED,
+    ),
     MessageAdded(run_id="r", seq=2, index=0, message={"role": "user", "content": "hi"}),
     ClientToolCallsPending(run_id="r", seq=3, tool_calls=[]),
 ]
@@ -206,7 +214,15 @@ async def test_lifecycle_events_go_to_the_status_callback() -> None:
             messages=[{"role": "user", "content": "summary"}],
             summarised=True,
         ),
-        ApprovalRequested(run_id="r", seq=4, call_id="c1", name="rm", reason="deletes files"),
+        ApprovalRequested(
+            run_id="r",
+            seq=4,
+            approval_id="apr_1",
+            call_id="c1",
+            name="rm",
+            arguments={},
+            reason="deletes files",
+        ),
         RUN_FINISHED,
     ]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 from collections.abc import Sequence
@@ -26,7 +27,9 @@ from hermes_core.tools.executor import (
     ToolExecutor,
 )
 from hermes_core.tools.registry import (
+    ApprovalAsk,
     ApprovalCallback,
+    ApprovalVerdict,
     Tool,
     ToolCallRequest,
     ToolContext,
@@ -480,8 +483,20 @@ def _deleter(ran: list[str]) -> Tool:
     return _tool("rm", rm, needs_approval=check)
 
 
-def _approval_events(recorder: Recorder) -> list[AgentEvent]:
-    return [e for e in recorder.events if isinstance(e, ApprovalRequested | ApprovalResolved)]
+def _approval_events(recorder: Recorder) -> list[tuple[str, ...]]:
+    """The approval events, as (kind, call, tool, reason or decision); both of one call name
+    the same approval."""
+    events = [e for e in recorder.events if isinstance(e, ApprovalRequested | ApprovalResolved)]
+    assert len({e.approval_id for e in events}) <= 1
+    return [
+        (e.kind, e.call_id, e.name, e.reason)
+        if isinstance(e, ApprovalRequested)
+        else (e.kind, e.call_id, e.name, e.decision.value)
+        for e in events
+    ]
+
+
+ASKED = ("approval_requested", "a", "rm", "deletes files")
 
 
 async def test_a_call_needing_approval_without_an_approver_is_denied() -> None:
@@ -499,20 +514,17 @@ async def test_a_call_needing_approval_without_an_approver_is_denied() -> None:
     assert _stable(results) == [
         CallResult(call_id="a", name="rm", content=denial, outcome=ToolOutcome.DENIED, error=denial)
     ]
-    assert _approval_events(recorder) == [
-        ApprovalRequested(run_id="r", seq=1, call_id="a", name="rm", reason="deletes files"),
-        ApprovalResolved(run_id="r", seq=2, call_id="a", name="rm", approved=False),
-    ]
+    assert _approval_events(recorder) == [ASKED, ("approval_resolved", "a", "rm", "denied")]
 
 
 async def test_an_approver_saying_yes_lets_the_call_run() -> None:
     ran: list[str] = []
-    asked: list[tuple[ToolCallRequest, str]] = []
+    asked: list[ApprovalAsk] = []
     tool = _deleter(ran)
     recorder = Recorder()
 
-    def approve(request: ToolCallRequest, reason: str) -> bool:
-        asked.append((request, reason))
+    def approve(ask: ApprovalAsk) -> bool:
+        asked.append(ask)
         return True
 
     executor = _executor(recorder, tool, approval_callback=approve)
@@ -520,7 +532,7 @@ async def test_an_approver_saying_yes_lets_the_call_run() -> None:
 
     assert ran == ["/home"]
     assert [(r.content, r.ok) for r in results] == [("deleted", True)]
-    assert asked == [
+    assert [(ask.call, ask.reason) for ask in asked] == [
         (
             ToolCallRequest(
                 call_id="a", name="rm", arguments={"path": "/home"}, run_id="r", task_id="t"
@@ -528,10 +540,8 @@ async def test_an_approver_saying_yes_lets_the_call_run() -> None:
             "deletes files",
         )
     ]
-    assert _approval_events(recorder) == [
-        ApprovalRequested(run_id="r", seq=1, call_id="a", name="rm", reason="deletes files"),
-        ApprovalResolved(run_id="r", seq=2, call_id="a", name="rm", approved=True),
-    ]
+    assert asked[0].approval_id.startswith("apr_")
+    assert _approval_events(recorder) == [ASKED, ("approval_resolved", "a", "rm", "approved")]
 
 
 async def test_an_approver_saying_no_denies_the_call() -> None:
@@ -539,7 +549,7 @@ async def test_an_approver_saying_no_denies_the_call() -> None:
     tool = _deleter(ran)
     recorder = Recorder()
 
-    async def refuse(request: ToolCallRequest, reason: str) -> bool:
+    async def refuse(ask: ApprovalAsk) -> bool:
         return False
 
     executor = _executor(recorder, tool, approval_callback=refuse)
@@ -550,22 +560,64 @@ async def test_an_approver_saying_no_denies_the_call() -> None:
         CallResult(
             call_id="a",
             name="rm",
-            content="Denied by the user: rm (deletes files). Choose another way.",
+            content=REFUSED,
             outcome=ToolOutcome.DENIED,
-            error="Denied by the user: rm (deletes files). Choose another way.",
+            error=REFUSED,
         )
     ]
-    assert _approval_events(recorder) == [
-        ApprovalRequested(run_id="r", seq=1, call_id="a", name="rm", reason="deletes files"),
-        ApprovalResolved(run_id="r", seq=2, call_id="a", name="rm", approved=False),
-    ]
+    assert _approval_events(recorder) == [ASKED, ("approval_resolved", "a", "rm", "denied")]
+
+
+REFUSED = "Denied by the user: rm (deletes files) did not run. Choose another way."
+
+
+async def test_an_expired_approval_is_told_as_such_and_the_call_does_not_run() -> None:
+    ran: list[str] = []
+    tool = _deleter(ran)
+    recorder = Recorder()
+    executor = _executor(recorder, tool, approval_callback=lambda ask: ApprovalVerdict.EXPIRED)
+
+    results = await executor.run_batch([_planned("a", tool, path="/home")])
+
+    assert ran == []
+    assert results[0].outcome is ToolOutcome.DENIED
+    assert "nobody answered in time, so it did not run" in results[0].content
+    assert _approval_events(recorder) == [ASKED, ("approval_resolved", "a", "rm", "expired")]
+
+
+async def test_a_deferred_approval_leaves_the_call_waiting_and_remembered() -> None:
+    ran: list[str] = []
+    tool = _deleter(ran)
+    recorder = Recorder()
+    executor = _executor(recorder, tool, approval_callback=lambda ask: ApprovalVerdict.DEFERRED)
+
+    results = await executor.run_batch([_planned("a", tool, path="/home")])
+
+    assert ran == []
+    assert results[0].outcome is ToolOutcome.AWAITING_APPROVAL
+    assert results[0].content.startswith("Not run yet: this call waits for the user's approval")
+    assert _approval_events(recorder) == [ASKED]  # resolved by a later run, not this one
+    waiting = executor.take_deferred()
+    assert [(ask.call.call_id, ask.reason) for ask in waiting] == [("a", "deletes files")]
+    assert executor.take_deferred() == []
+
+
+async def test_an_approved_call_runs_without_asking_again() -> None:
+    ran: list[str] = []
+    tool = _deleter(ran)
+    recorder = Recorder()
+    planned = dataclasses.replace(_planned("a", tool, path="/home"), approved=True)
+
+    results = await _executor(recorder, tool).run_batch([planned])
+
+    assert (ran, [r.ok for r in results], _approval_events(recorder)) == (["/home"], [True], [])
 
 
 async def test_an_approver_that_raises_denies_the_call() -> None:
     ran: list[str] = []
     tool = _deleter(ran)
 
-    def explode(request: ToolCallRequest, reason: str) -> bool:
+    def explode(ask: ApprovalAsk) -> bool:
         raise RuntimeError("approver is down")
 
     executor = _executor(Recorder(), tool, approval_callback=explode)
@@ -581,8 +633,8 @@ async def test_a_call_that_needs_no_approval_asks_nobody() -> None:
     tool = _deleter(ran)
     recorder = Recorder()
 
-    def approve(request: ToolCallRequest, reason: str) -> bool:
-        asked.append(reason)
+    def approve(ask: ApprovalAsk) -> bool:
+        asked.append(ask.reason)
         return True
 
     executor = _executor(recorder, tool, approval_callback=approve)

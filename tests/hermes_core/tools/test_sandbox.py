@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_core.tools.commands import command_tools, dangerous, describe_result
+from hermes_core.tools.commands import code_tool, dangerous, describe_result
 from hermes_core.tools.registry import ToolContext
 from hermes_core.tools.sandbox import (
     SandboxLimits,
@@ -89,12 +89,12 @@ async def test_a_command_runs_in_its_workspace_and_its_files_stay(workspace: Pat
 
 async def test_python_runs_and_sees_the_workspace(workspace: Path) -> None:
     put(workspace / "data.csv", "a,1\nb,2\n")
-    _, code_tool = command_tools(limits=LIMITS, policy=POLICY)
+    tool = code_tool(limits=LIMITS, policy=POLICY)
     context = ToolContext(
         run_id="r", task_id="t", call_id="c", is_interrupted=lambda: False, workspace=workspace
     )
     source = "import csv\nprint(sum(int(r[1]) for r in csv.reader(open('data.csv'))))"
-    result = await code_tool.handler({"code": source}, context)
+    result = await tool.handler({"code": source}, context)
     assert result.startswith("[exit code 0; ")
     assert result.endswith("\n3")
 

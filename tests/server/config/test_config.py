@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_core.agent.builtins import ALWAYS_ON_TOOLS
+from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
 from server.bootstrap import build_services
 from server.config import (
     SIMULATOR_PROVIDER,
@@ -47,7 +47,7 @@ profiles:
     providers: [claude, gateway]
     auxiliary_providers: [gateway]
     instructions: Be brief.
-    tools: [web_search, todo]
+    tools: [files, todo]
     max_iterations: 40
     cache_ttl: 1h
   - id: hermes-webui
@@ -174,7 +174,7 @@ def test_file_with_two_providers_a_fallback_chain_and_two_profiles(tmp_path: Pat
     assert webui is not None
     assert [p.name for p in config.chain(agent)] == ["claude", "gateway"]
     assert [p.name for p in config.chain(agent, auxiliary=True)] == ["gateway"]
-    assert agent.enabled_tools == (*ALWAYS_ON_TOOLS, "web_search")
+    assert agent.enabled_tools == (*ALWAYS_ON_TOOLS, "files")
     assert (agent.cache_ttl, agent.max_iterations, agent.openwebui) == ("1h", 40, False)
     assert agent.agent_config().instructions == "Be brief."
     assert [p.name for p in config.chain(webui, auxiliary=True)] == ["gateway"]
@@ -315,6 +315,18 @@ def test_the_data_dir_moves_the_default_database(tmp_path: Path) -> None:
             "profiles[0].id: must start with a letter or digit and hold only letters",
         ),
         ("- just\n- a list\n", "the top level must be a mapping"),
+        (
+            "profiles: [{id: x, providers: [simulator], tools: [files, browser]}]\n",
+            "profiles[0].tools: unknown toolset 'browser' (known: files, shell, code,",
+        ),
+        (
+            "profiles: [{id: x, providers: [simulator], approvals: {memory: always}}]\n",
+            "profiles[0].approvals: unknown toolset 'memory' (approvals apply to: files, shell",
+        ),
+        (
+            "profiles: [{id: x, providers: [simulator], approvals: {shell: sometimes}}]\n",
+            "profiles[0].approvals.shell: Input should be 'never', 'dangerous' or 'always'",
+        ),
         (
             "server: {api_keys: [{key: k-0123456789, profiles: [nope]}]}\n",
             "server.api_keys[0].profiles[0]: unknown profile 'nope' (defined: hermes-agent)",

@@ -1,0 +1,156 @@
+"""The toolsets a profile may enable, what each needs to work, and how to build them.
+
+A profile names toolsets (``tools: [files, shell, code]``), not single tools: a toolset is the
+unit a user reasons about ("may it run commands?") and the unit approvals and metrics are kept
+by. The agent-level toolsets (todo, memory, session_search, delegate_task) are always on: the
+loop builds them per run (see ``agent/builtins.py``); they are listed here so that a profile
+naming them is understood and a listing shows them.
+
+A toolset whose requirement is missing on this machine (``shell`` and ``code`` need the
+sandbox) is not built; :func:`build_toolsets` says why, for the log and ``check-config``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
+from hermes_core.tools.commands import code_tool, shell_tool
+from hermes_core.tools.files import file_tools
+from hermes_core.tools.registry import Tool, ToolRegistry
+from hermes_core.tools.sandbox import SandboxLimits, SandboxPolicy, sandbox_unavailable_reason
+
+ApprovalPolicy = Literal["never", "dangerous", "always"]
+"""When a toolset's calls wait for a human: never; when a call matches the documented danger
+patterns (``tools/commands.py``); or on every call that acts."""
+WORKSPACE_TOOLSETS = frozenset({"files", "shell", "code"})
+"""Toolsets that act on the conversation's workspace."""
+AGENT_TOOLSET = "agent"
+"""The toolset the agent-level tools are counted under."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolsetOptions:
+    """How a profile's toolsets are set up."""
+
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+    policy: SandboxPolicy = field(default_factory=SandboxPolicy)
+    approvals: dict[str, ApprovalPolicy] = field(default_factory=dict)
+    """Toolset name → policy; a toolset not named gets its ``default_approval``."""
+
+    def approval(self, toolset: Toolset) -> ApprovalPolicy:
+        return self.approvals.get(toolset.name, toolset.default_approval)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Toolset:
+    name: str
+    description: str
+    build: Callable[[Toolset, ToolsetOptions], list[Tool]] | None = None
+    """None for the agent-level toolsets, which the loop builds per run."""
+    needs_sandbox: bool = False
+    default_approval: ApprovalPolicy = "never"
+
+    @property
+    def always_on(self) -> bool:
+        return self.build is None
+
+    def missing(self, options: ToolsetOptions) -> str | None:
+        """Why this toolset cannot work here, or None."""
+        if self.needs_sandbox and not options.policy.unsandboxed:
+            return sandbox_missing()
+        return None
+
+
+_sandbox_checked: list[str | None] = []
+
+
+def sandbox_missing() -> str | None:
+    """Why the sandbox cannot run here, or None; probed once per process (it starts bwrap)."""
+    if not _sandbox_checked:
+        _sandbox_checked.append(sandbox_unavailable_reason())
+    return _sandbox_checked[0]
+
+
+def _files(toolset: Toolset, options: ToolsetOptions) -> list[Tool]:
+    return file_tools(approval=options.approval(toolset))
+
+
+def _shell(toolset: Toolset, options: ToolsetOptions) -> list[Tool]:
+    approval = options.approval(toolset)
+    return [shell_tool(limits=options.limits, policy=options.policy, approval=approval)]
+
+
+def _code(toolset: Toolset, options: ToolsetOptions) -> list[Tool]:
+    approval = options.approval(toolset)
+    return [code_tool(limits=options.limits, policy=options.policy, approval=approval)]
+
+
+TOOLSETS: dict[str, Toolset] = {
+    toolset.name: toolset
+    for toolset in (
+        Toolset(
+            name="files",
+            description="read, write, edit, list and search the conversation's files",
+            build=_files,
+        ),
+        Toolset(
+            name="shell",
+            description="run bash commands in the sandbox, in the conversation's workspace",
+            build=_shell,
+            needs_sandbox=True,
+            default_approval="dangerous",
+        ),
+        Toolset(
+            name="code",
+            description="run Python snippets in the sandbox, in the conversation's workspace",
+            build=_code,
+            needs_sandbox=True,
+            default_approval="dangerous",
+        ),
+        *(Toolset(name=name, description="agent-level, always on") for name in ALWAYS_ON_TOOLS),
+    )
+}
+"""Every toolset a profile may name, by name."""
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltToolsets:
+    registry: ToolRegistry
+    """The tools of the toolsets that could be built."""
+    active: list[str]
+    """The toolsets on, agent-level ones included, in catalogue order."""
+    unavailable: dict[str, str]
+    """Toolset → why it stays off."""
+
+    def toolset_of(self) -> dict[str, str]:
+        """Tool name → toolset name, for every tool a run of this profile may call."""
+        names = {tool.name: tool.toolset for tool in self.registry.tools()}
+        return {**dict.fromkeys(ALWAYS_ON_TOOLS, AGENT_TOOLSET), **names}
+
+
+def build_toolsets(names: Iterable[str], options: ToolsetOptions) -> BuiltToolsets:
+    """The registry of the toolsets ``names`` (unknown names raise ``KeyError``)."""
+    wanted = set(names)
+    for name in wanted:
+        if name not in TOOLSETS:
+            raise KeyError(name)
+    tools: list[Tool] = []
+    active: list[str] = []
+    unavailable: dict[str, str] = {}
+    for toolset in TOOLSETS.values():
+        if toolset.always_on:
+            active.append(toolset.name)
+            continue
+        if toolset.name not in wanted:
+            continue
+        reason = toolset.missing(options)
+        if reason is not None:
+            unavailable[toolset.name] = reason
+            continue
+        assert toolset.build is not None
+        tools += toolset.build(toolset, options)
+        active.append(toolset.name)
+    return BuiltToolsets(ToolRegistry(tools), active, unavailable)

@@ -1,0 +1,240 @@
+"""Approvals over HTTP: how a run's question reaches a person, and how the answer comes back.
+
+A tool call that needs approval (see the profile's ``approvals`` policy) is recorded in the
+store and then either
+
+- *waits in place*, when the request asked for it (``X-Hermes-Approval-Wait: <seconds>``):
+  the run pauses, ``GET /v1/runs/{id}`` lists the request, and
+  ``POST /v1/runs/{id}/approvals/{approval_id}`` answers it; nobody answering in time is a
+  denial the model is told about; or
+- *ends the run* (the default): the run finishes with ``awaiting_approval`` and a question,
+  and the conversation's next turn carries the answer — a chat user's "approve" / "deny", a
+  Responses ``mcp_approval_response`` item, or an answer posted to the endpoint, which then
+  goes on at once in a run of its own.
+
+Approving "for this session" is a standing grant: later calls of that tool in the same
+conversation run without asking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from hermes_core.agent import AgentRequest
+from hermes_core.agent.config import ApprovalAnswer
+from hermes_core.events import ApprovalDecision
+from hermes_core.persistence import ApprovalRecord, Store
+from hermes_core.persistence.approvals import ApprovalScope, ApprovalStatus
+from hermes_core.tools.registry import ApprovalAsk, ApprovalCallback, ApprovalVerdict
+from server.errors import APIError
+
+log = logging.getLogger("hermes.approvals")
+
+WAIT_HEADER = "x-hermes-approval-wait"
+"""``X-Hermes-Approval-Wait: <seconds>``: a call needing approval pauses the run that long for
+an answer through the approvals endpoint, instead of ending the run."""
+
+Verdict = tuple[ApprovalStatus, ApprovalScope]
+
+_WORDS = re.compile(r"[a-z]+")
+_YES = frozenset({"approve", "approved", "yes", "y", "ok", "okay", "allow", "sure"})
+_SESSION = ("session", "always", "conversation", "all")
+
+
+def parse_spoken_answer(text: str) -> Verdict:
+    """A person's answer in words ("approve", "approve for this session", "deny", anything
+    else) as a verdict: only a clear yes approves; anything else is a refusal."""
+    words = _WORDS.findall(text.lower())
+    if not words or words[0] not in _YES or len(words) > 8:
+        return "denied", "once"
+    scope: ApprovalScope = "session" if any(w in _SESSION for w in words) else "once"
+    return "approved", scope
+
+
+def wait_seconds_of(request: Request, limit: float) -> float:
+    """How long the request lets a call wait for an approval in place (0: end the run)."""
+    raw = request.headers.get(WAIT_HEADER, "").strip()
+    if not raw:
+        return 0.0
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= limit:
+        raise APIError(
+            400,
+            f"The {WAIT_HEADER} header must be a number of seconds from 0 to {limit:g}.",
+            param=WAIT_HEADER,
+        )
+    return seconds
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Asker:
+    """Who a run's approvals are asked for, and where they are kept."""
+
+    owner: str
+    """The key's principal: who may answer."""
+    conversation: tuple[str, str] | None
+    """(owner, name) of the conversation: where a standing grant applies and where the next
+    turn looks for the answer. None: the run has no conversation."""
+    session_id: str | None
+    profile: str
+    wait_seconds: float
+
+
+class ApprovalDesk:
+    """The server's approvals: the runs waiting in place, and the rules every run follows."""
+
+    def __init__(self, *, expiry_seconds: float = 900.0) -> None:
+        self.expiry_seconds = expiry_seconds
+        """How long a request stays answerable; after that it is a denial."""
+        self._waiting: dict[str, asyncio.Future[Verdict]] = {}
+
+    def approver(self, store: Store | None, asker: Asker) -> ApprovalCallback | None:
+        """The approval callback of one run; None when nobody could ever answer (no store,
+        or neither a conversation to answer in nor time to wait): such a call is refused."""
+        if store is None or (asker.conversation is None and asker.wait_seconds <= 0):
+            return None
+
+        async def decide(ask: ApprovalAsk) -> ApprovalVerdict:
+            return await self._decide(store, asker, ask)
+
+        return decide
+
+    async def _decide(self, store: Store, asker: Asker, ask: ApprovalAsk) -> ApprovalVerdict:
+        conversation = asker.conversation
+        if conversation is not None and await store.approvals.granted(
+            conversation[0], conversation[1], ask.call.name
+        ):
+            return ApprovalVerdict.APPROVED
+        now = time.time()
+        wait = min(asker.wait_seconds, self.expiry_seconds)
+        store.approvals.add(
+            ApprovalRecord(
+                id=ask.approval_id,
+                owner=asker.owner,
+                conversation_owner=conversation[0] if conversation else asker.owner,
+                conversation=conversation[1] if conversation else "",
+                session_id=asker.session_id,
+                run_id=ask.call.run_id,
+                profile=asker.profile,
+                call_id=ask.call.call_id,
+                tool=ask.call.name,
+                toolset=ask.toolset,
+                arguments=ask.call.arguments,
+                reason=ask.reason,
+                status="pending",
+                scope="once",
+                created_at=now,
+                expires_at=now + (wait if wait > 0 else self.expiry_seconds),
+            )
+        )
+        if wait <= 0:
+            return ApprovalVerdict.DEFERRED
+        return await self._wait(store, ask, wait)
+
+    async def _wait(self, store: Store, ask: ApprovalAsk, seconds: float) -> ApprovalVerdict:
+        future: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
+        self._waiting[ask.approval_id] = future
+        try:
+            status, _ = await asyncio.wait_for(asyncio.shield(future), seconds)
+        except TimeoutError:
+            status = "expired"
+            await store.approvals.decide(ask.approval_id, "expired", now=time.time())
+        finally:
+            self._waiting.pop(ask.approval_id, None)
+        # Acted on here, in this run: the conversation's next turn has nothing to settle.
+        await store.approvals.claim([ask.approval_id], ask.call.run_id)
+        return ApprovalVerdict(status)
+
+    def waiting(self, approval_id: str) -> bool:
+        """Whether a run is paused on this approval in this process."""
+        return approval_id in self._waiting
+
+    def hand_over(self, approval_id: str, verdict: Verdict) -> bool:
+        """Give a paused run its answer (already recorded); False if none waits for it."""
+        future = self._waiting.get(approval_id)
+        if future is None or future.done():
+            return False
+        future.set_result(verdict)
+        return True
+
+
+async def settle_open_approvals(
+    store: Store | None,
+    request: AgentRequest,
+    *,
+    conversation: tuple[str, str],
+    run_id: str,
+    forked: bool,
+    answers: Mapping[str, bool],
+    spoken: str,
+) -> AgentRequest:
+    """``request`` carrying the answers to what the conversation's last run left awaiting
+    approval: ``answers`` (approval id → approve) where given, else the person's words
+    ``spoken``; unanswered requests past their time are expired. A turn that forked the
+    conversation (the person went back) drops them: they belonged to the abandoned branch."""
+    if store is None:
+        return request
+    records = await store.approvals.open(*conversation)
+    if not records:
+        return request
+    now = time.time()
+    settled: list[ApprovalAnswer] = []
+    spoken_verdict = parse_spoken_answer(spoken)
+    for record in records:
+        status, scope = record.status, record.scope
+        if status == "pending":
+            if forked or record.expired_at(now):
+                status, scope = "expired", "once"
+            elif record.id in answers:
+                status, scope = ("approved" if answers[record.id] else "denied"), "once"
+            else:
+                status, scope = spoken_verdict
+            await store.approvals.decide(record.id, status, now=now, scope=scope)
+        if not forked:
+            settled.append(_answer(record, status))
+    await store.approvals.claim([record.id for record in records], run_id)
+    if not settled:
+        return request
+    return dataclasses.replace(request, approvals=tuple(settled))
+
+
+def _answer(record: ApprovalRecord, status: ApprovalStatus) -> ApprovalAnswer:
+    return ApprovalAnswer(
+        approval_id=record.id,
+        name=record.tool,
+        arguments=record.arguments,
+        reason=record.reason,
+        decision=ApprovalDecision(status if status != "pending" else "expired"),
+    )
+
+
+def approval_object(record: ApprovalRecord, *, now: float | None = None) -> dict[str, object]:
+    """An approval as ``GET /v1/runs/{id}`` and the approvals endpoint show it."""
+    now = time.time() if now is None else now
+    status = "expired" if record.expired_at(now) else record.status
+    return {
+        "id": record.id,
+        "object": "hermes.approval",
+        "run_id": record.run_id,
+        "call_id": record.call_id,
+        "tool": record.tool,
+        "toolset": record.toolset,
+        "arguments": record.arguments,
+        "reason": record.reason,
+        "status": status,
+        "scope": record.scope,
+        "created_at": int(record.created_at),
+        "expires_at": int(record.expires_at),
+        "decided_at": int(record.decided_at) if record.decided_at is not None else None,
+    }
