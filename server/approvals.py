@@ -9,8 +9,8 @@ store and then either
   denial the model is told about; or
 - *ends the run* (the default): the run finishes with ``awaiting_approval`` and a question,
   and the conversation's next turn carries the answer — a chat user's "approve" / "deny", a
-  Responses ``mcp_approval_response`` item, or an answer posted to the endpoint, which then
-  goes on at once in a run of its own.
+  Responses ``mcp_approval_response`` item, or an answer posted to the endpoint beforehand
+  (recorded, and acted on when the next turn arrives).
 
 Approving "for this session" is a standing grant: later calls of that tool in the same
 conversation run without asking.
@@ -217,6 +217,50 @@ def _answer(record: ApprovalRecord, status: ApprovalStatus) -> ApprovalAnswer:
         reason=record.reason,
         decision=ApprovalDecision(status if status != "pending" else "expired"),
     )
+
+
+async def answer_pending(
+    store: Store | None,
+    desk: ApprovalDesk,
+    *,
+    owner: str,
+    run_id: str,
+    approval_id: str,
+    approve: bool,
+    scope: ApprovalScope,
+) -> ApprovalRecord:
+    """Record ``owner``'s answer to a pending approval of ``run_id`` and hand it to the run
+    paused on it, if one is; the approval as it now stands. 404 for an approval that is not
+    the owner's or not that run's; 409 for one already answered or expired."""
+    record = await store.approvals.get(owner, approval_id) if store is not None else None
+    if store is None or record is None or record.run_id != run_id:
+        raise APIError(
+            404,
+            f"Run '{run_id}' has no approval '{approval_id}'.",
+            param="approval_id",
+            code="approval_not_found",
+        )
+    now = time.time()
+    if record.expired_at(now):
+        await store.approvals.decide(approval_id, "expired", now=now)
+        raise APIError(
+            409,
+            f"Approval '{approval_id}' expired unanswered; the call was not run.",
+            code="approval_expired",
+        )
+    status: ApprovalStatus = "approved" if approve else "denied"
+    if record.status != "pending" or not await store.approvals.decide(
+        approval_id, status, now=now, scope=scope
+    ):
+        current = await store.approvals.get(owner, approval_id)
+        raise APIError(
+            409,
+            f"Approval '{approval_id}' was already answered "
+            f"({current.status if current else record.status}).",
+            code="approval_answered",
+        )
+    desk.hand_over(approval_id, (status, scope))
+    return dataclasses.replace(record, status=status, scope=scope, decided_at=now)
 
 
 def approval_object(record: ApprovalRecord, *, now: float | None = None) -> dict[str, object]:

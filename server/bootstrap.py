@@ -11,6 +11,7 @@ from hermes_core.context import CachingContext, CompressingContext, Compressor, 
 from hermes_core.providers import create_provider
 from hermes_core.providers.fallback import FallbackChain
 from hermes_core.tools.toolsets import build_toolsets
+from server.approvals import ApprovalDesk
 from server.auth import KeyRing, Principal
 from server.config import SIMULATOR_PROVIDER, HermesConfig, ProfileConfig
 from server.instance import instance_name
@@ -54,6 +55,7 @@ def build_services(config: HermesConfig) -> Services:
             if config.server.responses_max_age_days is not None
             else None
         ),
+        approvals=ApprovalDesk(expiry_seconds=config.server.approval_timeout_seconds),
         session_settings=SessionSettings(
             busy=config.server.session_busy, wait_seconds=config.server.session_wait_seconds
         ),

@@ -18,6 +18,7 @@ from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
 from hermes_core.tools.registry import ToolRegistry
 from hermes_core.tools.toolsets import WORKSPACE_TOOLSETS
+from server.approvals import ApprovalDesk
 from server.auth import KeyRing
 from server.metrics import Metrics
 from server.runs.manager import RunManager
@@ -76,6 +77,11 @@ class Profile:
             core_instructions="", max_iterations=1, max_tokens=self.config.max_tokens
         )
         return Agent(self.summariser, config=config, owner=owner, system_prompt="")
+
+    @property
+    def asks_approval(self) -> bool:
+        """Some of its tools may wait for a person's approval."""
+        return any(tool.needs_approval is not None for tool in self.tools.tools())
 
     @property
     def uses_workspace(self) -> bool:
@@ -139,6 +145,7 @@ class Services:
     """Apply schema migrations at start; None: only on SQLite (PostgreSQL schemas are
     upgraded deliberately, with ``hermes-server db upgrade``)."""
     session_settings: SessionSettings = field(default_factory=SessionSettings)
+    approvals: ApprovalDesk = field(default_factory=ApprovalDesk)
     responses_max_count: int | None = None
     responses_max_age_seconds: float | None = None
     """Stored responses are pruned beyond these (at start, then every ``PRUNE_SECONDS``)."""

@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 
@@ -21,9 +22,14 @@ def free_port() -> int:
         return port
 
 
-def wait_until_healthy(base: str, *, timeout: float = 30) -> None:
+def wait_until_healthy(
+    base: str, *, timeout: float = 30, process: subprocess.Popen[bytes] | None = None
+) -> None:
+    """Return once ``base`` answers /health; fail at once if ``process`` (serving it) died."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"the server process exited with {process.returncode}")
         try:
             if httpx.get(f"{base}/health", timeout=1).status_code == 200:
                 return
@@ -34,19 +40,23 @@ def wait_until_healthy(base: str, *, timeout: float = 30) -> None:
 
 @contextmanager
 def hermes_command(
-    *args: str, port: int, env: Mapping[str, str] | None = None
+    *args: str, port: int, env: Mapping[str, str] | None = None, log: Path | None = None
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """``hermes-server ARGS --port PORT`` running until the block ends (then terminated)."""
+    """``hermes-server ARGS --port PORT`` running until the block ends (then terminated);
+    its output goes to ``log`` when given."""
+    output = log.open("ab") if log is not None else None
     process = subprocess.Popen(
         [sys.executable, "-m", "server.cli", "--log-level", "warning", *args, "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=output or subprocess.DEVNULL,
+        stderr=subprocess.STDOUT if output else subprocess.DEVNULL,
         env={**os.environ, **(env or {})},
     )
     try:
-        wait_until_healthy(f"http://127.0.0.1:{port}")
+        wait_until_healthy(f"http://127.0.0.1:{port}", process=process)
         yield process
     finally:
         if process.poll() is None:
             process.terminate()
             process.wait(timeout=10)
+        if output is not None:
+            output.close()

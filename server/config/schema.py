@@ -121,6 +121,9 @@ class ServerConfig(_Model):
     migrate_on_start: bool | None = None
     """Apply schema migrations at start. Default: yes on SQLite; on PostgreSQL run
     ``hermes-server db upgrade`` deliberately (several replicas must not race to migrate)."""
+    approval_timeout_seconds: float = Field(default=900.0, gt=0, le=7 * 86400)
+    """How long a tool call's approval request stays answerable; unanswered by then, it is
+    a denial the model is told about. Also the longest a run may wait in place for one."""
     session_busy: Literal["wait", "refuse"] = "wait"
     """A turn of a named session that is already running a turn waits for it, or is refused
     with 409 ``session_busy``."""

@@ -29,6 +29,7 @@ _ID_PREFIXES = {
     "reasoning": "rs",
     "compaction": "cmp",
     "item_reference": "ref",
+    "mcp_approval_response": "mcpr",
 }
 _ROLES = ("system", "user", "assistant", "tool")
 _TEXT_KEYS = {"input_text": "text", "output_text": "text", "refusal": "refusal"}
@@ -122,8 +123,10 @@ class Transcript:
                 self._function_call(item)
             case "function_call_output":
                 self.messages.append(_tool_result(item))
-            case "reasoning":
-                pass  # our own reasoning, replayed by the client: the session already has it
+            case "reasoning" | "mcp_approval_request":
+                pass  # our own output, replayed by the client: the session already has it
+            case "mcp_approval_response":
+                pass  # an answer, not a message: see approval_answers()
             case "compaction":
                 content = item.get("encrypted_content")
                 text = content if isinstance(content, str) else ""
@@ -166,6 +169,22 @@ class Transcript:
             last["tool_calls"] = [*last.get("tool_calls", []), call]
         else:
             self.messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+
+
+def approval_answers(items: list[dict[str, Any]]) -> dict[str, bool]:
+    """The ``mcp_approval_response`` items of a request: approval id → approved."""
+    answers: dict[str, bool] = {}
+    for item in items:
+        if item.get("type") != "mcp_approval_response":
+            continue
+        approval_id, approve = item.get("approval_request_id"), item.get("approve")
+        if not (isinstance(approval_id, str) and approval_id and isinstance(approve, bool)):
+            raise _input_error(
+                "An mcp_approval_response item needs an approval_request_id (string) and "
+                "approve (true or false)."
+            )
+        answers[approval_id] = approve
+    return answers
 
 
 def _tool_result(item: dict[str, Any]) -> Message:

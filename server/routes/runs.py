@@ -13,11 +13,18 @@ from fastapi.responses import JSONResponse, Response
 
 from hermes_core.events import AgentEvent, InterruptSource
 from hermes_core.persistence import RunRecord
+from server.approvals import answer_pending, approval_object
 from server.auth import Principal, require_principal
 from server.errors import APIError
 from server.input_text import StrictJSONRoute
 from server.openapi import errors, success
-from server.protocol.schemas.runs import RunEvent, RunObject, RunStopped
+from server.protocol.schemas.runs import (
+    Approval,
+    ApprovalAnswer,
+    RunEvent,
+    RunObject,
+    RunStopped,
+)
 from server.runs.manager import Run
 from server.services import Services
 from server.sse import sse_response
@@ -61,16 +68,20 @@ def describe(run: Run) -> dict[str, Any]:
 async def get_run(
     run_id: str, request: Request, principal: Annotated[Principal, Depends(require_principal)]
 ) -> dict[str, Any]:
-    """A run's status and, once it ended, its exit reason and usage — also for runs of an
-    earlier start of the server, from the database."""
-    run = _services(request).runs.get(run_id, owner=principal.name)
+    """A run's status, the approvals it asked for and, once it ended, its exit reason and
+    usage — also for runs of an earlier start of the server, from the database."""
+    services = _services(request)
+    store = services.store
+    run = services.runs.get(run_id, owner=principal.name)
     if run is not None:
-        return describe(run)
-    store = _services(request).store
-    record = await store.runs.get(principal.name, run_id) if store is not None else None
-    if record is None:
-        raise APIError(404, f"No run '{run_id}'.", param="run_id", code="run_not_found")
-    return describe_record(record)
+        described = describe(run)
+    else:
+        record = await store.runs.get(principal.name, run_id) if store is not None else None
+        if record is None:
+            raise APIError(404, f"No run '{run_id}'.", param="run_id", code="run_not_found")
+        described = describe_record(record)
+    asked = await store.approvals.of_run(principal.name, described["id"]) if store else []
+    return {**described, "approvals": [approval_object(record) for record in asked]}
 
 
 def describe_record(record: RunRecord) -> dict[str, Any]:
@@ -150,6 +161,33 @@ async def run_events(
         headers={"x-hermes-run-id": run.id},
         keepalive_seconds=_services(request).keepalive_seconds,
     )
+
+
+@router.post(
+    "/{run_id}/approvals/{approval_id}",
+    response_model=Approval,
+    responses=errors(400, 401, 404, 409),
+)
+async def answer_approval(
+    run_id: str,
+    approval_id: str,
+    answer: ApprovalAnswer,
+    request: Request,
+    principal: Annotated[Principal, Depends(require_principal)],
+) -> dict[str, Any]:
+    """Approve or deny a tool call the run asked about. A run paused on it goes on at once;
+    a run that ended awaiting it goes on with the conversation's next request."""
+    services = _services(request)
+    record = await answer_pending(
+        services.store,
+        services.approvals,
+        owner=principal.name,
+        run_id=run_id,
+        approval_id=approval_id,
+        approve=answer.approve,
+        scope=answer.scope,
+    )
+    return approval_object(record)
 
 
 @router.post(

@@ -9,6 +9,8 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from hermes_core.events import ExitReason
+from hermes_core.messages import text_of
+from server.approvals import Asker, wait_seconds_of
 from server.auth import Principal
 from server.errors import run_failed_response
 from server.json_response import FastJSONResponse
@@ -23,6 +25,7 @@ from server.serving.common import (
     session_name_of,
     start_run,
     unless_client_leaves,
+    with_approvals,
 )
 from server.sse import DONE, data_frame, sse_response
 from server.views.chat import ChatCompletionBuilder, ChatStreamView
@@ -37,6 +40,7 @@ class ChatServing:
     ) -> Response:
         profile = resolve_profile(self.services, body.model, principal)
         services = self.services
+        approval_wait = wait_seconds_of(request, services.approvals.expiry_seconds)
         run_id = new_id("run_")
         side_task = body.is_openwebui_task
         if side_task:
@@ -57,6 +61,7 @@ class ChatServing:
         completion_id = new_id("chatcmpl-")
         services.runs.admit(principal.name)
         session_id = conversation = None
+        spoken, forked = text_of(agent_request.user_message), False
         if services.sessions is not None and not side_task:
             turn = await services.sessions.begin(
                 agent,
@@ -68,6 +73,29 @@ class ChatServing:
             )
             agent_request, session_id = turn.request, turn.session_id
             conversation = (owner, turn.conversation)
+            forked = turn.forked_from is not None
+        if not side_task:
+            try:
+                agent_request = await with_approvals(
+                    services,
+                    profile,
+                    agent,
+                    agent_request,
+                    Asker(
+                        owner=principal.name,
+                        conversation=conversation,
+                        session_id=session_id,
+                        profile=profile.id,
+                        wait_seconds=approval_wait,
+                    ),
+                    forked=forked,
+                    answers={},
+                    spoken=spoken,
+                )
+            except BaseException:
+                if services.sessions is not None:
+                    services.sessions.abandon(run_id)  # give the conversation's turn back
+                raise
         run = start_run(
             services,
             agent,

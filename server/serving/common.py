@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import shutil
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -14,6 +14,7 @@ from fastapi import Request
 from starlette.types import Receive
 
 from hermes_core.agent import Agent, AgentRequest
+from server.approvals import Asker, settle_open_approvals
 from server.auth import Principal
 from server.errors import APIError
 from server.runs.manager import Run, Runnable
@@ -131,6 +132,36 @@ def _remove_soon(directory: Path) -> None:
     """Remove a temporary workspace (in a worker thread: it may be large)."""
     if directory.exists():
         asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, directory, True)
+
+
+async def with_approvals(
+    services: Services,
+    profile: Profile,
+    agent: Agent,
+    request: AgentRequest,
+    asker: Asker,
+    *,
+    forked: bool,
+    answers: Mapping[str, bool],
+    spoken: str,
+) -> AgentRequest:
+    """``request`` with the answers to what its conversation's last run left awaiting
+    approval, and ``agent`` with the approver of this run. Nothing to do (and no query) for
+    a profile whose tools never ask."""
+    if not profile.asks_approval:
+        return request
+    agent.approval_callback = services.approvals.approver(services.store, asker)
+    if asker.conversation is None:
+        return request
+    return await settle_open_approvals(
+        services.store,
+        request,
+        conversation=asker.conversation,
+        run_id=request.run_id or "",
+        forked=forked,
+        answers=answers,
+        spoken=spoken,
+    )
 
 
 T = TypeVar("T")

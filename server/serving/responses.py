@@ -29,7 +29,9 @@ from hermes_core.agent import Agent, AgentRequest
 from hermes_core.agent.compaction import CompactionRun
 from hermes_core.context import Compressor
 from hermes_core.events import CompressionPerformed, ExitReason, InterruptSource, RunFinished
+from hermes_core.messages import text_of
 from hermes_core.persistence import StoredResponse
+from server.approvals import Asker, wait_seconds_of
 from server.auth import Principal
 from server.errors import (
     APIError,
@@ -37,7 +39,7 @@ from server.errors import (
     run_failed_response,
 )
 from server.json_response import FastJSONResponse
-from server.protocol.response_input import encode_compaction
+from server.protocol.response_input import approval_answers, encode_compaction
 from server.protocol.responses import ResponseCreateRequest
 from server.runs.manager import Run, new_id
 from server.services import Profile, Services
@@ -48,6 +50,7 @@ from server.serving.common import (
     resolve_profile,
     start_run,
     unless_client_leaves,
+    with_approvals,
 )
 from server.sessions.service import SessionPoint
 from server.sse import DONE, named_frame, sse_response
@@ -85,6 +88,7 @@ class ResponsesServing:
     ) -> Response:
         services = self.services
         profile = resolve_profile(services, body.model, principal)
+        approval_wait = wait_seconds_of(request, services.approvals.expiry_seconds)
         previous = await self._previous(body, principal)
         progress = _progress(request, profile)
         agent_request = body.to_agent_request(with_client_tools=progress != "openwebui")
@@ -93,13 +97,40 @@ class ResponsesServing:
         agent.check(agent_request)
         response_id, run_id = new_id("resp_"), new_id("run_")
         services.runs.admit(principal.name)
-        session_id, conversation, agent_request = await self._on_session(
+        answers = approval_answers(body.input_items())
+        spoken = text_of(agent_request.user_message)
+        session_id, conversation, forked, agent_request = await self._on_session(
             body, agent, agent_request, owner, profile, run_id, previous
         )
+        agent_request = dataclasses.replace(agent_request, run_id=run_id)
+        # A turn of store=false keeps nothing: it can neither answer nor leave a question.
+        asks_in = (owner, conversation) if conversation is not None and body.store else None
+        asker = Asker(
+            owner=principal.name,
+            conversation=asks_in,
+            session_id=session_id,
+            profile=profile.id,
+            wait_seconds=approval_wait,
+        )
+        try:
+            agent_request = await with_approvals(
+                services,
+                profile,
+                agent,
+                agent_request,
+                asker,
+                forked=forked,
+                answers=answers,
+                spoken=spoken,
+            )
+        except BaseException:
+            if services.sessions is not None:
+                services.sessions.abandon(run_id)
+            raise
         run = start_run(
             services,
             agent,
-            dataclasses.replace(agent_request, run_id=run_id),
+            agent_request,
             principal=principal,
             profile=profile,
             endpoint="responses",
@@ -176,12 +207,13 @@ class ResponsesServing:
         profile: Profile,
         run_id: str,
         previous: StoredResponse | None,
-    ) -> tuple[str | None, str | None, AgentRequest]:
+    ) -> tuple[str | None, str | None, bool, AgentRequest]:
         """The session the turn continues, as ``owner`` (the key, or a scope inside it); the
-        conversation (session name) it belongs to; the request on its transcript."""
+        conversation (session name) it belongs to; whether the turn forked it; the request
+        on its transcript."""
         sessions = self.services.sessions
         if sessions is None:
-            return None, None, request
+            return None, None, False, request
         after = (
             SessionPoint(previous.session_id, previous.transcript_length)
             if previous is not None and previous.session_id is not None
@@ -190,11 +222,11 @@ class ResponsesServing:
         try:
             if not body.store:
                 if after is None:
-                    return None, None, request
+                    return None, None, False, request
                 peeked, conversation = await sessions.peek_after(
                     agent, request, owner=owner, after=after
                 )
-                return None, conversation, peeked
+                return None, conversation, False, peeked
             turn = await sessions.begin_after(
                 agent, request, owner=owner, profile=profile.id, run_id=run_id, after=after
             )
@@ -205,7 +237,8 @@ class ResponsesServing:
                 param="previous_response_id",
                 code="previous_response_not_found",
             ) from exc
-        return turn.session_id, turn.conversation, turn.request
+        forked = turn.forked_from is not None
+        return turn.session_id, turn.conversation, forked, turn.request
 
     def _recorder(
         self,

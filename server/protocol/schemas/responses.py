@@ -80,8 +80,26 @@ class FunctionCallOutputItem(Open):
     status: ItemStatus
 
 
+class McpApprovalRequestItem(Open):
+    """A server tool call waiting for a person's approval (the shape OpenAI uses for its MCP
+    tool): answer with an ``mcp_approval_response`` input item on the next request."""
+
+    type: Literal["mcp_approval_request"]
+    id: str
+    """The approval id: what ``approval_request_id`` names."""
+    name: str
+    """The tool."""
+    arguments: str
+    """The call's arguments as a JSON string."""
+    server_label: Literal["hermes"]
+
+
 OutputItem = Annotated[
-    MessageItem | ReasoningItem | FunctionCallItem | FunctionCallOutputItem,
+    MessageItem
+    | ReasoningItem
+    | FunctionCallItem
+    | FunctionCallOutputItem
+    | McpApprovalRequestItem,
     Field(discriminator="type"),
 ]
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
+
+from pydantic import ConfigDict
 
 from hermes_core.events import ExitReason
 from server.protocol.schemas.common import Open, Shape
@@ -21,6 +23,39 @@ class RunUsage(Open):
     output_tokens: int
     """Generated tokens, reasoning included."""
     reasoning_tokens: int
+
+
+class Approval(Shape):
+    """A tool call that asked a person (``hermes.approval``)."""
+
+    id: str
+    object: Literal["hermes.approval"]
+    run_id: str
+    """The run that asked."""
+    call_id: str
+    tool: str
+    toolset: str
+    arguments: dict[str, Any]
+    """What the call would run with: what the person judges."""
+    reason: str
+    """Why it needs approval."""
+    status: Literal["pending", "approved", "denied", "expired"]
+    scope: Literal["once", "session"]
+    """``session``: later calls of the tool in the conversation run without asking."""
+    created_at: int
+    expires_at: int
+    """Unanswered by then, it is a denial."""
+    decided_at: int | None
+
+
+class ApprovalAnswer(Shape):
+    """The answer to an approval: ``{"approve": true}`` or ``{"approve": false}``."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid", strict=True)
+
+    approve: bool
+    scope: Literal["once", "session"] = "once"
+    """``session`` approves the tool for the rest of the conversation."""
 
 
 class RunObject(Shape):
@@ -43,6 +78,8 @@ class RunObject(Shape):
     """Once the run has ended."""
     events: int
     """Events in the replayable log (0 for a run known only from the database)."""
+    approvals: list[Approval]
+    """The approvals the run asked for (pending ones wait for an answer)."""
 
 
 class RunStopped(Shape):

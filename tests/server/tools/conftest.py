@@ -1,0 +1,185 @@
+"""A real ``hermes-server serve`` process with the files, shell and code toolsets on, in front
+of the test's upstream simulator; and what the tool tests need to watch it.
+
+The server is a separate process, as in production: the sandboxed commands it starts are its
+children, so "nothing is left running" is checked across a real process boundary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from openai import AsyncOpenAI
+
+from hermes_core.tools.toolsets import sandbox_missing
+from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from server.workspaces import conversation_workspace
+from tests.processes import free_port, hermes_command
+
+UPSTREAM = "tools-agent"
+"""The model the server's provider sends upstream: what tests script the simulator under."""
+KEY = "sk-tools-alice-0123456789"
+KEY_BOB = "sk-tools-bob-0123456789"
+MODEL = "hermes-agent"
+AUTH = {"authorization": f"Bearer {KEY}"}
+
+CONFIG = """\
+server:
+  data_dir: {data}
+  api_keys:
+    - {{key: {key}, principal: alice}}
+    - {{key: {key_bob}, principal: bob}}
+  approval_timeout_seconds: 120
+providers:
+  - name: sim
+    model: {upstream}
+    api_mode: chat_completions
+    base_url: {simulator}/v1
+    api_key: upstream-key
+profiles:
+  - id: {model}
+    providers: [sim]
+    tools: [files, shell, code]
+    approvals: {{shell: dangerous, code: dangerous}}
+    sandbox: {{timeout_seconds: 60, max_processes: 64, cpu_seconds: 30}}
+"""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sandbox_here() -> None:
+    reason = sandbox_missing()
+    if reason is not None:
+        if os.environ.get("HERMES_REQUIRE_SANDBOX") == "1":
+            pytest.fail(f"the sandbox is required here but unavailable: {reason}")
+        pytest.skip(f"no sandbox here: {reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolServer:
+    base_url: str
+    data_dir: Path
+    pid: int
+    log: Path
+
+    def workspace(self, conversation: str, owner: str = "alice") -> Path:
+        return conversation_workspace(self.data_dir / "workspaces", owner, conversation)
+
+    def alive(self) -> bool:
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+@pytest.fixture(scope="session")
+def tool_server(
+    _simulator_server: SimulatorServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ToolServer]:
+    data = tmp_path_factory.mktemp("tool-server")
+    config = data / "hermes.yaml"
+    config.write_text(
+        CONFIG.format(
+            data=data,
+            key=KEY,
+            key_bob=KEY_BOB,
+            upstream=UPSTREAM,
+            simulator=_simulator_server.base_url,
+            model=MODEL,
+        )
+    )
+    port, log = free_port(), data / "server.log"
+    with hermes_command("serve", "--config", str(config), port=port, log=log) as process:
+        yield ToolServer(f"http://127.0.0.1:{port}", data, process.pid, log)
+
+
+@pytest.fixture
+async def http(tool_server: ToolServer) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=tool_server.base_url, headers=AUTH, timeout=60) as c:
+        yield c
+
+
+@pytest.fixture
+async def openai(tool_server: ToolServer) -> AsyncIterator[AsyncOpenAI]:
+    """The official SDK pointed at the tool server as alice."""
+    client = AsyncOpenAI(
+        base_url=f"{tool_server.base_url}/v1", api_key=KEY, max_retries=0, timeout=60
+    )
+    async with client:
+        yield client
+
+
+def script(simulator: SimulatorServer, *steps: Step) -> None:
+    simulator.state.script(UPSTREAM, Scenario(steps=list(steps)))
+
+
+def calls(*specs: tuple[str, dict[str, Any]]) -> Step:
+    """A model reply calling these tools."""
+    return Step(reply=Reply(tool_calls=[ToolCallSpec(name=n, arguments=a) for n, a in specs]))
+
+
+def call(name: str, **arguments: Any) -> Step:
+    return calls((name, arguments))
+
+
+def answer(text: str) -> Step:
+    return Step(reply=Reply(text=text))
+
+
+def tool_results(simulator: SimulatorServer) -> list[str]:
+    """The tool results the model was shown in its last call (the conversation's so far)."""
+    requests = simulator.state.requests(scenario=UPSTREAM)
+    messages = requests[-1].body.get("messages", []) if requests else []
+    return [str(m.get("content")) for m in messages if m.get("role") == "tool"]
+
+
+def sse_data(text: str) -> list[dict[str, Any]]:
+    """The JSON payloads of an SSE body (``[DONE]`` and comments left out)."""
+    return [
+        json.loads(line[6:])
+        for line in text.splitlines()
+        if line.startswith("data: ") and line != "data: [DONE]"
+    ]
+
+
+def processes_running(marker: str) -> list[int]:
+    """Pids of the processes whose command line holds ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+async def until(
+    predicate: Callable[[], Awaitable[bool] | bool],
+    *,
+    server: ToolServer,
+    seconds: float = 30,
+) -> bool:
+    """Poll ``predicate`` until it holds (True) or time runs out (False); fail at once if the
+    server process died meanwhile."""
+    deadline = time.monotonic() + seconds
+    while True:
+        held = predicate()
+        if inspect.isawaitable(held):
+            held = await held
+        if held or time.monotonic() >= deadline:
+            return bool(held)
+        if not server.alive():
+            raise AssertionError(f"the server process died; see {server.log}")
+        await asyncio.sleep(0.05)
