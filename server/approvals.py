@@ -19,6 +19,7 @@ conversation run without asking.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import re
@@ -98,6 +99,7 @@ class ApprovalDesk:
         self.expiry_seconds = expiry_seconds
         """How long a request stays answerable; after that it is a denial."""
         self._waiting: dict[str, asyncio.Future[Verdict]] = {}
+        self._closing: set[asyncio.Future[None]] = set()
 
     def approver(self, store: Store | None, asker: Asker) -> ApprovalCallback | None:
         """The approval callback of one run; None when nobody could ever answer (no store,
@@ -111,11 +113,9 @@ class ApprovalDesk:
         return decide
 
     async def _decide(self, store: Store, asker: Asker, ask: ApprovalAsk) -> ApprovalVerdict:
+        # Recorded before the first await: the run's ApprovalRequested event is out already,
+        # and a client acting on it must find the request (reads flush queued writes first).
         conversation = asker.conversation
-        if conversation is not None and await store.approvals.granted(
-            conversation[0], conversation[1], ask.call.name
-        ):
-            return ApprovalVerdict.APPROVED
         now = time.time()
         wait = min(asker.wait_seconds, self.expiry_seconds)
         store.approvals.add(
@@ -138,23 +138,51 @@ class ApprovalDesk:
                 expires_at=now + (wait if wait > 0 else self.expiry_seconds),
             )
         )
-        if wait <= 0:
-            return ApprovalVerdict.DEFERRED
-        return await self._wait(store, ask, wait)
-
-    async def _wait(self, store: Store, ask: ApprovalAsk, seconds: float) -> ApprovalVerdict:
-        future: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
-        self._waiting[ask.approval_id] = future
+        # Likewise, an answer that comes before the wait below starts must find the run.
+        answered: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
+        self._waiting[ask.approval_id] = answered
         try:
-            status, _ = await asyncio.wait_for(asyncio.shield(future), seconds)
-        except TimeoutError:
-            status = "expired"
-            await store.approvals.decide(ask.approval_id, "expired", now=time.time())
+            if conversation is not None and await store.approvals.granted(
+                conversation[0], conversation[1], ask.call.name
+            ):
+                # A standing grant answers it: kept as approved, for the record.
+                await store.approvals.decide(ask.approval_id, "approved", now=now)
+                await store.approvals.claim([ask.approval_id], ask.call.run_id)
+                return ApprovalVerdict.APPROVED
+            if wait <= 0:
+                return ApprovalVerdict.DEFERRED
+            return await self._wait(store, ask, answered, wait)
+        except asyncio.CancelledError:
+            # The run was stopped while it asked: nobody acts on this request any more, so it
+            # must not be left pending for the next turn's words to answer.
+            closing = asyncio.ensure_future(self._close_unanswered(store, ask))
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
+            raise
         finally:
             self._waiting.pop(ask.approval_id, None)
+
+    async def _wait(
+        self, store: Store, ask: ApprovalAsk, answered: asyncio.Future[Verdict], seconds: float
+    ) -> ApprovalVerdict:
+        try:
+            status, _ = await asyncio.wait_for(asyncio.shield(answered), seconds)
+        except TimeoutError:
+            status = "expired"
+            if not await store.approvals.decide(ask.approval_id, "expired", now=time.time()):
+                # Answered in the last instant: the answer, recorded, is on its way here.
+                with contextlib.suppress(TimeoutError):
+                    status, _ = await asyncio.wait_for(asyncio.shield(answered), 5)
         # Acted on here, in this run: the conversation's next turn has nothing to settle.
         await store.approvals.claim([ask.approval_id], ask.call.run_id)
         return ApprovalVerdict(status)
+
+    async def _close_unanswered(self, store: Store, ask: ApprovalAsk) -> None:
+        try:
+            await store.approvals.decide(ask.approval_id, "expired", now=time.time())
+            await store.approvals.claim([ask.approval_id], ask.call.run_id)
+        except Exception:
+            log.exception("could not close approval %s of a stopped run", ask.approval_id)
 
     def waiting(self, approval_id: str) -> bool:
         """Whether a run is paused on this approval in this process."""

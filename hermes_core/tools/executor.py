@@ -43,6 +43,9 @@ DEFAULT_MAX_CONCURRENCY = 8
 PREVIEW_CHARS = 300
 CANCELLED_BEFORE_START = "Cancelled: the run was interrupted before this tool started."
 CANCELLED_WHILE_RUNNING = "Cancelled: the run was interrupted while this tool was running."
+CANCELLED_AWAITING_APPROVAL = (
+    "Cancelled: the run was interrupted while this call waited for approval; it did not run."
+)
 AWAITING_APPROVAL_RESULT = (
     "Not run yet: this call waits for the user's approval ({reason}); the user answers in "
     "their next message. Do not repeat the call meanwhile."
@@ -219,7 +222,10 @@ class ToolExecutor:
             arguments=request.arguments,
             reason=reason,
         )
-        verdict = await self._verdict(ask)
+        try:
+            verdict = await self._verdict(ask)
+        except _Cancelled:
+            return CANCELLED_AWAITING_APPROVAL, ToolOutcome.CANCELLED
         if verdict is ApprovalVerdict.DEFERRED:
             self._deferred.append(ask)
             return AWAITING_APPROVAL_RESULT.format(reason=reason), ToolOutcome.AWAITING_APPROVAL
@@ -245,7 +251,10 @@ class ToolExecutor:
         if self._approve is None:
             return ApprovalVerdict.DENIED
         try:
-            answer = await _maybe_await(self._approve(ask))
+            # A person may take minutes to answer: a stop must not wait for them.
+            answer = await self._unless_interrupted(_maybe_await(self._approve(ask)))
+        except _Cancelled:
+            raise
         except Exception:
             log.exception("approval callback failed; denying %s", ask.call.name)
             return ApprovalVerdict.DENIED
@@ -267,12 +276,23 @@ class ToolExecutor:
         else:
             # Plain functions may block: keep them off the event loop.
             work = asyncio.to_thread(tool.handler, request.arguments, context)
+        # A task, started on the loop's next turn: the calls of a batch all start (and pass
+        # their interrupt check) before any handler runs.
         task = asyncio.ensure_future(_bounded(work, tool.timeout))
         if not tool.cancellable:
             return await task
+        return await self._unless_interrupted(task)
+
+    async def _unless_interrupted(self, work: Awaitable[Any]) -> Any:
+        """``work``'s result, unless the run is interrupted first: then ``work`` is cancelled
+        and :class:`_Cancelled` raised."""
+        task = asyncio.ensure_future(work)
         waiter = asyncio.ensure_future(self._interrupted.wait())
         try:
             done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            task.cancel()  # the run itself is being cancelled: the work must not outlive it
+            raise
         finally:
             waiter.cancel()
         if task in done:
