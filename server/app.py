@@ -13,12 +13,12 @@ from server.auth import RequireKey
 from server.errors import install_error_handlers
 from server.hot_path import HotPath, HotRoute
 from server.input_text import RefuseNulInURL
-from server.limits import BodySizeLimit
+from server.limits import UPLOAD_ENVELOPE_BYTES, BodySizeLimit
 from server.metrics import RequestMetrics
 from server.openapi import install_openapi
 from server.protocol.chat import ChatCompletionRequest
 from server.protocol.responses import ResponseCreateRequest
-from server.routes import chat, health, models, responses, runs
+from server.routes import chat, files, health, models, responses, runs, workspaces
 from server.routes import metrics as metrics_routes
 from server.services import Services
 from server.serving.chat import ChatServing
@@ -73,7 +73,12 @@ def create_app(services: Services) -> FastAPI:
         },
         handlers=app.exception_handlers,
     )
-    app.add_middleware(BodySizeLimit, max_bytes=services.max_body_bytes)
+    app.add_middleware(
+        BodySizeLimit,
+        max_bytes=services.max_body_bytes,
+        # An upload may be as large as a file may be, with room for the multipart envelope.
+        per_path={"/v1/files": services.file_limits.max_file_bytes + UPLOAD_ENVELOPE_BYTES},
+    )
     # Outside the body limit: a request without a key is refused before its body is read.
     app.add_middleware(RequireKey, keyring=services.keyring)
     app.add_middleware(RefuseNulInURL)
@@ -82,6 +87,8 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(chat.router)
     app.include_router(responses.router)
     app.include_router(runs.router)
+    app.include_router(files.router)
+    app.include_router(workspaces.router)
     app.include_router(models.router)
     app.include_router(health.router)
     app.include_router(metrics_routes.router)

@@ -14,6 +14,7 @@ from hermes_core.tools.toolsets import build_toolsets
 from server.approvals import ApprovalDesk
 from server.auth import KeyRing, Principal
 from server.config import SIMULATOR_PROVIDER, HermesConfig, ProfileConfig
+from server.files import FileLimits
 from server.instance import instance_name
 from server.runs.manager import RunManager
 from server.services import Profile, Services
@@ -47,6 +48,12 @@ def build_services(config: HermesConfig) -> Services:
         max_body_bytes=config.server.max_body_bytes,
         database_url=config.server.resolved_database_url,
         workspaces_dir=config.server.resolved_workspaces_dir,
+        files_dir=config.server.resolved_files_dir,
+        file_limits=FileLimits(
+            max_file_bytes=config.server.files.max_file_bytes,
+            quota_bytes=config.server.files.quota_bytes,
+            max_files=config.server.files.max_files,
+        ),
         instance=config.server.instance or instance_name(config.server.data_dir),
         migrate_on_start=config.server.migrate_on_start,
         responses_max_count=config.server.responses_max_count,

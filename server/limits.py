@@ -2,25 +2,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.errors import error_response
 
+UPLOAD_ENVELOPE_BYTES = 1024 * 1024
+"""What a multipart upload may add to its file's size (boundaries, part headers, fields)."""
+
 
 class BodySizeLimit:
-    """Answer 413 for bodies over ``max_bytes``, whether announced or streamed."""
+    """Answer 413 for bodies over ``max_bytes`` (or the limit ``per_path`` gives an exact
+    path), whether announced or streamed."""
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, *, max_bytes: int, per_path: Mapping[str, int] | None = None
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.per_path = dict(per_path or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.per_path.get(scope["path"], self.max_bytes)
         declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(scope, receive, send)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await self._refuse(scope, receive, send, limit)
             return
         seen = 0
 
@@ -29,18 +39,18 @@ class BodySizeLimit:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
+                if seen > limit:
                     raise _TooLarge
             return message
 
         try:
             await self.app(scope, counting_receive, send)
         except _TooLarge:
-            await self._refuse(scope, receive, send)
+            await self._refuse(scope, receive, send, limit)
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
         response = error_response(
-            413, f"The request body is larger than {self.max_bytes} bytes.", code="body_too_large"
+            413, f"The request body is larger than {limit} bytes.", code="body_too_large"
         )
         await response(scope, receive, send)
 

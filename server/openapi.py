@@ -28,13 +28,20 @@ _ERRORS = {
     400: "Invalid request: a field, parameter or header (validation errors are 400, never 422).",
     401: "Missing or wrong API key.",
     403: "This API key may not use the model.",
-    404: "Not found for this API key (model, response, run or previous response).",
+    404: "Not found for this API key (model, response, run, file or workspace).",
     409: "Conflicts with the state of the response, run or session.",
-    413: "The request body is too large.",
+    413: "The request body is too large, or a file beyond the key's quota.",
     429: "Too many runs of this API key at once; ``retry-after`` says when to retry.",
     502: "The upstream model failed before producing any output.",
     503: "Not ready to serve.",
 }
+
+
+BYTES: dict[str, Any] = {
+    "description": "The file's bytes.",
+    "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+}
+"""The ``responses=`` entry of a route that answers a file's bytes."""
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:

@@ -20,6 +20,7 @@ from hermes_core.tools.registry import ToolRegistry
 from hermes_core.tools.toolsets import WORKSPACE_TOOLSETS
 from server.approvals import ApprovalDesk
 from server.auth import KeyRing
+from server.files import FileLimits, FileVault
 from server.metrics import Metrics
 from server.runs.manager import RunManager
 from server.sessions.service import SessionService, SessionSettings
@@ -138,6 +139,13 @@ class Services:
     workspaces_dir: Path | None = None
     """Where conversations' working directories live; None: runs have no workspace (file,
     shell and code tools then refuse to act)."""
+    files_dir: Path | None = None
+    """Where uploaded files' bytes live; None: no Files API (nor without a database)."""
+    file_limits: FileLimits = field(
+        default_factory=lambda: FileLimits(
+            max_file_bytes=100 * 1024 * 1024, quota_bytes=1024 * 1024 * 1024, max_files=1000
+        )
+    )
     instance: str | None = None
     """This server's name among the processes sharing the database (see server/instance.py);
     None: the host name."""
@@ -150,6 +158,8 @@ class Services:
     responses_max_age_seconds: float | None = None
     """Stored responses are pruned beyond these (at start, then every ``PRUNE_SECONDS``)."""
     store: Store | None = None
+    files: FileVault | None = None
+    """Uploaded files; set by :meth:`open` when there is a database and a ``files_dir``."""
     sessions: SessionService | None = None
     _pruning: asyncio.Task[None] | None = None
     """Named conversations and transcripts; set by :meth:`open` when there is a database."""
@@ -175,6 +185,8 @@ class Services:
         self.sessions = SessionService(store, self.session_settings)
         self.runs.observers.append(self.sessions.journal)
         self.runs.settle = store.db.writer.flush
+        if self.files_dir is not None:
+            self.files = FileVault(self.files_dir, store, self.file_limits)
         recovered = await self.sessions.recover()
         if recovered:
             log.warning("marked %d run(s) of a previous start interrupted", len(recovered))

@@ -11,6 +11,7 @@ import socket
 from hermes_core.persistence.agent_stores import SqlMemoryStore, SqlTodoStore
 from hermes_core.persistence.approvals import ApprovalRecord, ApprovalStore
 from hermes_core.persistence.database import Database, SchemaOutOfDate, sqlite_url
+from hermes_core.persistence.files import FileRecord, FileStore, FileUsage
 from hermes_core.persistence.responses import ResponseStore, StoredResponse
 from hermes_core.persistence.rows import Source, StoredMessage
 from hermes_core.persistence.runs import RunRecord, RunStore
@@ -21,6 +22,9 @@ __all__ = [
     "ApprovalRecord",
     "ApprovalStore",
     "Database",
+    "FileRecord",
+    "FileStore",
+    "FileUsage",
     "LogicalMessage",
     "ResponseStore",
     "RunRecord",
@@ -58,6 +62,7 @@ class Store:
         self.todos = SqlTodoStore(db)
         self.search = SqlSessionSearch(db)
         self.approvals = ApprovalStore(db)
+        self.files = FileStore(db)
 
     @classmethod
     async def open(

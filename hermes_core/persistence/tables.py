@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
@@ -185,3 +185,18 @@ class ApprovalRow(SQLModel, table=True):
     decided_at: float | None = None
     resumed_by: str | None = None
     """The run that carried the answer on (None: the answer has not been acted on yet)."""
+
+
+class FileRow(SQLModel, table=True):
+    """A file a client uploaded (``POST /v1/files``); its bytes are on disk, not here."""
+
+    __tablename__ = "files"
+    __table_args__ = (Index("ix_files_owner_created", "owner", "created_at"),)
+
+    id: str = Field(primary_key=True)
+    owner: str
+    """The key's principal: only it sees the file."""
+    filename: str
+    purpose: str
+    bytes: int = Field(sa_column=Column(BigInteger, nullable=False))
+    created_at: float

@@ -82,6 +82,27 @@ class ApiKey(_Model):
         return SecretStr(value)
 
 
+class FilesConfig(_Model):
+    """Uploads (``POST /v1/files``) and what one key may keep."""
+
+    dir: Path | None = None
+    """Where uploaded files' bytes live; ``data_dir/files`` when omitted."""
+    max_file_mb: float = Field(default=100.0, gt=0, le=100 * 1024)
+    """The largest file one upload may be (a 413 beyond)."""
+    quota_mb: float = Field(default=1024.0, gt=0)
+    """Megabytes of files one API key may keep in all (a 413 beyond)."""
+    max_files: int = Field(default=1000, ge=1)
+    """Files one API key may keep (a 413 beyond)."""
+
+    @property
+    def max_file_bytes(self) -> int:
+        return int(self.max_file_mb * 1024 * 1024)
+
+    @property
+    def quota_bytes(self) -> int:
+        return int(self.quota_mb * 1024 * 1024)
+
+
 class ServerConfig(_Model):
     """Settings of the HTTP server itself, shared by every profile."""
 
@@ -121,6 +142,7 @@ class ServerConfig(_Model):
     migrate_on_start: bool | None = None
     """Apply schema migrations at start. Default: yes on SQLite; on PostgreSQL run
     ``hermes-server db upgrade`` deliberately (several replicas must not race to migrate)."""
+    files: FilesConfig = Field(default_factory=FilesConfig)
     approval_timeout_seconds: float = Field(default=900.0, gt=0, le=7 * 86400)
     """How long a tool call's approval request stays answerable; unanswered by then, it is
     a denial the model is told about. Also the longest a run may wait in place for one."""
@@ -155,6 +177,10 @@ class ServerConfig(_Model):
     @property
     def resolved_workspaces_dir(self) -> Path:
         return self.workspaces_dir or self.data_dir / "workspaces"
+
+    @property
+    def resolved_files_dir(self) -> Path:
+        return self.files.dir or self.data_dir / "files"
 
     @property
     def resolved_database_url(self) -> str:

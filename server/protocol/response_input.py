@@ -233,7 +233,7 @@ def _user_part(part: dict[str, Any]) -> dict[str, Any]:
     if kind == "input_text":
         return {"type": "text", "text": str(part.get("text") or "")}
     if kind == "input_file":
-        return {"type": "text", "text": _file_note(part)}
+        return _file_part(part)
     if kind != "input_image":
         raise _input_error(f"Unsupported content part in a user message: {kind!r}.")
     url = part.get("image_url")
@@ -247,16 +247,16 @@ def _user_part(part: dict[str, Any]) -> dict[str, Any]:
     raise _input_error("An input_image part needs an image_url.")
 
 
-def _file_note(part: dict[str, Any]) -> str:
-    """What the model sees of a file: that it was attached, not its contents."""
-    name = part.get("filename") or "(unnamed)"
-    data = part.get("file_data")
-    if isinstance(data, str) and data:
-        encoded = data.partition(",")[2] if data.startswith("data:") else data
-        size = f"{len(encoded)} bytes base64"
-    else:
-        size = f"by reference {part.get('file_id') or part.get('file_url') or '(none)'}"
-    return f"[file {name} attached: {size}; contents not readable by this server]"
+def _file_part(part: dict[str, Any]) -> dict[str, Any]:
+    """An ``input_file`` as the chat ``file`` part it is to the server (which puts the file in
+    the run's workspace); a file only at a URL is a note: this server fetches none."""
+    file = {k: part[k] for k in ("file_id", "file_data", "filename") if part.get(k)}
+    if "file_id" in file or "file_data" in file:
+        return {"type": "file", "file": file}
+    if part.get("file_url"):
+        name = part.get("filename") or "(unnamed)"
+        return {"type": "text", "text": f"[file {name} at {part['file_url']}: not fetched]"}
+    raise _input_error("An input_file part needs a file_id or file_data.")
 
 
 def _input_error(message: str) -> APIError:

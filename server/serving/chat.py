@@ -17,6 +17,7 @@ from server.json_response import FastJSONResponse
 from server.protocol.chat import ChatCompletionRequest
 from server.runs.manager import Run, new_id
 from server.services import Services
+from server.serving.attachments import with_files
 from server.serving.common import (
     conversation_owner,
     is_openwebui,
@@ -26,6 +27,7 @@ from server.serving.common import (
     start_run,
     unless_client_leaves,
     with_approvals,
+    with_workspace,
 )
 from server.sse import DONE, data_frame, sse_response
 from server.views.chat import ChatCompletionBuilder, ChatStreamView
@@ -91,6 +93,11 @@ class ChatServing:
                     forked=forked,
                     answers={},
                     spoken=spoken,
+                )
+                agent_request = await with_files(
+                    services,
+                    with_workspace(services, profile, agent_request, principal, conversation),
+                    principal=principal,
                 )
             except BaseException:
                 if services.sessions is not None:

@@ -86,6 +86,21 @@ def new_agent(services: Services, profile: Profile, owner: str) -> Agent:
     )
 
 
+def with_workspace(
+    services: Services,
+    profile: Profile,
+    request: AgentRequest,
+    principal: Principal,
+    conversation: tuple[str, str] | None,
+) -> AgentRequest:
+    """``request`` with its run's workspace, for a profile whose tools use one: the
+    conversation's (owner, session name), or one of the run's own, removed when it ends."""
+    if not profile.uses_workspace or request.workspace is not None:
+        return request
+    owner, name = conversation or (principal.name, f"run:{request.run_id or id(request)}")
+    return dataclasses.replace(request, workspace=services.workspace(owner, name))
+
+
 def start_run(
     services: Services,
     agent: Runnable,
@@ -102,12 +117,8 @@ def start_run(
 
     ``conversation`` (owner, session name) is where the run's workspace is kept; a run of no
     conversation gets a workspace of its own, removed when it ends."""
-    temporary: Path | None = None
-    if profile.uses_workspace and request.workspace is None:
-        owner, name = conversation or (principal.name, f"run:{request.run_id or id(request)}")
-        workspace = services.workspace(owner, name)
-        request = dataclasses.replace(request, workspace=workspace)
-        temporary = workspace if conversation is None else None
+    request = with_workspace(services, profile, request, principal, conversation)
+    temporary = request.workspace if conversation is None else None
     try:
         run = services.runs.start(
             agent,

@@ -43,6 +43,7 @@ from server.protocol.response_input import approval_answers, encode_compaction
 from server.protocol.responses import ResponseCreateRequest
 from server.runs.manager import Run, new_id
 from server.services import Profile, Services
+from server.serving.attachments import with_files
 from server.serving.common import (
     conversation_owner,
     is_openwebui,
@@ -51,6 +52,7 @@ from server.serving.common import (
     start_run,
     unless_client_leaves,
     with_approvals,
+    with_workspace,
 )
 from server.sessions.service import SessionPoint
 from server.sse import DONE, named_frame, sse_response
@@ -105,6 +107,7 @@ class ResponsesServing:
         agent_request = dataclasses.replace(agent_request, run_id=run_id)
         # A turn of store=false keeps nothing: it can neither answer nor leave a question.
         asks_in = (owner, conversation) if conversation is not None and body.store else None
+        workspace_of = (owner, conversation) if conversation is not None else None
         asker = Asker(
             owner=principal.name,
             conversation=asks_in,
@@ -123,6 +126,11 @@ class ResponsesServing:
                 answers=answers,
                 spoken=spoken,
             )
+            agent_request = await with_files(
+                services,
+                with_workspace(services, profile, agent_request, principal, workspace_of),
+                principal=principal,
+            )
         except BaseException:
             if services.sessions is not None:
                 services.sessions.abandon(run_id)
@@ -136,7 +144,7 @@ class ResponsesServing:
             endpoint="responses",
             completion_id=response_id,
             session_id=session_id,
-            conversation=(owner, conversation) if conversation is not None else None,
+            conversation=workspace_of,
         )
         shell = body.shell(
             response_id=response_id,

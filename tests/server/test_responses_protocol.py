@@ -193,20 +193,20 @@ def test_a_base64_image_data_url_becomes_an_image_url_part() -> None:
     ]
 
 
-def test_an_input_file_is_accepted_as_a_note() -> None:
+def test_an_input_file_becomes_the_file_part_the_server_places_in_the_workspace() -> None:
     pdf = "data:application/pdf;base64," + base64.b64encode(b"%PDF-1.4 tiny").decode()
     agent_request = request(
         input=[{"role": "user", "content": [
             {"type": "input_file", "filename": "tiny.pdf", "file_data": pdf},
             {"type": "input_file", "file_id": "file-123"},
+            {"type": "input_file", "file_url": "https://example.com/a.pdf"},
             {"type": "input_text", "text": "Summarise."},
         ]}],
     ).to_agent_request()  # fmt: skip
     assert agent_request.user_message == [
-        {"type": "text", "text": "[file tiny.pdf attached: 20 bytes base64; "
-                                 "contents not readable by this server]"},
-        {"type": "text", "text": "[file (unnamed) attached: by reference file-123; "
-                                 "contents not readable by this server]"},
+        {"type": "file", "file": {"file_data": pdf, "filename": "tiny.pdf"}},
+        {"type": "file", "file": {"file_id": "file-123"}},
+        {"type": "text", "text": "[file (unnamed) at https://example.com/a.pdf: not fetched]"},
         {"type": "text", "text": "Summarise."},
     ]  # fmt: skip
 

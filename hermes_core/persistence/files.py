@@ -1,0 +1,99 @@
+"""Uploaded files' records: whose each file is, what it is called, and how big it is.
+
+Writes are direct, not queued with a run's writes: an upload is answered only once its record
+is durable, and the quota a key is held to counts what is committed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import delete, func, insert, select
+
+from hermes_core.persistence.database import Database
+from hermes_core.persistence.tables import FileRow
+
+FILES = FileRow.__table__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FileRecord:
+    id: str
+    owner: str
+    filename: str
+    purpose: str
+    bytes: int
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class FileUsage:
+    """What one owner's files take up."""
+
+    bytes: int
+    count: int
+
+
+class FileStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def add(self, record: FileRecord) -> None:
+        values = {name: getattr(record, name) for name in _FIELDS}
+        async with self.db.engine.begin() as conn:
+            await conn.execute(insert(FILES), values)
+
+    async def get(self, owner: str, file_id: str) -> FileRecord | None:
+        statement = select(FILES).where((FILES.c.id == file_id) & (FILES.c.owner == owner))
+        async with self.db.engine.connect() as conn:
+            row = (await conn.execute(statement)).first()
+        return _record(row) if row is not None else None
+
+    async def list(
+        self,
+        owner: str,
+        *,
+        purpose: str | None = None,
+        after: FileRecord | None = None,
+        limit: int = 100,
+        newest_first: bool = True,
+    ) -> list[FileRecord]:
+        """``owner``'s files, newest first (or oldest), from just past ``after``."""
+        where: Any = FILES.c.owner == owner
+        if purpose is not None:
+            where = where & (FILES.c.purpose == purpose)
+        if after is not None:
+            at, last = FILES.c.created_at, FILES.c.id
+            if newest_first:
+                past = (at < after.created_at) | ((at == after.created_at) & (last < after.id))
+            else:
+                past = (at > after.created_at) | ((at == after.created_at) & (last > after.id))
+            where = where & past
+        order = (FILES.c.created_at, FILES.c.id)
+        ordering = [c.desc() if newest_first else c.asc() for c in order]
+        statement = select(FILES).where(where).order_by(*ordering).limit(limit)
+        async with self.db.engine.connect() as conn:
+            rows = (await conn.execute(statement)).all()
+        return [_record(row) for row in rows]
+
+    async def delete(self, owner: str, file_id: str) -> bool:
+        statement = delete(FILES).where((FILES.c.id == file_id) & (FILES.c.owner == owner))
+        async with self.db.engine.begin() as conn:
+            result = await conn.execute(statement)
+        return bool(result.rowcount)
+
+    async def usage(self, owner: str) -> FileUsage:
+        statement = select(func.coalesce(func.sum(FILES.c.bytes), 0), func.count()).where(
+            FILES.c.owner == owner
+        )
+        async with self.db.engine.connect() as conn:
+            total, count = (await conn.execute(statement)).one()
+        return FileUsage(int(total), int(count))
+
+
+_FIELDS = tuple(column.name for column in FILES.columns)
+
+
+def _record(row: Any) -> FileRecord:
+    return FileRecord(**{name: getattr(row, name) for name in _FIELDS})

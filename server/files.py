@@ -1,0 +1,243 @@
+"""Files clients upload (``/v1/files``), and how a message's file gets into a workspace.
+
+The bytes of a file live on disk under ``files_dir/<owner digest>/<file id>``; the store keeps
+whose it is, its name and size. A key is held to a quota (bytes in all, and a file count), so
+one client cannot fill the disk others share.
+
+A message may refer to a file (chat: a ``file`` content part; Responses: ``input_file``) by id,
+or carry it inline (``file_data``, base64). For a profile with a workspace, the file is copied
+into the conversation's workspace and the part becomes a line telling the model where it is;
+a file already copied there (the same upload, or the same inline bytes, in a later turn's
+resent history) is not copied again, so what the agent made of it is not overwritten.
+Without a workspace, the part becomes a note that the file cannot be read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import dataclasses
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import time
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, BinaryIO
+
+from hermes_core.persistence import FileRecord, Store
+from hermes_core.tools.workspace import Workspace
+from server.errors import APIError
+
+PURPOSES = frozenset({"assistants", "batch", "fine-tune", "vision", "user_data", "evals"})
+"""The ``purpose`` values the OpenAI API documents; all are kept alike here."""
+MAX_FILENAME_CHARS = 255
+_CHUNK = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FileLimits:
+    max_file_bytes: int
+    quota_bytes: int
+    """Bytes of all of one key's files."""
+    max_files: int
+    """Files one key may keep."""
+
+
+def clean_filename(name: str | None) -> str:
+    """A name safe to show and to use in a workspace: its last path part, without control
+    characters, at most 255 characters; ``upload`` when nothing is left."""
+    base = PurePosixPath((name or "").replace("\\", "/")).name
+    base = "".join(c for c in base if unicodedata.category(c)[0] != "C").strip()
+    if base in ("", ".", ".."):
+        return "upload"
+    return base[:MAX_FILENAME_CHARS]
+
+
+class FileVault:
+    """Uploaded files: kept on disk under ``root``, recorded in ``store``."""
+
+    def __init__(self, root: Path, store: Store, limits: FileLimits) -> None:
+        self.root = root
+        self.store = store
+        self.limits = limits
+        self._owner_locks: dict[str, asyncio.Lock] = {}
+
+    def path(self, record: FileRecord) -> Path:
+        return self.root / _digest(record.owner) / record.id
+
+    async def save(
+        self, owner: str, source: BinaryIO, *, size: int | None, filename: str, purpose: str
+    ) -> FileRecord:
+        """Keep ``source``'s bytes as a new file of ``owner``; 400 for a bad purpose, 413
+        beyond the size limit or the owner's quota."""
+        if purpose not in PURPOSES:
+            raise APIError(
+                400,
+                f"'purpose' must be one of {', '.join(sorted(PURPOSES))}.",
+                param="purpose",
+            )
+        if size is not None and size > self.limits.max_file_bytes:
+            raise self._too_large()
+        lock = self._owner_locks.setdefault(owner, asyncio.Lock())
+        async with lock:  # the quota check and the insert, together (per process)
+            usage = await self.store.files.usage(owner)
+            if usage.count + 1 > self.limits.max_files:
+                raise APIError(
+                    413,
+                    f"This key keeps {usage.count} files, the most it may; delete some first.",
+                    code="too_many_files",
+                )
+            record = FileRecord(
+                id=f"file-{secrets.token_hex(12)}",
+                owner=owner,
+                filename=clean_filename(filename),
+                purpose=purpose,
+                bytes=0,
+                created_at=time.time(),
+            )
+            target = self.path(record)
+            room = min(self.limits.max_file_bytes, self.limits.quota_bytes - usage.bytes)
+            written = await asyncio.to_thread(_copy_capped, source, target, room)
+            if written is None:
+                if room < self.limits.max_file_bytes:
+                    raise APIError(
+                        413,
+                        f"This key's files would take more than its quota of "
+                        f"{self.limits.quota_bytes} bytes; delete some first.",
+                        code="file_quota_exceeded",
+                    )
+                raise self._too_large()
+            record = dataclasses.replace(record, bytes=written)
+            try:
+                await self.store.files.add(record)
+            except BaseException:
+                await asyncio.to_thread(target.unlink, True)
+                raise
+        return record
+
+    def _too_large(self) -> APIError:
+        return APIError(
+            413,
+            f"The file is larger than {self.limits.max_file_bytes} bytes.",
+            code="file_too_large",
+        )
+
+    async def get(self, owner: str, file_id: str) -> FileRecord:
+        """``owner``'s file ``file_id``; 404 for one that is not (or not theirs)."""
+        record = await self.store.files.get(owner, file_id)
+        if record is None:
+            raise APIError(404, f"No file '{file_id}'.", param="file_id", code="file_not_found")
+        return record
+
+    async def delete(self, owner: str, file_id: str) -> None:
+        record = await self.get(owner, file_id)
+        if await self.store.files.delete(owner, file_id):
+            await asyncio.to_thread(self.path(record).unlink, True)
+
+
+async def into_workspace(
+    vault: FileVault | None, owner: str, part: dict[str, Any], workspace: Path
+) -> str:
+    """Copy the file a message's file ``part`` names (``file_id``: one of ``owner``'s uploads;
+    or inline ``file_data``) into ``workspace``; the line the model reads instead."""
+    file_id = part.get("file_id")
+    if isinstance(file_id, str) and file_id:
+        if vault is None:
+            raise APIError(400, "This server keeps no files: send file_data instead.")
+        record = await vault.get(owner, file_id)
+        source: Path | bytes = vault.path(record)
+        key, name = file_id, part.get("filename") or record.filename
+    else:
+        source = inline_bytes(part)
+        key = "sha256:" + hashlib.sha256(source).hexdigest()
+        name = part.get("filename")
+    name = clean_filename(name if isinstance(name, str) else None)
+    where, size = await asyncio.to_thread(_place, workspace, key, name, source)
+    return f"[The user attached {name} ({size} bytes): it is in your workspace at {where}.]"
+
+
+def inline_bytes(part: dict[str, Any]) -> bytes:
+    """The bytes of an inline file part (``file_data``: base64, or a ``data:`` URL)."""
+    data = part.get("file_data")
+    if not isinstance(data, str) or not data:
+        raise APIError(400, "A file part needs a file_id or file_data.", param="messages")
+    encoded = data.partition(",")[2] if data.startswith("data:") else data
+    try:
+        return base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise APIError(400, "A file part's file_data is not valid base64.") from exc
+
+
+def unreadable_note(part: dict[str, Any]) -> str:
+    """What the model reads of a file when it has no workspace to read it in."""
+    name = clean_filename(part.get("filename") if isinstance(part.get("filename"), str) else None)
+    reference = part.get("file_id") or "inline data"
+    return f"[The user attached {name} ({reference}); this agent has no tools to read files.]"
+
+
+def _copy_capped(source: BinaryIO, target: Path, limit: int) -> int | None:
+    """Copy ``source`` to ``target``; None (and nothing left behind) past ``limit`` bytes."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".part")
+    written = 0
+    try:
+        with partial.open("wb") as out:
+            while chunk := source.read(_CHUNK):
+                written += len(chunk)
+                if written > limit:
+                    partial.unlink()
+                    return None
+                out.write(chunk)
+        partial.replace(target)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return written
+
+
+def _place(root: Path, key: str, name: str, source: Path | bytes) -> tuple[str, int]:
+    """Copy ``source`` into the workspace at ``root`` as ``name`` (or ``name (2)``, … when
+    taken), unless ``key`` was placed there before and is still there; (path, size)."""
+    workspace = Workspace(root)
+    workspace.ensure()
+    manifest_path = root.parent / f"{root.name}.uploads.json"
+    try:
+        manifest: dict[str, str] = json.loads(manifest_path.read_text())
+    except (OSError, ValueError):
+        manifest = {}
+    placed = manifest.get(key)
+    if placed is not None and (root / placed).is_file():
+        return placed, (root / placed).stat().st_size
+    for candidate in _candidates(name):
+        if not os.path.lexists(root / candidate):
+            break
+    descriptor = workspace.open(candidate, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    with os.fdopen(descriptor, "wb") as out:
+        if isinstance(source, bytes):
+            out.write(source)
+        else:
+            with source.open("rb") as file:
+                shutil.copyfileobj(file, out, _CHUNK)
+        size = out.tell()
+    manifest[key] = candidate
+    manifest_path.write_text(json.dumps(manifest))
+    return candidate, size
+
+
+def _candidates(name: str) -> Iterator[str]:
+    yield name
+    stem, dot, suffix = name.rpartition(".")
+    stem, suffix = (stem, f".{suffix}") if dot and stem else (name, "")
+    for n in range(2, 10_000):
+        yield f"{stem} ({n}){suffix}"
+    yield f"{secrets.token_hex(8)}-{name}"
+
+
+def _digest(owner: str) -> str:
+    return hashlib.sha256(owner.encode("utf-8", "surrogatepass")).hexdigest()[:16]

@@ -1,0 +1,118 @@
+"""``/v1/files``: upload, list, retrieve, download and delete files, as OpenAI's Files API;
+each key sees its own files only."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, File, Form, Query, Request, UploadFile
+from fastapi.responses import FileResponse
+
+from hermes_core.persistence import FileRecord
+from server.auth import Principal, require_principal
+from server.errors import APIError
+from server.files import FileVault
+from server.openapi import BYTES, errors
+from server.protocol.schemas.files import FileDeleted, FileList, FileObject
+from server.services import Services
+
+router = APIRouter(prefix="/v1/files", tags=["files"])
+
+
+def _vault(request: Request) -> FileVault:
+    services: Services = request.app.state.services
+    if services.files is None:
+        raise APIError(404, "This server keeps no files (it runs without a database).")
+    return services.files
+
+
+def file_object(record: FileRecord) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "object": "file",
+        "bytes": record.bytes,
+        "created_at": int(record.created_at),
+        "filename": record.filename,
+        "purpose": record.purpose,
+        "status": "processed",
+        "expires_at": None,
+        "status_details": None,
+    }
+
+
+@router.post("", response_model=FileObject, responses=errors(400, 401, 413))
+async def upload_file(
+    request: Request,
+    principal: Annotated[Principal, Depends(require_principal)],
+    file: Annotated[UploadFile, File(description="The file's bytes, with its name.")],
+    purpose: Annotated[str, Form(description="What it is for, as OpenAI names it.")],
+) -> dict[str, Any]:
+    """Upload a file (multipart: ``file`` and ``purpose``). A message refers to it by id: a
+    chat ``file`` part or a Responses ``input_file``; the agent then finds it in its
+    workspace."""
+    record = await _vault(request).save(
+        principal.name,
+        file.file,
+        size=file.size,
+        filename=file.filename or "upload",
+        purpose=purpose,
+    )
+    return file_object(record)
+
+
+@router.get("", response_model=FileList, responses=errors(400, 401))
+async def list_files(
+    request: Request,
+    principal: Annotated[Principal, Depends(require_principal)],
+    purpose: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 10_000,
+    order: Literal["asc", "desc"] = "desc",
+    after: Annotated[str | None, Query(description="List from just past this file id.")] = None,
+) -> dict[str, Any]:
+    """The key's files, newest first (``order=asc``: oldest first)."""
+    vault = _vault(request)
+    past = await vault.get(principal.name, after) if after is not None else None
+    records = await vault.store.files.list(
+        principal.name, purpose=purpose, after=past, limit=limit + 1, newest_first=order == "desc"
+    )
+    page = records[:limit]
+    return {
+        "object": "list",
+        "data": [file_object(record) for record in page],
+        "first_id": page[0].id if page else None,
+        "last_id": page[-1].id if page else None,
+        "has_more": len(records) > limit,
+    }
+
+
+@router.get("/{file_id}", response_model=FileObject, responses=errors(401, 404))
+async def retrieve_file(
+    file_id: str, request: Request, principal: Annotated[Principal, Depends(require_principal)]
+) -> dict[str, Any]:
+    return file_object(await _vault(request).get(principal.name, file_id))
+
+
+@router.get(
+    "/{file_id}/content",
+    response_class=FileResponse,
+    responses={200: BYTES, **errors(401, 404)},
+)
+async def file_content(
+    file_id: str, request: Request, principal: Annotated[Principal, Depends(require_principal)]
+) -> FileResponse:
+    vault = _vault(request)
+    record = await vault.get(principal.name, file_id)
+    return FileResponse(
+        vault.path(record),
+        filename=record.filename,
+        media_type="application/octet-stream",
+    )
+
+
+@router.delete("/{file_id}", response_model=FileDeleted, responses=errors(401, 404))
+async def delete_file(
+    file_id: str, request: Request, principal: Annotated[Principal, Depends(require_principal)]
+) -> dict[str, Any]:
+    """Delete a file; copies already placed in workspaces stay there."""
+    await _vault(request).delete(principal.name, file_id)
+    return {"id": file_id, "object": "file", "deleted": True}

@@ -1,0 +1,128 @@
+"""``/v1/workspaces/{conversation}/files``: what a conversation's agent left in its workspace,
+listed and downloaded. ``{conversation}`` is what the run's answer names in its
+``x-hermes-session-id`` header: the session's name (chat, Open WebUI), or a Responses chain's
+session id. Paths are confined to the workspace as the file tools' are."""
+
+from __future__ import annotations
+
+import asyncio
+import mimetypes
+import os
+import stat
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import StreamingResponse
+
+from hermes_core.tools.workspace import OutsideWorkspace, Workspace
+from server.auth import Principal, require_principal
+from server.errors import APIError
+from server.openapi import BYTES, errors
+from server.protocol.schemas.files import WorkspaceFileList
+from server.services import Services
+from server.serving.common import conversation_owner
+
+router = APIRouter(prefix="/v1/workspaces", tags=["workspaces"])
+
+MAX_LISTED = 10_000
+_CHUNK = 256 * 1024
+
+
+def _workspace(request: Request, principal: Principal, conversation: str) -> Path:
+    services: Services = request.app.state.services
+    owner = conversation_owner(request, principal)
+    root = services.workspace(owner, conversation)
+    if root is None or not root.is_dir():
+        raise APIError(
+            404,
+            f"No workspace for conversation '{conversation}'.",
+            param="conversation",
+            code="workspace_not_found",
+        )
+    return root
+
+
+@router.get("/{conversation}/files", response_model=WorkspaceFileList, responses=errors(401, 404))
+async def list_workspace(
+    conversation: str,
+    request: Request,
+    principal: Annotated[Principal, Depends(require_principal)],
+) -> dict[str, Any]:
+    """The workspace's files (recursively; symlinks left out), by path."""
+    root = _workspace(request, principal, conversation)
+    files, more = await asyncio.to_thread(_walk, root)
+    return {"object": "list", "data": files, "has_more": more}
+
+
+def _walk(root: Path) -> tuple[list[dict[str, Any]], bool]:
+    found: list[dict[str, Any]] = []
+    for directory, subdirectories, names in os.walk(root):
+        subdirectories.sort()
+        for name in sorted(names):
+            path = Path(directory, name)
+            info = path.lstat()
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            if len(found) == MAX_LISTED:
+                return found, True
+            found.append(
+                {
+                    "object": "hermes.workspace_file",
+                    "path": path.relative_to(root).as_posix(),
+                    "bytes": info.st_size,
+                    "modified_at": int(info.st_mtime),
+                }
+            )
+    return found, False
+
+
+@router.get(
+    "/{conversation}/files/{path:path}",
+    response_class=StreamingResponse,
+    responses={200: BYTES, **errors(401, 404)},
+)
+async def download_workspace_file(
+    conversation: str,
+    path: str,
+    request: Request,
+    principal: Annotated[Principal, Depends(require_principal)],
+) -> StreamingResponse:
+    """One file of the workspace (never through a symlink that leads out of it)."""
+    root = _workspace(request, principal, conversation)
+    try:
+        descriptor = await asyncio.to_thread(Workspace(root).open, path, os.O_RDONLY)
+    except (OutsideWorkspace, OSError):
+        descriptor = -1
+    if descriptor < 0 or not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        if descriptor >= 0:
+            os.close(descriptor)
+        raise APIError(
+            404, f"No file '{path}' in this workspace.", param="path", code="file_not_found"
+        )
+    size = os.fstat(descriptor).st_size
+    media_type = mimetypes.guess_type(path)[0] or "application/octet-stream"
+    return StreamingResponse(
+        _read(descriptor, size),
+        media_type=media_type,
+        headers={
+            "content-length": str(size),
+            "content-disposition": f"attachment; filename*=utf-8''{quote(Path(path).name)}",
+        },
+    )
+
+
+async def _read(descriptor: int, size: int) -> AsyncIterator[bytes]:
+    """The file's first ``size`` bytes (what content-length promised, should it grow)."""
+    try:
+        left = size
+        while left > 0:
+            chunk = await asyncio.to_thread(os.read, descriptor, min(_CHUNK, left))
+            if not chunk:
+                break
+            left -= len(chunk)
+            yield chunk
+    finally:
+        os.close(descriptor)

@@ -1,0 +1,191 @@
+"""``/v1/files`` as the official SDK uses it: upload, list, retrieve, download, delete; each
+key sees its own files only, and a key's size limit and quotas are held with a clear 413."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from hermes_core.persistence import sqlite_url
+from server.app import create_app
+from server.files import FileLimits
+from server.simulator import SimulatorServer
+from server.threaded import ThreadedServer
+from tests.server.conftest import KEY_ALICE, KEY_BOB, make_services
+
+LIMITS = FileLimits(max_file_bytes=64 * 1024, quota_bytes=100 * 1024, max_files=4)
+
+
+@pytest.fixture
+def files_server(_simulator_server: SimulatorServer, tmp_path: Path) -> Iterator[ThreadedServer]:
+    services = make_services(
+        _simulator_server,
+        database_url=sqlite_url(tmp_path / "hermes.db"),
+        files_dir=tmp_path / "files",
+        file_limits=LIMITS,
+    )
+    with ThreadedServer(create_app(services)) as server:
+        yield server
+
+
+@pytest.fixture
+async def alice(files_server: ThreadedServer) -> AsyncIterator[openai.AsyncOpenAI]:
+    async with openai.AsyncOpenAI(
+        base_url=files_server.base_url + "/v1",
+        api_key=KEY_ALICE,
+        max_retries=0,
+        _strict_response_validation=True,
+    ) as sdk:
+        yield sdk
+
+
+@pytest.fixture
+async def raw(files_server: ThreadedServer) -> AsyncIterator[httpx.AsyncClient]:
+    headers = {"authorization": f"Bearer {KEY_ALICE}"}
+    async with httpx.AsyncClient(base_url=files_server.base_url, headers=headers) as c:
+        yield c
+
+
+async def test_an_uploaded_file_is_listed_retrieved_downloaded_and_deleted(
+    alice: openai.AsyncOpenAI, tmp_path: Path
+) -> None:
+    uploaded = await alice.files.create(
+        file=("sales.csv", b"region,total\nnorth,12\nsouth,30\n"), purpose="user_data"
+    )
+
+    assert uploaded.id.startswith("file-")
+    assert uploaded.filename == "sales.csv"
+    assert uploaded.bytes == 31
+    assert uploaded.purpose == "user_data"
+    assert uploaded.status == "processed"
+    assert [f.id async for f in alice.files.list()] == [uploaded.id]
+    assert (await alice.files.retrieve(uploaded.id)).bytes == 31
+    content = await alice.files.content(uploaded.id)
+    assert content.content == b"region,total\nnorth,12\nsouth,30\n"
+
+    deleted = await alice.files.delete(uploaded.id)
+    assert deleted.deleted is True
+    assert [f async for f in alice.files.list()] == []
+    assert not list((tmp_path / "files").rglob("file-*"))
+    with pytest.raises(openai.NotFoundError):
+        await alice.files.retrieve(uploaded.id)
+
+
+async def test_a_key_never_sees_another_keys_files(
+    alice: openai.AsyncOpenAI, files_server: ThreadedServer
+) -> None:
+    mine = await alice.files.create(file=("mine.txt", b"secret"), purpose="user_data")
+    async with openai.AsyncOpenAI(
+        base_url=files_server.base_url + "/v1", api_key=KEY_BOB, max_retries=0
+    ) as bob:
+        assert [f async for f in bob.files.list()] == []
+        with pytest.raises(openai.NotFoundError):
+            await bob.files.retrieve(mine.id)
+        with pytest.raises(openai.NotFoundError):
+            await bob.files.content(mine.id)
+        with pytest.raises(openai.NotFoundError):
+            await bob.files.delete(mine.id)
+    assert (await alice.files.retrieve(mine.id)).id == mine.id
+
+
+async def test_files_are_listed_newest_first_in_pages(alice: openai.AsyncOpenAI) -> None:
+    made = [
+        (await alice.files.create(file=(f"{n}.txt", b"x"), purpose="user_data")).id
+        for n in range(3)
+    ]
+
+    first = await alice.files.list(limit=2)
+    assert [f.id for f in first.data] == made[:0:-1]
+    assert first.has_more is True
+    rest = await alice.files.list(limit=2, after=first.data[-1].id)
+    assert [f.id for f in rest.data] == [made[0]]
+    assert rest.has_more is False
+    oldest_first = await alice.files.list(order="asc")
+    assert [f.id for f in oldest_first.data] == made
+
+
+async def test_a_file_larger_than_the_limit_is_a_413_and_leaves_nothing(
+    raw: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    big = io.BytesIO(os.urandom(LIMITS.max_file_bytes + 1))
+    response = await raw.post(
+        "/v1/files", files={"file": ("big.bin", big)}, data={"purpose": "user_data"}
+    )
+
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "file_too_large"
+    assert (await raw.get("/v1/files")).json()["data"] == []
+    assert not [p for p in (tmp_path / "files").rglob("*") if p.is_file()]
+
+
+async def test_a_key_past_its_byte_quota_gets_a_413(raw: httpx.AsyncClient) -> None:
+    chunk = os.urandom(60 * 1024)
+    first = await raw.post(
+        "/v1/files", files={"file": ("a.bin", chunk)}, data={"purpose": "user_data"}
+    )
+    assert first.status_code == 200
+
+    second = await raw.post(
+        "/v1/files", files={"file": ("b.bin", chunk)}, data={"purpose": "user_data"}
+    )
+
+    assert second.status_code == 413
+    assert second.json()["error"]["code"] == "file_quota_exceeded"
+    assert len((await raw.get("/v1/files")).json()["data"]) == 1
+
+
+async def test_a_key_past_its_file_count_gets_a_413(raw: httpx.AsyncClient) -> None:
+    for n in range(LIMITS.max_files):
+        made = await raw.post(
+            "/v1/files", files={"file": (f"{n}.txt", b"x")}, data={"purpose": "user_data"}
+        )
+        assert made.status_code == 200
+
+    refused = await raw.post(
+        "/v1/files", files={"file": ("one-more.txt", b"x")}, data={"purpose": "user_data"}
+    )
+
+    assert refused.status_code == 413
+    assert refused.json()["error"]["code"] == "too_many_files"
+
+
+@pytest.mark.parametrize(
+    ("files", "data", "param"),
+    [
+        ({"file": ("a.txt", b"x")}, {"purpose": "nonsense"}, "purpose"),
+        ({"file": ("a.txt", b"x")}, {}, None),
+        (None, {"purpose": "user_data"}, None),
+    ],
+)
+async def test_a_malformed_upload_is_a_400(
+    raw: httpx.AsyncClient, files: dict[str, object] | None, data: dict[str, str], param: str | None
+) -> None:
+    response = await raw.post("/v1/files", files=files, data=data)  # type: ignore[arg-type]
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    if param is not None:
+        assert error["param"] == param
+
+
+async def test_a_file_name_is_kept_without_its_path(raw: httpx.AsyncClient) -> None:
+    response = await raw.post(
+        "/v1/files",
+        files={"file": ("..\\..\\etc/passwd", b"x")},
+        data={"purpose": "user_data"},
+    )
+
+    assert response.status_code == 200
+    assert response.json()["filename"] == "passwd"
+
+
+async def test_files_need_a_key(files_server: ThreadedServer) -> None:
+    async with httpx.AsyncClient(base_url=files_server.base_url) as anonymous:
+        assert (await anonymous.get("/v1/files")).status_code == 401
