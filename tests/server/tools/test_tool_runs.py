@@ -228,3 +228,21 @@ async def test_a_client_leaving_mid_command_kills_it(
         return status == "interrupted"
 
     assert await until(interrupted, server=tool_server)
+
+
+async def test_stopping_a_response_during_a_long_command_leaves_no_process(
+    tool_server: ToolServer, simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    seconds = f"30.{uuid.uuid4().int % 10**6:06d}"
+    script(simulator, call("shell", command=f"sleep {seconds}"), answer("unreachable"))
+    body = {"model": MODEL, "stream": True, "input": "wait"}
+
+    async with http.stream("POST", "/v1/responses", json=body) as response:
+        run_id = response.headers["x-hermes-run-id"]
+        lines = response.aiter_lines()
+        assert await until(lambda: bool(processes_running(seconds)), server=tool_server)
+        assert (await http.post(f"/v1/runs/{run_id}/stop")).status_code == 202
+        frames = sse_data("\n".join([line async for line in lines]))
+
+    assert frames[-1]["type"] == "response.incomplete"
+    assert await until(lambda: not processes_running(seconds), seconds=15, server=tool_server)
