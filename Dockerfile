@@ -8,6 +8,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     HERMES_DATA_DIR=/data
 
 WORKDIR /app
+# bubblewrap: the sandbox of the shell and code tools (util-linux's prlimit is in the base).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends bubblewrap \
+    && rm -rf /var/lib/apt/lists/*
 # Dependencies first, from the lock, so code changes do not re-resolve them.
 COPY constraints.txt pyproject.toml README.md ./
 COPY server ./server

@@ -97,6 +97,12 @@ def _server_lines(server: ServerConfig) -> list[str]:
         _row("stop on disconnect", "yes" if server.stop_on_disconnect else "no"),
         _row("data dir", server.data_dir),
         _row("workspaces", server.resolved_workspaces_dir),
+        _row(
+            "uploaded files",
+            f"{server.resolved_files_dir}; {server.files.max_file_mb:g} MB per file, "
+            f"{server.files.quota_mb:g} MB and {server.files.max_files} files per key",
+        ),
+        _row("approvals expire", f"after {server.approval_timeout_seconds:g} s"),
         _row("database", mask_url(server.resolved_database_url)),
         _row(
             "migrations at start",

@@ -72,3 +72,7 @@ def test_the_health_check_passes_against_a_live_server_and_fails_without_one(
         closed_port = unused.getsockname()[1]
     down = subprocess.run(_health_command(closed_port), capture_output=True, timeout=10)
     assert down.returncode != 0
+
+
+def test_the_image_has_bubblewrap_for_the_command_sandbox() -> None:
+    assert any("apt-get install" in run and "bubblewrap" in run for run in _all("RUN"))
