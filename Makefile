@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 HOST ?=
 PORT ?=
 
-.PHONY: serve simulate test lint fmt typecheck unit openapi openapi-check lock clean bench
+.PHONY: serve simulate test fast lint fmt typecheck unit openapi openapi-check lock clean bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ unit: install
 	$(BIN)/pytest -q
 
 test: lint typecheck openapi-check unit
+
+# The inner loop: the tests without their PostgreSQL runs and without those that start server
+# processes (markers in pyproject.toml). `make test` is what CI runs.
+fast: install
+	$(BIN)/pytest -q -m "not slow and not postgres"
 
 openapi: install
 	$(BIN)/python -m server.openapi_dump openapi/openapi.json

@@ -29,6 +29,14 @@ def _loopback_only(self: socket.socket, address: Any) -> None:
     _real_connect(self, address)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the PostgreSQL runs of the store tests (``-m "not postgres"`` leaves them out)."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and any(v == "postgresql" for v in callspec.params.values()):
+            item.add_marker(pytest.mark.postgres)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _no_internet() -> Iterator[None]:
     socket.socket.connect = _loopback_only  # type: ignore[method-assign,assignment]

@@ -22,6 +22,7 @@ from hermes_core.providers.base import (
     ToolSchema,
 )
 from hermes_core.providers.config import ProviderConfig, resolve_api_mode
+from hermes_core.providers.scripted import ScriptedProvider, ScriptedReply
 
 
 def create_provider(config: ProviderConfig) -> Provider:
@@ -43,6 +44,8 @@ __all__ = [
     "Provider",
     "ProviderConfig",
     "ProviderEvent",
+    "ScriptedProvider",
+    "ScriptedReply",
     "ToolCallDelta",
     "ToolChoice",
     "ToolSchema",

@@ -19,6 +19,8 @@ import pytest
 
 from tests.processes import free_port, hermes_command
 
+pytestmark = pytest.mark.slow  # starts server processes (make fast leaves it out)
+
 KEY = "sk-conformance-0123456789"
 
 

@@ -13,11 +13,14 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from hermes_core.persistence import Store
 from server.sessions.service import INTERRUPTED_RESULT
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from tests.processes import free_port, hermes_command
+
+pytestmark = pytest.mark.slow  # starts server processes (make fast leaves it out)
 
 KEY = "sk-crash-0123456789abcdef"
 MODEL = "crash-upstream"

@@ -1,4 +1,7 @@
-"""The iteration budget in real runs: pressure notes, the grace call, the shared pool."""
+"""The iteration budget in real runs: pressure notes, the grace call, the shared pool.
+
+Loop logic runs on the in-process ScriptedProvider; the grace call, whose tool-less request
+differs per wire, runs over each protocol against the simulator."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from typing import Any
 
 from hermes_core.agent import Agent, AgentConfig, AgentRequest, IterationBudget
 from hermes_core.events import BudgetWarning, ExitReason, RunFinished, SubagentEvent
+from hermes_core.providers import ScriptedProvider, ScriptedReply
 from hermes_core.providers.base import ApiMode
 from hermes_core.tools.registry import ToolContext, ToolRegistry
 from server.simulator import Reply, SimulatorServer, Step
@@ -33,22 +37,11 @@ def _noop_tools() -> ToolRegistry:
     return registry
 
 
-async def test_budget_pressure_reaches_the_model_but_not_the_transcript(
-    simulator: SimulatorServer, provider_for: ProviderFor
-) -> None:
-    script(
-        simulator,
-        "pressure",
-        Step(reply=Reply(tool_calls=[call("step")]), repeat=9),
-        Step(reply=Reply(text="finished")),
-    )
-    agent = Agent(
-        provider_for("chat_completions", "pressure"),
-        tools=_noop_tools(),
-        config=AgentConfig(max_iterations=10),
-    )
+async def test_budget_pressure_reaches_the_model_but_not_the_transcript() -> None:
+    provider = ScriptedProvider(*[ScriptedReply(tool_calls=[("step", {})])] * 9, "finished")
+    agent = Agent(provider, tools=_noop_tools(), config=AgentConfig(max_iterations=10))
     events = await run_events(agent, AgentRequest(user_message="work"))
-    bodies = [body_text(body) for body in sent(simulator, "pressure")]
+    bodies = [str(request.messages) for request in provider.requests]
     assert not any("[BUDGET" in body for body in bodies[:6])
     assert (
         "[BUDGET: Iteration 7/10. 3 iterations left. Start consolidating your work.]" in (bodies[6])
@@ -89,36 +82,28 @@ async def test_an_exhausted_budget_makes_one_grace_call_without_tools(
     assert "budget" in body_text(requests[3])
 
 
-async def test_no_grace_call_when_the_model_has_nothing_to_report(
-    simulator: SimulatorServer, provider_for: ProviderFor
-) -> None:
+async def test_no_grace_call_when_the_model_has_nothing_to_report() -> None:
     budget = IterationBudget(2)
     assert budget.consume()
     assert budget.consume()
-    agent = Agent(provider_for("chat_completions", "spent"), budget=budget)
+    provider = ScriptedProvider()
+    agent = Agent(provider, budget=budget)
     result = await agent.run_conversation("anything left?")
     assert result["exit_reason"] == "budget_exhausted"
     assert result["model_calls"] == 0
-    assert simulator.state.requests(scenario="spent") == []
+    assert provider.requests == []
 
 
-async def test_the_shared_budget_stops_a_parent_whose_children_used_it_up(
-    simulator: SimulatorServer, provider_for: ProviderFor
-) -> None:
+async def test_the_shared_budget_stops_a_parent_whose_children_used_it_up() -> None:
     tasks = [{"goal": "step forever"}, {"goal": "step forever too"}]
-    script(
-        simulator,
-        "family",
-        Step(reply=Reply(tool_calls=[call("delegate_task", tasks=tasks)])),
+    provider = ScriptedProvider(
+        ScriptedReply(tool_calls=[("delegate_task", {"tasks": tasks})]),
         # Every later call (children, and the grace calls) asks for another step.
-        Step(reply=Reply(tool_calls=[call("step")]), repeat=100),
+        *[ScriptedReply(tool_calls=[("step", {})])] * 100,
     )
     budget = IterationBudget(8)
     agent = Agent(
-        provider_for("chat_completions", "family"),
-        tools=_noop_tools(),
-        budget=budget,
-        config=AgentConfig(max_iterations=8),
+        provider, tools=_noop_tools(), budget=budget, config=AgentConfig(max_iterations=8)
     )
     events = await run_events(agent, AgentRequest(user_message="delegate"))
     end = finished(events)

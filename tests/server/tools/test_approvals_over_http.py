@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from openai import AsyncOpenAI
 
 from hermes_core.tools.workspace import Workspace
@@ -26,6 +27,8 @@ from tests.server.tools.conftest import (
     tool_results,
     until,
 )
+
+pytestmark = pytest.mark.slow  # starts server processes (make fast leaves it out)
 
 DANGEROUS = "rm -rf build"
 WAIT = "x-hermes-approval-wait"

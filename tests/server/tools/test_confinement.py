@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import pytest
 from openai import AsyncOpenAI
 
 from server.simulator import SimulatorServer
@@ -21,6 +22,8 @@ from tests.server.tools.conftest import (
     tool_results,
     until,
 )
+
+pytestmark = pytest.mark.slow  # starts server processes (make fast leaves it out)
 
 
 async def _run(openai: AsyncOpenAI, conversation: str) -> None:

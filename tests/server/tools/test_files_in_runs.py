@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 from openai import AsyncOpenAI
 
 from server.simulator import SimulatorServer
@@ -28,6 +29,8 @@ SUM_TO_FILE = (
     "open('totals.txt', 'w').write(f'total={total}\\n')\n"
     "print('total', total)\n"
 )
+
+pytestmark = pytest.mark.slow  # starts server processes (make fast leaves it out)
 
 
 def _user_text_seen(simulator: SimulatorServer) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from openai import AsyncOpenAI
 
 from server.simulator import SimulatorServer
@@ -24,6 +25,8 @@ from tests.server.tools.conftest import (
     tool_results,
     until,
 )
+
+pytestmark = pytest.mark.slow  # starts server processes (make fast leaves it out)
 
 
 def _find_in_workspaces(server: ToolServer, name: str) -> Path | None:
