@@ -51,6 +51,11 @@ class Profile:
     """Toolsets the configuration asked for that cannot work here, and why."""
     provider_models: dict[str, str] = field(init=False)
     """Configured name → model of every provider this profile's runs may call."""
+    asks_approval: bool = field(init=False)
+    """Some of its tools may wait for a person's approval (read per request: kept, not
+    recomputed)."""
+    uses_workspace: bool = field(init=False)
+    """Its runs have tools that act on a conversation's files."""
 
     @property
     def summariser(self) -> Provider:
@@ -69,6 +74,8 @@ class Profile:
             for chain in chains
             for member in (chain.providers if isinstance(chain, FallbackChain) else [chain])
         }
+        self.asks_approval = any(tool.needs_approval is not None for tool in self.tools.tools())
+        self.uses_workspace = bool(WORKSPACE_TOOLSETS & set(self.toolsets))
 
     def plain_agent(self, *, owner: str) -> Agent:
         """An agent for one plain model call on the client's own messages: no instructions,
@@ -78,16 +85,6 @@ class Profile:
             core_instructions="", max_iterations=1, max_tokens=self.config.max_tokens
         )
         return Agent(self.summariser, config=config, owner=owner, system_prompt="")
-
-    @property
-    def asks_approval(self) -> bool:
-        """Some of its tools may wait for a person's approval."""
-        return any(tool.needs_approval is not None for tool in self.tools.tools())
-
-    @property
-    def uses_workspace(self) -> bool:
-        """Its runs have tools that act on a conversation's files."""
-        return bool(WORKSPACE_TOOLSETS & set(self.toolsets))
 
     def new_agent(
         self,

@@ -63,7 +63,8 @@ class ChatServing:
         completion_id = new_id("chatcmpl-")
         services.runs.admit(principal.name)
         session_id = conversation = None
-        spoken, forked = text_of(agent_request.user_message), False
+        asks = profile.asks_approval and not side_task  # else no approval work at all
+        spoken, forked = text_of(agent_request.user_message) if asks else "", False
         if services.sessions is not None and not side_task:
             turn = await services.sessions.begin(
                 agent,
@@ -78,22 +79,22 @@ class ChatServing:
             forked = turn.forked_from is not None
         if not side_task:
             try:
-                agent_request = await with_approvals(
-                    services,
-                    profile,
-                    agent,
-                    agent_request,
-                    Asker(
-                        owner=principal.name,
-                        conversation=conversation,
-                        session_id=session_id,
-                        profile=profile.id,
-                        wait_seconds=approval_wait,
-                    ),
-                    forked=forked,
-                    answers={},
-                    spoken=spoken,
-                )
+                if asks:
+                    agent_request = await with_approvals(
+                        services,
+                        agent,
+                        agent_request,
+                        Asker(
+                            owner=principal.name,
+                            conversation=conversation,
+                            session_id=session_id,
+                            profile=profile.id,
+                            wait_seconds=approval_wait,
+                        ),
+                        forked=forked,
+                        answers={},
+                        spoken=spoken,
+                    )
                 agent_request = await with_files(
                     services,
                     with_workspace(services, profile, agent_request, principal, conversation),

@@ -147,7 +147,6 @@ def _remove_soon(directory: Path) -> None:
 
 async def with_approvals(
     services: Services,
-    profile: Profile,
     agent: Agent,
     request: AgentRequest,
     asker: Asker,
@@ -157,10 +156,8 @@ async def with_approvals(
     spoken: str,
 ) -> AgentRequest:
     """``request`` with the answers to what its conversation's last run left awaiting
-    approval, and ``agent`` with the approver of this run. Nothing to do (and no query) for
-    a profile whose tools never ask."""
-    if not profile.asks_approval:
-        return request
+    approval, and ``agent`` with the approver of this run. Only for a profile whose tools may
+    ask (``Profile.asks_approval``): callers skip it otherwise, query and all."""
     agent.approval_callback = services.approvals.approver(services.store, asker)
     if asker.conversation is None:
         return request

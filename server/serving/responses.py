@@ -99,33 +99,33 @@ class ResponsesServing:
         agent.check(agent_request)
         response_id, run_id = new_id("resp_"), new_id("run_")
         services.runs.admit(principal.name)
-        answers = approval_answers(body.input_items())
-        spoken = text_of(agent_request.user_message)
+        asks = profile.asks_approval  # else no approval work at all: the hot path stays bare
+        answers = approval_answers(body.input_items()) if asks else {}
+        spoken = text_of(agent_request.user_message) if asks else ""
         session_id, conversation, forked, agent_request = await self._on_session(
             body, agent, agent_request, owner, profile, run_id, previous
         )
         agent_request = dataclasses.replace(agent_request, run_id=run_id)
-        # A turn of store=false keeps nothing: it can neither answer nor leave a question.
-        asks_in = (owner, conversation) if conversation is not None and body.store else None
         workspace_of = (owner, conversation) if conversation is not None else None
-        asker = Asker(
-            owner=principal.name,
-            conversation=asks_in,
-            session_id=session_id,
-            profile=profile.id,
-            wait_seconds=approval_wait,
-        )
         try:
-            agent_request = await with_approvals(
-                services,
-                profile,
-                agent,
-                agent_request,
-                asker,
-                forked=forked,
-                answers=answers,
-                spoken=spoken,
-            )
+            if asks:
+                # A turn of store=false keeps nothing: it can neither answer nor leave a question.
+                asker = Asker(
+                    owner=principal.name,
+                    conversation=workspace_of if body.store else None,
+                    session_id=session_id,
+                    profile=profile.id,
+                    wait_seconds=approval_wait,
+                )
+                agent_request = await with_approvals(
+                    services,
+                    agent,
+                    agent_request,
+                    asker,
+                    forked=forked,
+                    answers=answers,
+                    spoken=spoken,
+                )
             agent_request = await with_files(
                 services,
                 with_workspace(services, profile, agent_request, principal, workspace_of),
