@@ -177,15 +177,24 @@ class ChainTurn:
         """Call ``provider`` until it answers, yielding its events; end with the last failure
         (as an item, not raised) when it gives up."""
         policy = self._chain.retry
+        can_fail_over = self._index + 1 < len(self._order)
         attempt = 0
         refreshed = False
         while True:
             attempt += 1
             streamed = False
             try:
-                async for event in provider.stream(request):
-                    streamed = streamed or isinstance(event, _OUTPUT)
-                    yield event
+                events = provider.stream(request)
+                deadline = policy.first_byte_timeout if request.stream else None
+                first = await _first_event(provider, events, deadline)
+                if first is not None:
+                    # It answers: whatever it said before, it is not cooling down any more.
+                    self._chain.cooldowns.answered(provider.name)
+                    streamed = isinstance(first, _OUTPUT)
+                    yield first
+                    async for event in events:
+                        streamed = streamed or isinstance(event, _OUTPUT)
+                        yield event
                 return
             except ProviderError as error:
                 if streamed:
@@ -195,7 +204,11 @@ class ChainTurn:
                     if await provider.refresh_credentials():
                         attempt -= 1  # a call with a new key is not a retry of the old one
                         continue
-                if not error.transient or attempt >= policy.max_attempts:
+                if (
+                    not error.transient
+                    or attempt >= policy.max_attempts
+                    or not policy.worth_waiting(error, can_fail_over=can_fail_over)
+                ):
                     yield error
                     return
                 delay = policy.delay(attempt, error)
@@ -215,3 +228,26 @@ class ChainTurn:
             status_code=failure.status_code,
             retry_after=failure.retry_after,
         )
+
+
+async def _first_event(
+    provider: Provider, events: AsyncIterator[ProviderEvent], seconds: float | None
+) -> ProviderEvent | None:
+    """The first event of a call (None if it has none), failing as a timeout when it takes
+    longer than ``seconds``: a streamed call that says nothing for that long is treated as a
+    provider that does not answer. (A call fetched in one piece passes None: it may take as
+    long as the whole reply takes.)"""
+    if seconds is None:
+        return await anext(events, None)
+    try:
+        async with asyncio.timeout(seconds):
+            return await anext(events, None)
+    except TimeoutError:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
+        raise ProviderError(
+            f"{provider.name}: no answer within {seconds:g} s",
+            kind=ErrorKind.TIMEOUT,
+            provider=provider.name,
+        ) from None

@@ -7,7 +7,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from hermes_core.errors import ProviderError
+from hermes_core.errors import ErrorKind, ProviderError
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -19,8 +19,24 @@ class RetryPolicy:
     base_delay: float = 1.0
     max_delay: float = 30.0
     max_retry_after: float = 60.0
-    """An upstream's Retry-After longer than this is cut to it."""
+    """An upstream's Retry-After longer than this is cut to it, on the chain's last provider;
+    with another provider to go to, the chain fails over at once instead of waiting."""
+    first_byte_timeout: float | None = 120.0
+    """Seconds a streamed call may take to produce its first event (connect, queueing, a
+    model's silent thinking); then it is a timeout, and with another provider to go to, the
+    chain fails over at once rather than retry a provider that does not answer. None: only
+    the provider's own timeout applies."""
     jitter: bool = True
+
+    def worth_waiting(self, error: ProviderError, *, can_fail_over: bool) -> bool:
+        """Whether to call the same provider again after ``error`` (transient) rather than
+        move on: always on the last provider; otherwise not after a timeout (a provider that
+        does not answer costs a timeout per attempt) nor a Retry-After beyond the cap."""
+        if not can_fail_over:
+            return True
+        if error.kind is ErrorKind.TIMEOUT:
+            return False
+        return error.retry_after is None or error.retry_after <= self.max_retry_after
 
     def delay(self, attempt: int, error: ProviderError) -> float:
         """Seconds to wait after failed ``attempt`` (1-based)."""
@@ -32,6 +48,12 @@ class RetryPolicy:
 
 
 DEFAULT_COOLDOWN = 60.0
+MAX_COOLDOWN = 600.0
+"""A rate limit keeps a provider out of first place this long at most, whatever it asked."""
+PROBE_SECONDS = 30.0
+"""While a provider cools down, one turn every this many seconds tries it first anyway (the
+half-open probe): a provider that answers again is back at once, not when its Retry-After
+(up to an hour) runs out."""
 
 
 class Cooldowns:
@@ -39,25 +61,46 @@ class Cooldowns:
 
     def __init__(self) -> None:
         self._until: dict[str, float] = {}
+        self._next_probe: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def cool(self, provider: str, seconds: float | None) -> None:
+        now = time.monotonic()
         with self._lock:
-            self._until[provider] = time.monotonic() + (seconds or DEFAULT_COOLDOWN)
+            self._until[provider] = now + min(seconds or DEFAULT_COOLDOWN, MAX_COOLDOWN)
+            self._next_probe[provider] = now + PROBE_SECONDS
 
     def is_cooling(self, provider: str) -> bool:
+        """Whether to keep ``provider`` out of first place now. False for the one caller that
+        gets to probe it (every ``PROBE_SECONDS``)."""
+        if provider not in self._until:  # the common case, without the lock
+            return False
+        now = time.monotonic()
         with self._lock:
             until = self._until.get(provider)
             if until is None:
                 return False
-            if until <= time.monotonic():
+            if until <= now:
                 del self._until[provider]
+                self._next_probe.pop(provider, None)
+                return False
+            if self._next_probe.get(provider, until) <= now:
+                self._next_probe[provider] = now + PROBE_SECONDS
                 return False
             return True
+
+    def answered(self, provider: str) -> None:
+        """``provider`` answered a call: it is not cooling down any more."""
+        if provider not in self._until:
+            return
+        with self._lock:
+            self._until.pop(provider, None)
+            self._next_probe.pop(provider, None)
 
     def clear(self) -> None:
         with self._lock:
             self._until.clear()
+            self._next_probe.clear()
 
 
 PROCESS_COOLDOWNS = Cooldowns()

@@ -211,10 +211,20 @@ class RetrySettings(_Model):
     max_attempts: int = Field(default=3, ge=1, le=10)
     base_delay: float = Field(default=1.0, ge=0)
     max_delay: float = Field(default=30.0, ge=0)
+    max_retry_after: float = Field(default=60.0, ge=0)
+    """A Retry-After longer than this is not waited for: the chain fails over (on its last
+    provider, it waits this long)."""
+    first_byte_timeout: float | None = Field(default=120.0, gt=0)
+    """Seconds a streamed call may take to start answering before the chain fails over;
+    null: only the provider's ``timeout``. Raise it for models that think silently for long."""
 
     def to_policy(self) -> RetryPolicy:
         return RetryPolicy(
-            max_attempts=self.max_attempts, base_delay=self.base_delay, max_delay=self.max_delay
+            max_attempts=self.max_attempts,
+            base_delay=self.base_delay,
+            max_delay=self.max_delay,
+            max_retry_after=self.max_retry_after,
+            first_byte_timeout=self.first_byte_timeout,
         )
 
 

@@ -246,3 +246,74 @@ async def test_a_bare_provider_gets_the_agent_retry_policy(
     script(simulator, "flaky", Step(fault=Fault(status=502)), Step(reply=Reply(text="ok")))
     agent = Agent(provider_for("chat_completions", "flaky"), config=AgentConfig(retry=FAST))
     assert await agent.chat("hi") == "ok"
+
+
+async def test_a_retry_after_beyond_the_cap_fails_over_at_once_instead_of_waiting(
+    simulator: SimulatorServer, provider_for: ProviderFor
+) -> None:
+    script(simulator, "hour", Step(fault=Fault(status=429, retry_after=3600), repeat=5))
+    script(simulator, "other", Step(reply=Reply(text="From the other one.")))
+    chain = _chain(
+        provider_for("chat_completions", "hour", name="hour"),
+        provider_for("chat_completions", "other", name="other"),
+    )
+    started = time.monotonic()
+    events = await run_events(Agent(chain), AgentRequest(user_message="hi"))
+
+    assert time.monotonic() - started < 10
+    assert finished(events).final_text == "From the other one."
+    assert len(simulator.state.requests(scenario="hour")) == 1
+    assert not [e for e in events if isinstance(e, RetryScheduled)]
+
+
+async def test_a_primary_that_does_not_start_answering_fails_over_after_one_first_byte_timeout(
+    simulator: SimulatorServer, provider_for: ProviderFor
+) -> None:
+    script(simulator, "mute", Step(fault=Fault(first_byte_delay=30), repeat=5))
+    script(simulator, "talker", Step(reply=Reply(text="Here.")))
+    chain = FallbackChain(
+        [
+            provider_for("chat_completions", "mute", name="mute"),
+            provider_for("anthropic_messages", "talker", name="talker"),
+        ],
+        retry=RetryPolicy(base_delay=0.01, first_byte_timeout=0.5),
+        cooldowns=Cooldowns(),
+    )
+    started = time.monotonic()
+    events = await run_events(Agent(chain), AgentRequest(user_message="hi"))
+
+    assert time.monotonic() - started < 10, "it waited out the mute provider"
+    assert finished(events).final_text == "Here."
+    assert [e.reason for e in events if isinstance(e, FallbackActivated)] == ["timeout"]
+    assert len(simulator.state.requests(scenario="mute")) == 1
+
+
+async def test_a_cooling_provider_is_probed_and_back_in_first_place_once_it_answers(
+    simulator: SimulatorServer, provider_for: ProviderFor, monkeypatch: Any
+) -> None:
+    script(
+        simulator,
+        "flaky",
+        Step(fault=Fault(status=429, retry_after=3600)),
+        Step(reply=Reply(text="flaky is back")),
+        Step(reply=Reply(text="flaky again")),
+    )
+    script(simulator, "steady", Step(reply=Reply(text="steady")))
+    cooldowns = Cooldowns()
+    chain = FallbackChain(
+        [
+            provider_for("chat_completions", "flaky", name="flaky"),
+            provider_for("chat_completions", "steady", name="steady"),
+        ],
+        retry=FAST,
+        cooldowns=cooldowns,
+    )
+    assert (await Agent(chain).run_conversation("one"))["final_response"] == "steady"
+    assert cooldowns.is_cooling("flaky")
+
+    # Half a minute on, one turn probes the cooling provider; it answers, so it is back.
+    clock = time.monotonic() + 31
+    monkeypatch.setattr("hermes_core.providers.retry.time.monotonic", lambda: clock)
+    assert (await Agent(chain).run_conversation("two"))["final_response"] == "flaky is back"
+    assert not cooldowns.is_cooling("flaky")
+    assert (await Agent(chain).run_conversation("three"))["final_response"] == "flaky again"
