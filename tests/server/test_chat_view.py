@@ -30,6 +30,7 @@ from hermes_core.events import (
     ToolCallGenerating,
     ToolFinished,
     ToolOutcome,
+    ToolProgress,
     ToolStarted,
 )
 from hermes_core.usage import Usage
@@ -310,6 +311,25 @@ def test_open_webui_gets_a_tool_card_and_status_lines_and_every_card_is_closed()
         {"description": "lookup done", "done": True},
         {"description": "Running lookup zebra", "done": False},
     ]
+
+
+def test_a_running_tools_output_streams_in_delta_hermes_and_as_an_open_webui_status() -> None:
+    progress = ToolProgress(RUN, 1, call_id="c1", name="lookup", output="step 1\nstep 2\n")
+
+    plain = stream(tool_started("c1"), progress)
+    webui = stream(tool_started("c1"), progress, openwebui=True)
+
+    assert plain[-1]["choices"][0]["delta"] == {
+        "hermes": {
+            "type": "tool",
+            "phase": "progress",
+            "call_id": "c1",
+            "name": "lookup",
+            "output": "step 1\nstep 2\n",
+        }
+    }
+    assert "content" not in plain[-1]["choices"][0]["delta"]
+    assert webui[-1]["event"]["data"] == {"description": "lookup: step 2", "done": False}
 
 
 def test_the_completion_builder_carries_the_answer_reasoning_client_calls_and_usage() -> None:

@@ -37,6 +37,7 @@ from hermes_core.events import (
     ToolCallGenerating,
     ToolFinished,
     ToolOutcome,
+    ToolProgress,
     ToolStarted,
 )
 from hermes_core.messages import ToolCall
@@ -547,6 +548,21 @@ def test_events_mode_adds_structured_tool_progress_events() -> None:
          "outcome": "error", "duration_ms": 12, "preview": "", "error": "boom"},
     ]  # fmt: skip
     assert [item["type"] for item in items(view)] == ["reasoning", "message"]
+
+
+def test_a_running_tools_output_is_an_event_only_in_events_mode() -> None:
+    output = ToolProgress(run_id=RUN, seq=1, call_id="call_1", name="lookup", output="half\n")
+
+    shown, _ = stream(started(), output, finished(), end(), progress="events")
+    hidden, _ = stream(started(), output, finished(), end())
+
+    progress = [f for f in shown if f["type"] == "hermes:tool_progress"]
+    assert [(f["phase"], f.get("output")) for f in progress] == [
+        ("started", None),
+        ("progress", "half\n"),
+        ("finished", None),
+    ]
+    assert not [f for f in hidden if f["type"].startswith("hermes:")]
 
 
 def test_openwebui_mode_shows_server_tools_as_cards_each_with_its_output() -> None:

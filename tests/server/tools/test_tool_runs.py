@@ -249,3 +249,32 @@ async def test_stopping_a_response_during_a_long_command_leaves_no_process(
 
     assert frames[-1]["type"] == "response.incomplete"
     assert await until(lambda: not processes_running(seconds), seconds=15, server=tool_server)
+
+
+async def test_a_shell_commands_output_is_a_native_run_event_before_the_command_ends(
+    tool_server: ToolServer, simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    marker = f"mark-{uuid.uuid4().hex[:10]}"
+    script(simulator, call("shell", command=_blocking_command(marker)), answer("done"))
+    body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "go"}]}
+
+    async with http.stream("POST", "/v1/chat/completions", json=body) as response:
+        run_id = response.headers["x-hermes-run-id"]
+        async with http.stream("GET", f"/v1/runs/{run_id}/events") as events:
+            kinds: list[str] = []
+            lines = events.aiter_lines()
+            async for line in lines:
+                if line.startswith("event: "):
+                    kinds.append(line[7:])
+                    if kinds[-1] == "tool_progress":
+                        break
+            assert "tool_finished" not in kinds
+            workspace = _find_in_workspaces(tool_server, marker)
+            assert workspace is not None
+            (workspace / "go").touch()
+            rest = [line[7:] async for line in lines if line.startswith("event: ")]
+        async for _ in response.aiter_lines():
+            pass
+
+    assert "tool_finished" in rest
+    assert rest[-1] == "run_finished"
