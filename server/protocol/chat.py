@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator
 
 from hermes_core.agent import AgentRequest
 from hermes_core.messages import Message, ToolCall
@@ -53,7 +53,7 @@ class ToolIn(_Open):
 
 
 class StreamOptions(_Open):
-    include_usage: bool = False
+    include_usage: StrictBool = False
 
 
 class ChatCompletionRequest(_Open):
@@ -61,7 +61,8 @@ class ChatCompletionRequest(_Open):
 
     model: str = Field(min_length=1)
     messages: list[ChatMessageIn] = Field(min_length=1)
-    stream: bool = False
+    # Booleans are strict, as OpenAI's are: "stream": "yes" is a 400, not a stream.
+    stream: StrictBool = False
     stream_options: StreamOptions | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
@@ -69,7 +70,7 @@ class ChatCompletionRequest(_Open):
     reasoning_effort: str | None = None
     tools: list[ToolIn] | None = None
     tool_choice: str | dict[str, Any] | None = None
-    parallel_tool_calls: bool | None = None
+    parallel_tool_calls: StrictBool | None = None
     n: int | None = Field(default=None, ge=1)
     response_format: dict[str, Any] | None = None
     user: str | None = None
@@ -87,6 +88,15 @@ class ChatCompletionRequest(_Open):
     def _text_only(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         if value is not None and value.get("type", "text") != "text":
             raise ValueError("only response_format {'type': 'text'} is supported")
+        return value
+
+    @field_validator("stream_options")
+    @classmethod
+    def _only_with_a_stream(
+        cls, value: StreamOptions | None, info: ValidationInfo
+    ) -> StreamOptions | None:
+        if value is not None and not info.data.get("stream"):
+            raise ValueError("stream_options is only allowed when stream is true")
         return value
 
     @property

@@ -13,7 +13,15 @@ import json
 import re
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    field_validator,
+    model_validator,
+)
 
 from hermes_core.agent import AgentRequest
 from hermes_core.providers.base import ForcedTool, ToolChoice, ToolSchema
@@ -47,11 +55,12 @@ class ResponseCreateRequest(_Open):
     instructions: str | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
-    parallel_tool_calls: bool | None = None
+    parallel_tool_calls: StrictBool | None = None
     previous_response_id: str | None = None
-    store: bool = True
-    background: bool = False
-    stream: bool = False
+    # Booleans are strict, as OpenAI's are: "stream": "yes" is a 400, not a stream.
+    store: StrictBool = True
+    background: StrictBool = False
+    stream: StrictBool = False
     metadata: dict[str, str] | None = None
     max_output_tokens: int | None = Field(default=None, ge=1)
     max_tool_calls: int | None = Field(default=None, ge=0)

@@ -67,6 +67,11 @@ async def test_the_sdk_raises_authentication_error(hermes: ThreadedServer) -> No
         ({"model": "hermes-agent", "messages": HELLO, "n": 3}, "n"),
         ({"model": "hermes-agent", "messages": HELLO, "tool_choice": {"type": "x"}}, "tool_choice"),
         ({"model": "hermes-agent", "messages": [{"role": "tool", "content": "x"}]}, "messages"),
+        ({"model": "hermes-agent", "messages": HELLO, "stream": "yes"}, "stream"),
+        (
+            {"model": "hermes-agent", "messages": HELLO, "stream_options": {"include_usage": True}},
+            "stream_options",
+        ),
     ],
     ids=[
         "temperature",
@@ -77,6 +82,8 @@ async def test_the_sdk_raises_authentication_error(hermes: ThreadedServer) -> No
         "n",
         "tool-choice",
         "tool-without-id",
+        "stream-not-a-boolean",
+        "stream-options-without-stream",
     ],
 )
 async def test_invalid_requests_are_a_400_naming_the_param(

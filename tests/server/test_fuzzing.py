@@ -62,7 +62,9 @@ profiles:
         "--no-color",
     ]
     with hermes_command("serve", "--config", str(config), port=port, log=tmp_path / "server.log"):
-        finished = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        finished = subprocess.run(
+            command, capture_output=True, text=True, timeout=600, cwd=tmp_path
+        )
 
     summary = finished.stdout[-4000:]
     assert finished.returncode == 0, summary

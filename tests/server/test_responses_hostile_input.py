@@ -15,6 +15,8 @@ from tests.server.conftest import KEY_ALICE
 M = "hermes-agent"
 BAD_BODIES: list[Any] = [
     {},
+    {"model": M, "input": "hi", "stream": "yes"},
+    {"model": M, "input": "hi", "store": "no"},
     {"model": ""},
     {"model": M, "input": 42},
     {"model": M, "input": [42]},
