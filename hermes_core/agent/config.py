@@ -10,7 +10,7 @@ from typing import Any
 from hermes_core.agent.budget import DEFAULT_MAX_ITERATIONS, BudgetPressure
 from hermes_core.events import ApprovalDecision
 from hermes_core.messages import Message
-from hermes_core.providers.base import ToolChoice, ToolSchema
+from hermes_core.providers.base import OutputFormat, ToolChoice, ToolSchema
 from hermes_core.providers.retry import RetryPolicy
 
 CORE_INSTRUCTIONS = (
@@ -88,6 +88,8 @@ class AgentRequest:
     reasoning_effort: str | None = None
     parallel_tool_calls: bool | None = None
     """Passed to the model (None: the provider's default)."""
+    output_format: OutputFormat | None = None
+    """The shape the final answer must take (structured outputs); see ``agent/structured.py``."""
     max_tool_calls: int | None = None
     """Server tool calls this run may make. Calls beyond it are answered with an error, and
     once it is used up the model is asked to answer without tools."""

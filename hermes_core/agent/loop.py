@@ -22,6 +22,7 @@ from hermes_core.agent.config import AgentConfig, AgentRequest, ApprovalAnswer
 from hermes_core.agent.emitter import Emitter
 from hermes_core.agent.model_call import CallOutcome, InterruptibleCall
 from hermes_core.agent.prepare import prepare_messages
+from hermes_core.agent.structured import check_answer, format_instructions, repair_note
 from hermes_core.context.hooks import CallContext, ContextHooks
 from hermes_core.events import (
     ApprovalDecision,
@@ -75,6 +76,8 @@ class RunState:
     invalid_json_retries: int = 0
     unknown_tool_turns: int = 0
     nudged: bool = False
+    reshaped: bool = False
+    """The answer was asked for again once, for not having the requested shape."""
     tool_calls: int = 0
     """Server tool calls executed so far (for ``max_tool_calls``)."""
     last_prompt_tokens: int | None = None
@@ -122,6 +125,9 @@ class RunDriver:
         self.task_id = task_id
         self.budget = budget
         self.tools = tools
+        self.output_format = request.output_format
+        if self.output_format is not None:
+            system_prompt = f"{system_prompt}\n\n{format_instructions(self.output_format)}"
         self.system_prompt = system_prompt
         self.model_call = InterruptibleCall()
         self.state = RunState(transcript=list(request.history))
@@ -203,6 +209,7 @@ class RunDriver:
                 temperature=_first(self.request.temperature, self.agent.config.temperature),
                 reasoning_effort=self.request.reasoning_effort
                 or self.agent.config.reasoning_effort,
+                output_format=self.output_format,
                 stream=self.request.stream_model_replies,
             ),
             provider=self.provider,
@@ -219,6 +226,8 @@ class RunDriver:
             request,
             self.emit,
             is_interrupted=self.agent.interrupt_event.is_set,
+            # A structured answer is shown only once it is checked (see _shaped).
+            hold_text=self.output_format is not None,
         )
         if outcome.interrupted:
             self.finish_interrupted(outcome.streamed_text)
@@ -310,6 +319,8 @@ class RunDriver:
         if text.strip():
             message: Message = dict(response.message)  # type: ignore[assignment]
             message["content"] = text
+            if self.output_format is not None and response.finish_reason == "stop":
+                return self._shaped(message, text)
             self.append(message)
             if response.finish_reason == "length":
                 self.finish(
@@ -334,6 +345,29 @@ class RunDriver:
             self.append({"role": "user", "content": EMPTY_NUDGE})
             return True
         self.finish(ExitReason.FAILED, "", error="The model returned an empty response.")
+        return False
+
+    def _shaped(self, message: Message, text: str) -> bool:
+        """Finish with an answer of the requested shape, shown now (it was held back); ask
+        once more when it has not the shape; then fail. True means: loop again."""
+        assert self.output_format is not None
+        answer, problem = check_answer(text, self.output_format)
+        if problem is None:
+            message["content"] = answer
+            self.append(message)
+            self.emit(TextDelta, text=answer)
+            self.finish(ExitReason.COMPLETED, answer)
+            return False
+        self.append(message)
+        if not self.state.reshaped:
+            self.state.reshaped = True
+            self.append({"role": "user", "content": repair_note(self.output_format, problem)})
+            return True
+        self.finish(
+            ExitReason.FAILED,
+            "",
+            error=f"The answer did not have the requested shape ({problem}).",
+        )
         return False
 
     def _text_before_housekeeping(self) -> str:

@@ -47,12 +47,15 @@ class InterruptibleCall:
         emit: Emit,
         *,
         is_interrupted: Callable[[], bool],
+        hold_text: bool = False,
     ) -> CallOutcome:
+        """Make the call. ``hold_text``: the answer's text is not emitted as it comes (the
+        caller shows it once it is checked)."""
         text: list[str] = []
 
         async def consume() -> ModelResponse:
             async for event in provider.stream(request):
-                response = forward(event, emit, text)
+                response = forward(event, emit, text, hold_text=hold_text)
                 if response is not None:
                     return response
             raise ProviderError(
@@ -78,12 +81,15 @@ class InterruptibleCall:
         return CallOutcome(response, "".join(text))
 
 
-def forward(event: ProviderEvent, emit: Emit, text: list[str]) -> ModelResponse | None:
+def forward(
+    event: ProviderEvent, emit: Emit, text: list[str], *, hold_text: bool = False
+) -> ModelResponse | None:
     """Turn one provider event into agent events; return the final response when it comes."""
     match event:
         case provider_events.ModelTextDelta():
             text.append(event.text)
-            emit(events.TextDelta, text=event.text)
+            if not hold_text:
+                emit(events.TextDelta, text=event.text)
         case provider_events.ModelReasoningDelta():
             emit(events.ReasoningDelta, text=event.text)
         case provider_events.ToolCallDelta():

@@ -70,6 +70,11 @@ def build_kwargs(
     elif request.temperature is not None:
         # Sent only without thinking: with it, the API accepts no temperature but the default.
         kwargs["temperature"] = request.temperature
+    output = request.output_format
+    if output is not None and output.kind == "json_schema" and output.schema is not None:
+        # Anthropic's native structured outputs. A bare json_object has no schema to give:
+        # the instructions ask for JSON, and the agent checks the answer.
+        kwargs["output_config"] = {"format": {"type": "json_schema", "schema": dict(output.schema)}}
     if request.extra_headers:
         kwargs["extra_headers"] = dict(request.extra_headers)
     return kwargs

@@ -41,6 +41,20 @@ class ToolSchema:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OutputFormat:
+    """The shape a run's final answer must take (structured outputs): JSON matching
+    ``schema`` (``json_schema``), or any JSON object (``json_object``)."""
+
+    kind: Literal["json_schema", "json_object"]
+    name: str = "answer"
+    schema: Mapping[str, Any] | None = None
+    """A JSON Schema; required for ``json_schema``."""
+    strict: bool = False
+    """Ask the upstream to enforce the schema exactly (OpenAI's strict mode)."""
+    description: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ForcedTool:
     """``tool_choice`` that forces one named function."""
 
@@ -75,6 +89,8 @@ class ModelRequest:
     temperature: float | None = None
     reasoning_effort: str | None = None
     """``low`` / ``medium`` / ``high``; mapped to each provider's reasoning control."""
+    output_format: OutputFormat | None = None
+    """The shape of the answer text, where the upstream can enforce one natively."""
     extra_headers: Mapping[str, str] = field(default_factory=dict)
     prompt_cache: PromptCachePolicy | None = None
     """Explicit cache breakpoints to place; None places none."""

@@ -29,6 +29,7 @@ from hermes_core.providers.base import (
     ModelRequest,
     ModelResponse,
     ModelTextDelta,
+    OutputFormat,
     ProviderEvent,
     ToolCallDelta,
     ToolSchema,
@@ -75,6 +76,18 @@ def to_wire_tools(tools: tuple[ToolSchema, ...] | list[ToolSchema]) -> list[dict
     ]
 
 
+def wire_response_format(output: OutputFormat) -> dict[str, Any]:
+    """``response_format`` as Chat Completions takes it."""
+    if output.kind == "json_object":
+        return {"type": "json_object"}
+    spec: dict[str, Any] = {"name": output.name, "schema": dict(output.schema or {})}
+    if output.strict:
+        spec["strict"] = True
+    if output.description:
+        spec["description"] = output.description
+    return {"type": "json_schema", "json_schema": spec}
+
+
 def build_kwargs(request: ModelRequest, *, model: str) -> dict[str, Any]:
     """The ``chat.completions.create`` arguments for one call (streamed unless
     ``request.stream`` is False)."""
@@ -101,6 +114,8 @@ def build_kwargs(request: ModelRequest, *, model: str) -> dict[str, Any]:
         kwargs["temperature"] = request.temperature
     if request.reasoning_effort is not None:
         kwargs["reasoning_effort"] = request.reasoning_effort
+    if request.output_format is not None:
+        kwargs["response_format"] = wire_response_format(request.output_format)
     if request.extra_headers:
         kwargs["extra_headers"] = dict(request.extra_headers)
     return kwargs

@@ -29,6 +29,7 @@ from hermes_core.providers.base import (
     ModelRequest,
     ModelResponse,
     ModelTextDelta,
+    OutputFormat,
     ProviderEvent,
     ToolCallDelta,
     ToolSchema,
@@ -149,6 +150,22 @@ def to_wire_tools(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:
     ]
 
 
+def wire_text_format(output: OutputFormat) -> dict[str, Any]:
+    """``text.format`` as the Responses API takes it."""
+    if output.kind == "json_object":
+        return {"type": "json_object"}
+    wire: dict[str, Any] = {
+        "type": "json_schema",
+        "name": output.name,
+        "schema": dict(output.schema or {}),
+    }
+    if output.strict:
+        wire["strict"] = True
+    if output.description:
+        wire["description"] = output.description
+    return wire
+
+
 def build_kwargs(request: ModelRequest, *, model: str) -> dict[str, Any]:
     """The ``responses.create`` arguments for one call (streamed unless ``request.stream`` is
     False)."""
@@ -176,6 +193,8 @@ def build_kwargs(request: ModelRequest, *, model: str) -> dict[str, Any]:
         # With store=False a replayed reasoning item is only accepted with its encrypted
         # content. Asked for only when reasoning is on: some non-reasoning models refuse it.
         kwargs["include"] = ["reasoning.encrypted_content"]
+    if request.output_format is not None:
+        kwargs["text"] = {"format": wire_text_format(request.output_format)}
     if request.extra_headers:
         kwargs["extra_headers"] = dict(request.extra_headers)
     return kwargs
