@@ -15,6 +15,7 @@ from hermes_core.agent import AgentRequest
 from hermes_core.messages import Message, ToolCall
 from hermes_core.providers.base import ForcedTool, ToolChoice, ToolSchema
 from server.errors import APIError
+from server.protocol.output_formats import chat_output_format
 
 
 class _Open(BaseModel):
@@ -83,13 +84,6 @@ class ChatCompletionRequest(_Open):
             raise ValueError("only n=1 is supported: an agent run produces one answer")
         return value
 
-    @field_validator("response_format")
-    @classmethod
-    def _text_only(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None and value.get("type", "text") != "text":
-            raise ValueError("only response_format {'type': 'text'} is supported")
-        return value
-
     @field_validator("stream_options")
     @classmethod
     def _only_with_a_stream(
@@ -150,6 +144,7 @@ class ChatCompletionRequest(_Open):
             temperature=self.temperature,
             reasoning_effort=self.reasoning_effort,
             parallel_tool_calls=self.parallel_tool_calls,
+            output_format=chat_output_format(self.response_format),
             stream_model_replies=self.stream,
             offer_tools=offer_tools,
             run_id=run_id,

@@ -26,6 +26,7 @@ from pydantic import (
 from hermes_core.agent import AgentRequest
 from hermes_core.providers.base import ForcedTool, ToolChoice, ToolSchema
 from server.errors import APIError
+from server.protocol.output_formats import responses_output_format
 from server.protocol.response_input import (
     Transcript,
     normalised_item,
@@ -109,13 +110,7 @@ class ResponseCreateRequest(_Open):
             raise APIError(
                 400, "A background response must be stored: set store=true.", param="background"
             )
-        text_format = (self.text or {}).get("format")
-        if text_format is not None and (
-            not isinstance(text_format, dict) or text_format.get("type") != "text"
-        ):
-            raise APIError(
-                400, "Only text.format {'type': 'text'} is supported.", param="text.format"
-            )
+        responses_output_format((self.text or {}).get("format"))
         self.client_tools()
         _tool_choice(self.tool_choice)
         return self
@@ -160,6 +155,7 @@ class ResponseCreateRequest(_Open):
             reasoning_effort=self.reasoning.effort if self.reasoning else None,
             parallel_tool_calls=self.parallel_tool_calls,
             max_tool_calls=self.max_tool_calls,
+            output_format=responses_output_format((self.text or {}).get("format")),
             # A background response may be followed later (GET …?stream=true): stream it.
             stream_model_replies=self.stream or self.background,
         )
@@ -186,7 +182,7 @@ class ResponseCreateRequest(_Open):
             "tool_choice": self.tool_choice if self.tool_choice is not None else "auto",
             "truncation": self.truncation or "disabled",
             "parallel_tool_calls": _or(self.parallel_tool_calls, True),
-            "text": {**_present(self.text or {}), "format": {"type": "text"}},
+            "text": {"format": {"type": "text"}, **_present(self.text or {})},
             "top_p": _or(self.top_p, 1.0),
             "presence_penalty": 0.0,
             "frequency_penalty": 0.0,

@@ -282,7 +282,15 @@ def to_view(body: dict[str, Any]) -> ConversationView:
         tools=tools,
         tool_choice={"any": "required", "tool": "required", "none": "none"}.get(kind, "auto"),
         forced_tool=str(choice.get("name")) if kind == "tool" else None,
+        wanted=_wanted(body.get("output_config")),
     )
+
+
+def _wanted(output_config: Any) -> dict[str, Any] | None:
+    output_format = output_config.get("format") if isinstance(output_config, dict) else None
+    if isinstance(output_format, dict) and output_format.get("type") == "json_schema":
+        return dict(output_format.get("schema") or {})
+    return None
 
 
 def _text(blocks: list[dict[str, Any]]) -> str:

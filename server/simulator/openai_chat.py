@@ -104,7 +104,18 @@ def to_view(body: dict[str, Any]) -> ConversationView:
         tools=tools,
         tool_choice=str(choice),
         forced_tool=forced,
+        wanted=_wanted(body.get("response_format")),
     )
+
+
+def _wanted(response_format: Any) -> dict[str, Any] | None:
+    if not isinstance(response_format, dict):
+        return None
+    if response_format.get("type") == "json_object":
+        return {}
+    if response_format.get("type") == "json_schema":
+        return dict((response_format.get("json_schema") or {}).get("schema") or {})
+    return None
 
 
 def segments(body: dict[str, Any]) -> list[Segment]:

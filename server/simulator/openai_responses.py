@@ -164,7 +164,18 @@ def to_view(body: dict[str, Any]) -> ConversationView:
         tools=tools,
         tool_choice=str(choice),
         forced_tool=forced,
+        wanted=_wanted((body.get("text") or {}).get("format")),
     )
+
+
+def _wanted(text_format: Any) -> dict[str, Any] | None:
+    if not isinstance(text_format, dict):
+        return None
+    if text_format.get("type") == "json_object":
+        return {}
+    if text_format.get("type") == "json_schema":
+        return dict(text_format.get("schema") or {})
+    return None
 
 
 def segments(body: dict[str, Any]) -> list[Segment]:

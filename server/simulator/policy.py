@@ -7,11 +7,13 @@ answers plainly. Models whose id suggests a reasoning model also "think" first.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from server.simulator.scenario import Reply, ToolCallSpec
+from server.simulator.shapes import example_of
 
 _REASONING_MODEL_HINTS = ("reason", "think", "o1", "o3", "o4", "gpt-5", "deepseek-r")
 _GENERIC_TOOL_WORDS = frozenset(
@@ -42,12 +44,17 @@ class ConversationView:
     tool_choice: str = "auto"
     """``auto``, ``none`` or ``required``."""
     forced_tool: str | None = None
+    wanted: dict[str, Any] | None = None
+    """The JSON Schema a structured answer must match (``{}``: any JSON object); None for
+    plain text."""
 
 
 def default_reply(view: ConversationView) -> Reply:
     reasoning = _reasoning_for(view)
     last = view.messages[-1] if view.messages else ViewMessage("user", "")
     if last.role == "tool":
+        if view.wanted is not None:
+            return Reply(reasoning=reasoning, text=_structured(view.wanted))
         preview = last.text.strip().replace("\n", " ")[:200]
         return Reply(reasoning=reasoning, text=f"The tool returned: {preview}")
     tool = _tool_to_call(view, last.text if last.role == "user" else "")
@@ -56,11 +63,18 @@ def default_reply(view: ConversationView) -> Reply:
             reasoning=reasoning,
             tool_calls=[ToolCallSpec(name=tool.name, arguments=_arguments_for(tool, last.text))],
         )
+    if view.wanted is not None:
+        return Reply(reasoning=reasoning, text=_structured(view.wanted))
     said = last.text.strip().replace("\n", " ")[:200]
     return Reply(
         reasoning=reasoning,
         text=f"Hello from the hermes-server upstream simulator. You said: {said}",
     )
+
+
+def _structured(schema: dict[str, Any]) -> str:
+    value = example_of(schema) if schema else {"answer": "simulated"}
+    return json.dumps(value)
 
 
 def _reasoning_for(view: ConversationView) -> str:

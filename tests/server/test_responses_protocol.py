@@ -8,7 +8,7 @@ import zlib
 from importlib.resources import files
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema
 import pytest
 from openai.types.responses import Response
 from pydantic import ValidationError
@@ -427,13 +427,31 @@ def test_a_background_response_must_be_stored() -> None:
 @pytest.mark.parametrize(
     "text_format",
     [
-        {"type": "json_schema", "name": "x", "schema": {"type": "object"}},
-        {"type": "json_object"},
+        {"type": "yaml"},
+        {"type": "json_schema", "schema": {"type": "object"}},
+        {"type": "json_schema", "name": "x"},
+        {"type": "json_schema", "name": "x", "schema": {"type": "nonsense"}},
     ],
 )
-def test_text_formats_other_than_text_are_refused(text_format: dict[str, Any]) -> None:
+def test_unknown_or_incomplete_text_formats_are_refused(text_format: dict[str, Any]) -> None:
     refused("text.format", text={"format": text_format})
+
+
+def test_a_json_schema_text_format_becomes_the_runs_output_format() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    text = {"format": {"type": "json_schema", "name": "x", "schema": schema, "strict": True}}
+
+    output = request(text=text).to_agent_request().output_format
+
+    assert output is not None
+    assert (output.kind, output.name, output.schema, output.strict) == (
+        "json_schema",
+        "x",
+        schema,
+        True,
+    )
     assert request(text={"format": {"type": "text"}, "verbosity": "low"}).text
+    assert request(text={"format": {"type": "text"}}).to_agent_request().output_format is None
 
 
 # --- input_items --------------------------------------------------------------------------------

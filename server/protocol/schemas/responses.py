@@ -139,8 +139,22 @@ class TextFormat(Shape):
     type: Literal["text"]
 
 
+class JsonObjectFormat(Shape):
+    type: Literal["json_object"]
+
+
+class JsonSchemaFormat(Open):
+    """A structured answer: the final ``output_text`` is JSON matching ``schema``."""
+
+    type: Literal["json_schema"]
+    name: str
+    schema_: dict[str, Any] = Field(alias="schema")
+    strict: Omittable[bool | None] = None
+    description: Omittable[str | None] = None
+
+
 class TextConfig(Open):
-    format: TextFormat
+    format: Annotated[TextFormat | JsonObjectFormat | JsonSchemaFormat, Field(discriminator="type")]
 
 
 class ReasoningConfig(Shape):

@@ -4,13 +4,16 @@ miss fails the run rather than pass off a non-conforming answer as a success."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from hermes_core.agent import Agent, AgentRequest
 from hermes_core.events import ExitReason, TextDelta
 from hermes_core.providers import OutputFormat, ScriptedProvider, ScriptedReply
+from hermes_core.providers.base import ApiMode
 from hermes_core.tools.registry import ToolContext, ToolRegistry
-from tests.hermes_core.agent.conftest import finished, run_events
+from server.simulator import SimulatorServer
+from tests.hermes_core.agent.conftest import ProviderFor, finished, run_events
 
 WEATHER = OutputFormat(
     kind="json_schema",
@@ -94,3 +97,24 @@ async def test_json_object_wants_an_object_not_any_json() -> None:
 
     assert result["final_response"] == '{"items": [1, 2]}'
     assert "not a JSON object" in str(provider.requests[1].messages[-1]["content"])
+
+
+WIRE_FORMAT = {
+    "chat_completions": lambda body: body["response_format"]["json_schema"]["schema"],
+    "codex_responses": lambda body: body["text"]["format"]["schema"],
+    "anthropic_messages": lambda body: body["output_config"]["format"]["schema"],
+}
+
+
+async def test_every_api_mode_asks_the_upstream_for_the_shape_natively(
+    simulator: SimulatorServer, provider_for: ProviderFor, api_mode: ApiMode
+) -> None:
+    provider = provider_for(api_mode, "shaped")
+    result = await Agent(provider).run_conversation("Weather?", output_format=WEATHER)
+
+    assert result["exit_reason"] == "completed"
+    answer = json.loads(result["final_response"])
+    assert set(answer) == {"city", "celsius"}
+    (record,) = simulator.state.requests()
+    body = record.body
+    assert WIRE_FORMAT[api_mode](body) == WEATHER.schema
