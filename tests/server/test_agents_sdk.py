@@ -7,6 +7,7 @@ from __future__ import annotations
 import openai
 import pytest
 from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
+from pydantic import BaseModel
 
 from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from server.threaded import ThreadedServer
@@ -64,3 +65,24 @@ async def test_runner_run_streamed_completes_too(
             pass
     assert result.final_output == "It is 21 °C in Paris."
     assert CALLS == ["Paris"]
+
+
+class Forecast(BaseModel):
+    city: str
+    celsius: float
+
+
+async def test_an_agent_with_an_output_type_gets_a_typed_final_output(
+    simulator: SimulatorServer, hermes: ThreadedServer
+) -> None:
+    steps = [
+        Step(reply=Reply(tool_calls=[ToolCallSpec(name="lookup", arguments={"word": "Paris"})])),
+        Step(reply=Reply(text='{"city": "Paris", "celsius": 21}')),
+    ]
+    simulator.state.script(UPSTREAM_MODEL, Scenario(steps=steps))
+    async with openai.AsyncOpenAI(base_url=hermes.base_url + "/v1", api_key=KEY_ALICE) as sdk:
+        model = OpenAIResponsesModel(model="hermes-agent", openai_client=sdk)
+        agent = Agent(name="forecaster", model=model, output_type=Forecast)
+        result = await Runner.run(agent, "How warm is Paris?")
+
+    assert result.final_output == Forecast(city="Paris", celsius=21)
