@@ -54,6 +54,7 @@ from server.serving.common import (
     with_approvals,
     with_workspace,
 )
+from server.serving.item_references import resolve_item_references
 from server.sessions.service import SessionPoint
 from server.sse import DONE, named_frame, sse_response
 from server.views.responses import ResponsesView, response_usage
@@ -92,6 +93,7 @@ class ResponsesServing:
         profile = resolve_profile(services, body.model, principal)
         approval_wait = wait_seconds_of(request, services.approvals.expiry_seconds)
         previous = await self._previous(body, principal)
+        await resolve_item_references(services.store, principal.name, body.input_items())
         progress = _progress(request, profile)
         agent_request = body.to_agent_request(with_client_tools=progress != "openwebui")
         owner = conversation_owner(request, principal)
@@ -342,6 +344,7 @@ class ResponsesServing:
         services = self.services
         profile = resolve_profile(services, body.model, principal)
         previous = await self._previous(body, principal)
+        await resolve_item_references(services.store, principal.name, body.input_items())
         request = body.to_agent_request(with_client_tools=False)
         messages = list(request.history)
         if request.user_message is not None:
