@@ -177,7 +177,11 @@ class ResponsesServing:
                 await services.store.db.writer.flush()
             return FastJSONResponse(shell, headers=headers)
         final = await unless_client_leaves(services, run, request, asyncio.shield(live.recorder))
-        if final["status"] == "failed" and not final["output"]:
+        if final["status"] == "failed" and not any(
+            item.get("type") == "message" for item in final["output"]
+        ):
+            # As on chat: a run that failed before it answered is an error, not a 200 whose
+            # answer is empty (its progress lines alone are no answer). GET still shows it.
             return run_failed_response((final.get("error") or {}).get("message"), headers=headers)
         return FastJSONResponse(final, headers=headers)
 

@@ -362,3 +362,25 @@ async def test_max_tool_calls_caps_the_server_tools_and_asks_for_an_answer(
     assert results[0].startswith("definition of a")
     assert results[1].startswith("Error: this request may make at most 1 tool call")
     assert "tools" not in second.body  # no tools left to offer: the model must answer
+
+
+async def test_a_response_that_fails_after_a_tool_ran_is_a_502_like_chat(
+    client: openai.AsyncOpenAI, simulator: SimulatorServer
+) -> None:
+    simulator.state.script(
+        UPSTREAM_MODEL,
+        Scenario(
+            steps=[
+                Step(
+                    reply=Reply(tool_calls=[ToolCallSpec(name="lookup", arguments={"word": "x"})])
+                ),
+                Step(fault=Fault(status=400, message="bad request upstream")),
+            ]
+        ),
+    )
+
+    with pytest.raises(openai.APIStatusError) as failed:
+        await client.responses.create(model="hermes-agent", input="look it up")
+
+    assert failed.value.status_code == 502
+    assert "bad request upstream" in str(failed.value.message)
