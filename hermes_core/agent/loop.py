@@ -64,6 +64,10 @@ GRACE_REQUEST = (
 )
 
 
+STEP_BREAK = "\n\n"
+"""Shown between the text of two model steps of one run."""
+
+
 @dataclass(slots=True)
 class RunState:
     """Everything a run accumulates; the transcript is the record of the conversation."""
@@ -77,6 +81,9 @@ class RunState:
     unknown_tool_turns: int = 0
     nudged: bool = False
     reshaped: bool = False
+    shown_text: bool = False
+    """Some answer text of this run has been shown: a later step's text starts on a new
+    paragraph (not "Let me check.Found it.")."""
     """The answer was asked for again once, for not having the requested shape."""
     tool_calls: int = 0
     """Server tool calls executed so far (for ``max_tool_calls``)."""
@@ -228,7 +235,10 @@ class RunDriver:
             is_interrupted=self.agent.interrupt_event.is_set,
             # A structured answer is shown only once it is checked (see _shaped).
             hold_text=self.output_format is not None,
+            lead=STEP_BREAK if self.state.shown_text else "",
         )
+        if outcome.streamed_text and self.output_format is None:
+            self.state.shown_text = True
         if outcome.interrupted:
             self.finish_interrupted(outcome.streamed_text)
             return None

@@ -48,13 +48,19 @@ class InterruptibleCall:
         *,
         is_interrupted: Callable[[], bool],
         hold_text: bool = False,
+        lead: str = "",
     ) -> CallOutcome:
         """Make the call. ``hold_text``: the answer's text is not emitted as it comes (the
-        caller shows it once it is checked)."""
+        caller shows it once it is checked). ``lead`` goes before the first text shown (the
+        break between this step's text and an earlier step's)."""
         text: list[str] = []
+        pending_lead = [lead] if lead and not hold_text else []
 
         async def consume() -> ModelResponse:
             async for event in provider.stream(request):
+                if pending_lead and isinstance(event, provider_events.ModelTextDelta):
+                    if event.text:
+                        emit(events.TextDelta, text=pending_lead.pop())
                 response = forward(event, emit, text, hold_text=hold_text)
                 if response is not None:
                     return response

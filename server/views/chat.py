@@ -312,19 +312,24 @@ class ChatCompletionBuilder:
     completion_id: str
     model: str
     created: int
+    _text: list[str] = field(default_factory=list)
     _reasoning: list[str] = field(default_factory=list)
     _client_calls: list[ToolCall] = field(default_factory=list)
 
     def add(self, event: AgentEvent) -> None:
-        if isinstance(event, ReasoningDelta):
+        if isinstance(event, TextDelta):
+            self._text.append(event.text)
+        elif isinstance(event, ReasoningDelta):
             self._reasoning.append(event.text)
         elif isinstance(event, ClientToolCallsPending):
             self._client_calls = list(event.tool_calls)
 
     def build(self, end: RunFinished) -> ChatCompletion:
+        # The text a stream of the run shows, every step's: the same answer either way.
+        text = "".join(self._text) or end.final_text
         message: CompletionMessage = {
             "role": "assistant",
-            "content": end.final_text if end.final_text or not self._client_calls else None,
+            "content": text if text or not self._client_calls else None,
             "refusal": None,
             "annotations": [],
         }

@@ -370,3 +370,26 @@ async def test_memory_written_in_one_request_is_there_for_the_next_one(
     await client.chat.completions.create(model="hermes-agent", messages=HELLO)
     third_prompt = simulator.state.requests(scenario=UPSTREAM_MODEL)[2].body["messages"][0]
     assert "Likes tea." in third_prompt["content"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_text_of_several_steps_reads_as_paragraphs_streamed_or_not(
+    client: openai.AsyncOpenAI, simulator: SimulatorServer, stream: bool
+) -> None:
+    script(
+        simulator,
+        Step(reply=Reply(text="Let me check.", tool_calls=[lookup("fox")])),
+        Step(reply=Reply(text="Found it.")),
+    )
+    messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": "fox?"}]
+
+    if stream:
+        chunks = await client.chat.completions.create(
+            model="hermes-agent", messages=messages, stream=True
+        )
+        text = "".join([c.choices[0].delta.content or "" async for c in chunks if c.choices])
+    else:
+        completion = await client.chat.completions.create(model="hermes-agent", messages=messages)
+        text = completion.choices[0].message.content or ""
+
+    assert text == "Let me check.\n\nFound it."
