@@ -58,9 +58,12 @@ class InterruptibleCall:
 
         async def consume() -> ModelResponse:
             async for event in provider.stream(request):
-                if pending_lead and isinstance(event, provider_events.ModelTextDelta):
-                    if event.text:
-                        emit(events.TextDelta, text=pending_lead.pop())
+                if (
+                    pending_lead
+                    and isinstance(event, provider_events.ModelTextDelta)
+                    and event.text
+                ):
+                    emit(events.TextDelta, text=pending_lead.pop())
                 response = forward(event, emit, text, hold_text=hold_text)
                 if response is not None:
                     return response
