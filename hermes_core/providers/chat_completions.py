@@ -37,6 +37,7 @@ from hermes_core.providers.base import (
 )
 from hermes_core.providers.cache_markers import mark_chat_messages
 from hermes_core.providers.config import ProviderConfig
+from hermes_core.providers.think_tags import ThinkTags
 from hermes_core.providers.upstream_http import SseData, UpstreamSession, transport_errors
 from hermes_core.usage import Usage
 
@@ -138,6 +139,9 @@ class ChatStreamAccumulator:
         self._finish_reason: str | None = None
         self._usage = Usage()
         self.model: str | None = None
+        self._think: ThinkTags | None = ThinkTags()
+        """Until the reply's start is known not to be a <think> block (then None: no cost
+        per later chunk)."""
 
     def feed(self, chunk: Mapping[str, Any]) -> list[ProviderEvent]:
         """Take one chunk (the decoded JSON of one SSE frame); return its provider events.
@@ -162,12 +166,33 @@ class ChatStreamAccumulator:
                 events.append(ModelReasoningDelta(text=reasoning))
             content = delta.get("content")
             if content:
-                self._text.append(content)
-                events.append(ModelTextDelta(text=content))
+                if self._think is None:
+                    self._text.append(content)
+                    events.append(ModelTextDelta(text=content))
+                else:
+                    self._split(self._think.feed(content), events)
             for call in delta.get("tool_calls") or ():
                 events.append(self._tool_call_delta(call))
             if choice.get("finish_reason") is not None:
                 self._finish_reason = choice["finish_reason"]
+        return events
+
+    def _split(self, pieces: list[tuple[bool, str]], events: list[ProviderEvent]) -> None:
+        for is_reasoning, piece in pieces:
+            if is_reasoning:
+                self._reasoning.append(piece)
+                events.append(ModelReasoningDelta(text=piece))
+            else:
+                self._text.append(piece)
+                events.append(ModelTextDelta(text=piece))
+        if self._think is not None and self._think.settled:
+            self._think = None
+
+    def flush(self) -> list[ProviderEvent]:
+        """Text still held back when the reply ends (a would-be ``<think>`` tag)."""
+        events: list[ProviderEvent] = []
+        if self._think is not None:
+            self._split(self._think.flush(), events)
         return events
 
     def feed_completion(self, completion: Mapping[str, Any]) -> list[ProviderEvent]:
@@ -295,6 +320,8 @@ class ChatCompletionsProvider(ConfiguredProvider):
                 else:
                     for event in self._events_of_reply(await response.read(), accumulator):
                         yield event
+        for event in accumulator.flush():
+            yield event
         yield accumulator.finish(provider=self.name, model=self.model)
 
     def _events_of(

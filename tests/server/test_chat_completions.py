@@ -393,3 +393,24 @@ async def test_text_of_several_steps_reads_as_paragraphs_streamed_or_not(
         text = completion.choices[0].message.content or ""
 
     assert text == "Let me check.\n\nFound it."
+
+
+async def test_a_local_models_think_block_is_reasoning_not_answer(
+    client: openai.AsyncOpenAI, simulator: SimulatorServer
+) -> None:
+    script(
+        simulator, Step(reply=Reply(text="<think>Plan the reply.</think>\n\nHi!", chunk_count=6))
+    )
+
+    chunks = await client.chat.completions.create(
+        model="hermes-agent", messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    content, reasoning = [], []
+    async for chunk in chunks:
+        if chunk.choices:
+            delta = chunk.choices[0].delta
+            content.append(delta.content or "")
+            reasoning.append((delta.model_extra or {}).get("reasoning_content") or "")
+
+    assert "".join(content) == "Hi!"
+    assert "Plan the reply." in "".join(reasoning)
