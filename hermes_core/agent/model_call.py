@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import assert_never
+from typing import Any, assert_never
 
 from hermes_core import events
 from hermes_core.errors import ErrorKind, ProviderError
@@ -55,6 +55,7 @@ class InterruptibleCall:
         break between this step's text and an earlier step's)."""
         text: list[str] = []
         pending_lead = [lead] if lead and not hold_text else []
+        shown = _without_text(emit) if hold_text else emit
 
         async def consume() -> ModelResponse:
             async for event in provider.stream(request):
@@ -64,7 +65,7 @@ class InterruptibleCall:
                     and event.text
                 ):
                     emit(events.TextDelta, text=pending_lead.pop())
-                response = forward(event, emit, text, hold_text=hold_text)
+                response = forward(event, shown, text)
                 if response is not None:
                     return response
             raise ProviderError(
@@ -90,15 +91,23 @@ class InterruptibleCall:
         return CallOutcome(response, "".join(text))
 
 
-def forward(
-    event: ProviderEvent, emit: Emit, text: list[str], *, hold_text: bool = False
-) -> ModelResponse | None:
+def _without_text(emit: Emit) -> Emit:
+    """``emit``, except for answer text (held back by the caller)."""
+
+    def emit_but_text(event_class: Any, /, *args: Any, **fields: Any) -> object:
+        if event_class is events.TextDelta:
+            return None
+        return emit(event_class, *args, **fields)
+
+    return emit_but_text
+
+
+def forward(event: ProviderEvent, emit: Emit, text: list[str]) -> ModelResponse | None:
     """Turn one provider event into agent events; return the final response when it comes."""
     match event:
         case provider_events.ModelTextDelta():
             text.append(event.text)
-            if not hold_text:
-                emit(events.TextDelta, text=event.text)
+            emit(events.TextDelta, text=event.text)
         case provider_events.ModelReasoningDelta():
             emit(events.ReasoningDelta, text=event.text)
         case provider_events.ToolCallDelta():

@@ -139,9 +139,10 @@ class ChatStreamAccumulator:
         self._finish_reason: str | None = None
         self._usage = Usage()
         self.model: str | None = None
-        self._think: ThinkTags | None = ThinkTags()
-        """Until the reply's start is known not to be a <think> block (then None: no cost
-        per later chunk)."""
+        self._fresh = True
+        """No answer text yet: the first may open a <think> block."""
+        self._think: ThinkTags | None = None
+        """Splits off the reply's <think> block, while one may be open (None: plain text)."""
 
     def feed(self, chunk: Mapping[str, Any]) -> list[ProviderEvent]:
         """Take one chunk (the decoded JSON of one SSE frame); return its provider events.
@@ -166,6 +167,11 @@ class ChatStreamAccumulator:
                 events.append(ModelReasoningDelta(text=reasoning))
             content = delta.get("content")
             if content:
+                if self._fresh:
+                    self._fresh = False
+                    # Most replies start with a letter: no splitter, no cost per chunk.
+                    if content.lstrip()[:1] in ("<", ""):
+                        self._think = ThinkTags()
                 if self._think is None:
                     self._text.append(content)
                     events.append(ModelTextDelta(text=content))
