@@ -4,6 +4,7 @@ by ``create_app`` and shared by every route through ``app.state.services``."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +57,9 @@ class Profile:
     recomputed)."""
     uses_workspace: bool = field(init=False)
     """Its runs have tools that act on a conversation's files."""
+    side_task_provider: Provider = field(init=False)
+    """The summariser chain without retries: a side task (a chat title) is not worth
+    retrying against a failing upstream; the next provider, or nothing, will do."""
 
     @property
     def summariser(self) -> Provider:
@@ -75,6 +79,17 @@ class Profile:
             for member in (chain.providers if isinstance(chain, FallbackChain) else [chain])
         }
         self.asks_approval = any(tool.needs_approval is not None for tool in self.tools.tools())
+        summariser = self.summariser
+        self.side_task_provider = (
+            FallbackChain(
+                summariser.providers,
+                retry=dataclasses.replace(summariser.retry, max_attempts=1),
+                cooldowns=summariser.cooldowns,
+                sleep=summariser.sleep,
+            )
+            if isinstance(summariser, FallbackChain)
+            else summariser
+        )
         self.uses_workspace = bool(WORKSPACE_TOOLSETS & set(self.toolsets))
 
     def plain_agent(self, *, owner: str) -> Agent:
@@ -84,7 +99,7 @@ class Profile:
         config = AgentConfig(
             core_instructions="", max_iterations=1, max_tokens=self.config.max_tokens
         )
-        return Agent(self.summariser, config=config, owner=owner, system_prompt="")
+        return Agent(self.side_task_provider, config=config, owner=owner, system_prompt="")
 
     def new_agent(
         self,

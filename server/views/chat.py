@@ -56,6 +56,7 @@ from server.views.progress import (
     approval_line,
     approval_progress,
     approval_text,
+    ending_status_text,
     fallback_line,
     progress_status,
     status_line,
@@ -65,6 +66,7 @@ from server.views.progress import (
     tool_output_text,
     tool_progress,
     tool_started_line,
+    tool_status_text,
 )
 
 # Open WebUI appends items with a huge output_index instead of inserting them before the last.
@@ -132,6 +134,8 @@ class ChatStreamView:
     openwebui: bool = False
     _open_cards: dict[str, str] = field(default_factory=dict)
     """Open WebUI tool cards shown as running: call id → tool name."""
+    _status_shown: bool = False
+    """An Open WebUI status line was shown: the run's end must leave a final one, done."""
 
     def chunk(self, delta: Delta, finish_reason: str | None = None) -> Chunk:
         payload: Chunk = {
@@ -180,33 +184,32 @@ class ChatStreamView:
                 assert_never(event)
 
     def _tool_started(self, event: ToolStarted, *, prefix: str) -> list[ChatFrame]:
-        frames: list[ChatFrame] = [
-            self.chunk(
-                {
-                    "reasoning_content": tool_started_line(event, prefix=prefix),
-                    "hermes": {"type": "tool", **tool_progress(event)},
-                }
-            )
-        ]
-        if self.openwebui and not prefix:
-            self._open_cards[event.call_id] = event.name
-            frames.append(self._card_call(event.call_id, event.name, event.arguments))
-            frames.append(_status_frame(f"Running {event.summary}", done=False))
+        hermes = {"type": "tool", **tool_progress(event)}
+        if not self.openwebui:
+            line = tool_started_line(event, prefix=prefix)
+            return [self.chunk({"reasoning_content": line, "hermes": hermes})]
+        # Open WebUI shows each step once: as a tool card with one status line (a sub-agent's
+        # step: a status line alone), never also as lines in the model's "Thought" block.
+        frames: list[ChatFrame] = [self.chunk({"hermes": hermes})]
+        self._status_shown = True
+        if prefix:
+            frames.append(_status_frame(f"{prefix.strip()} {event.summary}", done=False))
+            return frames
+        self._open_cards[event.call_id] = event.name
+        frames.append(self._card_call(event.call_id, event.name, event.arguments))
+        frames.append(_status_frame(f"Running {event.summary}", done=False))
         return frames
 
     def _tool_finished(self, event: ToolFinished, *, prefix: str) -> list[ChatFrame]:
-        frames: list[ChatFrame] = [
-            self.chunk(
-                {
-                    "reasoning_content": tool_finished_line(event, prefix=prefix),
-                    "hermes": {"type": "tool", **tool_progress(event)},
-                }
-            )
-        ]
-        if self.openwebui and not prefix and event.call_id in self._open_cards:
+        hermes = {"type": "tool", **tool_progress(event)}
+        if not self.openwebui:
+            line = tool_finished_line(event, prefix=prefix)
+            return [self.chunk({"reasoning_content": line, "hermes": hermes})]
+        frames: list[ChatFrame] = [self.chunk({"hermes": hermes})]
+        if event.call_id in self._open_cards:
             del self._open_cards[event.call_id]
             frames.append(self._card_output(event.call_id, tool_output_text(event)))
-            frames.append(_status_frame(f"{event.name} done", done=True))
+        frames.append(_status_frame(tool_status_text(event, prefix=prefix), done=True))
         return frames
 
     def _tool_progress(self, event: ToolProgress) -> list[ChatFrame]:
@@ -234,6 +237,7 @@ class ChatStreamView:
             )
         ]
         if self.openwebui:
+            self._status_shown = True
             done = isinstance(event, ApprovalResolved)
             frames.append(_status_frame(approval_text(event), done=done))
         return frames
@@ -243,6 +247,7 @@ class ChatStreamView:
     ) -> list[ChatFrame]:
         frames: list[ChatFrame] = [self.chunk({"reasoning_content": status_line(event)})]
         if self.openwebui:
+            self._status_shown = True
             frames.append(_status_frame(status_text(event), done=True))
         return frames
 
@@ -252,6 +257,10 @@ class ChatStreamView:
         for call_id in list(self._open_cards):
             frames.append(self._card_output(call_id, UNFINISHED_TOOL_OUTPUT))
         self._open_cards.clear()
+        if self._status_shown:
+            # The last status line stays on screen: it must say how the run ended, done
+            # (not "Running …" shimmering forever, nor "retrying in 1.8 s" after a failure).
+            frames.append(_status_frame(ending_status_text(event), done=True))
         if event.exit_reason is ExitReason.FAILED:
             frames.append({"error": run_failed(event.error)})
             return frames

@@ -15,9 +15,12 @@ from hermes_core.events import (
     ApprovalResolved,
     BudgetWarning,
     CompressionPerformed,
+    ExitReason,
     FallbackActivated,
     RetryScheduled,
+    RunFinished,
     ToolFinished,
+    ToolOutcome,
     ToolProgress,
     ToolStarted,
 )
@@ -141,3 +144,30 @@ def approval_line(event: ApprovalRequested | ApprovalResolved) -> str:
     """``? shell needs approval (…)`` or ``· shell: approved``"""
     mark = "?" if isinstance(event, ApprovalRequested) else "·"
     return f"{mark} {approval_text(event)}\n"
+
+
+def tool_status_text(event: ToolFinished, *, prefix: str = "") -> str:
+    """``read_file done`` / ``shell cancelled`` / ``shell failed``: a finished step's status."""
+    lead = f"{prefix.strip()} " if prefix else ""
+    if event.ok:
+        return f"{lead}{event.name} done"
+    if event.outcome is ToolOutcome.CANCELLED:
+        return f"{lead}{event.name} cancelled"
+    return f"{lead}{event.name} failed"
+
+
+_ENDINGS = {
+    ExitReason.COMPLETED: "Done",
+    ExitReason.INTERRUPTED: "Stopped",
+    ExitReason.BUDGET_EXHAUSTED: "Stopped: the step budget is used up",
+    ExitReason.TRUNCATED: "Stopped: the answer hit the output limit",
+    ExitReason.AWAITING_APPROVAL: "Waiting for your approval",
+    ExitReason.AWAITING_CLIENT_TOOLS: "Waiting for tool results",
+}
+
+
+def ending_status_text(event: RunFinished) -> str:
+    """The last status line of a run: how it ended."""
+    if event.exit_reason is ExitReason.FAILED:
+        return f"Failed: {event.error or 'see the server log'}"[:200]
+    return _ENDINGS.get(event.exit_reason, event.exit_reason.value)

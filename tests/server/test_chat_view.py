@@ -242,15 +242,67 @@ def test_events_that_change_nothing_visible_produce_no_frames() -> None:
 
 def test_a_sub_agents_tool_steps_are_indented_and_numbered_and_its_text_is_not_shown() -> None:
     child = "run_child"
-    frames = stream(
+    events = (
         SubagentEvent(RUN, 1, call_id="d1", child_index=1, event=TextDelta(child, 0, text="x")),
         SubagentEvent(RUN, 2, call_id="d1", child_index=1, event=tool_started()),
-        openwebui=True,
     )
-    assert [f["choices"][0]["delta"]["reasoning_content"] for f in frames if "choices" in f] == [
+    plain = stream(*events)
+    assert [f["choices"][0]["delta"]["reasoning_content"] for f in plain] == [
         "  ↳ [2] → lookup zebra\n"
     ]
-    assert len(frames) == 1  # no Open WebUI card for a child's tool
+    webui = stream(*events, openwebui=True)
+    assert not [f for f in webui if f.get("type") == "response.output_item.added"]  # no card
+    assert [f["event"]["data"] for f in webui if "event" in f] == [
+        {"description": "↳ [2] lookup zebra", "done": False}
+    ]
+
+
+def test_open_webui_shows_a_tool_step_once_never_in_the_thought_block() -> None:
+    frames = stream(tool_started("c1"), tool_finished("c1"), ended(), openwebui=True)
+
+    deltas = [f["choices"][0]["delta"] for f in frames if f.get("choices")]
+    assert not any("reasoning_content" in delta for delta in deltas)
+
+
+@pytest.mark.parametrize(
+    ("reason", "error", "last"),
+    [
+        (ExitReason.COMPLETED, None, "Done"),
+        (ExitReason.INTERRUPTED, None, "Stopped"),
+        (ExitReason.FAILED, "upstream down", "Failed: upstream down"),
+    ],
+)
+def test_open_webuis_last_status_line_says_how_the_run_ended_and_is_done(
+    reason: ExitReason, error: str | None, last: str
+) -> None:
+    retry = RetryScheduled(RUN, 1, provider="p", attempt=1, delay_s=1.8, reason="server_error")
+
+    frames = stream(retry, tool_started("c1"), ended(reason, error=error), openwebui=True)
+
+    statuses = [f["event"]["data"] for f in frames if "event" in f]
+    assert statuses[-1] == {"description": last, "done": True}
+    cards = [f["item"] for f in frames if f.get("type") == "response.output_item.added"]
+    assert cards[-1]["type"] == "function_call_output"  # the running card is closed
+
+
+def test_a_cancelled_tools_status_says_cancelled() -> None:
+    cancelled = ToolFinished(
+        RUN,
+        1,
+        call_id="c1",
+        name="lookup",
+        outcome=ToolOutcome.CANCELLED,
+        duration_s=0.1,
+        result_preview="",
+        error="Cancelled: the run was interrupted while this tool was running.",
+    )
+
+    frames = stream(tool_started("c1"), cancelled, openwebui=True)
+
+    assert [f["event"]["data"] for f in frames if "event" in f][-1] == {
+        "description": "lookup cancelled",
+        "done": True,
+    }
 
 
 def test_client_tool_calls_close_the_stream_with_finish_reason_tool_calls() -> None:
@@ -310,6 +362,7 @@ def test_open_webui_gets_a_tool_card_and_status_lines_and_every_card_is_closed()
         {"description": "Running lookup zebra", "done": False},
         {"description": "lookup done", "done": True},
         {"description": "Running lookup zebra", "done": False},
+        {"description": "Done", "done": True},
     ]
 
 

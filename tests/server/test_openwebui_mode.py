@@ -6,7 +6,12 @@ import json
 from typing import Any
 
 import httpx
+from pydantic import SecretStr
 
+from hermes_core.providers import ProviderConfig, create_provider
+from hermes_core.providers.fallback import FallbackChain
+from hermes_core.providers.retry import RetryPolicy
+from server.services import Profile
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from server.threaded import ThreadedServer
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL
@@ -107,3 +112,30 @@ async def test_a_task_request_is_answered_by_one_model_call_without_tools(
     assert "tools" not in upstream.body
     assert "stream" not in upstream.body  # nobody watches it: fetched in one piece
     assert upstream.body["messages"] == [{"role": "user", "content": task}]
+
+
+async def test_a_side_task_is_not_retried_against_a_failing_upstream(
+    simulator: SimulatorServer,
+) -> None:
+    provider = create_provider(
+        ProviderConfig(
+            name="sim",
+            model="side-task",
+            api_mode="chat_completions",
+            base_url=simulator.base_url + "/v1",
+            api_key=SecretStr("k"),
+        )
+    )
+    chain = FallbackChain([provider], retry=RetryPolicy(max_attempts=3, base_delay=0.01))
+    simulator.state.script(
+        "side-task", Scenario(steps=[Step(fault=Fault(status=503), repeat=3), Step()])
+    )
+    profile = Profile(id="hermes-agent", provider=chain)
+    try:
+        result = await profile.plain_agent(owner="alice").run_conversation("### Task: title")
+    finally:
+        await provider.aclose()
+
+    assert result["exit_reason"] == "failed"
+    assert len(simulator.state.requests(scenario="side-task")) == 1
+    assert chain.retry.max_attempts == 3  # the profile's own runs still retry
