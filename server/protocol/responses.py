@@ -127,6 +127,18 @@ class ResponseCreateRequest(_Open):
             self._items = [normalised_item(item) for item in raw]
         return self._items
 
+    @property
+    def is_openwebui_task(self) -> bool:
+        """Open WebUI's side requests (title, tags, follow-ups): one ``### Task:`` prompt."""
+        if self.stream or self.background:
+            return False
+        items = self.input_items()
+        if not items or items[-1].get("type") != "message" or items[-1].get("role") != "user":
+            return False
+        parts = items[-1].get("content") or []
+        text = "".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
+        return text.lstrip().startswith("### Task:")
+
     def client_tools(self) -> list[ToolSchema]:
         """The client's function tools, restricted by an ``allowed_tools`` tool_choice."""
         tools = [_tool_schema(tool) for tool in self.tools or ()]

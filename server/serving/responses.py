@@ -49,6 +49,7 @@ from server.serving.common import (
     is_openwebui,
     new_agent,
     resolve_profile,
+    session_name_of,
     start_run,
     unless_client_leaves,
     with_approvals,
@@ -95,18 +96,33 @@ class ResponsesServing:
         previous = await self._previous(body, principal)
         await resolve_item_references(services.store, principal.name, body.input_items())
         progress = _progress(request, profile)
-        agent_request = body.to_agent_request(with_client_tools=progress != "openwebui")
-        owner = conversation_owner(request, principal)
-        agent = new_agent(services, profile, owner)
+        side_task = body.is_openwebui_task and previous is None
+        if side_task:
+            # Open WebUI's title, tag and follow-up prompts: one plain model call, in a run,
+            # as on chat (no tools, no session, no retries).
+            agent = profile.plain_agent(owner=principal.name)
+            agent_request = dataclasses.replace(
+                body.to_agent_request(with_client_tools=False), offer_tools=False
+            )
+            owner = principal.name
+        else:
+            agent_request = body.to_agent_request(with_client_tools=progress != "openwebui")
+            owner = conversation_owner(request, principal)
+            agent = new_agent(services, profile, owner)
         agent.check(agent_request)
         response_id, run_id = new_id("resp_"), new_id("run_")
         services.runs.admit(principal.name)
-        asks = profile.asks_approval  # else no approval work at all: the hot path stays bare
+        # Else no approval work at all: the hot path stays bare.
+        asks = profile.asks_approval and not side_task
         answers = approval_answers(body.input_items()) if asks else {}
         spoken = text_of(agent_request.user_message) if asks else ""
-        session_id, conversation, forked, agent_request = await self._on_session(
-            body, agent, agent_request, owner, profile, run_id, previous
-        )
+        session_name = session_name_of(request) if previous is None else None
+        if side_task:
+            session_id, conversation, forked = None, None, False
+        else:
+            session_id, conversation, forked, agent_request = await self._on_session(
+                body, agent, agent_request, owner, profile, run_id, previous, session_name
+            )
         agent_request = dataclasses.replace(agent_request, run_id=run_id)
         workspace_of = (owner, conversation) if conversation is not None else None
         try:
@@ -160,7 +176,7 @@ class ResponsesServing:
             self._remember(live)
         headers = {"x-hermes-run-id": run.id}
         if session_id is not None:
-            headers["x-hermes-session-id"] = session_id
+            headers["x-hermes-session-id"] = session_name or session_id
         if body.stream:
             view = ResponsesView(shell, progress=progress)
             frames = self._frames(
@@ -221,10 +237,13 @@ class ResponsesServing:
         profile: Profile,
         run_id: str,
         previous: StoredResponse | None,
+        name: str | None,
     ) -> tuple[str | None, str | None, bool, AgentRequest]:
         """The session the turn continues, as ``owner`` (the key, or a scope inside it); the
         conversation (session name) it belongs to; whether the turn forked it; the request
-        on its transcript."""
+        on its transcript. A turn with no ``previous_response_id`` but a session name (the
+        ``X-Hermes-Session-Id`` header, or Open WebUI's chat id) continues that named session
+        as a chat turn would: its input is the visible history."""
         sessions = self.services.sessions
         if sessions is None:
             return None, None, False, request
@@ -234,16 +253,21 @@ class ResponsesServing:
             else None
         )
         try:
-            if not body.store:
+            if after is None and name is not None:
+                turn = await sessions.begin(
+                    agent, request, owner=owner, profile=profile.id, run_id=run_id, name=name
+                )
+            elif not body.store:
                 if after is None:
                     return None, None, False, request
                 peeked, conversation = await sessions.peek_after(
                     agent, request, owner=owner, after=after
                 )
                 return None, conversation, False, peeked
-            turn = await sessions.begin_after(
-                agent, request, owner=owner, profile=profile.id, run_id=run_id, after=after
-            )
+            else:
+                turn = await sessions.begin_after(
+                    agent, request, owner=owner, profile=profile.id, run_id=run_id, after=after
+                )
         except LookupError as exc:
             raise APIError(
                 404,

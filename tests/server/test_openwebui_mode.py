@@ -139,3 +139,52 @@ async def test_a_side_task_is_not_retried_against_a_failing_upstream(
     assert result["exit_reason"] == "failed"
     assert len(simulator.state.requests(scenario="side-task")) == 1
     assert chain.retry.max_attempts == 3  # the profile's own runs still retry
+
+
+async def test_open_webuis_chat_id_names_the_session_on_responses_too(
+    simulator: SimulatorServer, hermes: ThreadedServer
+) -> None:
+    _script(
+        simulator,
+        Step(reply=Reply(tool_calls=[ToolCallSpec(name="lookup", arguments={"word": "owl"})])),
+        Step(reply=Reply(text="An owl is a bird.")),
+        Step(reply=Reply(text="Yes, at night.")),
+    )
+    headers = {**OPENWEBUI, "x-openwebui-chat-id": "chat-responses-1"}
+    first_input = [{"role": "user", "content": "What is an owl?"}]
+    async with httpx.AsyncClient(base_url=hermes.base_url, headers=headers) as http:
+        first = await http.post(
+            "/v1/responses", json={"model": "hermes-agent", "input": first_input}
+        )
+        second = await http.post(
+            "/v1/responses",
+            json={
+                "model": "hermes-agent",
+                "input": [
+                    *first_input,
+                    {"role": "assistant", "content": "An owl is a bird."},
+                    {"role": "user", "content": "Does it hunt?"},
+                ],
+            },
+        )
+
+    assert first.headers["x-hermes-session-id"] == "chat-responses-1"
+    assert second.headers["x-hermes-session-id"] == "chat-responses-1"
+    # The second turn continued the stored transcript: the tool call it never saw is there.
+    last = simulator.state.requests(scenario=UPSTREAM_MODEL)[-1].body["messages"]
+    assert any(m["role"] == "tool" and "definition of owl" in m["content"] for m in last)
+
+
+async def test_a_task_request_on_responses_is_one_model_call_without_tools(
+    simulator: SimulatorServer, hermes: ThreadedServer
+) -> None:
+    _script(simulator, Step(reply=Reply(text='{"title": "Owls"}')))
+    task = "### Task:\nGenerate a concise title for the chat.\n### Chat History:\nUSER: owls"
+    async with httpx.AsyncClient(base_url=hermes.base_url, headers=OPENWEBUI) as http:
+        response = await http.post("/v1/responses", json={"model": "hermes-agent", "input": task})
+
+    assert response.status_code == 200
+    assert response.json()["output"][-1]["content"][0]["text"] == '{"title": "Owls"}'
+    (sent,) = simulator.state.requests(scenario=UPSTREAM_MODEL)
+    assert not sent.body.get("tools")
+    assert "x-hermes-session-id" not in response.headers
