@@ -135,7 +135,9 @@ class ResponseCreateRequest(_Open):
         items = self.input_items()
         if not items or items[-1].get("type") != "message" or items[-1].get("role") != "user":
             return False
-        parts = items[-1].get("content") or []
+        parts = items[-1].get("content")
+        if not isinstance(parts, list):
+            return False  # not a message the input reader takes: it will say why
         text = "".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
         return text.lstrip().startswith("### Task:")
 
