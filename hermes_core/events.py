@@ -308,9 +308,11 @@ class ToolFinished(_Event):
     outcome: ToolOutcome
     duration_s: float
     result_preview: str
-    """The start of the result (at most a few hundred characters)."""
+    """The start of the result (``PREVIEW_CHARS`` at most: enough for a tool card)."""
     error: str | None = None
     """Why the call failed, in words for the model and for people, when it did."""
+    result_chars: int = 0
+    """The whole result's length: more than the preview's when the preview is cut."""
 
     @property
     def ok(self) -> bool:

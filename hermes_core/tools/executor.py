@@ -40,7 +40,10 @@ from hermes_core.tools.registry import (
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_CONCURRENCY = 8
-PREVIEW_CHARS = 300
+PREVIEW_CHARS = 2000
+"""Of a result, what its ToolFinished event carries: enough for a UI's tool card."""
+ERROR_CHARS = 300
+"""Of a failed call's result, what its ToolFinished event gives as the error: one line's worth."""
 CANCELLED_BEFORE_START = "Cancelled: the run was interrupted before this tool started."
 CANCELLED_WHILE_RUNNING = "Cancelled: the run was interrupted while this tool was running."
 CANCELLED_AWAITING_APPROVAL = (
@@ -321,7 +324,7 @@ class ToolExecutor:
                 summary=call.name,
             )
         duration = time.monotonic() - started
-        error = None if outcome is ToolOutcome.SUCCESS else content[:PREVIEW_CHARS]
+        error = None if outcome is ToolOutcome.SUCCESS else content[:ERROR_CHARS]
         self._emit(
             ToolFinished,
             call_id=call.call_id,
@@ -329,6 +332,7 @@ class ToolExecutor:
             outcome=outcome,
             duration_s=duration,
             result_preview=content[:PREVIEW_CHARS],
+            result_chars=len(content),
             error=error,
         )
         return CallResult(

@@ -8,6 +8,7 @@ join the pieces without a separator still get one step per line.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from hermes_core.events import (
@@ -55,8 +56,20 @@ def tool_finished_line(event: ToolFinished, *, prefix: str = "") -> str:
 
 
 def tool_output_text(event: ToolFinished) -> str:
-    """What a tool card shows as the tool's output."""
-    return event.result_preview if event.ok else f"Error: {event.error or 'failed'}"
+    """What a tool card shows as the tool's output: JSON laid out for reading, and a
+    marker where the preview is cut (never a silent cut mid-JSON)."""
+    if not event.ok:
+        return f"Error: {event.error or 'failed'}"
+    text = event.result_preview
+    left = event.result_chars - len(text)
+    if left <= 0 and text[:1] in ("{", "["):
+        try:
+            return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+        except ValueError:
+            return text
+    if left > 0:
+        return f"{text}\n… [{left} more characters not shown]"
+    return text
 
 
 def tool_progress(event: ToolStarted | ToolProgress | ToolFinished) -> dict[str, Any]:

@@ -409,3 +409,25 @@ def test_the_completion_builder_carries_the_answer_reasoning_client_calls_and_us
         "cache_write_tokens": 0,
     }
     assert completion["hermes"]["exit_reason"] == "awaiting_client_tools"
+
+
+def test_a_tool_cards_output_is_json_laid_out_or_marked_where_it_is_cut() -> None:
+    def card_output(preview: str, length: int) -> str:
+        done = ToolFinished(
+            RUN,
+            1,
+            call_id="c1",
+            name="lookup",
+            outcome=ToolOutcome.SUCCESS,
+            duration_s=0.1,
+            result_preview=preview,
+            result_chars=length,
+        )
+        frames = stream(tool_started("c1"), done, openwebui=True)
+        outputs = [f["item"] for f in frames if f.get("type") == "response.output_item.added"]
+        text: str = outputs[-1]["output"][0]["text"]
+        return text
+
+    assert card_output('{"a":1,"b":[2]}', 15) == '{\n  "a": 1,\n  "b": [\n    2\n  ]\n}'
+    assert card_output('{"a": "xxx', 5000) == '{"a": "xxx\n… [4990 more characters not shown]'
+    assert card_output("plain words", 11) == "plain words"

@@ -219,8 +219,9 @@ async def test_every_call_emits_started_and_finished_events() -> None:
             name="read_file",
             outcome=ToolOutcome.SUCCESS,
             duration_s=0.0,
-            result_preview="x" * 300,
+            result_preview="x" * 400,
             error=None,
+            result_chars=400,
         ),
     ]
     assert _stable(results) == [
@@ -288,6 +289,7 @@ async def test_a_tool_that_raises_gives_an_error_result() -> None:
         duration_s=0.0,
         result_preview=message,
         error=message,
+        result_chars=len(message),
     )
 
 
@@ -366,6 +368,7 @@ async def test_a_preset_result_answers_a_call_without_a_tool() -> None:
             duration_s=0.0,
             result_preview=message,
             error=message,
+            result_chars=len(message),
         ),
     ]
 
@@ -419,6 +422,7 @@ async def test_an_interrupt_before_a_sequential_call_cancels_it() -> None:
             duration_s=0.0,
             result_preview=CANCELLED_BEFORE_START,
             error=CANCELLED_BEFORE_START,
+            result_chars=len(CANCELLED_BEFORE_START),
         ),
     ]
 
