@@ -21,7 +21,7 @@ from hermes_core.agent.builtins import HOUSEKEEPING_TOOLS
 from hermes_core.agent.config import AgentConfig, AgentRequest, ApprovalAnswer
 from hermes_core.agent.emitter import Emitter
 from hermes_core.agent.model_call import CallOutcome, InterruptibleCall
-from hermes_core.agent.prepare import prepare_messages
+from hermes_core.agent.prepare import CONTINUE_PLACEHOLDER, prepare_messages
 from hermes_core.agent.structured import check_answer, format_instructions, repair_note
 from hermes_core.context.hooks import CallContext, ContextHooks
 from hermes_core.events import (
@@ -196,6 +196,16 @@ class RunDriver:
         """Make one model call; on failure or interrupt, finish the run and return None."""
         await self._compress_if_needed()
         note = self._budget_note() if tools_allowed else None
+        last = self.state.transcript[-1] if self.state.transcript else None
+        if (
+            closing_note is None
+            and last is not None
+            and last["role"] == "assistant"
+            and not last.get("tool_calls")
+        ):
+            # No upstream call ends on the assistant (some take it as a prefill, others
+            # refuse it): a history with nothing new after the answer asks to go on.
+            closing_note = CONTINUE_PLACEHOLDER
         messages = prepare_messages(
             self.state.transcript,
             system_prompt=self.system_prompt,

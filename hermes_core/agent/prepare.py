@@ -18,11 +18,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hermes_core.messages import Message, ToolCall
+from hermes_core.messages import Message, ToolCall, text_of
 
 _LONE_SURROGATES = re.compile(r"[\ud800-\udfff]")
 MISSING_RESULT = "[No result was recorded for this tool call.]"
 CONTINUE_PLACEHOLDER = "(continuing the conversation)"
+SYSTEM_NOTE_PREFIX = "[System instruction] "
+"""How a system message from the middle of the history reaches the model."""
 
 
 def clean_text(text: str) -> str:
@@ -83,7 +85,13 @@ class _Builder:
     def add(self, message: Message) -> None:
         role = message["role"]
         if role == "system":
-            return  # the system prompt is built by the agent, never taken from history
+            # The system prompt is the agent's; a system message in the history is an
+            # instruction given at that point of the conversation: a user-side note there.
+            text = text_of(message.get("content"))
+            if not text:
+                return
+            message = {"role": "user", "content": f"{SYSTEM_NOTE_PREFIX}{text}"}
+            role = "user"
         if role == "tool":
             call_id = message.get("tool_call_id")
             open_ids = {call["id"] for call in self._open_calls}

@@ -127,8 +127,11 @@ class ChatCompletionRequest(_Open):
         for message in self.messages:
             if message.role in ("system", "developer"):
                 text = _text(message.content)
-                if text:
+                if text and not conversation:
                     system_parts.append(text)
+                elif text:
+                    # Mid-conversation it applies from here on: it keeps its place.
+                    conversation.append({"role": "system", "content": text})
                 continue
             conversation.append(_to_internal(message))
         user_message: str | list[dict[str, Any]] | None = None

@@ -142,8 +142,11 @@ class Transcript:
         role, content = item.get("role"), item.get("content")
         if role in ("system", "developer"):
             text = _joined_text(content, where=f"A {role} message")
-            if text:
+            if text and not self.messages:
                 self.system.append(text)
+            elif text:
+                # Mid-conversation it applies from here on: it keeps its place.
+                self.messages.append({"role": "system", "content": text})
         elif role == "user":
             self.messages.append({"role": "user", "content": _user_content(content)})
         elif role == "assistant":  # ``phase`` (commentary / final_answer) needs no translation

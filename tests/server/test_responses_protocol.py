@@ -576,3 +576,18 @@ def test_the_shell_validates_against_the_open_responses_schema(
     )
     shell = body.shell(response_id="resp_1", created_at=1767000000, model="m")
     assert [error.message for error in validator.iter_errors(shell)] == []
+
+
+def test_a_developer_message_after_the_first_turn_keeps_its_place() -> None:
+    agent_request = request(
+        instructions="Be helpful.",
+        input=[
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "Hello."},
+            {"role": "developer", "content": "Answer in French from now on."},
+            {"role": "user", "content": "How warm is it?"},
+        ],
+    ).to_agent_request()
+
+    assert agent_request.system_message == "Be helpful."
+    assert [m["role"] for m in agent_request.history] == ["user", "assistant", "system"]

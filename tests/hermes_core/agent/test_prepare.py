@@ -36,10 +36,12 @@ def _prepare(
     )
 
 
-def test_the_system_prompt_comes_first_and_history_system_messages_are_dropped() -> None:
+def test_the_system_prompt_comes_first_and_a_history_system_message_keeps_its_place() -> None:
     transcript: list[Message] = [
-        {"role": "system", "content": "old prompt"},
         {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Hello."},
+        {"role": "system", "content": "Answer in French from now on."},
+        {"role": "user", "content": "How are you?"},
     ]
 
     messages = _prepare(transcript, system_prompt="You are Hermes.  \r\n")
@@ -47,6 +49,11 @@ def test_the_system_prompt_comes_first_and_history_system_messages_are_dropped()
     assert messages == [
         {"role": "system", "content": "You are Hermes."},
         {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Hello."},
+        {
+            "role": "user",
+            "content": "[System instruction] Answer in French from now on.\n\nHow are you?",
+        },
     ]
 
 

@@ -38,3 +38,15 @@ async def test_a_single_step_gets_no_break() -> None:
     events = await run_events(Agent(ScriptedProvider("Hello.")), AgentRequest(user_message="hi"))
 
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hello."]
+
+
+async def test_no_model_call_ends_on_an_assistant_turn() -> None:
+    provider = ScriptedProvider("Go on then.")
+    history: list[Any] = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Hello."},
+    ]
+
+    await Agent(provider).run_conversation(None, conversation_history=history)
+
+    assert provider.requests[0].messages[-1]["role"] == "user"
