@@ -126,6 +126,7 @@ class ChatServing:
                 created=created,
                 include_usage=body.include_usage,
                 openwebui=openwebui,
+                client_tool_names=frozenset(tool.function.name for tool in body.tools or ()),
             )
             return sse_response(
                 self._frames(run, view),

@@ -132,6 +132,9 @@ class ChatStreamView:
     created: int
     include_usage: bool = False
     openwebui: bool = False
+    client_tool_names: frozenset[str] = frozenset()
+    """Tools the client declared (Open WebUI sends its own with every request): a server
+    tool's card by the same name would be taken for the client's, so it is renamed."""
     _open_cards: dict[str, str] = field(default_factory=dict)
     """Open WebUI tool cards shown as running: call id → tool name."""
     _status_shown: bool = False
@@ -281,6 +284,8 @@ class ChatStreamView:
         return frames
 
     def _card_call(self, call_id: str, name: str, arguments: dict[str, Any]) -> CardItemAdded:
+        if name in self.client_tool_names:
+            name = f"hermes_{name}"
         item = {
             "type": "function_call",
             "id": f"fc_{call_id}",

@@ -431,3 +431,10 @@ def test_a_tool_cards_output_is_json_laid_out_or_marked_where_it_is_cut() -> Non
     assert card_output('{"a":1,"b":[2]}', 15) == '{\n  "a": 1,\n  "b": [\n    2\n  ]\n}'
     assert card_output('{"a": "xxx', 5000) == '{"a": "xxx\n… [4990 more characters not shown]'
     assert card_output("plain words", 11) == "plain words"
+
+
+def test_a_server_tools_card_is_renamed_when_the_client_has_a_tool_of_that_name() -> None:
+    frames = stream(tool_started("c1"), openwebui=True, client_tool_names=frozenset({"lookup"}))
+
+    (card,) = [f["item"] for f in frames if f.get("type") == "response.output_item.added"]
+    assert card["name"] == "hermes_lookup"
