@@ -198,6 +198,9 @@ class RunFinished(_Event):
     """Messages in the run's transcript (its session's) when it ended."""
     calls: list[CallRecord] = field(default_factory=list)
     """Every model call, in order: the provider and model that served it and its usage."""
+    refusal: str | None = None
+    """The model declined to answer, saying this (``final_text`` is then empty). A completed
+    run: the model answered, with a refusal."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

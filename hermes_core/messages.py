@@ -44,6 +44,8 @@ class Message(TypedDict, total=False):
     name: str
     reasoning: str
     reasoning_replay: NotRequired[ReasoningReplay]
+    refusal: str
+    """The model declined to answer (OpenAI's ``refusal``), instead of ``content``."""
 
 
 def text_of(content: str | list[dict[str, Any]] | None) -> str:

@@ -336,6 +336,15 @@ class RunDriver:
     def handle_text(self, response: ModelResponse, streamed: str) -> bool:
         """Finish on a text reply, or recover from an empty one. True means: loop again."""
         text = text_of(response.message.get("content")) or streamed
+        refusal = response.message.get("refusal")
+        if refusal and not text.strip():
+            # A refusal is the model's answer, in the standard field: no shape to check. The
+            # transcript keeps it as the turn's text (what the next calls should see).
+            refused: Message = dict(response.message)  # type: ignore[assignment]
+            refused["content"] = refusal
+            self.append(refused)
+            self.finish(ExitReason.COMPLETED, "", refusal=refusal)
+            return False
         if text.strip():
             message: Message = dict(response.message)  # type: ignore[assignment]
             message["content"] = text
@@ -599,7 +608,13 @@ class RunDriver:
         )
 
     def finish(
-        self, reason: ExitReason, text: str, *, error: str | None = None, partial: bool = False
+        self,
+        reason: ExitReason,
+        text: str,
+        *,
+        error: str | None = None,
+        partial: bool = False,
+        refusal: str | None = None,
     ) -> None:
         interrupted = reason is ExitReason.INTERRUPTED
         self.emit(
@@ -617,6 +632,7 @@ class RunDriver:
             session_id=self.session_id,
             transcript_length=len(self.state.transcript),
             calls=list(self.state.calls),
+            refusal=refusal,
         )
 
 

@@ -135,6 +135,7 @@ class ChatStreamAccumulator:
     def __init__(self) -> None:
         self._text: list[str] = []
         self._reasoning: list[str] = []
+        self._refusal: list[str] = []
         self._calls: dict[int, _PartialCall] = {}
         self._finish_reason: str | None = None
         self._usage = Usage()
@@ -168,20 +169,26 @@ class ChatStreamAccumulator:
             content = delta.get("content")
             if content:
                 if self._fresh:
-                    self._fresh = False
-                    # Most replies start with a letter: no splitter, no cost per chunk.
-                    if content.lstrip()[:1] in ("<", ""):
-                        self._think = ThinkTags()
+                    self._first_text(content)
                 if self._think is None:
                     self._text.append(content)
                     events.append(ModelTextDelta(text=content))
                 else:
                     self._split(self._think.feed(content), events)
+            refusal = delta.get("refusal")
+            if refusal:
+                self._refusal.append(refusal)
             for call in delta.get("tool_calls") or ():
                 events.append(self._tool_call_delta(call))
             if choice.get("finish_reason") is not None:
                 self._finish_reason = choice["finish_reason"]
         return events
+
+    def _first_text(self, content: str) -> None:
+        self._fresh = False
+        # Most replies start with a letter: no splitter, no cost per chunk.
+        if content.lstrip()[:1] in ("<", ""):
+            self._think = ThinkTags()
 
     def _split(self, pieces: list[tuple[bool, str]], events: list[ProviderEvent]) -> None:
         for is_reasoning, piece in pieces:
@@ -245,6 +252,8 @@ class ChatStreamAccumulator:
             message["tool_calls"] = calls
         if self._reasoning:
             message["reasoning"] = "".join(self._reasoning)
+        if self._refusal:
+            message["refusal"] = "".join(self._refusal)
         finish = _FINISH_REASONS.get(self._finish_reason, "stop")
         if calls and finish == "stop":
             finish = "tool_calls"  # some servers say "stop" after tool calls

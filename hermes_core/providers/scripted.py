@@ -53,6 +53,8 @@ class ScriptedReply:
     """Default: one token per four characters in and out."""
     delay_s: float = 0.0
     """Seconds before the reply starts (for interrupt tests)."""
+    refusal: str = ""
+    """The model declines to answer, saying this."""
 
 
 Step = ScriptedReply | str | Callable[[ModelRequest], ScriptedReply]
@@ -129,6 +131,8 @@ class ScriptedProvider:
             message["tool_calls"] = calls
         if reply.reasoning:
             message["reasoning"] = reply.reasoning
+        if reply.refusal:
+            message["refusal"] = reply.refusal
         yield ModelResponse(
             message=message,
             finish_reason=reply.finish_reason or ("tool_calls" if calls else "stop"),

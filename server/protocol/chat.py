@@ -176,7 +176,11 @@ def _text(content: str | list[dict[str, Any]] | None) -> str:
 
 def _to_internal(message: ChatMessageIn) -> Message:
     out: Message = {"role": message.role}  # type: ignore[typeddict-item]
-    out["content"] = message.content if message.content is not None else ""
+    refusal = (message.model_extra or {}).get("refusal")
+    if message.content is None and isinstance(refusal, str):
+        out["content"] = refusal  # a refused turn, as the server keeps it
+    else:
+        out["content"] = message.content if message.content is not None else ""
     if message.tool_calls:
         calls: list[ToolCall] = [
             {

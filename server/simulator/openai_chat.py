@@ -155,8 +155,8 @@ def completion(
 ) -> dict[str, Any]:
     message: dict[str, Any] = {
         "role": "assistant",
-        "content": reply.text if reply.text or not reply.tool_calls else None,
-        "refusal": None,
+        "content": reply.text if reply.text or not (reply.tool_calls or reply.refusal) else None,
+        "refusal": reply.refusal or None,
         "annotations": [],
     }
     if reply.reasoning:
@@ -209,6 +209,7 @@ def stream_frames(
     frames = [chunk({"role": "assistant", "content": "", "refusal": None})]
     frames += [chunk({"reasoning_content": piece}) for piece in split_text(reply.reasoning, None)]
     frames += [chunk({"content": piece}) for piece in split_text(reply.text, reply.chunk_count)]
+    frames += [chunk({"refusal": piece}) for piece in split_text(reply.refusal, None)]
     for index, call in enumerate(reply.tool_calls):
         head = {
             "index": index,

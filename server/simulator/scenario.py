@@ -53,6 +53,9 @@ class Reply(_Strict):
     """Stream the text in exactly this many deltas (default: about 16 characters each)."""
     output_tokens: int | None = Field(default=None, ge=0)
     """Overrides the estimated output token count."""
+    refusal: str = ""
+    """The model declines, saying this (Chat Completions' ``refusal``; the other protocols
+    answer it as text)."""
 
     @property
     def reasoning_tokens(self) -> int:

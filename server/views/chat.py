@@ -267,6 +267,8 @@ class ChatStreamView:
         if event.exit_reason is ExitReason.FAILED:
             frames.append({"error": run_failed(event.error)})
             return frames
+        if event.refusal:
+            frames.append(self.chunk({"refusal": event.refusal}))
         final = self.chunk({}, finish_reason_for(event.exit_reason))
         final["hermes"] = hermes_summary(event)
         frames.append(final)
@@ -343,8 +345,8 @@ class ChatCompletionBuilder:
         text = "".join(self._text) or end.final_text
         message: CompletionMessage = {
             "role": "assistant",
-            "content": text if text or not self._client_calls else None,
-            "refusal": None,
+            "content": text if text or not (self._client_calls or end.refusal) else None,
+            "refusal": end.refusal,
             "annotations": [],
         }
         if self._reasoning:

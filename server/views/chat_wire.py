@@ -46,6 +46,7 @@ class Delta(TypedDict, total=False):
     role: Literal["assistant"]
     content: str
     reasoning_content: str
+    refusal: str
     tool_calls: list[ToolCallDelta]
     hermes: dict[str, Any]
     """Structured tool progress (vendor extension)."""
@@ -98,7 +99,7 @@ ChatFrame = Chunk | StreamError | CardItemAdded | StatusFrame
 class CompletionMessage(TypedDict):
     role: Literal["assistant"]
     content: str | None
-    refusal: None
+    refusal: str | None
     annotations: list[Any]
     reasoning_content: NotRequired[str]
     tool_calls: NotRequired[list[ToolCallDelta]]

@@ -260,6 +260,8 @@ class ResponsesView:
 
     def _finished(self, end: RunFinished) -> list[Frame]:
         frames = self._close_item()
+        if end.refusal:
+            frames += self._refusal(end.refusal)
         # Every tool card must get its output, or Open WebUI runs the tool itself.
         for call_id in self._cards:
             frames += self._function_call_output(call_id, UNFINISHED_TOOL_OUTPUT)
@@ -272,6 +274,23 @@ class ResponsesView:
         frames.append({"type": terminal, "response": self.response})
         self._done = True
         return frames
+
+    def _refusal(self, refusal: str) -> list[Frame]:
+        """A message item whose one part is the model's refusal, in the standard events."""
+        item = MESSAGE.new_item(self._item_id(MESSAGE.id_prefix))
+        added = self._add_item(item)
+        index = added["output_index"]
+        where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+        part = {"type": "refusal", "refusal": refusal}
+        item["content"].append(part)
+        return [
+            added,
+            {"type": "response.content_part.added", **where, "part": {**part, "refusal": ""}},
+            {"type": "response.refusal.delta", **where, "delta": refusal},
+            {"type": "response.refusal.done", **where, "refusal": refusal},
+            {"type": "response.content_part.done", **where, "part": dict(part)},
+            self._item_done(index),
+        ]
 
     def _settle(self, end: RunFinished) -> str:
         """Set the final status (and its details); return the terminal event's type."""

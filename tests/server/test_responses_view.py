@@ -166,8 +166,8 @@ def check_with_sdk(frames: list[dict[str, Any]], view: ResponsesView) -> None:
 
 
 _ITEM_EVENTS = {
-    "message": r"(content_part\.added (output_text\.delta )+"
-    r"output_text\.done content_part\.done )+",
+    "message": r"(content_part\.added ((output_text\.delta )+output_text\.done"
+    r"|refusal\.delta refusal\.done) content_part\.done )+",
     "reasoning": r"(reasoning_summary_part\.added (reasoning_summary_text\.delta )+"
     r"reasoning_summary_text\.done reasoning_summary_part\.done )+",
     "function_call": r"function_call_arguments\.delta function_call_arguments\.done ",
@@ -612,3 +612,22 @@ def test_openwebui_mode_shows_no_cards_for_sub_agent_tools() -> None:
         progress="openwebui",
     )
     assert [item["type"] for item in items(view)] == ["reasoning"]
+
+
+def test_a_refusal_streams_as_a_refusal_part_of_a_message_item() -> None:
+    refused = dataclasses.replace(end(), refusal="I can't help with that.")
+
+    frames, view = stream(refused)
+
+    kinds = [f["type"] for f in frames]
+    assert kinds[-7:] == [
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.refusal.delta",
+        "response.refusal.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    (message,) = items(view)
+    assert message["content"] == [{"type": "refusal", "refusal": "I can't help with that."}]

@@ -176,3 +176,47 @@ async def test_a_bad_format_is_a_400_naming_the_parameter(hermes: ThreadedServer
         )
         assert bad_text.status_code == 400
         assert bad_text.json()["error"]["param"] == "text.format"
+
+
+async def test_a_refusal_comes_back_in_the_standard_refusal_field(
+    client: openai.AsyncOpenAI, simulator: SimulatorServer
+) -> None:
+    _script(
+        simulator,
+        Step(reply=Reply(refusal="I can't help with that.")),
+        Step(reply=Reply(refusal="I can't help with that.")),
+    )
+
+    completion = await client.chat.completions.parse(
+        model="hermes-agent",
+        messages=[{"role": "user", "content": "Weather?"}],
+        response_format=Weather,
+    )
+    async with client.chat.completions.stream(
+        model="hermes-agent",
+        messages=[{"role": "user", "content": "Weather?"}],
+        response_format=Weather,
+    ) as stream:
+        async for _ in stream:
+            pass
+        streamed = await stream.get_final_completion()
+
+    for answer in (completion, streamed):
+        message = answer.choices[0].message
+        assert message.refusal == "I can't help with that."
+        assert message.parsed is None
+        assert answer.choices[0].finish_reason == "stop"
+
+
+async def test_a_refusal_on_responses_is_a_refusal_content_part(
+    client: openai.AsyncOpenAI, simulator: SimulatorServer
+) -> None:
+    _script(simulator, Step(reply=Reply(refusal="No.")))
+
+    response = await client.responses.create(model="hermes-agent", input="Weather?")
+
+    (message,) = [item for item in response.output if item.type == "message"]
+    assert [(part.type, getattr(part, "refusal", None)) for part in message.content] == [
+        ("refusal", "No.")
+    ]
+    assert response.status == "completed"

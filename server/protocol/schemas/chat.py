@@ -30,8 +30,10 @@ class ChatUsage(Shape):
 class ChatMessage(Open):
     role: Literal["assistant"]
     content: str | None
-    """The final answer; null when the run ends awaiting the client's tool calls."""
-    refusal: None
+    """The final answer; null when the run ends awaiting the client's tool calls, or when
+    the model refused (``refusal``)."""
+    refusal: str | None
+    """Why the model declined to answer, when it did (structured outputs' refusal)."""
     annotations: list[Any]
     reasoning_content: Omittable[str] = None
     """The model's reasoning and one line per server tool step, when there were any."""
@@ -90,6 +92,8 @@ class ChatDelta(Open):
     """A piece of the answer."""
     reasoning_content: Omittable[str] = None
     """A piece of the model's reasoning, or one line per tool step or status change."""
+    refusal: Omittable[str] = None
+    """Why the model declined to answer, in one chunk before the last."""
     tool_calls: Omittable[list[ChunkToolCall]] = None
     """The client's tool calls, complete, in one chunk."""
     hermes: Omittable[ToolProgress] = None

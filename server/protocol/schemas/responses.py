@@ -34,6 +34,13 @@ class SummaryText(Open):
     text: str
 
 
+class Refusal(Open):
+    """The model declined to answer (instead of ``output_text``)."""
+
+    type: Literal["refusal"]
+    refusal: str
+
+
 class InputText(Open):
     type: Literal["input_text"]
     text: str
@@ -46,7 +53,7 @@ class MessageItem(Open):
     id: str
     role: Literal["assistant"]
     status: ItemStatus
-    content: list[OutputText]
+    content: list[Annotated[OutputText | Refusal, Field(discriminator="type")]]
 
 
 class ReasoningItem(Open):
@@ -222,11 +229,14 @@ ResponseEventType = Literal[
     "response.reasoning_summary_text.done",
     "response.function_call_arguments.delta",
     "response.function_call_arguments.done",
+    "response.refusal.delta",
+    "response.refusal.done",
     "response.completed",
     "response.incomplete",
     "response.failed",
     "error",
     "hermes:tool_progress",
+    "hermes:approval",
 ]
 
 
@@ -257,10 +267,14 @@ class ResponseStreamEvent(Open):
     """``output_item.added`` (in progress) and ``output_item.done`` (final)."""
     content_index: Omittable[int] = None
     summary_index: Omittable[int] = None
-    part: Omittable[Annotated[OutputText | SummaryText, Field(discriminator="type")]] = None
+    part: Omittable[
+        Annotated[OutputText | SummaryText | Refusal, Field(discriminator="type")]
+    ] = None
     delta: Omittable[str] = None
     text: Omittable[str] = None
     """The part's whole text, on ``….done``."""
+    refusal: Omittable[str] = None
+    """The whole refusal, on ``response.refusal.done``."""
     arguments: Omittable[str | dict[str, Any]] = None
     """The whole JSON arguments string on ``function_call_arguments.done``; the parsed object
     on ``hermes:tool_progress``."""

@@ -118,3 +118,16 @@ async def test_every_api_mode_asks_the_upstream_for_the_shape_natively(
     (record,) = simulator.state.requests()
     body = record.body
     assert WIRE_FORMAT[api_mode](body) == WEATHER.schema
+
+
+async def test_a_refusal_is_the_runs_answer_in_its_own_field_not_a_shape_miss() -> None:
+    provider = ScriptedProvider(ScriptedReply(refusal="I can't help with that."))
+    events = await run_events(
+        Agent(provider), AgentRequest(user_message="Weather?", output_format=WEATHER)
+    )
+
+    end = finished(events)
+    assert end.exit_reason is ExitReason.COMPLETED
+    assert end.refusal == "I can't help with that."
+    assert end.final_text == ""
+    assert len(provider.requests) == 1  # no repair call
