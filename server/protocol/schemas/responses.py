@@ -267,9 +267,9 @@ class ResponseStreamEvent(Open):
     """``output_item.added`` (in progress) and ``output_item.done`` (final)."""
     content_index: Omittable[int] = None
     summary_index: Omittable[int] = None
-    part: Omittable[
-        Annotated[OutputText | SummaryText | Refusal, Field(discriminator="type")]
-    ] = None
+    part: Omittable[Annotated[OutputText | SummaryText | Refusal, Field(discriminator="type")]] = (
+        None
+    )
     delta: Omittable[str] = None
     text: Omittable[str] = None
     """The part's whole text, on ``….done``."""
