@@ -23,6 +23,7 @@ from hermes_core.agent.emitter import Emitter
 from hermes_core.agent.model_call import CallOutcome, InterruptibleCall
 from hermes_core.agent.prepare import CONTINUE_PLACEHOLDER, prepare_messages
 from hermes_core.agent.structured import check_answer, format_instructions, repair_note
+from hermes_core.context.compression import estimate_tokens
 from hermes_core.context.hooks import CallContext, ContextHooks
 from hermes_core.events import (
     ApprovalDecision,
@@ -250,6 +251,7 @@ class RunDriver:
         if outcome.streamed_text and self.output_format is None:
             self.state.shown_text = True
         if outcome.interrupted:
+            self._count_stopped_call(request, outcome.streamed_text)
             self.finish_interrupted(outcome.streamed_text)
             return None
         if outcome.error is not None:
@@ -271,6 +273,24 @@ class RunDriver:
             finish_reason=response.finish_reason,
         )
         return outcome
+
+    def _count_stopped_call(self, request: ModelRequest, streamed: str) -> None:
+        """A call stopped mid-way was paid for, but no upstream said how much: count an
+        estimate (the prompt, and the text it streamed), so usage and metrics are not zero."""
+        usage = Usage(
+            input_tokens=estimate_tokens(request.messages),
+            output_tokens=-(-len(streamed) // 4),
+        )
+        self.state.model_calls += 1
+        self._count(CallRecord(provider=self.provider.name, model=self.provider.model, usage=usage))
+        self.emit(
+            StepFinished,
+            iteration=self.state.iterations,
+            usage=usage,
+            provider=self.provider.name,
+            model=self.provider.model,
+            finish_reason="interrupted",
+        )
 
     def _count(self, call: CallRecord) -> None:
         self.state.usage += call.usage

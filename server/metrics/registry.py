@@ -326,8 +326,16 @@ class Metrics:
                 scratch.grace = scratch.grace or event.grace
             case StepFinished():
                 scratch = self._scratch(info, event.run_id)
-                scratch.calling = False
-                self._model_call(scratch.labels(event.provider), event.usage)
+                if event.finish_reason == "interrupted":
+                    # A call cut off mid-way: its estimated tokens count; the run's end counts
+                    # it as cancelled (it is still "calling" then).
+                    labels = scratch.labels(event.provider)
+                    self._tokens(
+                        self._calls.get(labels) or self._call_children(labels), event.usage
+                    )
+                else:
+                    scratch.calling = False
+                    self._model_call(scratch.labels(event.provider), event.usage)
             case ToolFinished():
                 self._tool_finished(event)
             case RetryScheduled():
@@ -393,6 +401,15 @@ class Metrics:
         """A model call that answered, with what it cost."""
         children = self._calls.get(labels) or self._call_children(labels)
         children.success.inc()
+        self._tokens(children, usage)
+        if usage.cache_read_tokens:
+            children.cache_hit.inc()
+        elif usage.cache_write_tokens:
+            children.cache_write_only.inc()
+        else:
+            children.cache_miss.inc()
+
+    def _tokens(self, children: _CallChildren, usage: Usage) -> None:
         # An increment takes a lock; adding nothing is skipped (the series exist already).
         if usage.input_tokens:
             children.input_tokens.inc(usage.input_tokens)
@@ -402,11 +419,6 @@ class Metrics:
             children.reasoning_tokens.inc(usage.reasoning_tokens)
         if usage.cache_read_tokens:
             children.cache_read_tokens.inc(usage.cache_read_tokens)
-            children.cache_hit.inc()
-        elif usage.cache_write_tokens:
-            children.cache_write_only.inc()
-        else:
-            children.cache_miss.inc()
         if usage.cache_write_tokens:
             children.cache_write_tokens.inc(usage.cache_write_tokens)
 

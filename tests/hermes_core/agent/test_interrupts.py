@@ -73,6 +73,10 @@ async def test_an_interrupt_during_a_slow_stream_ends_the_run_at_once(
     assert await _wait_disconnected(simulator, "slow")
     # Nothing of the abandoned call entered the transcript.
     assert [m["role"] for m in transcript_of(events)] == ["user"]
+    # It was paid for, though: an estimate of it counts in the run's usage.
+    assert end.model_calls == 1
+    assert end.usage.input_tokens > 0
+    assert end.usage.output_tokens > 0
 
 
 async def test_an_interrupt_from_another_thread_stops_the_run(
