@@ -66,6 +66,8 @@ _FINISH_REASONS: dict[str, FinishReason] = {
     "refusal": "content_filter",
 }
 CHARS_PER_TOKEN = 4
+REFUSED = "The model declined to answer."
+"""The refusal of a reply Anthropic stopped for ``refusal`` without a word of its own."""
 
 
 @dataclass(slots=True)
@@ -227,6 +229,8 @@ class AnthropicStreamAccumulator:
         replay = [_replay_item(b) for b in blocks if b.type in ("thinking", "redacted_thinking")]
         if replay:
             message["reasoning_replay"] = {"api_mode": API_MODE, "items": replay}
+        if self._stop_reason == "refusal" and not text:
+            message["refusal"] = REFUSED
         finish = _FINISH_REASONS.get(self._stop_reason or "end_turn", "stop")
         if calls and finish == "stop":
             finish = "tool_calls"

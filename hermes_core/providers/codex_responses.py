@@ -227,6 +227,7 @@ class ResponsesStreamAccumulator:
         self._replay: list[dict[str, Any]] = []
         self._final: wire.Response | None = None
         self.model: str | None = None
+        self._refusal: list[str] = []
 
     def feed(self, event: wire.ResponseStreamEvent) -> list[ProviderEvent]:
         """Take one stream event; return the provider events it carries."""
@@ -293,6 +294,8 @@ class ResponsesStreamAccumulator:
             message["reasoning"] = reasoning
         if self._replay:
             message["reasoning_replay"] = {"api_mode": API_MODE, "items": self._replay}
+        if self._refusal:
+            message["refusal"] = "".join(self._refusal)
         details = self._final.incomplete_details
         finish: FinishReason = "tool_calls" if calls else "stop"
         # Truncation outranks tool calls: the last call's arguments may be cut off.
@@ -382,6 +385,8 @@ class ResponsesStreamAccumulator:
             for n, content in enumerate(item.content):
                 if content.type == "output_text":
                     events += self._say((item.id, n), content.text, full=True)
+                elif content.type == "refusal":
+                    self._refusal.append(content.refusal)
             return events
         return []
 

@@ -37,6 +37,7 @@ from hermes_core.providers._anthropic_convert import (
     to_wire_tool_choice,
 )
 from hermes_core.providers.anthropic_messages import (
+    REFUSED,
     AnthropicMessagesProvider,
     AnthropicStreamAccumulator,
 )
@@ -212,6 +213,15 @@ def test_reasoning_tokens_are_an_estimate_capped_at_output_tokens() -> None:
 def test_stop_reason_maps_to_finish_reason(stop_reason: str, finish: str) -> None:
     _, acc = _run(_start(), *_end(stop_reason))
     assert acc.finish(provider="p", model="m").finish_reason == finish
+
+
+def test_a_refusal_stop_with_no_text_is_the_messages_refusal() -> None:
+    _, acc = _run(_start(), *_end("refusal"))
+
+    message = acc.finish(provider="p", model="m").message
+
+    assert message.get("refusal") == REFUSED
+    assert message["content"] is None
 
 
 def test_accumulator_refuses_a_stream_without_message_stop() -> None:

@@ -347,3 +347,18 @@ async def test_reasoning_items_are_replayed_on_the_next_call(
     sent = simulator.state.requests(scenario="replay")[1].body["input"]
     assert [item["type"] for item in sent] == ["message", "reasoning", "message", "message"]
     assert sent[1]["id"] == "rs_sim0"
+
+
+def test_a_refusal_part_becomes_the_messages_refusal() -> None:
+    acc = ResponsesStreamAccumulator(provider="p")
+    item = {
+        "type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+        "content": [{"type": "refusal", "refusal": "I can't help with that."}],
+    }  # fmt: skip
+    _feed(acc, {"type": "response.output_item.done", "output_index": 0, "item": item})
+    _feed(acc, _completed(output=[item]))
+
+    message = acc.finish(model="m").message
+
+    assert message.get("refusal") == "I can't help with that."
+    assert message["content"] is None
