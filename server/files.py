@@ -20,6 +20,7 @@ import binascii
 import dataclasses
 import hashlib
 import json
+import mimetypes
 import os
 import secrets
 import shutil
@@ -160,6 +161,28 @@ async def into_workspace(
     name = clean_filename(name if isinstance(name, str) else None)
     where, size = await asyncio.to_thread(_place, workspace, key, name, source)
     return f"[The user attached {name} ({size} bytes): it is in your workspace at {where}.]"
+
+
+MAX_INLINE_IMAGE_BYTES = 20 * 1024 * 1024
+"""The largest uploaded image a message may refer to (it is sent upstream inline)."""
+
+
+async def image_data_url(vault: FileVault | None, owner: str, file_id: str) -> str:
+    """An uploaded image as the ``data:`` URL an upstream takes in an ``image_url`` part."""
+    if vault is None:
+        raise APIError(400, "This server keeps no files: send image_url instead.")
+    record = await vault.get(owner, file_id)
+    media_type = mimetypes.guess_type(record.filename)[0] or ""
+    if not media_type.startswith("image/"):
+        raise APIError(400, f"File '{file_id}' ({record.filename}) is not an image.", param="input")
+    if record.bytes > MAX_INLINE_IMAGE_BYTES:
+        raise APIError(
+            400,
+            f"Image '{file_id}' is larger than {MAX_INLINE_IMAGE_BYTES} bytes.",
+            param="input",
+        )
+    data = await asyncio.to_thread(vault.path(record).read_bytes)
+    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
 
 
 def inline_bytes(part: dict[str, Any]) -> bytes:

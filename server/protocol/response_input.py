@@ -242,12 +242,11 @@ def _user_part(part: dict[str, Any]) -> dict[str, Any]:
     url = part.get("image_url")
     if isinstance(url, str) and url:
         return {"type": "image_url", "image_url": {"url": url}}
-    if part.get("file_id"):
-        raise _input_error(
-            "input_image by file_id is not supported: this server has no files; "
-            "send image_url (a URL or a base64 data URL)."
-        )
-    raise _input_error("An input_image part needs an image_url.")
+    file_id = part.get("file_id")
+    if isinstance(file_id, str) and file_id:
+        # An uploaded image (``POST /v1/files``): the server inlines it before the run.
+        return {"type": "image_file", "file_id": file_id}
+    raise _input_error("An input_image part needs an image_url or a file_id.")
 
 
 def _file_part(part: dict[str, Any]) -> dict[str, Any]:

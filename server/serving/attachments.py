@@ -1,5 +1,8 @@
 """Files a request's messages carry or refer to, made into something the agent can read.
 
+Uploaded images a Responses ``input_image`` names by ``file_id`` are inlined as ``data:`` URLs
+(every upstream takes those), for any profile.
+
 Chat ``file`` content parts (and Responses ``input_file`` parts, which the Responses input
 reader turns into the same shape) are copied into the run's workspace, each part replaced by
 a line telling the model where the file is (see :mod:`server.files`). A profile without a
@@ -15,13 +18,15 @@ from hermes_core.agent import AgentRequest
 from hermes_core.messages import Message
 from server.auth import Principal
 from server.errors import APIError
-from server.files import FileVault, into_workspace, unreadable_note
+from server.files import FileVault, image_data_url, into_workspace, unreadable_note
 from server.services import Services
+
+_FILE_PARTS = ("file", "image_file")
 
 
 def _has_files(content: object) -> bool:
     return isinstance(content, list) and any(
-        isinstance(part, dict) and part.get("type") == "file" for part in content
+        isinstance(part, dict) and part.get("type") in _FILE_PARTS for part in content
     )
 
 
@@ -41,7 +46,10 @@ async def with_files(
             return content
         parts = []
         for part in content:
-            if isinstance(part, dict) and part.get("type") == "file":
+            if isinstance(part, dict) and part.get("type") == "image_file":
+                url = await image_data_url(vault, principal.name, str(part.get("file_id")))
+                parts.append({"type": "image_url", "image_url": {"url": url}})
+            elif isinstance(part, dict) and part.get("type") == "file":
                 file = part.get("file")
                 if not isinstance(file, dict):
                     raise APIError(400, "A file part needs a 'file' object.", param="messages")

@@ -3,6 +3,7 @@ key sees its own files only, and a key's size limit and quotas are held with a c
 
 from __future__ import annotations
 
+import base64
 import io
 import os
 from collections.abc import AsyncIterator, Iterator
@@ -189,3 +190,39 @@ async def test_a_file_name_is_kept_without_its_path(raw: httpx.AsyncClient) -> N
 async def test_files_need_a_key(files_server: ThreadedServer) -> None:
     async with httpx.AsyncClient(base_url=files_server.base_url) as anonymous:
         assert (await anonymous.get("/v1/files")).status_code == 401
+
+
+async def test_an_uploaded_image_named_by_file_id_reaches_the_model_inline(
+    alice: openai.AsyncOpenAI, simulator: SimulatorServer
+) -> None:
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
+    image = await alice.files.create(file=("dot.png", png), purpose="vision")
+    notes = await alice.files.create(file=("notes.txt", b"words"), purpose="user_data")
+
+    await alice.responses.create(
+        model="hermes-agent",
+        input=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "What is this?"},
+                    {"type": "input_image", "file_id": image.id, "detail": "auto"},
+                ],
+            }
+        ],
+    )
+    (sent,) = simulator.state.requests()
+    parts = sent.body["messages"][-1]["content"]
+    urls = [p["image_url"]["url"] for p in parts if p["type"] == "image_url"]
+    assert urls == ["data:image/png;base64," + base64.b64encode(png).decode()]
+
+    with pytest.raises(openai.BadRequestError):
+        await alice.responses.create(
+            model="hermes-agent",
+            input=[
+                {
+                    "role": "user",
+                    "content": [{"type": "input_image", "file_id": notes.id, "detail": "auto"}],
+                }
+            ],
+        )

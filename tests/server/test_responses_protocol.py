@@ -218,7 +218,7 @@ def test_an_input_file_becomes_the_file_part_the_server_places_in_the_workspace(
         ({"id": "msg_1"}, "item_reference"),
         ({"type": "web_search_call", "id": "ws_1"}, "web_search_call"),
         ({"role": "tool", "content": "x"}, "'tool'"),
-        ({"role": "user", "content": [{"type": "input_image", "file_id": "file-1"}]}, "file_id"),
+        ({"role": "user", "content": [{"type": "input_image"}]}, "image_url or a file_id"),
         ({"role": "user", "content": [{"type": "input_audio"}]}, "input_audio"),
         ({"role": "user", "content": None}, "needs content"),
         ({"role": "system", "content": [{"type": "input_image", "image_url": "u"}]}, "only"),
