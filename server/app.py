@@ -18,7 +18,16 @@ from server.metrics import RequestMetrics
 from server.openapi import install_openapi
 from server.protocol.chat import ChatCompletionRequest
 from server.protocol.responses import ResponseCreateRequest
-from server.routes import chat, files, health, models, responses, runs, workspaces
+from server.routes import (
+    chat,
+    files,
+    health,
+    models,
+    responses,
+    responses_socket,
+    runs,
+    workspaces,
+)
 from server.routes import metrics as metrics_routes
 from server.services import Services
 from server.serving.chat import ChatServing
@@ -86,6 +95,7 @@ def create_app(services: Services) -> FastAPI:
     app.add_middleware(RequestMetrics, metrics=services.metrics)
     app.include_router(chat.router)
     app.include_router(responses.router)
+    app.include_router(responses_socket.router)
     app.include_router(runs.router)
     app.include_router(files.router)
     app.include_router(workspaces.router)

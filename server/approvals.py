@@ -27,7 +27,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from fastapi import Request
+from starlette.requests import HTTPConnection
 
 from hermes_core.agent import AgentRequest
 from hermes_core.agent.config import ApprovalAnswer
@@ -60,7 +60,7 @@ def parse_spoken_answer(text: str) -> Verdict:
     return "approved", scope
 
 
-def wait_seconds_of(request: Request, limit: float) -> float:
+def wait_seconds_of(request: HTTPConnection, limit: float) -> float:
     """How long the request lets a call wait for an approval in place (0: end the run)."""
     raw = request.headers.get(WAIT_HEADER, "").strip()
     if not raw:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from fastapi import Request
+from starlette.requests import HTTPConnection
 from starlette.types import Receive
 
 from hermes_core.agent import Agent, AgentRequest
@@ -39,11 +40,11 @@ def resolve_profile(services: Services, model: str, principal: Principal) -> Pro
     return profile
 
 
-def is_openwebui(request: Request) -> bool:
+def is_openwebui(request: HTTPConnection) -> bool:
     return any(name.startswith("x-openwebui-") for name in request.headers)
 
 
-def session_name_of(request: Request) -> str | None:
+def session_name_of(request: HTTPConnection) -> str | None:
     """The conversation the client names: ours, else Open WebUI's chat id."""
     for header in ("x-hermes-session-id", "x-openwebui-chat-id"):
         value = request.headers.get(header, "").strip()
@@ -58,7 +59,7 @@ def session_name_of(request: Request) -> str | None:
     return None
 
 
-def conversation_owner(request: Request, principal: Principal) -> str:
+def conversation_owner(request: HTTPConnection, principal: Principal) -> str:
     """Whose memory and conversations a request uses: the key's principal, or a named scope
     inside it (``X-Hermes-Memory-Scope``), so that one key serving several end users keeps their
     memories, sessions and session searches apart. Runs and responses stay the key's."""

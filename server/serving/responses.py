@@ -18,12 +18,13 @@ import asyncio
 import dataclasses
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from fastapi import Request
 from fastapi.responses import Response
+from starlette.requests import HTTPConnection
 
 from hermes_core.agent import Agent, AgentRequest
 from hermes_core.agent.compaction import CompactionRun
@@ -90,6 +91,54 @@ class ResponsesServing:
     async def create(
         self, body: ResponseCreateRequest, request: Request, principal: Principal
     ) -> Response:
+        services = self.services
+        begun = await self._begin(body, request, principal)
+        run, shell, recorder, headers = begun.run, begun.shell, begun.recorder, begun.headers
+        if body.stream:
+            view = ResponsesView(shell, progress=begun.progress)
+            frames = self._frames(
+                run, view, lambda: asyncio.shield(recorder), leave_running=body.background
+            )
+            return sse_response(
+                frames, headers=headers, keepalive_seconds=services.keepalive_seconds
+            )
+        if body.background:
+            if body.store and services.store is not None:
+                # The client will come back for this id, after a crash too: the queued response
+                # and its run (which crash recovery fails) are committed before it is handed out.
+                await run.until_started()
+                await services.store.db.writer.flush()
+            return FastJSONResponse(shell, headers=headers)
+        final = await unless_client_leaves(services, run, request, asyncio.shield(recorder))
+        if final["status"] == "failed" and not any(
+            item.get("type") == "message" for item in final["output"]
+        ):
+            # As on chat: a run that failed before it answered is an error, not a 200 whose
+            # answer is empty (its progress lines alone are no answer). GET still shows it.
+            return run_failed_response((final.get("error") or {}).get("message"), headers=headers)
+        return FastJSONResponse(final, headers=headers)
+
+    async def stream_events(
+        self, body: ResponseCreateRequest, connection: HTTPConnection, principal: Principal
+    ) -> AsyncIterator[dict[str, Any]]:
+        """A streamed response's events as objects (the WebSocket transport sends each as one
+        message); the run stops if the consumer stops reading."""
+        begun = await self._begin(body, connection, principal)
+        view = ResponsesView(begun.shell, progress=begun.progress)
+        recorder = begun.recorder
+        events: AsyncGenerator[Any, None] = self._frames(
+            begun.run, view, lambda: asyncio.shield(recorder), leave_running=False, as_json=True
+        )
+        try:
+            async for payload in events:
+                yield payload
+        finally:
+            await events.aclose()
+
+    async def _begin(
+        self, body: ResponseCreateRequest, request: HTTPConnection, principal: Principal
+    ) -> _Begun:
+        """Everything up to the answer: the run started, its first object and its recorder."""
         services = self.services
         profile = resolve_profile(services, body.model, principal)
         approval_wait = wait_seconds_of(request, services.approvals.expiry_seconds)
@@ -177,29 +226,7 @@ class ResponsesServing:
         headers = {"x-hermes-run-id": run.id}
         if session_id is not None:
             headers["x-hermes-session-id"] = session_name or session_id
-        if body.stream:
-            view = ResponsesView(shell, progress=progress)
-            frames = self._frames(
-                run, view, lambda: asyncio.shield(recorder), leave_running=body.background
-            )
-            return sse_response(
-                frames, headers=headers, keepalive_seconds=services.keepalive_seconds
-            )
-        if body.background:
-            if body.store and services.store is not None:
-                # The client will come back for this id, after a crash too: the queued response
-                # and its run (which crash recovery fails) are committed before it is handed out.
-                await run.until_started()
-                await services.store.db.writer.flush()
-            return FastJSONResponse(shell, headers=headers)
-        final = await unless_client_leaves(services, run, request, asyncio.shield(live.recorder))
-        if final["status"] == "failed" and not any(
-            item.get("type") == "message" for item in final["output"]
-        ):
-            # As on chat: a run that failed before it answered is an error, not a 200 whose
-            # answer is empty (its progress lines alone are no answer). GET still shows it.
-            return run_failed_response((final.get("error") or {}).get("message"), headers=headers)
-        return FastJSONResponse(final, headers=headers)
+        return _Begun(run, shell, progress, recorder, headers)
 
     async def _previous(
         self, body: ResponseCreateRequest, principal: Principal
@@ -341,13 +368,15 @@ class ResponsesServing:
         *,
         leave_running: bool,
         starting_after: int = -1,
-    ) -> AsyncIterator[bytes]:
-        """The response's stream: its opening, then every event of its run; ``final`` is the
-        response as stored once the run ended."""
+        as_json: bool = False,
+    ) -> AsyncGenerator[Any, None]:
+        """The response's stream: its opening, then every event of its run, as SSE frames (or,
+        ``as_json``, as the event objects); ``final`` is the response as stored once the run
+        ended."""
         try:
             for payload in view.opening():
                 if payload["sequence_number"] > starting_after:
-                    yield named_frame(payload["type"], payload)
+                    yield payload if as_json else named_frame(payload["type"], payload)
             async for event in run.follow():
                 if isinstance(event, RunFinished):
                     # The stored response is final before the client hears the run ended, so
@@ -356,8 +385,9 @@ class ResponsesServing:
                 payloads = view.handle(event)
                 for payload in payloads:
                     if payload["sequence_number"] > starting_after:
-                        yield named_frame(payload["type"], payload)
-            yield DONE
+                        yield payload if as_json else named_frame(payload["type"], payload)
+            if not as_json:
+                yield DONE
         finally:
             # Reached early only when the client went away.
             if not run.status.finished and not leave_running and self.services.stop_on_disconnect:
@@ -543,6 +573,17 @@ class ResponsesServing:
         return found
 
 
+@dataclass(frozen=True, slots=True)
+class _Begun:
+    """A response under way: its run, first object, how it renders, its recorder, headers."""
+
+    run: Run
+    shell: dict[str, Any]
+    progress: Progress
+    recorder: asyncio.Task[dict[str, Any]]
+    headers: dict[str, str]
+
+
 def _not_found(response_id: str) -> APIError:
     return APIError(
         404, f"Response with id '{response_id}' not found.", param="response_id",
@@ -550,7 +591,7 @@ def _not_found(response_id: str) -> APIError:
     )  # fmt: skip
 
 
-def _progress(request: Request, profile: Profile) -> Progress:
+def _progress(request: HTTPConnection, profile: Profile) -> Progress:
     """Standard events by default; structured tool events or Open WebUI's tool cards on request
     (``X-Hermes-Progress: events|openwebui``), or for Open WebUI itself."""
     asked = request.headers.get("x-hermes-progress", "").strip().lower()

@@ -1,0 +1,97 @@
+"""``/v1/responses`` over a WebSocket (the Open Responses WebSocket transport; the OpenAI SDK's
+``client.responses.connect()``).
+
+The key is checked at the handshake (``Authorization: Bearer``). The client then sends
+``response.create`` events — the body of ``POST /v1/responses`` with ``"type"`` beside it,
+``stream`` implied — and gets, for each, the same events a streamed HTTP response carries, one
+per message. Turns on one connection run one after another; a bad event gets an ``error``
+event (``{"type": "error", "status", "error": {...}}``) and the connection stays open.
+``background`` is refused (as the transport says); ``store: false`` works as over HTTP.
+Closing the connection stops the run in progress.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from pydantic import ValidationError
+
+from hermes_core.errors import InvalidRequestError
+from hermes_core.json_codec import dumps_text
+from server.errors import APIError, RunLimitExceeded, SessionBusy, error_body
+from server.protocol.responses import ResponseCreateRequest
+from server.services import Services
+from server.serving.responses import ResponsesServing
+
+log = logging.getLogger("hermes.responses.socket")
+
+router = APIRouter()
+
+_ENVELOPE_ONLY = ("type", "stream_id", "generate")
+"""Fields of a ``response.create`` event that are not the request's."""
+
+
+@router.websocket("/v1/responses")
+async def responses_socket(websocket: WebSocket) -> None:
+    services: Services = websocket.app.state.services
+    principal = services.keyring.authenticate(websocket.headers.get("authorization"))
+    if principal is None:
+        await websocket.close(code=1008, reason="A valid API key is required.")
+        return
+    await websocket.accept()
+    serving: ResponsesServing = websocket.app.state.responses
+    try:
+        while True:
+            event = await websocket.receive_text()
+            try:
+                body = _create_request(event)
+                async for payload in serving.stream_events(body, websocket, principal):
+                    await websocket.send_text(dumps_text(payload))
+            except WebSocketDisconnect:
+                raise
+            except Exception as exc:  # every refusal is an error event; the socket stays
+                await websocket.send_text(json.dumps(_error_event(exc)))
+    except WebSocketDisconnect:
+        return
+
+
+def _create_request(text: str) -> ResponseCreateRequest:
+    try:
+        event = json.loads(text)
+    except ValueError as exc:
+        raise APIError(400, "Each message must be one JSON event.") from exc
+    if not isinstance(event, dict) or event.get("type") != "response.create":
+        raise APIError(400, "Send response.create events on this socket.", param="type")
+    if event.get("background"):
+        raise APIError(400, "background is not supported over a WebSocket.", param="background")
+    fields = {key: value for key, value in event.items() if key not in _ENVELOPE_ONLY}
+    return ResponseCreateRequest.model_validate({**fields, "stream": True})
+
+
+def _error_event(exc: Exception) -> dict[str, Any]:
+    status, message = 500, "The server had an internal error."
+    param: str | None = None
+    code: str | None = "server_error"
+    if isinstance(exc, APIError):
+        status, message, param, code = exc.status, exc.message, exc.param, exc.code
+    elif isinstance(exc, InvalidRequestError):
+        status, message, param, code = 400, exc.message, exc.param, None
+    elif isinstance(exc, ValidationError):
+        errors = exc.errors()
+        where = ".".join(str(part) for part in errors[0]["loc"]) if errors else ""
+        detail = errors[0]["msg"] if errors else "invalid request"
+        status, message, param, code = 400, f"Invalid value for '{where}': {detail}", where, None
+    elif isinstance(exc, RunLimitExceeded):
+        status, message, code = 429, exc.message, "rate_limit_exceeded"
+    elif isinstance(exc, SessionBusy):
+        status, message, code = 409, str(exc), "session_busy"
+    else:
+        log.exception("a response.create on a WebSocket failed")
+    return {
+        "type": "error",
+        "status": status,
+        "error": error_body(status, message, param=param or None, code=code),
+    }
