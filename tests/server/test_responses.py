@@ -384,3 +384,30 @@ async def test_a_response_that_fails_after_a_tool_ran_is_a_502_like_chat(
 
     assert failed.value.status_code == 502
     assert "bad request upstream" in str(failed.value.message)
+
+
+async def test_step_text_reads_as_paragraphs_and_think_blocks_are_reasoning(
+    client: openai.AsyncOpenAI, simulator: SimulatorServer
+) -> None:
+    simulator.state.script(
+        UPSTREAM_MODEL,
+        Scenario(
+            steps=[
+                Step(
+                    reply=Reply(
+                        text="<think>Check first.</think>Let me check.",
+                        tool_calls=[ToolCallSpec(name="lookup", arguments={"word": "fox"})],
+                    )
+                ),
+                Step(reply=Reply(text="Found it.")),
+            ]
+        ),
+    )
+
+    response = await client.responses.create(model="hermes-agent", input="fox?")
+
+    assert response.output_text == "Let me check.\n\nFound it."
+    reasoning = [
+        part.text for item in response.output if item.type == "reasoning" for part in item.summary
+    ]
+    assert any("Check first." in text for text in reasoning)
