@@ -421,6 +421,10 @@ async def test_a_stop_through_the_api_is_an_interrupt_by_source(
     assert seen.value("hermes_interrupts_total", endpoint=CHAT, source="stop_api") == 1
     assert seen.value("hermes_runs_finished_total", endpoint=CHAT, exit_reason="interrupted") == 1
     assert seen.value("hermes_llm_requests_total", provider="plain", outcome="cancelled") == 1
+    assert seen.value("hermes_llm_requests_total", provider="plain", outcome="success") == 0
+    # The cut-off call was paid for: an estimate of its tokens counts.
+    assert seen.value("hermes_llm_input_tokens_total", provider="plain") > 0
+    assert seen.value("hermes_llm_output_tokens_total", provider="plain") > 0
     assert seen.value("hermes_time_to_first_token_seconds_count", endpoint=CHAT) == 1
     assert seen.value("hermes_requests_total", endpoint="runs", status="202") == 1
     assert seen.value("hermes_requests_total", endpoint=CHAT, status="200") == 1
