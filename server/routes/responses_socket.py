@@ -6,7 +6,8 @@ The key is checked at the handshake (``Authorization: Bearer``). The client then
 ``stream`` implied — and gets, for each, the same events a streamed HTTP response carries, one
 per message. Turns on one connection run one after another; a bad event gets an ``error``
 event (``{"type": "error", "status", "error": {...}}``) and the connection stays open.
-``background`` is refused (as the transport says); ``store: false`` works as over HTTP.
+``stream``, ``stream_options`` and ``background`` are refused (the transport forbids them);
+``store: false`` works as over HTTP.
 Closing the connection stops the run in progress.
 """
 
@@ -32,6 +33,9 @@ router = APIRouter()
 
 _ENVELOPE_ONLY = ("type", "stream_id", "generate")
 """Fields of a ``response.create`` event that are not the request's."""
+_HTTP_ONLY = ("stream", "stream_options", "background")
+"""Fields of ``POST /v1/responses`` that a socket's events must not carry."""
+_CODES = {400: "invalid_request", 404: "not_found", 409: "conflict", 429: "rate_limit_exceeded"}
 
 
 @router.websocket("/v1/responses")
@@ -65,8 +69,10 @@ def _create_request(text: str) -> ResponseCreateRequest:
         raise APIError(400, "Each message must be one JSON event.") from exc
     if not isinstance(event, dict) or event.get("type") != "response.create":
         raise APIError(400, "Send response.create events on this socket.", param="type")
-    if event.get("background"):
-        raise APIError(400, "background is not supported over a WebSocket.", param="background")
+    for field in _HTTP_ONLY:
+        if field in event:
+            # Open Responses: these HTTP-only fields MUST NOT be sent on a socket.
+            raise APIError(400, f"{field} is not allowed over a WebSocket.", param=field)
     fields = {key: value for key, value in event.items() if key not in _ENVELOPE_ONLY}
     return ResponseCreateRequest.model_validate({**fields, "stream": True})
 
@@ -93,5 +99,8 @@ def _error_event(exc: Exception) -> dict[str, Any]:
     return {
         "type": "error",
         "status": status,
-        "error": error_body(status, message, param=param or None, code=code),
+        # Open Responses requires a code on a socket's error events.
+        "error": error_body(
+            status, message, param=param or None, code=code or _CODES.get(status, "error")
+        ),
     }

@@ -5,16 +5,18 @@ connection, bad events answered with an error event, and the key checked at the 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
 import openai
 import pytest
+from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step
 from server.threaded import ThreadedServer
-from tests.server.conftest import UPSTREAM_MODEL
+from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL
 
 
 async def _events_until_done(connection: Any) -> list[Any]:
@@ -63,6 +65,22 @@ async def test_a_bad_event_gets_an_error_event_and_the_socket_stays_open(
 
     assert error.type == "error"
     assert after[-1].type == "response.completed"
+
+
+async def test_http_only_fields_are_refused_with_an_error_event_carrying_a_code(
+    hermes: ThreadedServer,
+) -> None:
+    url = hermes.base_url.replace("http://", "ws://") + "/v1/responses"
+    event = {"type": "response.create", "model": "hermes-agent", "input": "x", "stream": True}
+    headers = {"authorization": f"Bearer {KEY_ALICE}"}
+    async with connect(url, additional_headers=headers) as socket:
+        await socket.send(json.dumps(event))
+        error = json.loads(await asyncio.wait_for(socket.recv(), 30))
+
+    assert error["type"] == "error"
+    assert error["status"] == 400
+    assert error["error"]["code"] == "invalid_request"
+    assert error["error"]["param"] == "stream"
 
 
 async def test_a_socket_without_a_valid_key_is_refused(hermes: ThreadedServer) -> None:
