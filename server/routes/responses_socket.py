@@ -8,13 +8,16 @@ per message. Turns on one connection run one after another; a bad event gets an 
 event (``{"type": "error", "status", "error": {...}}``) and the connection stays open.
 ``stream``, ``stream_options`` and ``background`` are refused (the transport forbids them);
 ``store: false`` works as over HTTP.
-Closing the connection stops the run in progress.
+Closing the connection stops the run in progress; after 60 minutes the server closes it
+(between turns) and the client reconnects.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
@@ -35,6 +38,9 @@ _ENVELOPE_ONLY = ("type", "stream_id", "generate")
 """Fields of a ``response.create`` event that are not the request's."""
 _HTTP_ONLY = ("stream", "stream_options", "background")
 """Fields of ``POST /v1/responses`` that a socket's events must not carry."""
+CONNECTION_SECONDS = 3600.0
+"""How long a connection lasts (Open Responses: 60 minutes); a turn under way is finished
+first, then the connection is closed and the client reconnects."""
 _CODES = {400: "invalid_request", 404: "not_found", 409: "conflict", 429: "rate_limit_exceeded"}
 
 
@@ -47,9 +53,15 @@ async def responses_socket(websocket: WebSocket) -> None:
         return
     await websocket.accept()
     serving: ResponsesServing = websocket.app.state.responses
+    closes_at = time.monotonic() + CONNECTION_SECONDS
     try:
         while True:
-            event = await websocket.receive_text()
+            try:
+                async with asyncio.timeout_at(_loop_time(closes_at)):
+                    event = await websocket.receive_text()
+            except TimeoutError:
+                await websocket.close(code=1001, reason="The connection's 60 minutes are up.")
+                return
             try:
                 body = _create_request(event)
                 async for payload in serving.stream_events(body, websocket, principal):
@@ -60,6 +72,11 @@ async def responses_socket(websocket: WebSocket) -> None:
                 await websocket.send_text(json.dumps(_error_event(exc)))
     except WebSocketDisconnect:
         return
+
+
+def _loop_time(monotonic_deadline: float) -> float:
+    """A ``time.monotonic()`` deadline on the event loop's clock."""
+    return asyncio.get_running_loop().time() + (monotonic_deadline - time.monotonic())
 
 
 def _create_request(text: str) -> ResponseCreateRequest:

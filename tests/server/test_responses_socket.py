@@ -12,7 +12,7 @@ from typing import Any
 import openai
 import pytest
 from websockets.asyncio.client import connect
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step
 from server.threaded import ThreadedServer
@@ -113,3 +113,17 @@ async def test_closing_the_socket_stops_the_run_in_progress(
         status = (await client.responses.retrieve(response_id)).status or ""
         await asyncio.sleep(0.1)
     assert status == "cancelled"
+
+
+async def test_a_connection_is_closed_when_its_time_is_up(
+    hermes: ThreadedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("server.routes.responses_socket.CONNECTION_SECONDS", 0.5)
+    url = hermes.base_url.replace("http://", "ws://") + "/v1/responses"
+    headers = {"authorization": f"Bearer {KEY_ALICE}"}
+    async with connect(url, additional_headers=headers) as socket:
+        with pytest.raises(ConnectionClosed) as closed:
+            await asyncio.wait_for(socket.recv(), 30)
+
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1001
