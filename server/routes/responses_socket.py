@@ -6,8 +6,9 @@ The key is checked at the handshake (``Authorization: Bearer``). The client then
 ``stream`` implied — and gets, for each, the same events a streamed HTTP response carries, one
 per message. Turns on one connection run one after another; a bad event gets an ``error``
 event (``{"type": "error", "status", "error": {...}}``) and the connection stays open.
-``stream``, ``stream_options`` and ``background`` are refused (the transport forbids them);
-``store: false`` works as over HTTP.
+``stream``, ``stream_options`` and ``background`` are refused (the transport forbids them).
+A ``store: false`` response is kept by the connection (not the store), so a later turn on the
+same socket may continue it by ``previous_response_id``.
 Closing the connection stops the run in progress; after 60 minutes the server closes it
 (between turns) and the client reconnects.
 """
@@ -25,6 +26,7 @@ from pydantic import ValidationError
 
 from hermes_core.errors import InvalidRequestError
 from hermes_core.json_codec import dumps_text
+from hermes_core.messages import Message
 from server.errors import APIError, RunLimitExceeded, SessionBusy, error_body
 from server.protocol.responses import ResponseCreateRequest
 from server.services import Services
@@ -54,6 +56,7 @@ async def responses_socket(websocket: WebSocket) -> None:
     await websocket.accept()
     serving: ResponsesServing = websocket.app.state.responses
     closes_at = time.monotonic() + CONNECTION_SECONDS
+    unstored: dict[str, list[Message]] = {}  # this connection's store=false responses
     try:
         while True:
             try:
@@ -64,7 +67,8 @@ async def responses_socket(websocket: WebSocket) -> None:
                 return
             try:
                 body = _create_request(event)
-                async for payload in serving.stream_events(body, websocket, principal):
+                events = serving.stream_events(body, websocket, principal, unstored=unstored)
+                async for payload in events:
                     await websocket.send_text(dumps_text(payload))
             except WebSocketDisconnect:
                 raise

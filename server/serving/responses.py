@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import time
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -29,8 +29,15 @@ from starlette.requests import HTTPConnection
 from hermes_core.agent import Agent, AgentRequest
 from hermes_core.agent.compaction import CompactionRun
 from hermes_core.context import Compressor
-from hermes_core.events import CompressionPerformed, ExitReason, InterruptSource, RunFinished
-from hermes_core.messages import text_of
+from hermes_core.events import (
+    AgentEvent,
+    CompressionPerformed,
+    ExitReason,
+    InterruptSource,
+    MessageAdded,
+    RunFinished,
+)
+from hermes_core.messages import Message, text_of
 from hermes_core.persistence import StoredResponse
 from server.approvals import Asker, wait_seconds_of
 from server.auth import Principal
@@ -119,11 +126,19 @@ class ResponsesServing:
         return FastJSONResponse(final, headers=headers)
 
     async def stream_events(
-        self, body: ResponseCreateRequest, connection: HTTPConnection, principal: Principal
+        self,
+        body: ResponseCreateRequest,
+        connection: HTTPConnection,
+        principal: Principal,
+        *,
+        unstored: dict[str, list[Message]] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """A streamed response's events as objects (the WebSocket transport sends each as one
-        message); the run stops if the consumer stops reading."""
-        begun = await self._begin(body, connection, principal)
+        message); the run stops if the consumer stops reading. ``unstored`` holds the
+        transcripts of a connection's ``store: false`` responses: a later turn may continue
+        one by ``previous_response_id``, and this one is added to it."""
+        earlier = (unstored or {}).get(body.previous_response_id or "")
+        begun = await self._begin(body, connection, principal, earlier=earlier)
         view = ResponsesView(begun.shell, progress=begun.progress)
         recorder = begun.recorder
         events: AsyncGenerator[Any, None] = self._frames(
@@ -134,15 +149,25 @@ class ResponsesServing:
                 yield payload
         finally:
             await events.aclose()
+        if unstored is not None and not body.store:
+            unstored[begun.shell["id"]] = transcript_of(begun.history, begun.run.events)
+            while len(unstored) > MAX_UNSTORED:
+                del unstored[next(iter(unstored))]
 
     async def _begin(
-        self, body: ResponseCreateRequest, request: HTTPConnection, principal: Principal
+        self,
+        body: ResponseCreateRequest,
+        request: HTTPConnection,
+        principal: Principal,
+        *,
+        earlier: Sequence[Message] | None = None,
     ) -> _Begun:
-        """Everything up to the answer: the run started, its first object and its recorder."""
+        """Everything up to the answer: the run started, its first object and its recorder.
+        ``earlier``: the transcript the response continues, when no store holds it."""
         services = self.services
         profile = resolve_profile(services, body.model, principal)
         approval_wait = wait_seconds_of(request, services.approvals.expiry_seconds)
-        previous = await self._previous(body, principal)
+        previous = None if earlier is not None else await self._previous(body, principal)
         await resolve_item_references(services.store, principal.name, body.input_items())
         progress = _progress(request, profile)
         side_task = body.is_openwebui_task and previous is None
@@ -156,6 +181,9 @@ class ResponsesServing:
             owner = principal.name
         else:
             agent_request = body.to_agent_request(with_client_tools=progress != "openwebui")
+            if earlier is not None:
+                history = [*earlier, *agent_request.history]
+                agent_request = dataclasses.replace(agent_request, history=history)
             owner = conversation_owner(request, principal)
             agent = new_agent(services, profile, owner)
         agent.check(agent_request)
@@ -226,7 +254,7 @@ class ResponsesServing:
         headers = {"x-hermes-run-id": run.id}
         if session_id is not None:
             headers["x-hermes-session-id"] = session_name or session_id
-        return _Begun(run, shell, progress, recorder, headers)
+        return _Begun(run, shell, progress, recorder, headers, list(agent_request.history))
 
     async def _previous(
         self, body: ResponseCreateRequest, principal: Principal
@@ -582,6 +610,27 @@ class _Begun:
     progress: Progress
     recorder: asyncio.Task[dict[str, Any]]
     headers: dict[str, str]
+    history: list[Message]
+    """The history the run started from (its transcript before its own messages)."""
+
+
+MAX_UNSTORED = 64
+"""``store: false`` responses one WebSocket connection keeps to continue from, at most."""
+
+
+def transcript_of(history: Sequence[Message], events: Sequence[AgentEvent]) -> list[Message]:
+    """A run's transcript at its end: ``history`` and the messages the run added (a
+    compression's result replacing what it compressed)."""
+    transcript = list(history)
+    for event in events:
+        if isinstance(event, MessageAdded):
+            if event.index < len(transcript):
+                transcript[event.index] = event.message
+            else:
+                transcript.append(event.message)
+        elif isinstance(event, CompressionPerformed):
+            transcript = list(event.messages)
+    return transcript
 
 
 def _not_found(response_id: str) -> APIError:

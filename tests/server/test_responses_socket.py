@@ -127,3 +127,33 @@ async def test_a_connection_is_closed_when_its_time_is_up(
 
     assert closed.value.rcvd is not None
     assert closed.value.rcvd.code == 1001
+
+
+async def test_a_store_false_response_is_continued_on_the_same_socket(
+    client: openai.AsyncOpenAI, simulator: SimulatorServer
+) -> None:
+    simulator.state.script(
+        UPSTREAM_MODEL,
+        Scenario(steps=[Step(reply=Reply(text="Hello Ada.")), Step(reply=Reply(text="Ada."))]),
+    )
+    async with client.responses.connect() as connection:
+        await connection.response.create(model="hermes-agent", input="I am Ada.", store=False)
+        first = (await _events_until_done(connection))[-1]
+        await connection.response.create(
+            model="hermes-agent",
+            input="What is my name?",
+            store=False,
+            previous_response_id=first.response.id,
+        )
+        second = await _events_until_done(connection)
+
+    assert second[-1].type == "response.completed"
+    sent = simulator.state.requests(scenario=UPSTREAM_MODEL)[-1].body["messages"]
+    assert [(m["role"], m["content"]) for m in sent[1:]] == [
+        ("user", "I am Ada."),
+        ("assistant", "Hello Ada."),
+        ("user", "What is my name?"),
+    ]
+    # Nothing of it was stored: over HTTP, the first response is unknown.
+    with pytest.raises(openai.NotFoundError):
+        await client.responses.retrieve(first.response.id)
