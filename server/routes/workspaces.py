@@ -31,11 +31,11 @@ MAX_LISTED = 10_000
 _CHUNK = 256 * 1024
 
 
-def _workspace(request: Request, principal: Principal, conversation: str) -> Path:
+async def _workspace(request: Request, principal: Principal, conversation: str) -> Path:
     services: Services = request.app.state.services
     owner = conversation_owner(request, principal)
     root = services.workspace(owner, conversation)
-    if root is None or not root.is_dir():
+    if root is None or not await asyncio.to_thread(root.is_dir):
         raise APIError(
             404,
             f"No workspace for conversation '{conversation}'.",
@@ -52,7 +52,7 @@ async def list_workspace(
     principal: Annotated[Principal, Depends(require_principal)],
 ) -> dict[str, Any]:
     """The workspace's files (recursively; symlinks left out), by path."""
-    root = _workspace(request, principal, conversation)
+    root = await _workspace(request, principal, conversation)
     files, more = await asyncio.to_thread(_walk, root)
     return {"object": "list", "data": files, "has_more": more}
 
@@ -91,7 +91,7 @@ async def download_workspace_file(
     principal: Annotated[Principal, Depends(require_principal)],
 ) -> StreamingResponse:
     """One file of the workspace (never through a symlink that leads out of it)."""
-    root = _workspace(request, principal, conversation)
+    root = await _workspace(request, principal, conversation)
     try:
         descriptor = await asyncio.to_thread(Workspace(root).open, path, os.O_RDONLY)
     except (OutsideWorkspace, OSError):

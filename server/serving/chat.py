@@ -17,7 +17,6 @@ from server.json_response import FastJSONResponse
 from server.protocol.chat import ChatCompletionRequest
 from server.runs.manager import Run, new_id
 from server.services import Services
-from server.serving.attachments import with_files
 from server.serving.common import (
     conversation_owner,
     is_openwebui,
@@ -25,9 +24,10 @@ from server.serving.common import (
     resolve_profile,
     session_name_of,
     start_run,
+    turn_given_back_on_failure,
     unless_client_leaves,
     with_approvals,
-    with_workspace,
+    with_files_in_workspace,
 )
 from server.sse import DONE, data_frame, sse_response
 from server.views.chat import ChatCompletionBuilder, ChatStreamView
@@ -78,7 +78,7 @@ class ChatServing:
             conversation = (owner, turn.conversation)
             forked = turn.forked_from is not None
         if not side_task:
-            try:
+            with turn_given_back_on_failure(services, run_id):
                 if asks:
                     agent_request = await with_approvals(
                         services,
@@ -95,15 +95,9 @@ class ChatServing:
                         answers={},
                         spoken=spoken,
                     )
-                agent_request = await with_files(
-                    services,
-                    with_workspace(services, profile, agent_request, principal, conversation),
-                    principal=principal,
+                agent_request = await with_files_in_workspace(
+                    services, profile, agent_request, principal, conversation
                 )
-            except BaseException:
-                if services.sessions is not None:
-                    services.sessions.abandon(run_id)  # give the conversation's turn back
-                raise
         run = start_run(
             services,
             agent,

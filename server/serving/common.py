@@ -4,9 +4,10 @@ names, and whose memory its agent uses."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import shutil
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Iterator, Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -20,6 +21,7 @@ from server.auth import Principal
 from server.errors import APIError
 from server.runs.manager import Run, Runnable
 from server.services import Profile, Services
+from server.serving.attachments import with_files
 from server.sessions.service import MAX_NAME_LENGTH, valid_name
 
 
@@ -102,6 +104,30 @@ def with_workspace(
     return dataclasses.replace(request, workspace=services.workspace(owner, name))
 
 
+@contextlib.contextmanager
+def turn_given_back_on_failure(services: Services, run_id: str | None) -> Iterator[None]:
+    """Whatever fails inside gives the conversation's turn (begun for ``run_id``) back, so
+    the session's next turn is not kept waiting for a run that never started."""
+    try:
+        yield
+    except BaseException:
+        if services.sessions is not None and run_id is not None:
+            services.sessions.abandon(run_id)
+        raise
+
+
+async def with_files_in_workspace(
+    services: Services,
+    profile: Profile,
+    request: AgentRequest,
+    principal: Principal,
+    conversation: tuple[str, str] | None,
+) -> AgentRequest:
+    """``request`` with its run's workspace and the files its messages carry placed in it."""
+    placed = with_workspace(services, profile, request, principal, conversation)
+    return await with_files(services, placed, principal=principal)
+
+
 def start_run(
     services: Services,
     agent: Runnable,
@@ -120,7 +146,7 @@ def start_run(
     conversation gets a workspace of its own, removed when it ends."""
     request = with_workspace(services, profile, request, principal, conversation)
     temporary = request.workspace if conversation is None else None
-    try:
+    with turn_given_back_on_failure(services, request.run_id):
         run = services.runs.start(
             agent,
             request,
@@ -131,10 +157,6 @@ def start_run(
             session_id=session_id,
             providers=profile.provider_models,
         )
-    except BaseException:
-        if services.sessions is not None and request.run_id is not None:
-            services.sessions.abandon(request.run_id)
-        raise
     if temporary is not None and run.task is not None:
         run.task.add_done_callback(lambda _: _remove_soon(temporary))
     return run

@@ -51,7 +51,6 @@ from server.protocol.response_input import approval_answers, encode_compaction
 from server.protocol.responses import ResponseCreateRequest
 from server.runs.manager import Run, new_id
 from server.services import Profile, Services
-from server.serving.attachments import with_files
 from server.serving.common import (
     conversation_owner,
     is_openwebui,
@@ -59,9 +58,10 @@ from server.serving.common import (
     resolve_profile,
     session_name_of,
     start_run,
+    turn_given_back_on_failure,
     unless_client_leaves,
     with_approvals,
-    with_workspace,
+    with_files_in_workspace,
 )
 from server.serving.item_references import resolve_item_references
 from server.sessions.service import SessionPoint
@@ -202,7 +202,7 @@ class ResponsesServing:
             )
         agent_request = dataclasses.replace(agent_request, run_id=run_id)
         workspace_of = (owner, conversation) if conversation is not None else None
-        try:
+        with turn_given_back_on_failure(services, run_id):
             if asks:
                 # A turn of store=false keeps nothing: it can neither answer nor leave a question.
                 asker = Asker(
@@ -221,15 +221,9 @@ class ResponsesServing:
                     answers=answers,
                     spoken=spoken,
                 )
-            agent_request = await with_files(
-                services,
-                with_workspace(services, profile, agent_request, principal, workspace_of),
-                principal=principal,
+            agent_request = await with_files_in_workspace(
+                services, profile, agent_request, principal, workspace_of
             )
-        except BaseException:
-            if services.sessions is not None:
-                services.sessions.abandon(run_id)
-            raise
         run = start_run(
             services,
             agent,
