@@ -332,6 +332,28 @@ class ToolProgress(_Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Source:
+    """A web page a tool read or found: what a citation of the answer may point to."""
+
+    url: str
+    title: str
+    snippet: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourcesFound(_Event):
+    """A tool read or found web pages (``web_fetch``, ``web_search``). Views cite those the
+    answer names (``url_citation`` annotations) and show them as sources (Open WebUI chips)."""
+
+    kind: Literal["sources_found"] = "sources_found"
+    call_id: str
+    name: str
+    sources: list[Source]
+    read: bool
+    """The tool read these pages (a fetch), rather than only listing them (a search)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalRequested(_Event):
     kind: Literal["approval_requested"] = "approval_requested"
     approval_id: str
@@ -380,6 +402,7 @@ ModelCallEvent = (
 ToolEvent = (
     ToolStarted
     | ToolProgress
+    | SourcesFound
     | ToolFinished
     | ApprovalRequested
     | ApprovalResolved

@@ -29,6 +29,7 @@ from hermes_core.events import (
     RetryScheduled,
     RunFinished,
     RunStarted,
+    SourcesFound,
     StepFinished,
     SubagentEvent,
     TextDelta,
@@ -148,7 +149,7 @@ class AgentCallbacks:
                 await self._call(self.status_callback, "finished", event.exit_reason.value)
             case SubagentEvent():
                 await self.dispatch(event.event)
-            case ApprovalResolved() | MessageAdded() | ClientToolCallsPending():
+            case ApprovalResolved() | MessageAdded() | ClientToolCallsPending() | SourcesFound():
                 pass
             case _:
                 assert_never(event)

@@ -21,6 +21,7 @@ from hermes_core.tools.commands import code_tool, shell_tool
 from hermes_core.tools.files import file_tools
 from hermes_core.tools.registry import Tool, ToolRegistry
 from hermes_core.tools.sandbox import SandboxLimits, SandboxPolicy, sandbox_unavailable_reason
+from hermes_core.tools.web.tools import WebOptions, web_tools
 
 ApprovalPolicy = Literal["never", "dangerous", "always"]
 """When a toolset's calls wait for a human: never; when a call matches the documented danger
@@ -39,6 +40,7 @@ class ToolsetOptions:
     policy: SandboxPolicy = field(default_factory=SandboxPolicy)
     approvals: dict[str, ApprovalPolicy] = field(default_factory=dict)
     """Toolset name → policy; a toolset not named gets its ``default_approval``."""
+    web: WebOptions = field(default_factory=WebOptions)
 
     def approval(self, toolset: Toolset) -> ApprovalPolicy:
         return self.approvals.get(toolset.name, toolset.default_approval)
@@ -88,6 +90,10 @@ def _code(toolset: Toolset, options: ToolsetOptions) -> list[Tool]:
     return [code_tool(limits=options.limits, policy=options.policy, approval=approval)]
 
 
+def _web(toolset: Toolset, options: ToolsetOptions) -> list[Tool]:
+    return web_tools(options.web, approval=options.approval(toolset))
+
+
 TOOLSETS: dict[str, Toolset] = {
     toolset.name: toolset
     for toolset in (
@@ -109,6 +115,11 @@ TOOLSETS: dict[str, Toolset] = {
             build=_code,
             needs_sandbox=True,
             default_approval="dangerous",
+        ),
+        Toolset(
+            name="web",
+            description="search the web and read pages (public addresses unless allow-listed)",
+            build=_web,
         ),
         *(Toolset(name=name, description="agent-level, always on") for name in ALWAYS_ON_TOOLS),
     )

@@ -14,7 +14,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from hermes_core.providers.config import ProviderConfig
 from hermes_core.tools.toolsets import TOOLSETS, build_toolsets
-from server.config.schema import SIMULATOR_PROVIDER, HermesConfig, ProfileConfig, ServerConfig
+from server.config.schema import (
+    SIMULATOR_PROVIDER,
+    HermesConfig,
+    ProfileConfig,
+    ServerConfig,
+    WebConfig,
+)
 
 _LABEL_WIDTH = 20
 _SECRET_QUERY_HINTS = ("pass", "key", "token", "secret", "auth")
@@ -64,7 +70,8 @@ def describe(config: HermesConfig, *, source: Path | None = None) -> str:
             "upstream: none configured — the built-in simulator answers (offline demo). "
             "See docs/configuration.md to point at a real model."
         )
-    lines += ["", "server", *_server_lines(config.server), "", "providers"]
+    lines += ["", "server", *_server_lines(config.server)]
+    lines += ["", "web (the web toolset's reach)", *_web_lines(config.web), "", "providers"]
     for provider in config.providers:
         lines += _provider_lines(provider)
     lines += ["", "profiles (the models of GET /v1/models)"]
@@ -114,6 +121,24 @@ def _server_lines(server: ServerConfig) -> list[str]:
             f"wait up to {server.session_wait_seconds:g} s"
             if server.session_busy == "wait"
             else "refuse (409)",
+        ),
+    ]
+
+
+def _web_lines(web: WebConfig) -> list[str]:
+    search = web.search
+    if search is None:
+        backend = "none (web_search is not offered)"
+    else:
+        where = mask_url(search.url) if search.url else "the vendor's API"
+        key = mask_secret(search.api_key.get_secret_value()) if search.api_key else "no key"
+        backend = f"{search.backend} at {where}, {key}"
+    return [
+        _row("search", backend),
+        _row("allow-listed", ", ".join(web.allow) or "nothing (public addresses only)"),
+        _row(
+            "fetch limits",
+            f"{web.max_page_kb} KB, {web.timeout_seconds:g} s, {web.max_redirects} redirects",
         ),
     ]
 

@@ -53,6 +53,18 @@ SERVER_ENV: dict[str, str] = {
     "HERMES_RESPONSES_MAX_AGE_DAYS": "responses_max_age_days",
 }
 API_KEYS_ENV = "HERMES_API_KEYS"
+WEB_ALLOW_ENV = "HERMES_WEB_ALLOW"
+SEARCH_ENV = {
+    "HERMES_SEARCH_BACKEND": "backend",
+    "HERMES_SEARCH_URL": "url",
+    "HERMES_SEARCH_API_KEY": "api_key",
+}
+# A search backend from the vendor's usual variable, when nothing else names one (first wins).
+SEARCH_SHORTCUTS = (
+    ("SEARXNG_URL", "searxng", "url"),
+    ("BRAVE_SEARCH_API_KEY", "brave", "api_key"),
+    ("TAVILY_API_KEY", "tavily", "api_key"),
+)
 _SHORTCUT_PREFIXES = ("HERMES_UPSTREAM_", "HERMES_ANTHROPIC_", "HERMES_OPENAI_")
 
 _REFERENCE = re.compile(r"\$\$\{|\$\{([^}]*)\}")
@@ -86,6 +98,7 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
         raise ConfigError(problems, source=path)
     origins: dict[str, str] = {}
     _apply_server_env(raw, env, origins)
+    _apply_web_env(raw, env, origins)
     _fill_providers(raw, env, origins, problems)
     if problems:
         raise ConfigError(problems, source=path)
@@ -208,6 +221,39 @@ def _apply_server_env(
     if keys is not None:
         server["api_keys"] = parse_api_keys(keys)
         origins["server.api_keys"] = API_KEYS_ENV
+
+
+def _apply_web_env(
+    raw: dict[str, Any], environ: Mapping[str, str], origins: dict[str, str]
+) -> None:
+    """``HERMES_WEB_ALLOW`` (comma-separated) and the search backend from the environment:
+    ``HERMES_SEARCH_*`` override the file; a vendor variable only fills a gap."""
+    if raw.get("web") is None:
+        raw["web"] = {}
+    web = raw["web"]
+    if not isinstance(web, dict):
+        return  # validation reports it
+    allow = _env(environ, WEB_ALLOW_ENV)
+    if allow is not None:
+        web["allow"] = [entry.strip() for entry in allow.split(",") if entry.strip()]
+        origins["web.allow"] = WEB_ALLOW_ENV
+    search = web.get("search")
+    overrides = {f: v for var, f in SEARCH_ENV.items() if (v := _env(environ, var)) is not None}
+    if overrides:
+        base = search if isinstance(search, dict) else {}
+        web["search"] = {**base, **overrides}
+        for variable, field in SEARCH_ENV.items():
+            if field in overrides:
+                origins[f"web.search.{field}"] = variable
+        return
+    if search is not None:
+        return
+    for variable, backend, field in SEARCH_SHORTCUTS:
+        value = _env(environ, variable)
+        if value is not None:
+            web["search"] = {"backend": backend, field: value}
+            origins[f"web.search.{field}"] = variable
+            return
 
 
 def parse_api_keys(value: str) -> list[dict[str, str]]:

@@ -23,6 +23,10 @@ from hermes_core.providers.retry import RetryPolicy
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
 from hermes_core.tools.sandbox import SandboxLimits, SandboxPolicy
 from hermes_core.tools.toolsets import TOOLSETS, ApprovalPolicy, ToolsetOptions
+from hermes_core.tools.web.fetch import FetchLimits
+from hermes_core.tools.web.guard import AddressPolicy
+from hermes_core.tools.web.search import SearchBackendName, SearchSettings
+from hermes_core.tools.web.tools import WebOptions
 
 CacheTTL = Literal["5m", "1h"]
 
@@ -261,6 +265,68 @@ class SandboxSettings(_Model):
         return SandboxPolicy(network=self.network, unsandboxed=self.unsafe_no_sandbox)
 
 
+class SearchConfig(_Model):
+    """The search backend of the ``web_search`` tool."""
+
+    backend: SearchBackendName
+    """``searxng`` (self-hosted, JSON API), ``brave`` (Brave Search API) or ``tavily``."""
+    url: str | None = None
+    """The backend's base URL: required for SearXNG; the vendor's API when omitted."""
+    api_key: SecretStr | None = None
+    """Required for Brave and Tavily; sent as a bearer token to SearXNG when given."""
+    timeout_seconds: float = Field(default=15.0, gt=0, le=300)
+
+    @model_validator(mode="after")
+    def _check_backend(self) -> Self:
+        if self.backend == "searxng" and not self.url:
+            raise ValueError("the searxng backend needs a url (your instance's address)")
+        if self.backend in ("brave", "tavily") and self.api_key is None:
+            raise ValueError(f"the {self.backend} backend needs an api_key")
+        return self
+
+    def settings(self) -> SearchSettings:
+        return SearchSettings(
+            backend=self.backend,
+            url=self.url,
+            api_key=self.api_key.get_secret_value() if self.api_key else None,
+            timeout_seconds=self.timeout_seconds,
+        )
+
+
+class WebConfig(_Model):
+    """What the ``web`` toolset (and any tool reaching the network) may do, server-wide."""
+
+    allow: list[str] = Field(default_factory=list)
+    """Hosts (``intranet.example``, ``*.corp.example``), addresses or CIDR ranges tools may
+    reach although they are not public. Everything internal is refused otherwise."""
+    max_page_kb: int = Field(default=2048, ge=1, le=100 * 1024)
+    """Kilobytes of a page downloaded at most."""
+    timeout_seconds: float = Field(default=20.0, gt=0, le=600)
+    """For one fetch, redirects included."""
+    max_redirects: int = Field(default=5, ge=0, le=20)
+    search: SearchConfig | None = None
+    """No backend: ``web_search`` is not offered (``web_fetch`` still is)."""
+
+    @field_validator("allow")
+    @classmethod
+    def _check_allow(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            if not entry.strip() or any(c.isspace() for c in entry.strip()):
+                raise ValueError(f"not a host, address or range: {entry!r}")
+        return entries
+
+    def options(self) -> WebOptions:
+        return WebOptions(
+            policy=AddressPolicy.allowing(self.allow),
+            limits=FetchLimits(
+                max_bytes=self.max_page_kb * 1024,
+                timeout_seconds=self.timeout_seconds,
+                max_redirects=self.max_redirects,
+            ),
+            search=self.search.settings() if self.search is not None else None,
+        )
+
+
 class ProfileConfig(_Model):
     """One agent offered to clients as a model in ``GET /v1/models``."""
 
@@ -316,11 +382,12 @@ class ProfileConfig(_Model):
         """The toolsets this profile asks for (some may be unavailable on a machine)."""
         return (*ALWAYS_ON_TOOLS, *self.tools)
 
-    def toolset_options(self) -> ToolsetOptions:
+    def toolset_options(self, web: WebOptions | None = None) -> ToolsetOptions:
         return ToolsetOptions(
             limits=self.sandbox.limits(),
             policy=self.sandbox.policy(),
             approvals=dict(self.approvals),
+            web=web or WebOptions(),
         )
 
     @property
@@ -341,6 +408,7 @@ class HermesConfig(_Model):
     """A whole, validated configuration: server settings, upstreams and agent profiles."""
 
     server: ServerConfig = Field(default_factory=ServerConfig)
+    web: WebConfig = Field(default_factory=WebConfig)
     providers: list[ProviderConfig] = Field(min_length=1)
     profiles: list[ProfileConfig] = Field(min_length=1)
 

@@ -46,6 +46,7 @@ from hermes_core.events import (
     RetryScheduled,
     RunFinished,
     RunStarted,
+    SourcesFound,
     StepFinished,
     SubagentEvent,
     TextDelta,
@@ -313,6 +314,7 @@ class Metrics:
                 | MessageAdded()
                 | ToolStarted()
                 | ToolProgress()
+                | SourcesFound()
                 | ApprovalRequested()
                 | ClientToolCallsPending()
             ):

@@ -32,6 +32,7 @@ from hermes_core.events import (
     RetryScheduled,
     RunFinished,
     RunStarted,
+    SourcesFound,
     StepFinished,
     SubagentEvent,
     TextDelta,
@@ -100,6 +101,7 @@ class SessionJournal:
                 | StepFinished()
                 | ToolStarted()
                 | ToolProgress()
+                | SourcesFound()
                 | ToolFinished()
                 | ApprovalRequested()
                 | ApprovalResolved()

@@ -28,6 +28,7 @@ from hermes_core.events import (
     RetryScheduled,
     RunFinished,
     RunStarted,
+    SourcesFound,
     StepFinished,
     SubagentEvent,
     TextDelta,
@@ -48,9 +49,11 @@ from server.views.chat_wire import (
     CompletionMessage,
     Delta,
     HermesSummary,
+    SourceFrame,
     StatusFrame,
     ToolCallDelta,
 )
+from server.views.citations import SourceList
 from server.views.progress import (
     UNFINISHED_TOOL_OUTPUT,
     approval_line,
@@ -139,6 +142,9 @@ class ChatStreamView:
     """Open WebUI tool cards shown as running: call id → tool name."""
     _status_shown: bool = False
     """An Open WebUI status line was shown: the run's end must leave a final one, done."""
+    _sources: SourceList = field(default_factory=SourceList)
+    _text: list[str] = field(default_factory=list)
+    """The answer so far, kept once a tool found sources: citations point into it."""
 
     def chunk(self, delta: Delta, finish_reason: str | None = None) -> Chunk:
         payload: Chunk = {
@@ -160,11 +166,14 @@ class ChatStreamView:
             case RunStarted():
                 return [self.chunk({"role": "assistant", "content": ""})]
             case TextDelta():
+                self._text.append(event.text)
                 return [self.chunk({"content": event.text})]
             case ReasoningDelta():
                 return [self.chunk({"reasoning_content": event.text})]
             case ToolStarted():
                 return self._tool_started(event, prefix="")
+            case SourcesFound():
+                return self._sources_found(event)
             case ToolFinished():
                 return self._tool_finished(event, prefix="")
             case ToolProgress():
@@ -221,6 +230,33 @@ class ChatStreamView:
             frames.append(_status_frame(progress_status(event), done=False))
         return frames
 
+    def _sources_found(self, event: SourcesFound) -> list[ChatFrame]:
+        new = self._sources.add(event)
+        if not (self.openwebui and event.read):
+            return []
+        # Pages the agent read are its sources whether or not the answer names them: Open
+        # WebUI shows them as chips at once. Search hits wait until the answer cites them.
+        return [_source_frame(s.url, s.title, s.snippet) for s in new]
+
+    def _citations(self) -> list[ChatFrame]:
+        """The answer's citations: ``delta.annotations``, or in Open WebUI mode a source chip
+        for each cited page not already shown."""
+        if not self._sources:
+            return []
+        citations = self._sources.cite("".join(self._text))
+        if not self.openwebui:
+            if not citations:
+                return []
+            return [self.chunk({"annotations": [c.chat_annotation() for c in citations]})]
+        shown = set()
+        frames: list[ChatFrame] = []
+        for citation in citations:
+            if self._sources.was_read(citation.url) or citation.url in shown:
+                continue
+            shown.add(citation.url)
+            frames.append(_source_frame(citation.url, citation.title, ""))
+        return frames
+
     def _subagent(self, event: SubagentEvent) -> list[ChatFrame]:
         inner = event.event
         prefix = subagent_prefix(event.child_index)
@@ -267,6 +303,7 @@ class ChatStreamView:
         if event.exit_reason is ExitReason.FAILED:
             frames.append({"error": run_failed(event.error)})
             return frames
+        frames += self._citations()
         if event.refusal:
             frames.append(self.chunk({"refusal": event.refusal}))
         final = self.chunk({}, finish_reason_for(event.exit_reason))
@@ -321,6 +358,17 @@ def _status_frame(description: str, *, done: bool) -> StatusFrame:
     return {"event": {"type": "status", "data": {"description": description, "done": done}}}
 
 
+def _source_frame(url: str, title: str, snippet: str) -> SourceFrame:
+    """Open WebUI's source chip for one web page."""
+    name = title or url
+    data = {
+        "source": {"name": name, "url": url},
+        "document": [snippet or name],
+        "metadata": [{"source": url, "name": name}],
+    }
+    return {"event": {"type": "source", "data": data}}
+
+
 @dataclass(slots=True, kw_only=True)
 class ChatCompletionBuilder:
     """Collects a run's events into one non-streaming ``chat.completion``."""
@@ -331,10 +379,13 @@ class ChatCompletionBuilder:
     _text: list[str] = field(default_factory=list)
     _reasoning: list[str] = field(default_factory=list)
     _client_calls: list[ToolCall] = field(default_factory=list)
+    _sources: SourceList = field(default_factory=SourceList)
 
     def add(self, event: AgentEvent) -> None:
         if isinstance(event, TextDelta):
             self._text.append(event.text)
+        elif isinstance(event, SourcesFound):
+            self._sources.add(event)
         elif isinstance(event, ReasoningDelta):
             self._reasoning.append(event.text)
         elif isinstance(event, ClientToolCallsPending):
@@ -347,7 +398,7 @@ class ChatCompletionBuilder:
             "role": "assistant",
             "content": text if text or not (self._client_calls or end.refusal) else None,
             "refusal": end.refusal,
-            "annotations": [],
+            "annotations": [c.chat_annotation() for c in self._sources.cite(text or "")],
         }
         if self._reasoning:
             message["reasoning_content"] = "".join(self._reasoning)

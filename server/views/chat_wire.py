@@ -48,6 +48,8 @@ class Delta(TypedDict, total=False):
     reasoning_content: str
     refusal: str
     tool_calls: list[ToolCallDelta]
+    annotations: list[dict[str, Any]]
+    """``url_citation``s of the answer, in one chunk after its text."""
     hermes: dict[str, Any]
     """Structured tool progress (vendor extension)."""
 
@@ -86,13 +88,24 @@ class StatusEvent(TypedDict):
     data: dict[str, Any]
 
 
+class SourceEvent(TypedDict):
+    type: Literal["source"]
+    data: dict[str, Any]
+
+
 class StatusFrame(TypedDict):
     """Open WebUI's status line."""
 
     event: StatusEvent
 
 
-ChatFrame = Chunk | StreamError | CardItemAdded | StatusFrame
+class SourceFrame(TypedDict):
+    """Open WebUI's source chip."""
+
+    event: SourceEvent
+
+
+ChatFrame = Chunk | StreamError | CardItemAdded | StatusFrame | SourceFrame
 """Anything the chat stream sends as one ``data:`` frame."""
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,13 +76,27 @@ class OpenItem:
         delta = {"type": f"{self.kind.text_events}.delta", **self._where(), "delta": text}
         return [*frames, {**delta, **copy.deepcopy(self.kind.text_extra)}]
 
-    def close_part(self) -> list[Frame]:
+    def close_part(self, annotations: Sequence[dict[str, Any]] = ()) -> list[Frame]:
+        """The events closing the open part; ``annotations`` (a message's citations) are
+        added to it first, each announced by its own event."""
         if self.part is None:
             return []
         part, where = self.part, self._where()
         self.part = None
+        frames: list[Frame] = []
+        for annotation in annotations:
+            part["annotations"].append(annotation)
+            frames.append(
+                {
+                    "type": f"{self.kind.text_events}.annotation.added",
+                    **where,
+                    "annotation_index": len(part["annotations"]) - 1,
+                    "annotation": copy.deepcopy(annotation),
+                }
+            )
         done = {"type": f"{self.kind.text_events}.done", **where, "text": part["text"]}
         return [
+            *frames,
             {**done, **copy.deepcopy(self.kind.text_extra)},
             {"type": f"{self.kind.part_events}.done", **where, "part": copy.deepcopy(part)},
         ]

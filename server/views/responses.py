@@ -44,6 +44,7 @@ from hermes_core.events import (
     RetryScheduled,
     RunFinished,
     RunStarted,
+    SourcesFound,
     StepFinished,
     SubagentEvent,
     TextDelta,
@@ -56,6 +57,7 @@ from hermes_core.events import (
 from hermes_core.usage import Usage
 from server.errors import ErrorBody, run_failed
 from server.views.chat import hermes_summary
+from server.views.citations import SourceList
 from server.views.progress import (
     UNFINISHED_TOOL_OUTPUT,
     approval_line,
@@ -120,6 +122,8 @@ class ResponsesView:
         self._done = False
         self._asked: dict[str, ApprovalRequested] = {}
         """Approvals asked for, by call id: a call left awaiting one becomes an item."""
+        self._sources = SourceList()
+        """Web pages the run's tools found: a message part citing one is annotated."""
 
     # --- public surface ---------------------------------------------------------------------
 
@@ -164,6 +168,9 @@ class ResponsesView:
                 return self._tool_started(event, prefix="")
             case ToolFinished():
                 return self._tool_finished(event, prefix="")
+            case SourcesFound():
+                self._sources.add(event)
+                return []
             case ToolProgress():
                 if self._progress == "events":
                     return [{"type": "hermes:tool_progress", **tool_progress(event)}]
@@ -355,7 +362,13 @@ class ResponsesView:
         open_item, self._open = self._open, None
         if open_item is None:
             return []
-        return [*open_item.close_part(), self._item_done(open_item.index)]
+        return [*self._close_part(open_item), self._item_done(open_item.index)]
+
+    def _close_part(self, open_item: OpenItem) -> list[Frame]:
+        if open_item.kind is not MESSAGE or not self._sources or open_item.part is None:
+            return open_item.close_part()
+        citations = self._sources.cite(open_item.part["text"])
+        return open_item.close_part([c.responses_annotation() for c in citations])
 
     # --- function call items ----------------------------------------------------------------
 

@@ -1,0 +1,200 @@
+"""Where tools that reach the network may go: public addresses only, unless allow-listed.
+
+A URL a model (or a client) hands us may point at the server's own neighbourhood: loopback,
+the private network, a cloud metadata service. :class:`AddressPolicy` refuses every address
+that is not globally routable — loopback, private, link-local (169.254.169.254 among them),
+multicast, reserved, unspecified, shared (CGNAT) — and the same addresses written as IPv6
+(IPv4-mapped ``::ffff:127.0.0.1``, 6to4, Teredo), unless the operator allow-listed the host
+or a range holding the address.
+
+:class:`GuardedResolver` is where the check happens: aiohttp asks it for a host's addresses,
+it resolves once, checks every answer, and hands back only checked addresses, which is what the
+connection then uses. There is no second lookup an attacker's DNS could answer differently.
+aiohttp does not ask the resolver about IP literals, so :meth:`AddressPolicy.check_url` checks
+those before a request (and before every redirect hop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from aiohttp.abc import AbstractResolver, ResolveResult
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+Lookup = Callable[[str, int], Awaitable[list[IPAddress]]]
+"""Resolve a host name (with a port, for getaddrinfo) to its addresses."""
+
+METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a) for a in ("169.254.169.254", "fd00:ec2::254", "169.254.170.2")
+)
+"""Cloud metadata services (AWS/GCP/Azure, AWS IPv6, ECS task credentials)."""
+
+
+class AddressRefused(OSError):
+    """A request to a place the policy keeps tools away from. The message says why, in words
+    the model (and the user) can act on; it names the host, never credentials."""
+
+
+@dataclass(frozen=True, slots=True)
+class AddressPolicy:
+    """Which hosts and addresses tools may connect to."""
+
+    allowed_networks: tuple[IPNetwork, ...] = ()
+    allowed_hosts: frozenset[str] = frozenset()
+    """Exact host names, or ``*.suffix`` for a domain and its subdomains."""
+    schemes: frozenset[str] = field(default_factory=lambda: frozenset({"http", "https"}))
+
+    @classmethod
+    def allowing(cls, entries: Iterable[str]) -> AddressPolicy:
+        """A policy from allow-list entries: addresses or CIDR ranges, host names,
+        ``*.domain`` patterns."""
+        networks: list[IPNetwork] = []
+        hosts: set[str] = set()
+        for entry in entries:
+            entry = entry.strip().lower()
+            if not entry:
+                continue
+            try:
+                networks.append(ipaddress.ip_network(entry.strip("[]"), strict=False))
+            except ValueError:
+                hosts.add(entry.rstrip("."))
+        return cls(tuple(networks), frozenset(hosts))
+
+    def host_allowed(self, host: str) -> bool:
+        host = host.lower().rstrip(".")
+        if host in self.allowed_hosts:
+            return True
+        return any(
+            pattern.startswith("*.") and (host == pattern[2:] or host.endswith(pattern[1:]))
+            for pattern in self.allowed_hosts
+        )
+
+    def refusal(self, address: IPAddress) -> str | None:
+        """Why tools may not connect to ``address``, or None when they may."""
+        if any(address in network for network in self.allowed_networks):
+            return None
+        if isinstance(address, ipaddress.IPv6Address):
+            embedded = address.ipv4_mapped or address.sixtofour
+            if embedded is None and address.teredo is not None:
+                embedded = address.teredo[1]
+            if embedded is not None:
+                inner = self.refusal(embedded)
+                return f"{inner} (written as IPv6)" if inner else None
+        if address in METADATA_ADDRESSES:
+            return "a cloud metadata address"
+        for kind, flag in (
+            ("a loopback address", address.is_loopback),
+            ("an unspecified address", address.is_unspecified),
+            ("a link-local address", address.is_link_local),
+            ("a multicast address", address.is_multicast),
+            ("a private address", address.is_private),
+            ("a reserved address", address.is_reserved),
+        ):
+            if flag:
+                return kind
+        if not address.is_global:
+            return "a non-public address"
+        return None
+
+    def check_url(self, url: str) -> str:
+        """The URL's host, when the URL may be requested as far as can be told before a lookup
+        (scheme, literal addresses); raises :class:`AddressRefused` otherwise."""
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in self.schemes:
+            allowed = " or ".join(sorted(self.schemes))
+            raise AddressRefused(f"only {allowed} URLs can be fetched, not {parts.scheme!r}")
+        host = parts.hostname
+        if not host:
+            raise AddressRefused("the URL names no host")
+        if parts.username or parts.password:
+            raise AddressRefused("URLs with credentials in them are refused")
+        literal = _literal_address(host)
+        if literal is None:
+            return host
+        reason = None if self.host_allowed(host) else self.refusal(literal)
+        if reason:
+            raise AddressRefused(refused_text(host, literal, reason))
+        return host
+
+
+def _literal_address(host: str) -> IPAddress | None:
+    """The address ``host`` spells, including the legacy IPv4 forms resolvers still accept
+    (``2130706433``, ``0x7f.1``, ``127.1``), or None for a name."""
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(host))
+    except OSError:
+        return None
+
+
+def refused_text(host: str, address: IPAddress, reason: str) -> str:
+    where = host if host == str(address) else f"{host} ({address})"
+    return (
+        f"refused to connect to {where}: {reason}. Tools may only reach public addresses; an "
+        "operator can allow-list hosts or ranges (web.allow in the configuration)"
+    )
+
+
+async def system_lookup(host: str, port: int) -> list[IPAddress]:
+    """The host's addresses from the system resolver (getaddrinfo), off the event loop."""
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    addresses: list[IPAddress] = []
+    for _family, _type, _proto, _name, sockaddr in infos:
+        # Scope ids (fe80::1%eth0) are dropped: the address alone is what the policy judges.
+        address = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
+        if address not in addresses:
+            addresses.append(address)
+    return addresses
+
+
+class GuardedResolver(AbstractResolver):
+    """An aiohttp resolver that hands out only addresses the policy allows.
+
+    Every address a name resolves to must pass: a name with one internal answer among public
+    ones is refused as a whole (it is how rebinding services hedge).
+    """
+
+    def __init__(self, policy: AddressPolicy, lookup: Lookup = system_lookup) -> None:
+        self._policy = policy
+        self._lookup = lookup
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        try:
+            addresses = await self._lookup(host, port)
+        except OSError as error:
+            raise OSError(f"cannot resolve {host}: {error.strerror or error}") from None
+        if not addresses:
+            raise OSError(f"cannot resolve {host}: no addresses")
+        if not self._policy.host_allowed(host):
+            for address in addresses:
+                reason = self._policy.refusal(address)
+                if reason:
+                    raise AddressRefused(refused_text(host, address, reason))
+        return [_result(host, port, address) for address in addresses]
+
+    async def close(self) -> None:
+        return None
+
+
+def _result(host: str, port: int, address: IPAddress) -> ResolveResult:
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    return ResolveResult(
+        hostname=host,
+        host=str(address),
+        port=port,
+        family=family,
+        proto=0,
+        flags=socket.AI_NUMERICHOST,
+    )

@@ -1,0 +1,168 @@
+"""The web tools reach public addresses only: every internal address, however written, is
+refused — directly, through a redirect, or through a DNS answer that changes — unless the
+operator allow-listed it. Fetches go to real pages served on loopback."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+
+import pytest
+
+from hermes_core.tools.web.fetch import WebFetcher
+from hermes_core.tools.web.guard import AddressPolicy, AddressRefused, IPAddress
+from tests.web_site import WebSite, web_site
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[WebSite]:
+    with web_site("127.0.0.1") as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def secret_site(site: WebSite) -> Iterator[WebSite]:
+    """What an attacker wants the tool to reach: a service on another loopback address, on
+    the same port as the allowed site (so only the address tells them apart)."""
+    with web_site("127.0.0.2", site.port) as served:
+        yield served
+
+
+ALLOW_SITE = AddressPolicy.allowing(["127.0.0.1/32"])
+
+
+@pytest.mark.parametrize(
+    ("address", "reason"),
+    [
+        ("127.0.0.1", "loopback"),
+        ("10.1.2.3", "private"),
+        ("192.168.0.10", "private"),
+        ("172.16.5.5", "private"),
+        ("169.254.169.254", "metadata"),
+        ("fd00:ec2::254", "metadata"),
+        ("169.254.1.1", "link-local"),
+        ("0.0.0.0", "unspecified"),
+        ("::", "unspecified"),
+        ("::1", "loopback"),
+        ("fe80::1", "link-local"),
+        ("224.0.0.1", "multicast"),
+        ("100.64.0.1", "non-public"),
+        ("::ffff:127.0.0.1", "loopback"),
+        ("::ffff:169.254.169.254", "metadata"),
+        ("2002:7f00:1::", "loopback"),  # 6to4 wrapping 127.0.0.1
+        ("fc00::5", "private"),
+    ],
+)
+def test_internal_addresses_are_refused_with_the_reason(address: str, reason: str) -> None:
+    refusal = AddressPolicy().refusal(ipaddress.ip_address(address))
+    assert refusal is not None
+    assert reason in refusal
+
+
+@pytest.mark.parametrize("address", ["93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c"])
+def test_public_addresses_pass(address: str) -> None:
+    assert AddressPolicy().refusal(ipaddress.ip_address(address)) is None
+
+
+def test_an_allow_list_opens_ranges_and_hosts_and_nothing_else() -> None:
+    policy = AddressPolicy.allowing(["10.0.0.0/8", "intranet.example", "*.corp.example"])
+    assert policy.refusal(ipaddress.ip_address("10.9.9.9")) is None
+    assert policy.refusal(ipaddress.ip_address("192.168.1.1")) is not None
+    assert policy.host_allowed("intranet.example")
+    assert policy.host_allowed("wiki.corp.example")
+    assert policy.host_allowed("corp.example")
+    assert not policy.host_allowed("evilcorp.example")
+    assert not policy.host_allowed("intranet.example.attacker.net")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:{port}/article",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::1]:{port}/article",
+        "http://0.0.0.0:{port}/article",
+        "http://[::ffff:127.0.0.1]:{port}/article",
+        "http://localhost:{port}/article",
+        "http://2130706433:{port}/article",  # 127.0.0.1 as one decimal number
+    ],
+)
+async def test_fetching_an_internal_address_is_refused(site: WebSite, url: str) -> None:
+    before = len(site.requests)
+    with pytest.raises(AddressRefused, match="refused to connect"):
+        await WebFetcher(AddressPolicy()).fetch(url.format(port=site.port))
+    assert len(site.requests) == before
+
+
+async def test_an_allow_listed_loopback_page_is_fetched(site: WebSite) -> None:
+    page = await WebFetcher(ALLOW_SITE).fetch(site.url("/article"))
+    assert page.title == "The Lighthouse Keepers of Brightwater"
+    assert "Elsa Marsh" in page.text
+
+
+async def test_a_redirect_to_an_internal_address_is_refused_before_it_is_followed(
+    site: WebSite, secret_site: WebSite
+) -> None:
+    for target in (secret_site.url("/article"), f"http://[::1]:{site.port}/article"):
+        hop = site.url(f"/redirect?to={target}")
+        with pytest.raises(AddressRefused):
+            await WebFetcher(ALLOW_SITE).fetch(hop)
+    assert secret_site.requests == []
+
+
+async def test_a_name_redirecting_to_loopback_is_refused(
+    site: WebSite, secret_site: WebSite
+) -> None:
+    """An allowed "public" name (here resolved by the test to the allow-listed site) whose page
+    redirects to a name resolving to loopback."""
+    names = {
+        "public.example": [ipaddress.ip_address("127.0.0.1")],
+        "sneaky.example": [ipaddress.ip_address("127.0.0.2")],
+    }
+
+    async def lookup(host: str, port: int) -> list[IPAddress]:
+        return names[host]
+
+    fetcher = WebFetcher(ALLOW_SITE, lookup=lookup)
+    target = f"http://sneaky.example:{site.port}/article"
+    with pytest.raises(AddressRefused, match=r"sneaky\.example \(127\.0\.0\.2\)"):
+        await fetcher.fetch(f"http://public.example:{site.port}/redirect?to={target}")
+    assert site.asked("/redirect")
+    assert secret_site.requests == []
+
+
+async def test_a_dns_answer_that_changes_between_checks_cannot_redirect_the_connection(
+    site: WebSite, secret_site: WebSite
+) -> None:
+    """Rebinding: the first answer passes the check, later ones point inside. The connection
+    uses the checked answer (one lookup per connection), and the next fetch is refused."""
+    answers = iter([["127.0.0.1"], ["127.0.0.2"], ["127.0.0.2"]])
+    lookups: list[str] = []
+
+    async def rebinding(host: str, port: int) -> list[IPAddress]:
+        lookups.append(host)
+        return [ipaddress.ip_address(a) for a in next(answers)]
+
+    fetcher = WebFetcher(ALLOW_SITE, lookup=rebinding)
+    page = await fetcher.fetch(f"http://rebind.example:{site.port}/article")
+    assert "Elsa Marsh" in page.text
+    assert lookups == ["rebind.example"]
+    with pytest.raises(AddressRefused, match="loopback"):
+        await fetcher.fetch(f"http://rebind.example:{site.port}/article")
+    assert secret_site.requests == []
+
+
+async def test_a_name_with_one_internal_answer_among_public_ones_is_refused() -> None:
+    async def hedged(host: str, port: int) -> list[IPAddress]:
+        return [ipaddress.ip_address("93.184.215.14"), ipaddress.ip_address("10.0.0.1")]
+
+    with pytest.raises(AddressRefused, match="private"):
+        await WebFetcher(AddressPolicy(), lookup=hedged).fetch("http://mixed.example/")
+
+
+@pytest.mark.parametrize(
+    "url", ["file:///etc/passwd", "ftp://example.com/x", "http://user:pw@example.com/"]
+)
+async def test_other_schemes_and_credentials_in_urls_are_refused(url: str) -> None:
+    with pytest.raises(AddressRefused):
+        await WebFetcher(AddressPolicy()).fetch(url)
