@@ -116,7 +116,9 @@ def _handler(site: WebSite) -> type[BaseHTTPRequestHandler]:
         h._send(200, "application/json", b'{"keeper":"Elsa Marsh","volumes":41}')
 
     def notes(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
-        h._send(200, "text/plain; charset=utf-8", "Plain notes: the lamp burned whale oil.".encode())
+        h._send(
+            200, "text/plain; charset=utf-8", "Plain notes: the lamp burned whale oil.".encode()
+        )
 
     def image(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
         h._send(200, "image/png", b"\x89PNG\r\n\x1a\n" + b"\0" * 100)

@@ -55,16 +55,17 @@ class SourceList:
         self._read: set[str] = set()
 
     def add(self, event: SourcesFound) -> list[Source]:
-        """Record ``event``'s sources; return those new to the list."""
+        """Record ``event``'s sources; return those it adds (pages newly read, for a read)."""
         new = []
         for source in event.sources:
-            known = self._by_url.get(source.url)
-            if known is None:
-                new.append(source)
-            if known is None or (event.read and source.url not in self._read):
-                self._by_url[source.url] = source
             if event.read:
-                self._read.add(source.url)
+                if source.url not in self._read:
+                    new.append(source)
+                    self._read.add(source.url)
+                    self._by_url[source.url] = source
+            elif source.url not in self._by_url:
+                new.append(source)
+                self._by_url[source.url] = source
         return new
 
     def __bool__(self) -> bool:

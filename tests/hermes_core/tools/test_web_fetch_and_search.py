@@ -96,9 +96,7 @@ async def test_brave_is_asked_with_its_subscription_token(site: WebSite) -> None
 
 
 async def test_tavily_is_asked_with_a_json_body_and_a_bearer_key(site: WebSite) -> None:
-    settings = SearchSettings(
-        backend="tavily", url=site.url("/tavily"), api_key="tvly-test-key"
-    )
+    settings = SearchSettings(backend="tavily", url=site.url("/tavily"), api_key="tvly-test-key")
     results = await search_backend(settings).search("brightwater", 1)
     asked = site.asked("/tavily/search")[-1]
     assert asked.method == "POST"

@@ -479,3 +479,33 @@ def test_upstream_variables_are_ignored_when_the_file_defines_providers(tmp_path
     # Incomplete on its own, but the file's providers make it irrelevant: no error.
     config = load_config(path, {"HERMES_ANTHROPIC_MODEL": "claude-opus-4-1"})
     assert [p.name for p in config.providers] == ["a"]
+
+
+def test_the_search_backend_and_allow_list_come_from_the_environment() -> None:
+    config = load_config(
+        environ={
+            "HERMES_WEB_ALLOW": "10.0.0.0/8, wiki.corp.example",
+            "HERMES_SEARCH_BACKEND": "brave",
+            "HERMES_SEARCH_API_KEY": "brave-key-0123456789",
+        }
+    )
+    assert config.web.allow == ["10.0.0.0/8", "wiki.corp.example"]
+    assert config.web.search is not None
+    assert config.web.search.backend == "brave"
+    described = describe(config)
+    assert "brave at the vendor's API" in described
+    assert "brave-key-0123456789" not in described
+
+
+def test_a_vendor_variable_names_a_search_backend_when_nothing_else_does() -> None:
+    config = load_config(environ={"SEARXNG_URL": "http://searx.internal:8080"})
+    assert config.web.search is not None
+    assert config.web.search.backend == "searxng"
+    assert config.web.search.url == "http://searx.internal:8080"
+
+
+def test_a_search_backend_missing_what_it_needs_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "hermes.yaml"
+    path.write_text("web:\n  search: {backend: tavily}\n")
+    with pytest.raises(ConfigError, match=r"web\.search.*api_key"):
+        load_config(path, environ={})

@@ -82,3 +82,16 @@ def test_a_profile_is_served_with_the_toolsets_it_could_build(tmp_path: Path) ->
     else:
         assert profile.unavailable_toolsets.keys() == {"code"}
         assert "code" not in profile.tools
+
+
+def test_the_web_toolset_offers_search_only_with_a_backend() -> None:
+    from hermes_core.tools.web.search import SearchSettings
+    from hermes_core.tools.web.tools import WebOptions
+
+    fetch_only = build_toolsets(["web"], ToolsetOptions()).registry.names
+    assert fetch_only == [*sorted(fetch_only)]
+    assert "web_fetch" in fetch_only
+    assert "web_search" not in fetch_only
+    searxng = SearchSettings(backend="searxng", url="http://search.internal")
+    options = ToolsetOptions(web=WebOptions(search=searxng))
+    assert {"web_fetch", "web_search"} <= set(build_toolsets(["web"], options).registry.names)
