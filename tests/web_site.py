@@ -72,6 +72,89 @@ class WebSite:
         return [r for r in self.requests if r.path == path]
 
 
+def article(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
+    h._send(200, "text/html; charset=utf-8", ARTICLE.encode())
+
+
+def data(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
+    h._send(200, "application/json", b'{"keeper":"Elsa Marsh","volumes":41}')
+
+
+def notes(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
+    h._send(200, "text/plain; charset=utf-8", b"Plain notes: the lamp burned whale oil.")
+
+
+def image(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
+    h._send(200, "image/png", b"\x89PNG\r\n\x1a\n" + b"\0" * 100)
+
+
+def big(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
+    h._send(200, "text/plain", b"x" * 300_000)
+
+
+def redirect(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
+    h._send(302, "text/plain", b"", {"Location": query["to"][0]})
+
+
+def loop(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
+    h._send(302, "text/plain", b"", {"Location": "/loop"})
+
+
+def slow(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
+    time.sleep(float(query.get("seconds", ["5"])[0]))
+    h._send(200, "text/plain", b"finally")
+
+
+def searxng(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
+    if query.get("format") != ["json"]:
+        h._send(403, "text/plain", b"format not allowed")
+        return
+    results = [
+        {"title": r["title"], "url": site.url(r["path"]), "content": r["snippet"]}
+        for r in SEARCH_HITS
+    ]
+    h._send(200, "application/json", json.dumps({"results": results}).encode())
+
+
+def brave(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
+    if h.headers.get("X-Subscription-Token") != "brave-test-key":
+        h._send(401, "application/json", b'{"error":"bad token"}')
+        return
+    results = [
+        {"title": r["title"], "url": site.url(r["path"]), "description": r["snippet"]}
+        for r in SEARCH_HITS
+    ]
+    h._send(200, "application/json", json.dumps({"web": {"results": results}}).encode())
+
+
+def tavily(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
+    if h.headers.get("Authorization") != "Bearer tvly-test-key":
+        h._send(401, "application/json", b'{"detail":"bad key"}')
+        return
+    request = json.loads(body)
+    results = [
+        {"title": r["title"], "url": site.url(r["path"]), "content": r["snippet"], "score": 0.9}
+        for r in SEARCH_HITS
+    ][: request.get("max_results", 5)]
+    answer = {"query": request["query"], "results": results, "response_time": 0.1}
+    h._send(200, "application/json", json.dumps(answer).encode())
+
+
+ROUTES = {
+    "/article": article,
+    "/data.json": data,
+    "/notes.txt": notes,
+    "/image.png": image,
+    "/big": big,
+    "/redirect": redirect,
+    "/loop": loop,
+    "/slow": slow,
+    "/search": searxng,
+    "/res/v1/web/search": brave,
+    "/tavily/search": tavily,
+}
+
+
 def _handler(site: WebSite) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -109,78 +192,6 @@ def _handler(site: WebSite) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
-    def article(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
-        h._send(200, "text/html; charset=utf-8", ARTICLE.encode())
-
-    def data(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
-        h._send(200, "application/json", b'{"keeper":"Elsa Marsh","volumes":41}')
-
-    def notes(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
-        h._send(
-            200, "text/plain; charset=utf-8", "Plain notes: the lamp burned whale oil.".encode()
-        )
-
-    def image(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
-        h._send(200, "image/png", b"\x89PNG\r\n\x1a\n" + b"\0" * 100)
-
-    def big(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
-        h._send(200, "text/plain", b"x" * 300_000)
-
-    def redirect(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
-        h._send(302, "text/plain", b"", {"Location": query["to"][0]})
-
-    def loop(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
-        h._send(302, "text/plain", b"", {"Location": "/loop"})
-
-    def slow(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
-        time.sleep(float(query.get("seconds", ["5"])[0]))
-        h._send(200, "text/plain", b"finally")
-
-    def searxng(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
-        if query.get("format") != ["json"]:
-            h._send(403, "text/plain", b"format not allowed")
-            return
-        results = [
-            {"title": r["title"], "url": site.url(r["path"]), "content": r["snippet"]}
-            for r in SEARCH_HITS
-        ]
-        h._send(200, "application/json", json.dumps({"results": results}).encode())
-
-    def brave(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
-        if h.headers.get("X-Subscription-Token") != "brave-test-key":
-            h._send(401, "application/json", b'{"error":"bad token"}')
-            return
-        results = [
-            {"title": r["title"], "url": site.url(r["path"]), "description": r["snippet"]}
-            for r in SEARCH_HITS
-        ]
-        h._send(200, "application/json", json.dumps({"web": {"results": results}}).encode())
-
-    def tavily(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
-        if h.headers.get("Authorization") != "Bearer tvly-test-key":
-            h._send(401, "application/json", b'{"detail":"bad key"}')
-            return
-        request = json.loads(body)
-        results = [
-            {"title": r["title"], "url": site.url(r["path"]), "content": r["snippet"], "score": 0.9}
-            for r in SEARCH_HITS
-        ][: request.get("max_results", 5)]
-        answer = {"query": request["query"], "results": results, "response_time": 0.1}
-        h._send(200, "application/json", json.dumps(answer).encode())
-
-    ROUTES = {
-        "/article": article,
-        "/data.json": data,
-        "/notes.txt": notes,
-        "/image.png": image,
-        "/big": big,
-        "/redirect": redirect,
-        "/loop": loop,
-        "/slow": slow,
-        "/search": searxng,
-        "/res/v1/web/search": brave,
-        "/tavily/search": tavily,
-    }
     return Handler
 
 

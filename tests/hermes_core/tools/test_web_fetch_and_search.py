@@ -66,7 +66,7 @@ async def test_redirects_are_followed_up_to_the_cap(site: WebSite) -> None:
 
 
 async def test_a_page_too_slow_to_answer_fails_in_time(site: WebSite) -> None:
-    with pytest.raises(FetchFailed, match="did not answer within 0.5 seconds"):
+    with pytest.raises(FetchFailed, match=r"did not answer within 0\.5 seconds"):
         await fetcher(timeout_seconds=0.5).fetch(site.url("/slow?seconds=5"))
 
 
