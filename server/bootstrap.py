@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from hermes_core.context import CachingContext, CompressingContext, Compressor, PromptCacheSettings
 from hermes_core.providers import create_provider
 from hermes_core.providers.fallback import FallbackChain
+from hermes_core.tools.mcp.toolset import McpToolset
 from hermes_core.tools.toolsets import build_toolsets
 from server.approvals import ApprovalDesk
 from server.auth import KeyRing, Principal
@@ -102,6 +103,7 @@ def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
         ),
         openwebui=profile.openwebui,
         description=profile.description,
+        mcp=McpToolset([s.spec() for s in profile.mcp_servers]) if profile.mcp_servers else None,
     )
 
 

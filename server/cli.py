@@ -30,6 +30,7 @@ from server.config import (
     describe,
     load_config,
 )
+from server.config.mcp_probe import probe_mcp_servers
 from server.http_limits import HttpLimits, guarded_protocol
 from server.runtime import ExitAwareServer, tune_garbage_collector
 from server.simulator import SimulatorState, create_simulator_app
@@ -103,6 +104,11 @@ def _check_config(args: argparse.Namespace) -> int:
     if config is None:
         return EXIT_INVALID_CONFIG
     print(describe(config, source=_config_path(args, os.environ)), end="")
+    if any(profile.mcp_servers for profile in config.profiles):
+        print("\nMCP servers (connected to now, to check them)")
+        with open(os.devnull, "w") as quiet:  # the servers' own logs are not the report
+            for line in asyncio.run(probe_mcp_servers(config, quiet)):
+                print(f"  {line}")
     warnings = config_warnings(config)
     if warnings:
         print("\nwarnings")

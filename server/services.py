@@ -17,6 +17,7 @@ from hermes_core.providers.base import Provider
 from hermes_core.providers.fallback import FallbackChain
 from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
+from hermes_core.tools.mcp.toolset import McpToolset
 from hermes_core.tools.registry import ToolRegistry
 from hermes_core.tools.toolsets import WORKSPACE_TOOLSETS
 from server.approvals import ApprovalDesk
@@ -50,6 +51,8 @@ class Profile:
     """The toolsets this profile's runs have (``GET /v1/models/{id}`` shows them)."""
     unavailable_toolsets: dict[str, str] = field(default_factory=dict)
     """Toolsets the configuration asked for that cannot work here, and why."""
+    mcp: McpToolset | None = None
+    """The profile's MCP servers, whose tools join ``tools`` when a run starts."""
     provider_models: dict[str, str] = field(init=False)
     """Configured name → model of every provider this profile's runs may call."""
     asks_approval: bool = field(init=False)
@@ -57,6 +60,8 @@ class Profile:
     recomputed)."""
     uses_workspace: bool = field(init=False)
     """Its runs have tools that act on a conversation's files."""
+    _run_tools: tuple[int, ToolRegistry] = field(init=False)
+    """The registry runs get, with the MCP tools version it was built for."""
     side_task_provider: Provider = field(init=False)
     """The summariser chain without retries: a side task (a chat title) is not worth
     retrying against a failing upstream; the next provider, or nothing, will do."""
@@ -79,6 +84,11 @@ class Profile:
             for member in (chain.providers if isinstance(chain, FallbackChain) else [chain])
         }
         self.asks_approval = any(tool.needs_approval is not None for tool in self.tools.tools())
+        if self.mcp is not None:
+            self.asks_approval |= any(
+                c.spec.approval != "never" for c in self.mcp.connections.values()
+            )
+        self._run_tools = (-1, self.tools)
         summariser = self.summariser
         self.side_task_provider = (
             FallbackChain(
@@ -91,6 +101,19 @@ class Profile:
             else summariser
         )
         self.uses_workspace = bool(WORKSPACE_TOOLSETS & set(self.toolsets))
+
+    def run_tools(self) -> ToolRegistry:
+        """The tools a run starting now gets: the profile's, and its MCP servers' as listed
+        now (rebuilt only when an MCP server's tools changed)."""
+        if self.mcp is None:
+            return self.tools
+        version, registry = self._run_tools
+        if version != self.mcp.version:
+            registry = ToolRegistry([*self.tools.tools(), *self.mcp.tools()])
+            registry.pre_hooks = list(self.tools.pre_hooks)
+            registry.post_hooks = list(self.tools.post_hooks)
+            self._run_tools = (self.mcp.version, registry)
+        return registry
 
     def plain_agent(self, *, owner: str) -> Agent:
         """An agent for one plain model call on the client's own messages: no instructions,
@@ -111,7 +134,7 @@ class Profile:
     ) -> Agent:
         return Agent(
             self.provider,
-            tools=self.tools,
+            tools=self.run_tools(),
             config=self.config,
             owner=owner,
             memory_owner=memory_owner,
@@ -177,8 +200,12 @@ class Services:
     """Named conversations and transcripts; set by :meth:`open` when there is a database."""
 
     async def open(self) -> None:
-        """Connect the database, switch the agents' stores to it, and close what a previous
-        life of this instance left open (runs marked ``interrupted``)."""
+        """Start connecting MCP servers; connect the database, switch the agents' stores to
+        it, and close what a previous life of this instance left open (runs marked
+        ``interrupted``)."""
+        for profile in self.profiles:
+            if profile.mcp is not None:
+                profile.mcp.start()
         if self.database_url is None or self.store is not None:
             return
         db_url = self.database_url
@@ -223,6 +250,9 @@ class Services:
             await asyncio.gather(self._pruning, return_exceptions=True)
         if self.store is not None:
             await self.store.close()
+        for profile in self.profiles:
+            if profile.mcp is not None:
+                await profile.mcp.stop()
         closed: set[int] = set()
         for profile in self.profiles:
             for provider in (profile.provider, profile.auxiliary):

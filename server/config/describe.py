@@ -208,6 +208,17 @@ def _tool_rows(profile: ProfileConfig) -> list[str]:
         if not TOOLSETS[name].always_on:
             policy = options.approval(TOOLSETS[name])
             rows.append(_row(f"  {name}", f"approval: {policy}", indent=4))
+    for server in profile.mcp_servers:
+        where = (
+            mask_url(server.url) if server.url else " ".join([server.command or "", *server.args])
+        )
+        rows.append(
+            _row(
+                f"  mcp {server.name}",
+                f"{'http' if server.url else 'stdio'}: {where}; approval: {server.approval}",
+                indent=4,
+            )
+        )
     if {"shell", "code"} & set(built.active):
         sandbox = profile.sandbox
         mode = "NONE (unsafe_no_sandbox)" if sandbox.unsafe_no_sandbox else "bubblewrap"

@@ -21,6 +21,7 @@ from hermes_core.agent.config import AgentConfig
 from hermes_core.providers.config import ProviderConfig
 from hermes_core.providers.retry import RetryPolicy
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
+from hermes_core.tools.mcp.connection import McpServerSpec
 from hermes_core.tools.sandbox import SandboxLimits, SandboxPolicy
 from hermes_core.tools.toolsets import TOOLSETS, ApprovalPolicy, ToolsetOptions
 from hermes_core.tools.web.fetch import FetchLimits
@@ -327,6 +328,56 @@ class WebConfig(_Model):
         )
 
 
+class McpServerConfig(_Model):
+    """One MCP server whose tools a profile's agent may call: a command to start (stdio) or
+    a URL (streamable HTTP). ``${VAR}`` in the file keeps secrets out of it."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
+    """Prefixes its tools: ``<name>__<tool>``."""
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, SecretStr] = Field(default_factory=dict)
+    """Variables the command gets besides a minimal safe set (PATH, HOME, …)."""
+    cwd: Path | None = None
+    url: str | None = None
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    include: list[str] = Field(default_factory=list)
+    """Only these of its tools (all when empty)."""
+    exclude: list[str] = Field(default_factory=list)
+    approval: ApprovalPolicy = "never"
+    """``dangerous``: ask before tools the server does not mark read-only
+    (``readOnlyHint``) or harmless (``destructiveHint: false``)."""
+    timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
+    """Per call; beyond it the call is cancelled on the server."""
+    connect_timeout_seconds: float = Field(default=15.0, gt=0, le=600)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> Self:
+        if bool(self.command) == bool(self.url):
+            raise ValueError("give either command (stdio) or url (streamable HTTP), not both")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError("url must be an http or https URL")
+        if self.url is None and (self.headers):
+            raise ValueError("headers apply to a url server only")
+        return self
+
+    def spec(self) -> McpServerSpec:
+        return McpServerSpec(
+            name=self.name,
+            command=self.command,
+            args=tuple(self.args),
+            env={k: v.get_secret_value() for k, v in self.env.items()},
+            cwd=str(self.cwd) if self.cwd is not None else None,
+            url=self.url,
+            headers={k: v.get_secret_value() for k, v in self.headers.items()},
+            include=tuple(self.include),
+            exclude=tuple(self.exclude),
+            approval=self.approval,
+            timeout_seconds=self.timeout_seconds,
+            connect_timeout_seconds=self.connect_timeout_seconds,
+        )
+
+
 class ProfileConfig(_Model):
     """One agent offered to clients as a model in ``GET /v1/models``."""
 
@@ -348,6 +399,8 @@ class ProfileConfig(_Model):
     """Toolset → when its calls wait for a human (``never``, ``dangerous``, ``always``);
     ``shell`` and ``code`` default to ``dangerous``, ``files`` to ``never``."""
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    mcp_servers: list[McpServerConfig] = Field(default_factory=list)
+    """MCP servers whose tools this profile's agent may call."""
     max_iterations: int = Field(default=DEFAULT_MAX_ITERATIONS, ge=1, le=10_000)
     """Model calls per run, sub-agents included: the run's budget."""
     max_tokens: int | None = Field(default=None, ge=1)
@@ -376,6 +429,15 @@ class ProfileConfig(_Model):
                 known = ", ".join(n for n, t in TOOLSETS.items() if not t.always_on)
                 raise ValueError(f"unknown toolset {name!r} (approvals apply to: {known})")
         return approvals
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _unique_servers(cls, servers: list[McpServerConfig]) -> list[McpServerConfig]:
+        names = [server.name for server in servers]
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f"two MCP servers are named {name!r}")
+        return servers
 
     @property
     def enabled_tools(self) -> tuple[str, ...]:

@@ -19,10 +19,22 @@ from server.services import Services
 router = APIRouter(tags=["health"], route_class=StrictJSONRoute)
 
 
+class McpServerState(BaseModel):
+    profile: str
+    server: str
+    up: bool
+    error: str | None = None
+    """Why the server is down; it is being reconnected meanwhile."""
+
+
 class Readiness(BaseModel):
     status: str = "ready"
+    """``ready``, or ``degraded`` while an MCP server is down: runs go on without its tools,
+    so the server stays ready."""
     profiles: int
     """How many agent profiles (models) are configured."""
+    mcp_servers: list[McpServerState] = []
+    """Every configured MCP server, up or not (and why not)."""
 
 
 # Not in the OpenAPI document: it is not JSON, and only Prometheus reads it.
@@ -41,4 +53,11 @@ async def ready(request: Request) -> Readiness:
         raise APIError(503, "No agent profile is configured.", code="not_ready")
     if services.store is not None and not await services.store.db.ping():
         raise APIError(503, "The database is not reachable.", code="not_ready")
-    return Readiness(profiles=len(services.profiles))
+    servers = [
+        McpServerState(profile=profile.id, server=name, up=error is None, error=error)
+        for profile in services.profiles
+        if profile.mcp is not None
+        for name, error in profile.mcp.status().items()
+    ]
+    status = "degraded" if any(not server.up for server in servers) else "ready"
+    return Readiness(status=status, profiles=len(services.profiles), mcp_servers=servers)

@@ -1,0 +1,303 @@
+"""One MCP server, kept connected: started, listed, watched, restarted.
+
+A connection is owned by one supervisor task, because the SDK's client must be entered and left
+in the same task (anyio task groups). Runs call tools through it from their own tasks. When the
+server goes away (a stdio process that crashed, an HTTP server that stopped answering) the call
+in flight fails with a clear error, the supervisor tears the session down and connects again,
+backing off while it keeps failing; calls made meanwhile wait for it (up to the connect timeout)
+or fail fast with the reason the server is down. A dead server only ever costs its own calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any, Literal, TextIO
+
+import httpx2
+import mcp_types
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.dispatcher import ProgressFnT
+
+log = logging.getLogger("hermes.mcp")
+
+McpApproval = Literal["never", "dangerous", "always"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class McpServerSpec:
+    """How to reach one MCP server and what of it a profile uses."""
+
+    name: str
+    command: str | None = None
+    """stdio: the program to start (with ``args``, ``env``, ``cwd``)."""
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    """Streamable HTTP: the server's endpoint (with ``headers``)."""
+    headers: dict[str, str] = field(default_factory=dict)
+    include: tuple[str, ...] = ()
+    """Only these tools (all when empty)."""
+    exclude: tuple[str, ...] = ()
+    approval: McpApproval = "never"
+    """``dangerous`` asks before tools the server does not mark read-only."""
+    timeout_seconds: float = 60.0
+    """Per call; the call is cancelled on the server beyond it."""
+    connect_timeout_seconds: float = 15.0
+
+    @property
+    def transport(self) -> Literal["stdio", "http"]:
+        return "stdio" if self.command else "http"
+
+    def wants(self, tool: str) -> bool:
+        if self.include and tool not in self.include:
+            return False
+        return tool not in self.exclude
+
+
+class McpUnavailable(Exception):
+    """The server cannot take calls now; the message says why (for the model and /ready)."""
+
+
+class McpConnection:
+    """A supervised session with one MCP server."""
+
+    def __init__(
+        self,
+        spec: McpServerSpec,
+        *,
+        on_tools_changed: Callable[[], None] = lambda: None,
+        errlog: TextIO | None = None,
+    ) -> None:
+        self.spec = spec
+        self.tools: list[mcp_types.Tool] = []
+        """The server's tools as last listed (filtered). Kept while it is down, so that the
+        model is told a call failed because the server is down, not that no such tool exists."""
+        self.down_since: float | None = time.monotonic()
+        self.error: str | None = "not connected yet"
+        """Why the server is down, or None while it is up."""
+        self.connects = 0
+        """Sessions opened so far (the first, then one per restart)."""
+        self._on_tools_changed = on_tools_changed
+        self._errlog = errlog
+        self._client: Client | None = None
+        self._up = asyncio.Event()
+        self._broken = asyncio.Event()
+        self._stopping = False
+        self._task: asyncio.Task[None] | None = None
+        self._relist: asyncio.Task[None] | None = None
+
+    @property
+    def up(self) -> bool:
+        return self._client is not None and self.error is None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._supervise(), name=f"mcp:{self.spec.name}")
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self._broken.set()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def wait_up(self, seconds: float) -> bool:
+        try:
+            async with asyncio.timeout(seconds):
+                await self._up.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    async def call(
+        self, tool: str, arguments: dict[str, Any], progress: ProgressFnT | None = None
+    ) -> mcp_types.CallToolResult:
+        """Call ``tool``; raises :class:`McpUnavailable` when the server cannot answer,
+        ``TimeoutError`` beyond the per-call timeout (the call is cancelled on the server)."""
+        client = await self._ready_client()
+        try:
+            async with asyncio.timeout(self.spec.timeout_seconds):
+                return await client.call_tool(tool, arguments, progress_callback=progress)
+        except (TimeoutError, asyncio.CancelledError):
+            raise
+        except Exception as error:
+            if _connection_lost(error):
+                self._lost(f"the connection was lost during a call ({_describe(error)})")
+                raise McpUnavailable(f"MCP server {self.spec.name!r} went away mid-call") from None
+            raise
+
+    async def _ready_client(self) -> Client:
+        if self._client is None or self.error is not None:
+            # A server that just went away is probably restarting: wait for it. One that has
+            # been down for longer than a connect takes fails the call at once.
+            down_for = time.monotonic() - (self.down_since or 0.0)
+            patience = (
+                self.spec.connect_timeout_seconds
+                if down_for < 2 * self.spec.connect_timeout_seconds
+                else 0.0
+            )
+            if not await self.wait_up(patience):
+                raise McpUnavailable(f"MCP server {self.spec.name!r} is down: {self.error}")
+        assert self._client is not None
+        return self._client
+
+    # --- the supervisor ---------------------------------------------------------------------
+
+    async def _supervise(self) -> None:
+        delay = 0.25
+        while True:
+            started = time.monotonic()
+            try:
+                await self._session()
+            except asyncio.CancelledError:
+                raise
+            except FileNotFoundError:
+                self._lost(f"command not found: {self.spec.command}")
+            except BaseException as error:  # an anyio group may wrap what went wrong
+                self._lost(_describe(error))
+            if self._stopping:
+                return
+            # Keep retrying a dead server, more slowly the longer it stays dead.
+            delay = 0.25 if time.monotonic() - started > 30 else min(delay * 2, 30.0)
+            log.warning(
+                "MCP server %s is down (%s); reconnecting in %.1f s",
+                self.spec.name,
+                self.error,
+                delay,
+            )
+            await asyncio.sleep(delay)
+
+    async def _session(self) -> None:
+        self._broken.clear()
+        async with asyncio.timeout(self.spec.connect_timeout_seconds):
+            client = Client(
+                self._transport(),
+                message_handler=self._message,
+                client_info=mcp_types.Implementation(name="hermes-server", version="0.1.0"),
+            )
+            await client.__aenter__()
+        try:
+            async with asyncio.timeout(self.spec.connect_timeout_seconds):
+                self.tools = await self._list(client)
+            self._client, self.error, self.down_since = client, None, None
+            self.connects += 1
+            self._up.set()
+            self._on_tools_changed()
+            log.info(
+                "MCP server %s connected (%s): %d tools",
+                self.spec.name,
+                self.spec.transport,
+                len(self.tools),
+            )
+            await self._broken.wait()
+        finally:
+            self._up.clear()
+            self._client = None
+            self.down_since = time.monotonic()
+            try:
+                await client.__aexit__(None, None, None)
+            except BaseException as error:
+                if isinstance(error, asyncio.CancelledError):
+                    raise
+                log.debug("closing MCP server %s: %s", self.spec.name, _describe(error))
+
+    def _transport(self) -> AbstractAsyncContextManager[Any]:
+        spec = self.spec
+        if spec.command:
+            params = StdioServerParameters(
+                command=spec.command, args=list(spec.args), env=dict(spec.env), cwd=spec.cwd
+            )
+            return stdio_client(params, errlog=self._errlog or sys.stderr)
+        assert spec.url is not None
+        http = httpx2.AsyncClient(headers=spec.headers, timeout=spec.timeout_seconds + 5)
+        return _closing(streamable_http_client(spec.url, http_client=http), http)
+
+    async def _list(self, client: Client) -> list[mcp_types.Tool]:
+        tools: list[mcp_types.Tool] = []
+        cursor: str | None = None
+        while True:
+            page = await client.list_tools(cursor=cursor) if cursor else await client.list_tools()
+            tools += [t for t in page.tools if self.spec.wants(t.name)]
+            cursor = page.next_cursor
+            if not cursor:
+                return tools
+
+    async def _message(self, message: Any) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            self._schedule_relist()
+        elif isinstance(message, Exception) and _connection_lost(message):
+            self._lost(_describe(message))
+
+    def _schedule_relist(self) -> None:
+        if self._relist is None or self._relist.done():
+            self._relist = asyncio.create_task(self._refresh_tools())
+
+    async def _refresh_tools(self) -> None:
+        client = self._client
+        if client is None:
+            return
+        try:
+            self.tools = await self._list(client)
+        except Exception as error:
+            log.warning("MCP server %s: relisting tools failed: %s", self.spec.name, error)
+            return
+        log.info("MCP server %s: tool list changed (%d tools)", self.spec.name, len(self.tools))
+        self._on_tools_changed()
+
+    def _lost(self, why: str) -> None:
+        self.error = why
+        self._broken.set()
+
+
+class _closing:
+    """A transport that also closes the HTTP client it was given."""
+
+    def __init__(self, inner: AbstractAsyncContextManager[Any], http: httpx2.AsyncClient) -> None:
+        self._inner, self._http = inner, http
+
+    async def __aenter__(self) -> Any:
+        return await self._inner.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        try:
+            await self._inner.__aexit__(*exc)
+        finally:
+            await self._http.aclose()
+
+
+def _connection_lost(error: BaseException) -> bool:
+    import anyio
+
+    lost = (
+        anyio.ClosedResourceError,
+        anyio.BrokenResourceError,
+        anyio.EndOfStream,
+        ConnectionError,
+        httpx2.TransportError,
+    )
+    if isinstance(error, lost):
+        return True
+    if isinstance(error, BaseExceptionGroup):
+        return any(_connection_lost(inner) for inner in error.exceptions)
+    text = str(error).lower()
+    return "connection closed" in text or ("closed" in text and "stream" in text)
+
+
+def _describe(error: BaseException) -> str:
+    """A short reason for logs, /ready and the model; never a header value."""
+    if isinstance(error, BaseExceptionGroup) and error.exceptions:
+        return _describe(error.exceptions[0])
+    if isinstance(error, TimeoutError):
+        return "no answer in time"
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{type(error).__name__}: {text}"[:200] if text else type(error).__name__
