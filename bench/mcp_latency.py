@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -84,7 +83,9 @@ async def main(calls: int) -> None:
     _report("stdio", await direct(stdio, calls), await through_hermes(spec, calls))
 
     port = 18765
-    server = subprocess.Popen([*SERVER, "http", str(port)], cwd=REPO, stderr=subprocess.DEVNULL)
+    server = await asyncio.create_subprocess_exec(
+        *SERVER, "http", str(port), cwd=REPO, stderr=asyncio.subprocess.DEVNULL
+    )
     try:
         url = f"http://127.0.0.1:{port}/mcp"
         await asyncio.sleep(2)
@@ -92,7 +93,7 @@ async def main(calls: int) -> None:
         _report("http", await direct(url, calls), await through_hermes(http_spec, calls))
     finally:
         server.terminate()
-        server.wait()
+        await server.wait()
 
 
 if __name__ == "__main__":
