@@ -239,7 +239,7 @@ async def test_the_series_alerts_need_exist_at_zero_before_any_traffic(
 async def test_ready_names_the_profiles(http: httpx.AsyncClient) -> None:
     response = await http.get("/ready")
     assert response.status_code == 200
-    assert response.json() == {"status": "ready", "profiles": 4}
+    assert response.json() == {"status": "ready", "profiles": 4, "mcp_servers": []}
     assert (await http.get("/health")).status_code == 200
 
 

@@ -98,6 +98,7 @@ AgentEventKind = Literal[
     "tool_call_generating",
     "tool_started",
     "tool_progress",
+    "sources_found",
     "tool_finished",
     "approval_requested",
     "approval_resolved",
