@@ -84,6 +84,18 @@ def crash() -> str:
 
 
 @server.tool()
+async def learn(word: str, ctx: Context) -> str:
+    """Adds a tool named ``say_<word>`` and tells clients the tool list changed."""
+
+    def say() -> str:
+        return word
+
+    server.add_tool(say, name=f"say_{word}", description=f"Says {word}.")
+    await ctx.notify_tools_changed()
+    return f"learned say_{word}"
+
+
+@server.tool()
 def secret_admin() -> str:
     """A tool a profile's filter should hide."""
     return "admin"

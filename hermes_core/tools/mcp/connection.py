@@ -19,12 +19,16 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO
 
+import anyio
 import httpx2
 import mcp_types
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 log = logging.getLogger("hermes.mcp")
 
@@ -84,8 +88,6 @@ class McpConnection:
         self.down_since: float | None = time.monotonic()
         self.error: str | None = "not connected yet"
         """Why the server is down, or None while it is up."""
-        self.connects = 0
-        """Sessions opened so far (the first, then one per restart)."""
         self._on_tools_changed = on_tools_changed
         self._errlog = errlog
         self._client: Client | None = None
@@ -94,10 +96,6 @@ class McpConnection:
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
         self._relist: asyncio.Task[None] | None = None
-
-    @property
-    def up(self) -> bool:
-        return self._client is not None and self.error is None
 
     def start(self) -> None:
         if self._task is None:
@@ -190,7 +188,6 @@ class McpConnection:
             async with asyncio.timeout(self.spec.connect_timeout_seconds):
                 self.tools = await self._list(client)
             self._client, self.error, self.down_since = client, None, None
-            self.connects += 1
             self._up.set()
             self._on_tools_changed()
             log.info(
@@ -199,7 +196,12 @@ class McpConnection:
                 self.spec.transport,
                 len(self.tools),
             )
-            await self._broken.wait()
+            listener = asyncio.create_task(self._listen(client))
+            try:
+                await self._broken.wait()
+            finally:
+                listener.cancel()
+                await asyncio.gather(listener, return_exceptions=True)
         finally:
             self._up.clear()
             self._client = None
@@ -231,6 +233,22 @@ class McpConnection:
             cursor = page.next_cursor
             if not cursor:
                 return tools
+
+    async def _listen(self, client: Client) -> None:
+        """Relist the tools whenever the server says they changed. A 2026-07-28 server says so
+        on a ``subscriptions/listen`` stream; older ones send ``notifications/tools/
+        list_changed`` on the session (see :meth:`_message`)."""
+        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _event in subscription:
+                    await self._refresh_tools()
+        except asyncio.CancelledError:
+            raise
+        except (ListenNotSupportedError, Exception) as error:
+            # Without the stream the tools stay as listed; the next reconnect relists them.
+            log.info("MCP server %s: no tool-change stream (%s)", self.spec.name, _describe(error))
 
     async def _message(self, message: Any) -> None:
         if isinstance(message, mcp_types.ToolListChangedNotification):
@@ -266,7 +284,11 @@ class _closing:
         self._inner, self._http = inner, http
 
     async def __aenter__(self) -> Any:
-        return await self._inner.__aenter__()
+        try:
+            return await self._inner.__aenter__()
+        except BaseException:
+            await self._http.aclose()
+            raise
 
     async def __aexit__(self, *exc: Any) -> None:
         try:
@@ -276,8 +298,6 @@ class _closing:
 
 
 def _connection_lost(error: BaseException) -> bool:
-    import anyio
-
     lost = (
         anyio.ClosedResourceError,
         anyio.BrokenResourceError,
@@ -287,10 +307,11 @@ def _connection_lost(error: BaseException) -> bool:
     )
     if isinstance(error, lost):
         return True
+    if isinstance(error, MCPError):
+        return error.code == mcp_types.CONNECTION_CLOSED
     if isinstance(error, BaseExceptionGroup):
         return any(_connection_lost(inner) for inner in error.exceptions)
-    text = str(error).lower()
-    return "connection closed" in text or ("closed" in text and "stream" in text)
+    return False
 
 
 def _describe(error: BaseException) -> str:
@@ -299,5 +320,7 @@ def _describe(error: BaseException) -> str:
         return _describe(error.exceptions[0])
     if isinstance(error, TimeoutError):
         return "no answer in time"
+    if isinstance(error, MCPError):
+        return f"MCP error {error.code}: {error.error.message}"[:200]
     text = str(error).strip().splitlines()[0] if str(error).strip() else ""
     return f"{type(error).__name__}: {text}"[:200] if text else type(error).__name__

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any, TextIO
 
 import mcp_types
+from mcp.shared.exceptions import MCPError
 
 from hermes_core.events import ToolProgress
 from hermes_core.tools.mcp.connection import (
@@ -74,6 +75,7 @@ class McpToolset:
 def _as_tool(connection: McpConnection, listed: mcp_types.Tool) -> Tool:
     spec = connection.spec
     remote = listed.name
+    name = tool_name(spec.name, remote)
 
     async def call(arguments: dict[str, Any], ctx: ToolContext) -> str:
         async def progress(progress: float, total: float | None, message: str | None) -> None:
@@ -90,11 +92,10 @@ def _as_tool(connection: McpConnection, listed: mcp_types.Tool) -> Tool:
                 f"Error: MCP server {spec.name!r} did not answer {remote} within "
                 f"{spec.timeout_seconds:g} s; the call was cancelled."
             )
-        except Exception as error:  # the server's JSON-RPC error: the model's information
-            return f"Error: MCP server {spec.name!r} refused the call: {error}"
+        except MCPError as error:  # the server's JSON-RPC error: the model's information
+            return f"Error: MCP server {spec.name!r} refused the call: {error.error.message}"
         return result_text(result)
 
-    name = tool_name(spec.name, remote)
     title = listed.title or (listed.annotations.title if listed.annotations else None)
     description = listed.description or title or f"{remote} (MCP server {spec.name})"
     return Tool(
