@@ -4,13 +4,11 @@ test, and one that cannot start (its tools are simply missing; the rest works)."
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,12 +17,12 @@ import pytest
 
 from server.simulator import Scenario, SimulatorServer, Step
 from tests.processes import free_port, hermes_command
+from tests.server.served import http_client, pid_alive, tool_results_of
 
 UPSTREAM = "mcp-agent"
 KEY = "sk-mcp-alice-0123456789"
 MODEL = "hermes-agent"
 BROKEN_MODEL = "hermes-broken-mcp"
-AUTH = {"authorization": f"Bearer {KEY}"}
 REPO = Path(__file__).parents[3]
 
 CONFIG = """\
@@ -69,11 +67,7 @@ class McpServerProcess:
     pid: int
 
     def alive(self) -> bool:
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
+        return pid_alive(self.pid)
 
     def marks_of(self, tag: str) -> list[str]:
         path = self.marks / tag
@@ -138,8 +132,8 @@ def mcp_server(
 
 @pytest.fixture
 async def http(mcp_server: McpServerProcess) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=mcp_server.base_url, headers=AUTH, timeout=60) as c:
-        yield c
+    async with http_client(mcp_server.base_url, KEY) as client:
+        yield client
 
 
 def script(simulator: SimulatorServer, *steps: Step) -> None:
@@ -147,24 +141,4 @@ def script(simulator: SimulatorServer, *steps: Step) -> None:
 
 
 def tool_results(simulator: SimulatorServer) -> list[str]:
-    requests = simulator.state.requests(scenario=UPSTREAM)
-    messages = requests[-1].body.get("messages", []) if requests else []
-    return [str(m.get("content")) for m in messages if m.get("role") == "tool"]
-
-
-async def until(
-    predicate: Callable[[], Awaitable[bool] | bool],
-    *,
-    server: McpServerProcess,
-    seconds: float = 30,
-) -> bool:
-    deadline = time.monotonic() + seconds
-    while True:
-        held = predicate()
-        if inspect.isawaitable(held):
-            held = await held
-        if held or time.monotonic() >= deadline:
-            return bool(held)
-        if not server.alive():
-            raise AssertionError(f"the server process died; see {server.log}")
-        await asyncio.sleep(0.05)
+    return tool_results_of(simulator, UPSTREAM)

@@ -17,9 +17,8 @@ from tests.server.mcp.conftest import (
     McpServerProcess,
     script,
     tool_results,
-    until,
 )
-from tests.server.tools.conftest import answer, call, calls, sse_data
+from tests.server.served import answer, call, calls, sse_data, until
 
 pytestmark = pytest.mark.slow
 

@@ -7,24 +7,32 @@ children, so "nothing is left running" is checked across a real process boundary
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-import json
 import os
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from openai import AsyncOpenAI
 
 from hermes_core.tools.toolsets import sandbox_missing
-from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from server.simulator import Scenario, SimulatorServer, Step
 from server.workspaces import conversation_workspace
 from tests.processes import free_port, hermes_command
+from tests.server.served import (
+    answer,
+    call,
+    calls,
+    http_client,
+    pid_alive,
+    sdk_client,
+    sse_data,
+    tool_results_of,
+    until,
+)
+
+__all__ = ["answer", "call", "calls", "sse_data", "until"]
 
 UPSTREAM = "tools-agent"
 """The model the server's provider sends upstream: what tests script the simulator under."""
@@ -75,11 +83,7 @@ class ToolServer:
         return conversation_workspace(self.data_dir / "workspaces", owner, conversation)
 
     def alive(self) -> bool:
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
+        return pid_alive(self.pid)
 
 
 @pytest.fixture(scope="session")
@@ -105,17 +109,14 @@ def tool_server(
 
 @pytest.fixture
 async def http(tool_server: ToolServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=tool_server.base_url, headers=AUTH, timeout=60) as c:
-        yield c
+    async with http_client(tool_server.base_url, KEY) as client:
+        yield client
 
 
 @pytest.fixture
 async def openai(tool_server: ToolServer) -> AsyncIterator[AsyncOpenAI]:
     """The official SDK pointed at the tool server as alice."""
-    client = AsyncOpenAI(
-        base_url=f"{tool_server.base_url}/v1", api_key=KEY, max_retries=0, timeout=60
-    )
-    async with client:
+    async with sdk_client(tool_server.base_url, KEY) as client:
         yield client
 
 
@@ -123,33 +124,9 @@ def script(simulator: SimulatorServer, *steps: Step) -> None:
     simulator.state.script(UPSTREAM, Scenario(steps=list(steps)))
 
 
-def calls(*specs: tuple[str, dict[str, Any]]) -> Step:
-    """A model reply calling these tools."""
-    return Step(reply=Reply(tool_calls=[ToolCallSpec(name=n, arguments=a) for n, a in specs]))
-
-
-def call(name: str, **arguments: Any) -> Step:
-    return calls((name, arguments))
-
-
-def answer(text: str) -> Step:
-    return Step(reply=Reply(text=text))
-
-
 def tool_results(simulator: SimulatorServer) -> list[str]:
     """The tool results the model was shown in its last call (the conversation's so far)."""
-    requests = simulator.state.requests(scenario=UPSTREAM)
-    messages = requests[-1].body.get("messages", []) if requests else []
-    return [str(m.get("content")) for m in messages if m.get("role") == "tool"]
-
-
-def sse_data(text: str) -> list[dict[str, Any]]:
-    """The JSON payloads of an SSE body (``[DONE]`` and comments left out)."""
-    return [
-        json.loads(line[6:])
-        for line in text.splitlines()
-        if line.startswith("data: ") and line != "data: [DONE]"
-    ]
+    return tool_results_of(simulator, UPSTREAM)
 
 
 def processes_running(marker: str) -> list[int]:
@@ -163,23 +140,3 @@ def processes_running(marker: str) -> list[int]:
             except OSError:
                 continue
     return found
-
-
-async def until(
-    predicate: Callable[[], Awaitable[bool] | bool],
-    *,
-    server: ToolServer,
-    seconds: float = 30,
-) -> bool:
-    """Poll ``predicate`` until it holds (True) or time runs out (False); fail at once if the
-    server process died meanwhile."""
-    deadline = time.monotonic() + seconds
-    while True:
-        held = predicate()
-        if inspect.isawaitable(held):
-            held = await held
-        if held or time.monotonic() >= deadline:
-            return bool(held)
-        if not server.alive():
-            raise AssertionError(f"the server process died; see {server.log}")
-        await asyncio.sleep(0.05)

@@ -13,13 +13,13 @@ from openai import AsyncOpenAI
 
 from server.simulator import Scenario, SimulatorServer, Step
 from tests.processes import free_port, hermes_command
+from tests.server.served import http_client, pid_alive, sdk_client
 from tests.web_site import WebSite, web_site
 
 UPSTREAM = "web-agent"
 KEY = "sk-web-alice-0123456789"
 MODEL = "hermes-agent"
 OPENWEBUI_MODEL = "hermes-webui"
-AUTH = {"authorization": f"Bearer {KEY}"}
 
 CONFIG = """\
 server:
@@ -50,6 +50,10 @@ class WebServer:
     base_url: str
     site: WebSite
     log: Path
+    pid: int
+
+    def alive(self) -> bool:
+        return pid_alive(self.pid)
 
 
 @pytest.fixture(scope="session")
@@ -76,22 +80,19 @@ def web_server(
         )
     )
     port, log = free_port(), data / "server.log"
-    with hermes_command("serve", "--config", str(config), port=port, log=log):
-        yield WebServer(f"http://127.0.0.1:{port}", site, log)
+    with hermes_command("serve", "--config", str(config), port=port, log=log) as process:
+        yield WebServer(f"http://127.0.0.1:{port}", site, log, process.pid)
 
 
 @pytest.fixture
 async def http(web_server: WebServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=web_server.base_url, headers=AUTH, timeout=60) as c:
-        yield c
+    async with http_client(web_server.base_url, KEY) as client:
+        yield client
 
 
 @pytest.fixture
 async def openai(web_server: WebServer) -> AsyncIterator[AsyncOpenAI]:
-    client = AsyncOpenAI(
-        base_url=f"{web_server.base_url}/v1", api_key=KEY, max_retries=0, timeout=60
-    )
-    async with client:
+    async with sdk_client(web_server.base_url, KEY) as client:
         yield client
 
 

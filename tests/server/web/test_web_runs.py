@@ -5,6 +5,7 @@ reach in a real run too."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx
@@ -13,7 +14,7 @@ from openai import AsyncOpenAI
 from openai.types.responses import ResponseOutputText
 
 from server.simulator import SimulatorServer
-from tests.server.tools.conftest import answer, call, sse_data
+from tests.server.served import answer, call, sse_data, tool_results_of, until
 from tests.server.web.conftest import MODEL, OPENWEBUI_MODEL, UPSTREAM, WebServer, script
 
 pytestmark = pytest.mark.slow
@@ -35,9 +36,7 @@ def research(simulator: SimulatorServer, web_server: WebServer) -> str:
 
 
 def tool_results(simulator: SimulatorServer) -> list[str]:
-    requests = simulator.state.requests(scenario=UPSTREAM)
-    messages = requests[-1].body.get("messages", []) if requests else []
-    return [str(m.get("content")) for m in messages if m.get("role") == "tool"]
+    return tool_results_of(simulator, UPSTREAM)
 
 
 async def test_a_chat_answer_cites_the_page_it_read(
@@ -148,3 +147,22 @@ async def test_a_run_cannot_fetch_internal_addresses(
     assert result.startswith("Error: refused to connect to"), result
     assert "allow-list" in result
     assert completion.choices[0].message.annotations == []
+
+
+async def test_stop_during_a_slow_fetch_ends_the_run_at_once(
+    http: httpx.AsyncClient, simulator: SimulatorServer, web_server: WebServer
+) -> None:
+    slow = web_server.site.url("/slow?seconds=30")
+    script(simulator, call("web_fetch", url=slow), answer("unreachable"))
+    body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "wait"}]}
+    asked_before = len(web_server.site.asked("/slow"))
+    started = time.monotonic()
+    async with http.stream("POST", "/v1/chat/completions", json=body) as response:
+        run_id = response.headers["x-hermes-run-id"]
+        lines = response.aiter_lines()
+        fetching = lambda: len(web_server.site.asked("/slow")) > asked_before  # noqa: E731
+        assert await until(fetching, server=web_server)
+        assert (await http.post(f"/v1/runs/{run_id}/stop")).status_code == 202
+        frames = sse_data("\n".join([line async for line in lines]))
+    assert frames[-1]["hermes"]["exit_reason"] == "interrupted"
+    assert time.monotonic() - started < 20, "the run waited for the page"

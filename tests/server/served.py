@@ -1,0 +1,102 @@
+"""What every suite driving a real ``hermes-server serve`` process needs: scripted model steps,
+the tool results the model was shown, SSE frames, API clients, and a wait on observable state
+that fails at once if the server process died."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+from openai import AsyncOpenAI
+
+from server.simulator import Reply, SimulatorServer, Step, ToolCallSpec
+
+
+class ServedProcess(Protocol):
+    """A server process under test: where its log is, and whether it still runs."""
+
+    @property
+    def log(self) -> Path: ...
+
+    def alive(self) -> bool: ...
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def calls(*specs: tuple[str, dict[str, Any]]) -> Step:
+    """A model reply calling these tools."""
+    return Step(reply=Reply(tool_calls=[ToolCallSpec(name=n, arguments=a) for n, a in specs]))
+
+
+def call(name: str, **arguments: Any) -> Step:
+    return calls((name, arguments))
+
+
+def answer(text: str) -> Step:
+    return Step(reply=Reply(text=text))
+
+
+def tool_results_of(simulator: SimulatorServer, upstream: str) -> list[str]:
+    """The tool results the model ``upstream`` was shown in its last call."""
+    requests = simulator.state.requests(scenario=upstream)
+    messages = requests[-1].body.get("messages", []) if requests else []
+    return [str(m.get("content")) for m in messages if m.get("role") == "tool"]
+
+
+def sse_data(text: str) -> list[dict[str, Any]]:
+    """The JSON payloads of an SSE body (``[DONE]`` and comments left out)."""
+    return [
+        json.loads(line[6:])
+        for line in text.splitlines()
+        if line.startswith("data: ") and line != "data: [DONE]"
+    ]
+
+
+@asynccontextmanager
+async def http_client(base_url: str, key: str) -> AsyncIterator[httpx.AsyncClient]:
+    headers = {"authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=60) as client:
+        yield client
+
+
+@asynccontextmanager
+async def sdk_client(base_url: str, key: str) -> AsyncIterator[AsyncOpenAI]:
+    """The official SDK pointed at the server, strict (no retries)."""
+    async with AsyncOpenAI(
+        base_url=f"{base_url}/v1", api_key=key, max_retries=0, timeout=60
+    ) as client:
+        yield client
+
+
+async def until(
+    predicate: Callable[[], Awaitable[bool] | bool],
+    *,
+    server: ServedProcess,
+    seconds: float = 30,
+) -> bool:
+    """Poll ``predicate`` until it holds (True) or time runs out (False); fail at once if the
+    server process died meanwhile."""
+    deadline = time.monotonic() + seconds
+    while True:
+        held = predicate()
+        if inspect.isawaitable(held):
+            held = await held
+        if held or time.monotonic() >= deadline:
+            return bool(held)
+        if not server.alive():
+            raise AssertionError(f"the server process died; see {server.log}")
+        await asyncio.sleep(0.05)
