@@ -84,6 +84,10 @@ def notes(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> No
     h._send(200, "text/plain; charset=utf-8", b"Plain notes: the lamp burned whale oil.")
 
 
+def odd_charset(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
+    h._send(200, "text/plain; charset=x-no-such-charset", "caf\u00e9".encode())
+
+
 def image(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
     h._send(200, "image/png", b"\x89PNG\r\n\x1a\n" + b"\0" * 100)
 
@@ -145,6 +149,7 @@ ROUTES = {
     "/data.json": data,
     "/notes.txt": notes,
     "/image.png": image,
+    "/odd-charset": odd_charset,
     "/big": big,
     "/redirect": redirect,
     "/loop": loop,

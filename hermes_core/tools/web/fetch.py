@@ -9,6 +9,7 @@ well-kept extraction library), off the event loop.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 from dataclasses import dataclass
 from urllib.parse import urljoin
@@ -16,8 +17,13 @@ from urllib.parse import urljoin
 import aiohttp
 import trafilatura
 
-from hermes_core.tools.web.guard import AddressPolicy, AddressRefused, GuardedResolver, Lookup
-from hermes_core.tools.web.guard import system_lookup as _system_lookup
+from hermes_core.tools.web.guard import (
+    AddressPolicy,
+    AddressRefused,
+    GuardedResolver,
+    Lookup,
+    system_lookup,
+)
 
 USER_AGENT = "hermes-server/0.1 (+https://github.com/hermes-server; web_fetch tool)"
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -63,7 +69,7 @@ class WebFetcher:
         policy: AddressPolicy,
         limits: FetchLimits | None = None,
         *,
-        lookup: Lookup = _system_lookup,
+        lookup: Lookup = system_lookup,
     ) -> None:
         self.policy = policy
         self.limits = limits or FetchLimits()
@@ -110,7 +116,7 @@ class WebFetcher:
     async def _page(self, url: str, response: aiohttp.ClientResponse) -> Page:
         content_type = response.content_type.lower()
         body, truncated = await _read_capped(response, self.limits.max_bytes)
-        charset = response.charset or "utf-8"
+        charset = _known_charset(response.charset)
 
         def page(title: str, text: str) -> Page:
             return Page(
@@ -138,6 +144,17 @@ class WebFetcher:
             text=note,
             readable=False,
         )
+
+
+def _known_charset(name: str | None) -> str:
+    """The page's declared charset when Python knows it; UTF-8 otherwise (a page may declare
+    anything)."""
+    if name:
+        try:
+            return codecs.lookup(name).name
+        except LookupError:
+            pass
+    return "utf-8"
 
 
 async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> tuple[bytes, bool]:

@@ -43,6 +43,11 @@ async def test_json_comes_back_as_json_and_text_as_text(site: WebSite) -> None:
     assert notes.text == "Plain notes: the lamp burned whale oil."
 
 
+async def test_an_unknown_charset_is_read_as_utf8(site: WebSite) -> None:
+    page = await fetcher().fetch(site.url("/odd-charset"))
+    assert page.text == "caf\u00e9"
+
+
 async def test_content_that_is_not_text_is_described_not_shown(site: WebSite) -> None:
     page = await fetcher().fetch(site.url("/image.png"))
     assert not page.readable
