@@ -19,10 +19,13 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
+import httpcore2
+import httpx2
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -157,6 +160,29 @@ async def system_lookup(host: str, port: int) -> list[IPAddress]:
     return addresses
 
 
+async def checked_addresses(
+    policy: AddressPolicy, lookup: Lookup, host: str, port: int
+) -> list[IPAddress]:
+    """``host``'s addresses, every one allowed by ``policy``; raises :class:`AddressRefused`
+    (or ``OSError`` when the name does not resolve). A literal address is checked as is."""
+    literal = _literal_address(host.strip("[]"))
+    if literal is not None:
+        addresses = [literal]
+    else:
+        try:
+            addresses = await lookup(host, port)
+        except OSError as error:
+            raise OSError(f"cannot resolve {host}: {error.strerror or error}") from None
+        if not addresses:
+            raise OSError(f"cannot resolve {host}: no addresses")
+    if not policy.host_allowed(host):
+        for address in addresses:
+            reason = policy.refusal(address)
+            if reason:
+                raise AddressRefused(refused_text(host, address, reason))
+    return addresses
+
+
 class GuardedResolver(AbstractResolver):
     """An aiohttp resolver that hands out only addresses the policy allows.
 
@@ -171,17 +197,7 @@ class GuardedResolver(AbstractResolver):
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
-        try:
-            addresses = await self._lookup(host, port)
-        except OSError as error:
-            raise OSError(f"cannot resolve {host}: {error.strerror or error}") from None
-        if not addresses:
-            raise OSError(f"cannot resolve {host}: no addresses")
-        if not self._policy.host_allowed(host):
-            for address in addresses:
-                reason = self._policy.refusal(address)
-                if reason:
-                    raise AddressRefused(refused_text(host, address, reason))
+        addresses = await checked_addresses(self._policy, self._lookup, host, port)
         return [_result(host, port, address) for address in addresses]
 
     async def close(self) -> None:
@@ -197,4 +213,57 @@ def _result(host: str, port: int, address: IPAddress) -> ResolveResult:
         family=family,
         proto=0,
         flags=socket.AI_NUMERICHOST,
+    )
+
+
+class GuardedNetworkBackend(httpcore2.AsyncNetworkBackend):
+    """The same guard for httpx2 (the HTTP client of the ``mcp`` SDK): every TCP connection
+    goes to an address checked by :func:`checked_addresses`; TLS still verifies the name."""
+
+    def __init__(self, policy: AddressPolicy, lookup: Lookup = system_lookup) -> None:
+        self._policy = policy
+        self._lookup = lookup
+        self._inner = httpcore2.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        addresses = await checked_addresses(self._policy, self._lookup, host, port)
+        error: OSError | None = None
+        for address in addresses:
+            try:
+                return await self._inner.connect_tcp(
+                    str(address), port, timeout, local_address, socket_options
+                )
+            except httpcore2.ConnectError as failed:
+                error = OSError(str(failed))
+        raise httpcore2.ConnectError(f"cannot connect to {host}:{port}: {error}")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+def guarded_http_client(
+    policy: AddressPolicy,
+    *,
+    headers: Mapping[str, str],
+    timeout: float,
+    lookup: Lookup = system_lookup,
+) -> httpx2.AsyncClient:
+    """An httpx2 client that reaches only what ``policy`` allows (no proxy from the
+    environment either: the check must see the real target)."""
+    transport = httpx2.AsyncHTTPTransport(trust_env=False)
+    # httpx2 builds its connection pool without a way to pass a network backend: swap in an
+    # equal pool that has ours (tests/hermes_core/tools/test_web_guard.py proves it holds).
+    transport._pool = httpcore2.AsyncConnectionPool(
+        ssl_context=httpx2.create_ssl_context(trust_env=False),
+        network_backend=GuardedNetworkBackend(policy, lookup),
+    )
+    return httpx2.AsyncClient(
+        transport=transport, headers=dict(headers), timeout=timeout, trust_env=False
     )

@@ -7,10 +7,16 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterator
 
+import httpx2
 import pytest
 
 from hermes_core.tools.web.fetch import WebFetcher
-from hermes_core.tools.web.guard import AddressPolicy, AddressRefused, IPAddress
+from hermes_core.tools.web.guard import (
+    AddressPolicy,
+    AddressRefused,
+    IPAddress,
+    guarded_http_client,
+)
 from tests.web_site import WebSite, web_site
 
 
@@ -166,3 +172,31 @@ async def test_a_name_with_one_internal_answer_among_public_ones_is_refused() ->
 async def test_other_schemes_and_credentials_in_urls_are_refused(url: str) -> None:
     with pytest.raises(AddressRefused):
         await WebFetcher(AddressPolicy()).fetch(url)
+
+
+async def test_the_guarded_httpx_client_refuses_what_the_fetcher_refuses(
+    site: WebSite, secret_site: WebSite
+) -> None:
+    """The client the MCP tools use (httpx2, inside the ``mcp`` SDK) is held to the same
+    policy, rebinding included: one lookup per connection, and it connects to that answer."""
+    answers = iter([["127.0.0.1"], ["127.0.0.2"]])
+
+    async def rebinding(host: str, port: int) -> list[IPAddress]:
+        return [ipaddress.ip_address(a) for a in next(answers)]
+
+    async with guarded_http_client(ALLOW_SITE, headers={}, timeout=10, lookup=rebinding) as http:
+        # Connection: close, so that the next request needs a new connection (and a lookup).
+        page = await http.get(
+            f"http://rebind.example:{site.port}/notes.txt", headers={"Connection": "close"}
+        )
+        assert page.text.startswith("Plain notes")
+        for url in (
+            f"http://rebind.example:{site.port}/notes.txt",  # the answer changed: refused
+            secret_site.url("/notes.txt"),
+            f"http://[::ffff:127.0.0.2]:{site.port}/notes.txt",
+            "http://169.254.169.254/latest/meta-data/",
+        ):
+            with pytest.raises(AddressRefused):
+                await http.get(url)
+    assert secret_site.requests == []
+    assert isinstance(http, httpx2.AsyncClient)
