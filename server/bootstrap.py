@@ -12,6 +12,7 @@ from hermes_core.providers import create_provider
 from hermes_core.providers.fallback import FallbackChain
 from hermes_core.tools.mcp.toolset import McpToolset
 from hermes_core.tools.toolsets import build_toolsets
+from hermes_core.tools.web.guard import AddressPolicy
 from server.approvals import ApprovalDesk
 from server.auth import KeyRing, Principal
 from server.config import SIMULATOR_PROVIDER, HermesConfig, ProfileConfig
@@ -64,6 +65,7 @@ def build_services(config: HermesConfig) -> Services:
             else None
         ),
         approvals=ApprovalDesk(expiry_seconds=config.server.approval_timeout_seconds),
+        address_policy=AddressPolicy.allowing(config.web.allow),
         session_settings=SessionSettings(
             busy=config.server.session_busy, wait_seconds=config.server.session_wait_seconds
         ),

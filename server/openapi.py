@@ -31,6 +31,7 @@ _ERRORS = {
     404: "Not found for this API key (model, response, run, file or workspace).",
     409: "Conflicts with the state of the response, run or session.",
     413: "The request body is too large, or a file beyond the key's quota.",
+    424: "A request's MCP server (an ``mcp`` tool) could not be reached or listed.",
     429: "Too many runs of this API key at once; ``retry-after`` says when to retry.",
     502: "The upstream model failed before producing any output.",
     503: "Not ready to serve.",

@@ -18,8 +18,9 @@ from hermes_core.providers.fallback import FallbackChain
 from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
 from hermes_core.tools.mcp.toolset import McpToolset
-from hermes_core.tools.registry import ToolRegistry
+from hermes_core.tools.registry import Tool, ToolRegistry
 from hermes_core.tools.toolsets import WORKSPACE_TOOLSETS
+from hermes_core.tools.web.guard import AddressPolicy
 from server.approvals import ApprovalDesk
 from server.auth import KeyRing
 from server.files import FileLimits, FileVault
@@ -131,10 +132,16 @@ class Profile:
         stores: Stores,
         memory_owner: str | None = None,
         checkpoint: Callable[[], Awaitable[None]] | None = None,
+        extra_tools: Sequence[Tool] = (),
     ) -> Agent:
+        """``extra_tools``: the request's own (its MCP servers'), beside the profile's."""
+        tools = self.run_tools()
+        if extra_tools:
+            tools = ToolRegistry([*tools.tools(), *extra_tools])
+            tools.pre_hooks, tools.post_hooks = self.tools.pre_hooks, self.tools.post_hooks
         return Agent(
             self.provider,
-            tools=self.run_tools(),
+            tools=tools,
             config=self.config,
             owner=owner,
             memory_owner=memory_owner,
@@ -167,6 +174,9 @@ class Services:
     """Prometheus metrics; ``create_app`` registers their observer with ``runs``."""
     stop_on_disconnect: bool = True
     keepalive_seconds: float = 15.0
+    address_policy: AddressPolicy = field(default_factory=AddressPolicy)
+    """Where tools that reach the network may go (``web.allow``): a client's MCP server URL
+    is held to it too."""
     """Quiet time after which a stream gets a ``: keep-alive`` comment (tools running)."""
     max_body_bytes: int = 4 * 1024 * 1024
     database_url: str | None = None

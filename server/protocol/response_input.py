@@ -123,8 +123,10 @@ class Transcript:
                 self._function_call(item)
             case "function_call_output":
                 self.messages.append(_tool_result(item))
-            case "reasoning" | "mcp_approval_request":
+            case "reasoning" | "mcp_approval_request" | "mcp_list_tools":
                 pass  # our own output, replayed by the client: the session already has it
+            case "mcp_call":
+                self._mcp_call(item)
             case "mcp_approval_response":
                 pass  # an answer, not a message: see approval_answers()
             case "compaction":
@@ -154,6 +156,19 @@ class Transcript:
             self.messages.append({"role": "assistant", "content": text})
         else:
             raise _input_error(f"Unsupported message role: {role!r}.")
+
+    def _mcp_call(self, item: dict[str, Any]) -> None:
+        """A call of a request's MCP tool, replayed by a client that keeps its own history:
+        the call and its result, as the model saw them (``<server_label>__<name>``)."""
+        label, name, call_id = item.get("server_label"), item.get("name"), item.get("id")
+        if not (isinstance(label, str) and isinstance(name, str) and isinstance(call_id, str)):
+            raise _input_error("An mcp_call item needs an id, a server_label and a name.")
+        self._function_call(
+            {"call_id": call_id, "name": f"{label}__{name}", "arguments": item.get("arguments")}
+        )
+        output, error = item.get("output"), item.get("error")
+        text = output if isinstance(output, str) else f"Error: {json.dumps(error)}"
+        self.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
 
     def _function_call(self, item: dict[str, Any]) -> None:
         call_id, name, arguments = item.get("call_id"), item.get("name"), item.get("arguments")

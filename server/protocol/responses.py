@@ -27,6 +27,7 @@ from hermes_core.agent import AgentRequest
 from hermes_core.providers.base import ForcedTool, ToolChoice, ToolSchema
 from server.errors import APIError
 from server.protocol.output_formats import responses_output_format
+from server.protocol.remote_mcp import echo_mcp_tool, remote_mcp_tools
 from server.protocol.response_input import (
     Transcript,
     normalised_item,
@@ -112,6 +113,7 @@ class ResponseCreateRequest(_Open):
             )
         responses_output_format((self.text or {}).get("format"))
         self.client_tools()
+        remote_mcp_tools(self.tools)
         _tool_choice(self.tool_choice)
         return self
 
@@ -143,7 +145,7 @@ class ResponseCreateRequest(_Open):
 
     def client_tools(self) -> list[ToolSchema]:
         """The client's function tools, restricted by an ``allowed_tools`` tool_choice."""
-        tools = [_tool_schema(tool) for tool in self.tools or ()]
+        tools = [_tool_schema(tool) for tool in self.tools or () if tool.get("type") != "mcp"]
         allowed = _allowed_names(self.tool_choice)
         return tools if allowed is None else [tool for tool in tools if tool.name in allowed]
 
@@ -227,7 +229,8 @@ def _tool_schema(tool: dict[str, Any]) -> ToolSchema:
     if tool.get("type") != "function":
         raise APIError(
             400,
-            f"Unsupported tool type {tool.get('type')!r}: only function tools are supported.",
+            f"Unsupported tool type {tool.get('type')!r}: only function and mcp tools are "
+            "supported.",
             param="tools",
         )
     name, description = tool.get("name"), tool.get("description")
@@ -251,6 +254,8 @@ def _tool_schema(tool: dict[str, Any]) -> ToolSchema:
 
 def _echo_tool(tool: dict[str, Any]) -> dict[str, Any]:
     """A tool as the Response lists it: flat, with every key present (validators insist)."""
+    if tool.get("type") == "mcp":
+        return echo_mcp_tool(tool)
     return {
         "type": "function",
         "name": tool["name"],

@@ -41,7 +41,7 @@ def _serving(request: Request) -> ResponsesServing:
             "``data: [DONE]``.",
             stream=ResponseStreamEvent,
         ),
-        **errors(400, 401, 403, 404, 409, 413, 429, 502),
+        **errors(400, 401, 403, 404, 409, 413, 424, 429, 502),
     },
 )
 async def create_response(

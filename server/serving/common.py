@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import dataclasses
 import shutil
-from collections.abc import Awaitable, Iterator, Mapping
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -16,6 +16,7 @@ from starlette.requests import HTTPConnection
 from starlette.types import Receive
 
 from hermes_core.agent import Agent, AgentRequest
+from hermes_core.tools.registry import Tool
 from server.approvals import Asker, settle_open_approvals
 from server.auth import Principal
 from server.errors import APIError
@@ -78,14 +79,18 @@ def conversation_owner(request: HTTPConnection, principal: Principal) -> str:
     return f"{principal.name}/{scope}"
 
 
-def new_agent(services: Services, profile: Profile, owner: str) -> Agent:
+def new_agent(
+    services: Services, profile: Profile, owner: str, extra_tools: Sequence[Tool] = ()
+) -> Agent:
     """An agent of ``profile`` acting for ``owner`` (see :func:`conversation_owner`): its
-    memory and past sessions, and the store's write queue as its checkpoint before tools run."""
+    memory and past sessions, and the store's write queue as its checkpoint before tools run;
+    with the request's own tools (``extra_tools``) beside the profile's."""
     return profile.new_agent(
         owner=owner,
         stores=services.stores,
         memory_owner=owner,
         checkpoint=services.store.db.writer.flush if services.store is not None else None,
+        extra_tools=extra_tools,
     )
 
 

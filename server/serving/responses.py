@@ -15,6 +15,7 @@ forks the session there.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 from collections import OrderedDict
@@ -47,6 +48,7 @@ from server.errors import (
     run_failed_response,
 )
 from server.json_response import FastJSONResponse
+from server.protocol.remote_mcp import remote_mcp_tools
 from server.protocol.response_input import approval_answers, encode_compaction
 from server.protocol.responses import ResponseCreateRequest
 from server.runs.manager import Run, new_id
@@ -64,8 +66,10 @@ from server.serving.common import (
     with_files_in_workspace,
 )
 from server.serving.item_references import resolve_item_references
+from server.serving.remote_mcp import close_after, connect_remote_mcp
 from server.sessions.service import SessionPoint
 from server.sse import DONE, named_frame, sse_response
+from server.views.response_mcp import RemoteMcpTools
 from server.views.responses import ResponsesView, response_usage
 
 Progress = Literal["reasoning", "events", "openwebui"]
@@ -86,6 +90,8 @@ class _Live:
     shell: dict[str, Any]
     progress: Progress
     recorder: asyncio.Task[dict[str, Any]]
+    remote: RemoteMcpTools | None = None
+    """The request's own MCP servers, as its stream shows them."""
 
 
 class ResponsesServing:
@@ -102,7 +108,7 @@ class ResponsesServing:
         begun = await self._begin(body, request, principal)
         run, shell, recorder, headers = begun.run, begun.shell, begun.recorder, begun.headers
         if body.stream:
-            view = ResponsesView(shell, progress=begun.progress)
+            view = ResponsesView(shell, progress=begun.progress, remote_mcp=begun.remote)
             frames = self._frames(
                 run, view, lambda: asyncio.shield(recorder), leave_running=body.background
             )
@@ -139,7 +145,7 @@ class ResponsesServing:
         one by ``previous_response_id``, and this one is added to it."""
         earlier = (unstored or {}).get(body.previous_response_id or "")
         begun = await self._begin(body, connection, principal, earlier=earlier)
-        view = ResponsesView(begun.shell, progress=begun.progress)
+        view = ResponsesView(begun.shell, progress=begun.progress, remote_mcp=begun.remote)
         recorder = begun.recorder
         events: AsyncGenerator[Any, None] = self._frames(
             begun.run, view, lambda: asyncio.shield(recorder), leave_running=False, as_json=True
@@ -189,66 +195,81 @@ class ResponsesServing:
         agent.check(agent_request)
         response_id, run_id = new_id("resp_"), new_id("run_")
         services.runs.admit(principal.name)
-        # Else no approval work at all: the hot path stays bare.
-        asks = profile.asks_approval and not side_task
-        answers = approval_answers(body.input_items()) if asks else {}
-        spoken = text_of(agent_request.user_message) if asks else ""
-        session_name = session_name_of(request) if previous is None else None
-        if side_task:
-            session_id, conversation, forked = None, None, False
-        else:
-            session_id, conversation, forked, agent_request = await self._on_session(
-                body, agent, agent_request, owner, profile, run_id, previous, session_name
-            )
-        agent_request = dataclasses.replace(agent_request, run_id=run_id)
-        workspace_of = (owner, conversation) if conversation is not None else None
-        with turn_given_back_on_failure(services, run_id):
-            if asks:
-                # A turn of store=false keeps nothing: it can neither answer nor leave a question.
-                asker = Asker(
-                    owner=principal.name,
-                    conversation=workspace_of if body.store else None,
-                    session_id=session_id,
-                    profile=profile.id,
-                    wait_seconds=approval_wait,
+        remote = remote_mcp_tools(body.tools) if not side_task else []
+        rendering: RemoteMcpTools | None = None
+        async with contextlib.AsyncExitStack() as on_failure:
+            if remote:
+                # The request's own MCP servers: connected now, their tools beside the
+                # profile's, closed when the run ends (or now, if it never starts).
+                toolset, rendering = await connect_remote_mcp(services, profile, remote)
+                on_failure.push_async_callback(toolset.stop)
+                agent = new_agent(services, profile, owner, extra_tools=toolset.tools())
+            # Else no approval work at all: the hot path stays bare.
+            remote_asks = rendering is not None and rendering.asks
+            asks = (profile.asks_approval or remote_asks) and not side_task
+            answers = approval_answers(body.input_items()) if asks else {}
+            spoken = text_of(agent_request.user_message) if asks else ""
+            session_name = session_name_of(request) if previous is None else None
+            if side_task:
+                session_id, conversation, forked = None, None, False
+            else:
+                session_id, conversation, forked, agent_request = await self._on_session(
+                    body, agent, agent_request, owner, profile, run_id, previous, session_name
                 )
-                agent_request = await with_approvals(
-                    services,
-                    agent,
-                    agent_request,
-                    asker,
-                    forked=forked,
-                    answers=answers,
-                    spoken=spoken,
+            agent_request = dataclasses.replace(agent_request, run_id=run_id)
+            workspace_of = (owner, conversation) if conversation is not None else None
+            with turn_given_back_on_failure(services, run_id):
+                if asks:
+                    # A turn of store=false keeps nothing: it can neither answer nor leave a
+                    # question.
+                    asker = Asker(
+                        owner=principal.name,
+                        conversation=workspace_of if body.store else None,
+                        session_id=session_id,
+                        profile=profile.id,
+                        wait_seconds=approval_wait,
+                    )
+                    agent_request = await with_approvals(
+                        services,
+                        agent,
+                        agent_request,
+                        asker,
+                        forked=forked,
+                        answers=answers,
+                        spoken=spoken,
+                    )
+                agent_request = await with_files_in_workspace(
+                    services, profile, agent_request, principal, workspace_of
                 )
-            agent_request = await with_files_in_workspace(
-                services, profile, agent_request, principal, workspace_of
+            run = start_run(
+                services,
+                agent,
+                agent_request,
+                principal=principal,
+                profile=profile,
+                endpoint="responses",
+                completion_id=response_id,
+                session_id=session_id,
+                conversation=workspace_of,
             )
-        run = start_run(
-            services,
-            agent,
-            agent_request,
-            principal=principal,
-            profile=profile,
-            endpoint="responses",
-            completion_id=response_id,
-            session_id=session_id,
-            conversation=workspace_of,
-        )
-        shell = body.shell(
-            response_id=response_id,
-            created_at=int(time.time()),
-            model=profile.id,
-            status="queued" if body.background else "in_progress",
-        )
-        recorder = self._recorder(run, body, shell, principal, progress)
-        live = _Live(run, shell, progress, recorder)
-        if body.store:  # `store: false` keeps nothing, not even for retrieval while it runs
-            self._remember(live)
-        headers = {"x-hermes-run-id": run.id}
-        if session_id is not None:
-            headers["x-hermes-session-id"] = session_name or session_id
-        return _Begun(run, shell, progress, recorder, headers, list(agent_request.history))
+            if remote:
+                close_after(run, toolset)
+                on_failure.pop_all()
+            shell = body.shell(
+                response_id=response_id,
+                created_at=int(time.time()),
+                model=profile.id,
+                status="queued" if body.background else "in_progress",
+            )
+            recorder = self._recorder(run, body, shell, principal, progress, rendering)
+            live = _Live(run, shell, progress, recorder, rendering)
+            if body.store:  # `store: false` keeps nothing, not even for retrieval while it runs
+                self._remember(live)
+            headers = {"x-hermes-run-id": run.id}
+            if session_id is not None:
+                headers["x-hermes-session-id"] = session_name or session_id
+            history = list(agent_request.history)
+            return _Begun(run, shell, progress, recorder, headers, history, rendering)
 
     async def _previous(
         self, body: ResponseCreateRequest, principal: Principal
@@ -334,14 +355,17 @@ class ResponsesServing:
         shell: dict[str, Any],
         principal: Principal,
         progress: Progress,
+        remote: RemoteMcpTools | None,
     ) -> asyncio.Task[dict[str, Any]]:
         store = self.services.store if body.store else None
-        view = ResponsesView(shell, progress=progress)
+        view = ResponsesView(shell, progress=progress, remote_mcp=remote)
         request_record = {
             "input_items": body.input_items(),
             "body": body.model_dump(mode="json", exclude={"input"}),
             "progress": progress,  # how its stream renders, for a replay from the store
         }
+        if remote is not None:
+            request_record["remote_mcp"] = remote.record()
 
         def save(response: dict[str, Any]) -> None:
             if store is None:
@@ -478,7 +502,7 @@ class ResponsesServing:
         if stream:
             return await self._replay(response_id, principal, live, starting_after)
         if live is not None:
-            view = ResponsesView(live.shell, progress=live.progress)
+            view = ResponsesView(live.shell, progress=live.progress, remote_mcp=live.remote)
             for event in list(live.run.events):
                 view.handle(event)
             return FastJSONResponse(view.response)
@@ -491,7 +515,7 @@ class ResponsesServing:
         the store (its request) and its run's logged events, while the run is remembered."""
         if live is not None:
             run, recorder = live.run, live.recorder
-            view = ResponsesView(live.shell, progress=live.progress)
+            view = ResponsesView(live.shell, progress=live.progress, remote_mcp=live.remote)
             frames = self._frames(
                 run, view, lambda: asyncio.shield(recorder), leave_running=True,
                 starting_after=starting_after,
@@ -518,7 +542,11 @@ class ResponsesServing:
             model=stored.body["model"],
             status="queued" if request.background else "in_progress",
         )
-        view = ResponsesView(shell, progress=stored.request.get("progress", "reasoning"))
+        view = ResponsesView(
+            shell,
+            progress=stored.request.get("progress", "reasoning"),
+            remote_mcp=RemoteMcpTools.from_record(stored.request.get("remote_mcp")),
+        )
 
         async def final() -> dict[str, Any]:
             return stored.body
@@ -606,6 +634,7 @@ class _Begun:
     headers: dict[str, str]
     history: list[Message]
     """The history the run started from (its transcript before its own messages)."""
+    remote: RemoteMcpTools | None
 
 
 MAX_UNSTORED = 64

@@ -71,6 +71,7 @@ from server.views.progress import (
     tool_started_line,
 )
 from server.views.response_items import MESSAGE, REASONING, Frame, OpenItem, StreamedKind
+from server.views.response_mcp import McpCallState, RemoteMcpTools
 
 Progress = Literal["reasoning", "events", "openwebui"]
 
@@ -109,6 +110,7 @@ class ResponsesView:
         *,
         progress: Progress = "reasoning",
         completed_at: int | None = None,
+        remote_mcp: RemoteMcpTools | None = None,
     ) -> None:
         self._response: dict[str, Any] = copy.deepcopy(shell)
         self._progress = progress
@@ -124,6 +126,10 @@ class ResponsesView:
         """Approvals asked for, by call id: a call left awaiting one becomes an item."""
         self._sources = SourceList()
         """Web pages the run's tools found: a message part citing one is annotated."""
+        self._remote = remote_mcp
+        self._listed = remote_mcp is None
+        self._mcp_calls: dict[str, McpCallState] = {}
+        """Calls of the request's MCP tools, by call id."""
 
     # --- public surface ---------------------------------------------------------------------
 
@@ -142,6 +148,8 @@ class ResponsesView:
         if self._done:
             return []
         frames = self._leave_queue()
+        if not self._listed:
+            frames += self._mcp_listings()
         frames += self._frames_for(event)
         return self._numbered(frames)
 
@@ -165,16 +173,23 @@ class ResponsesView:
             case ReasoningDelta():
                 return self._streamed(REASONING, event.text)
             case ToolStarted():
+                if self._remote is not None and event.name in self._remote.tools:
+                    return self._mcp_started(event)
                 return self._tool_started(event, prefix="")
             case ToolFinished():
+                if event.call_id in self._mcp_calls:
+                    return self._mcp_finished(event)
                 return self._tool_finished(event, prefix="")
             case SourcesFound():
                 self._sources.add(event)
                 return []
             case ToolProgress():
+                frames = self._mcp_open(event.call_id) if event.call_id in self._mcp_calls else []
                 if self._progress == "events":
-                    return [{"type": "hermes:tool_progress", **tool_progress(event)}]
-                return []
+                    frames.append({"type": "hermes:tool_progress", **tool_progress(event)})
+                return frames
+            case MessageAdded():
+                return self._mcp_result(event)
             case SubagentEvent():
                 return self._subagent(event)
             case ClientToolCallsPending():
@@ -193,13 +208,7 @@ class ResponsesView:
                 return self._finished(event)
             case ApprovalRequested() | ApprovalResolved():
                 return self._approval(event)
-            case (
-                RunStarted()
-                | ModelCallStarted()
-                | ToolCallGenerating()
-                | MessageAdded()
-                | StepFinished()
-            ):
+            case RunStarted() | ModelCallStarted() | ToolCallGenerating() | StepFinished():
                 return []
             case _:
                 assert_never(event)
@@ -223,21 +232,27 @@ class ResponsesView:
     def _approval(self, event: ApprovalRequested | ApprovalResolved) -> list[Frame]:
         if isinstance(event, ApprovalRequested):
             self._asked[event.call_id] = event
+        if event.call_id in self._mcp_calls:
+            # The item says it all: a request, then (approved) the call itself.
+            approved = isinstance(event, ApprovalResolved) and event.approved
+            return self._mcp_open(event.call_id) if approved else []
         frames = self._line(approval_line(event))
         if self._progress == "events":
             frames.append({"type": "hermes:approval", **approval_progress(event)})
         return frames
 
-    def _approval_request(self, ask: ApprovalRequested) -> list[Frame]:
-        """The standard item a client answers with ``mcp_approval_response`` (the shape
-        OpenAI uses for its MCP tool, here for a server tool): added and done at once."""
+    def _approval_request(
+        self, ask: ApprovalRequested, server_label: str = APPROVAL_SERVER_LABEL, name: str = ""
+    ) -> list[Frame]:
+        """The standard item a client answers with ``mcp_approval_response`` (OpenAI's, for
+        its MCP tool; also for the server's own tools): added and done at once."""
         frames = self._close_item()
         item = {
             "type": "mcp_approval_request",
             "id": ask.approval_id,
-            "name": ask.name,
+            "name": name or ask.name,
             "arguments": json.dumps(ask.arguments),
-            "server_label": APPROVAL_SERVER_LABEL,
+            "server_label": server_label,
         }
         added = self._add_item(item)
         done = {"type": "response.output_item.done", "output_index": added["output_index"]}
@@ -267,6 +282,9 @@ class ResponsesView:
 
     def _finished(self, end: RunFinished) -> list[Frame]:
         frames = self._close_item()
+        for call_id in list(self._mcp_calls):
+            # A call the run ended during (a stop): it never finished.
+            frames += self._mcp_close(call_id, status="incomplete", output=None)
         if end.refusal:
             frames += self._refusal(end.refusal)
         # Every tool card must get its output, or Open WebUI runs the tool itself.
@@ -407,6 +425,94 @@ class ResponsesView:
         added = self._add_item(item)
         return [*frames, added, self._item_done(added["output_index"])]
 
+    # --- the request's own MCP servers ------------------------------------------------------
+
+    def _mcp_listings(self) -> list[Frame]:
+        """One ``mcp_list_tools`` item per server, first in the output."""
+        self._listed = True
+        frames: list[Frame] = []
+        for listing in self._remote.listings if self._remote is not None else ():
+            item = {"type": "mcp_list_tools", "id": self._item_id("mcpl"), **listing}
+            item["error"] = None
+            added = self._add_item(item)
+            where = {"item_id": item["id"], "output_index": added["output_index"]}
+            frames += [
+                added,
+                {"type": "response.mcp_list_tools.in_progress", **where},
+                {"type": "response.mcp_list_tools.completed", **where},
+                self._item_done(added["output_index"]),
+            ]
+        return frames
+
+    def _mcp_started(self, event: ToolStarted) -> list[Frame]:
+        assert self._remote is not None
+        tool = self._remote.tools[event.name]
+        self._mcp_calls[event.call_id] = McpCallState(tool, json.dumps(event.arguments))
+        # A call that may be asked about shows once it may run (or as the approval request).
+        return [] if tool.asks else self._mcp_open(event.call_id)
+
+    def _mcp_open(self, call_id: str) -> list[Frame]:
+        call = self._mcp_calls[call_id]
+        if call.index is not None:
+            return []
+        frames = self._close_item()
+        item = {
+            "type": "mcp_call",
+            "id": self._item_id("mcp"),
+            "server_label": call.tool.server_label,
+            "name": call.tool.name,
+            "arguments": "",
+            "output": None,
+            "error": None,
+            "status": "in_progress",
+        }
+        added = self._add_item(item)
+        call.index = added["output_index"]
+        where = {"item_id": item["id"], "output_index": call.index}
+        item["arguments"] = call.arguments
+        return [
+            *frames,
+            added,
+            {"type": "response.mcp_call.in_progress", **where},
+            {"type": "response.mcp_call_arguments.delta", **where, "delta": call.arguments},
+            {"type": "response.mcp_call_arguments.done", **where, "arguments": call.arguments},
+        ]
+
+    def _mcp_finished(self, event: ToolFinished) -> list[Frame]:
+        call = self._mcp_calls[event.call_id]
+        ask = self._asked.get(event.call_id)
+        if event.outcome is ToolOutcome.AWAITING_APPROVAL and ask is not None:
+            del self._mcp_calls[event.call_id]
+            return self._approval_request(ask, call.tool.server_label, call.tool.name)
+        call.failed = not event.ok
+        # The item closes with the full result, which the tool's message brings next.
+        return self._mcp_open(event.call_id)
+
+    def _mcp_result(self, event: MessageAdded) -> list[Frame]:
+        message = event.message
+        call_id = message.get("tool_call_id") if message["role"] == "tool" else None
+        if call_id is None or call_id not in self._mcp_calls:
+            return []
+        output = message.get("content")
+        text = output if isinstance(output, str) else json.dumps(output)
+        status = "failed" if self._mcp_calls[call_id].failed else "completed"
+        return self._mcp_close(call_id, status=status, output=text)
+
+    def _mcp_close(self, call_id: str, *, status: str, output: str | None) -> list[Frame]:
+        frames = self._mcp_open(call_id)
+        call = self._mcp_calls.pop(call_id)
+        assert call.index is not None
+        item = self._response["output"][call.index]
+        if status == "failed":
+            item["error"] = {"type": "mcp_tool_execution_error", "content": output}
+        else:
+            item["output"] = output
+        where = {"item_id": item["id"], "output_index": call.index}
+        ended = "completed" if status == "completed" else "failed"  # the SDK knows no other
+        done = self._item_done(call.index)
+        done["item"]["status"] = item["status"] = status
+        return [*frames, {"type": f"response.mcp_call.{ended}", **where}, done]
+
     # --- bookkeeping ------------------------------------------------------------------------
 
     def _item_id(self, prefix: str) -> str:
@@ -421,7 +527,8 @@ class ResponsesView:
 
     def _item_done(self, index: int) -> Frame:
         item = self._response["output"][index]
-        item["status"] = "completed"
+        if "status" in item:  # mcp_list_tools and mcp_approval_request items have none
+            item["status"] = "completed"
         return {
             "type": "response.output_item.done",
             "output_index": index,

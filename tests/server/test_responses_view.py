@@ -20,6 +20,7 @@ from openai.types.responses import Response, ResponseStreamEvent
 
 from hermes_core.events import (
     AgentEvent,
+    ApprovalRequested,
     BudgetWarning,
     ClientToolCallsPending,
     CompressionPerformed,
@@ -42,6 +43,7 @@ from hermes_core.events import (
 )
 from hermes_core.messages import ToolCall
 from hermes_core.usage import Usage
+from server.views.response_mcp import RemoteMcpTools, RemoteTool
 from server.views.responses import Progress, ResponsesView, response_usage
 
 RUN = "run_1"
@@ -145,10 +147,18 @@ def numbered(*events: AgentEvent) -> list[AgentEvent]:
 
 
 def stream(
-    *events: AgentEvent, progress: Progress = "reasoning", shell: dict[str, Any] | None = None
+    *events: AgentEvent,
+    progress: Progress = "reasoning",
+    shell: dict[str, Any] | None = None,
+    remote_mcp: RemoteMcpTools | None = None,
 ) -> tuple[list[dict[str, Any]], ResponsesView]:
     """Every frame the view produces for ``events``, checked; and the view."""
-    view = ResponsesView(shell or make_shell(), progress=progress, completed_at=CREATED_AT + 5)
+    view = ResponsesView(
+        shell or make_shell(),
+        progress=progress,
+        completed_at=CREATED_AT + 5,
+        remote_mcp=remote_mcp,
+    )
     frames = view.opening()
     for event in numbered(*events):
         frames += view.handle(event)
@@ -172,6 +182,10 @@ _ITEM_EVENTS = {
     r"reasoning_summary_text\.done reasoning_summary_part\.done )+",
     "function_call": r"function_call_arguments\.delta function_call_arguments\.done ",
     "function_call_output": r"",
+    "mcp_list_tools": r"mcp_list_tools\.in_progress mcp_list_tools\.completed ",
+    "mcp_call": r"mcp_call\.in_progress mcp_call_arguments\.delta mcp_call_arguments\.done "
+    r"mcp_call\.completed ",
+    "mcp_approval_request": r"",
 }
 
 
@@ -189,7 +203,7 @@ def check_canonical(frames: list[dict[str, Any]]) -> None:
         if kind == "response.output_item.added":
             assert inside is None
             assert frame["output_index"] == len(added)
-            assert frame["item"]["status"] == "in_progress"
+            assert frame["item"].get("status", "in_progress") == "in_progress"
             added.append(frame["item"])
             inside = []
         elif kind == "response.output_item.done":
@@ -201,7 +215,7 @@ def check_canonical(frames: list[dict[str, Any]]) -> None:
                 added[-1]["id"],
                 added[-1].get("call_id"),
             )
-            assert item["status"] == "completed"
+            assert item.get("status", "completed") == "completed"
             assert item == final_output[frame["output_index"]]
             assert re.fullmatch(_ITEM_EVENTS[item["type"]], "".join(inside))
             inside = None
@@ -631,3 +645,96 @@ def test_a_refusal_streams_as_a_refusal_part_of_a_message_item() -> None:
     ]
     (message,) = items(view)
     assert message["content"] == [{"type": "refusal", "refusal": "I can't help with that."}]
+
+
+# --- a request's own MCP servers ------------------------------------------------------------
+
+LAB = RemoteMcpTools(
+    listings=[
+        {
+            "server_label": "lab",
+            "tools": [{"name": "add", "input_schema": {"type": "object"}, "description": "Adds."}],
+        }
+    ],
+    tools={"lab__add": RemoteTool("lab", "add", asks=False)},
+)
+
+
+def tool_message(call_id: str, content: str) -> MessageAdded:
+    message: Any = {"role": "tool", "tool_call_id": call_id, "content": content}
+    return MessageAdded(run_id=RUN, seq=0, index=2, message=message)
+
+
+def test_a_request_mcp_server_is_listed_first_and_its_calls_are_mcp_call_items() -> None:
+    frames, view = stream(
+        started("call_1", "lab__add"),
+        finished("call_1", "lab__add"),
+        tool_message("call_1", "42 (the whole result, not a preview)"),
+        text("It is 42."),
+        end(),
+        remote_mcp=LAB,
+    )
+    listing, call, message = items(view)
+    assert listing["type"] == "mcp_list_tools"
+    assert listing["server_label"] == "lab"
+    assert [t["name"] for t in listing["tools"]] == ["add"]
+    assert call["type"] == "mcp_call"
+    assert (call["server_label"], call["name"]) == ("lab", "add")
+    assert json.loads(call["arguments"]) == {"word": "zebra"}
+    assert call["output"] == "42 (the whole result, not a preview)"
+    assert message["type"] == "message"
+    assert "response.mcp_call.completed" in types(frames)
+    assert not any(
+        "lab__add" in summary for item in items(view) for summary in item.get("summary", [])
+    )
+
+
+def test_a_request_mcp_call_awaiting_approval_is_an_approval_request_of_its_server() -> None:
+    asking = RemoteMcpTools(LAB.listings, {"lab__add": RemoteTool("lab", "add", asks=True)})
+    ask = ApprovalRequested(
+        run_id=RUN,
+        seq=0,
+        approval_id="apr_1",
+        call_id="call_1",
+        name="lab__add",
+        arguments={"word": "zebra"},
+        reason="asked",
+    )
+    waiting = dataclasses.replace(
+        finished("call_1", "lab__add"), outcome=ToolOutcome.AWAITING_APPROVAL
+    )
+    _, view = stream(
+        started("call_1", "lab__add"), ask, waiting, end(ExitReason.AWAITING_APPROVAL),
+        remote_mcp=asking,
+    )  # fmt: skip
+    kinds = [item["type"] for item in items(view)]
+    assert kinds == ["mcp_list_tools", "mcp_approval_request"]
+    request = items(view)[1]
+    assert (request["id"], request["server_label"], request["name"]) == ("apr_1", "lab", "add")
+
+
+def test_a_failed_request_mcp_call_carries_its_error() -> None:
+    view = ResponsesView(make_shell(), completed_at=CREATED_AT, remote_mcp=LAB)
+    frames = view.opening()
+    for event in numbered(
+        started("call_1", "lab__add"),
+        finished("call_1", "lab__add", error="boom"),
+        tool_message("call_1", "Error: boom"),
+        end(),
+    ):
+        frames += view.handle(event)
+    check_with_sdk(frames, view)
+    call = items(view)[1]
+    assert call["status"] == "failed"
+    assert call["error"] == {"type": "mcp_tool_execution_error", "content": "Error: boom"}
+    assert call["output"] is None
+    assert "response.mcp_call.failed" in types(frames)
+
+
+def test_a_request_mcp_call_cut_short_by_a_stop_is_incomplete() -> None:
+    view = ResponsesView(make_shell(), completed_at=CREATED_AT, remote_mcp=LAB)
+    frames = view.opening()
+    for event in numbered(started("call_1", "lab__add"), end(ExitReason.INTERRUPTED)):
+        frames += view.handle(event)
+    check_with_sdk(frames, view)
+    assert items(view)[1]["status"] == "incomplete"

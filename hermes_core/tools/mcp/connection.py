@@ -30,9 +30,29 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from hermes_core.tools.web.guard import AddressPolicy, guarded_http_client
+
 log = logging.getLogger("hermes.mcp")
 
 McpApproval = Literal["never", "dangerous", "always"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolFilter:
+    """Tools by name and by the server's read-only hint (a filter of the Responses API's
+    ``allowed_tools`` and ``require_approval``); an unset criterion matches every tool."""
+
+    names: frozenset[str] | None = None
+    read_only: bool | None = None
+
+    def matches(self, tool: mcp_types.Tool) -> bool:
+        if self.names is not None and tool.name not in self.names:
+            return False
+        return self.read_only is None or read_only(tool) == self.read_only
+
+
+def read_only(tool: mcp_types.Tool) -> bool:
+    return bool(tool.annotations and tool.annotations.read_only_hint)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,8 +71,17 @@ class McpServerSpec:
     include: tuple[str, ...] = ()
     """Only these tools (all when empty)."""
     exclude: tuple[str, ...] = ()
+    allowed: ToolFilter | None = None
+    """Only the tools this matches (with ``include`` and ``exclude``)."""
     approval: McpApproval = "never"
     """``dangerous`` asks before tools the server does not mark read-only."""
+    never_ask: ToolFilter | None = None
+    """Tools that never ask, whatever ``approval`` says (checked first)."""
+    always_ask: ToolFilter | None = None
+    """Tools that always ask, whatever ``approval`` says."""
+    policy: AddressPolicy | None = None
+    """Where an HTTP server may be: a client's server URL is held to the tools' address policy;
+    None for the operator's own servers."""
     timeout_seconds: float = 60.0
     """Per call; the call is cancelled on the server beyond it."""
     connect_timeout_seconds: float = 15.0
@@ -61,10 +90,12 @@ class McpServerSpec:
     def transport(self) -> Literal["stdio", "http"]:
         return "stdio" if self.command else "http"
 
-    def wants(self, tool: str) -> bool:
-        if self.include and tool not in self.include:
+    def wants(self, tool: mcp_types.Tool) -> bool:
+        if self.include and tool.name not in self.include:
             return False
-        return tool not in self.exclude
+        if self.allowed is not None and not self.allowed.matches(tool):
+            return False
+        return tool.name not in self.exclude
 
 
 class McpUnavailable(Exception):
@@ -221,7 +252,12 @@ class McpConnection:
             )
             return stdio_client(params, errlog=self._errlog or sys.stderr)
         assert spec.url is not None
-        http = httpx2.AsyncClient(headers=spec.headers, timeout=spec.timeout_seconds + 5)
+        timeout = spec.timeout_seconds + 5
+        http = (
+            guarded_http_client(spec.policy, headers=spec.headers, timeout=timeout)
+            if spec.policy is not None
+            else httpx2.AsyncClient(headers=spec.headers, timeout=timeout)
+        )
         return _closing(streamable_http_client(spec.url, http_client=http), http)
 
     async def _list(self, client: Client) -> list[mcp_types.Tool]:
@@ -229,7 +265,7 @@ class McpConnection:
         cursor: str | None = None
         while True:
             page = await client.list_tools(cursor=cursor) if cursor else await client.list_tools()
-            tools += [t for t in page.tools if self.spec.wants(t.name)]
+            tools += [t for t in page.tools if self.spec.wants(t)]
             cursor = page.next_cursor
             if not cursor:
                 return tools

@@ -21,6 +21,7 @@ from hermes_core.tools.mcp.connection import (
     McpConnection,
     McpServerSpec,
     McpUnavailable,
+    read_only,
 )
 from hermes_core.tools.registry import ApprovalCheck, Tool, ToolContext
 
@@ -106,16 +107,20 @@ def _as_tool(connection: McpConnection, listed: mcp_types.Tool) -> Tool:
         handler=call,
         cancellable=True,
         # Remote tools may change remote state: one at a time unless marked read-only.
-        concurrent_safe=bool(listed.annotations and listed.annotations.read_only_hint),
+        concurrent_safe=read_only(listed),
         needs_approval=_approval(spec, listed),
         summarize=lambda args: f"{spec.name}: {remote} {_preview(args)}",
     )
 
 
 def _approval(spec: McpServerSpec, listed: mcp_types.Tool) -> ApprovalCheck | None:
-    if spec.approval == "never":
+    if spec.never_ask is not None and spec.never_ask.matches(listed):
         return None
-    if spec.approval == "dangerous":
+    if spec.always_ask is not None and spec.always_ask.matches(listed):
+        reason = f"calls to {listed.name} on MCP server {spec.name} are asked about"
+    elif spec.approval == "never":
+        return None
+    elif spec.approval == "dangerous":
         hints = listed.annotations
         # The MCP hints: a tool may say it only reads, or that it changes nothing for good.
         if hints is not None and (hints.read_only_hint or hints.destructive_hint is False):

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from openai import AsyncOpenAI
 
 from server.simulator import Scenario, SimulatorServer, Step
 from tests.processes import free_port, hermes_command
-from tests.server.served import http_client, pid_alive, tool_results_of
+from tests.server.served import http_client, pid_alive, sdk_client, tool_results_of
 
 UPSTREAM = "mcp-agent"
 KEY = "sk-mcp-alice-0123456789"
@@ -29,6 +30,8 @@ CONFIG = """\
 server:
   data_dir: {data}
   api_keys: [{{key: {key}, principal: alice}}]
+web:
+  allow: ["127.0.0.1"]  # where the tests' MCP servers listen; 127.0.0.2 stays refused
 providers:
   - name: sim
     model: {upstream}
@@ -128,6 +131,12 @@ def mcp_server(
     env = {"MCP_TEAM_TOKEN": "team-token-0123456789"}
     with hermes_command("serve", "--config", str(config), port=port, log=log, env=env) as p:
         yield McpServerProcess(f"http://127.0.0.1:{port}", marks, log, p.pid)
+
+
+@pytest.fixture
+async def openai(mcp_server: McpServerProcess) -> AsyncIterator[AsyncOpenAI]:
+    async with sdk_client(mcp_server.base_url, KEY) as client:
+        yield client
 
 
 @pytest.fixture

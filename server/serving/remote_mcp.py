@@ -1,0 +1,102 @@
+"""A request's own MCP servers (the Responses ``mcp`` tool): connected for the request, their
+tools offered to its run, closed when the run ends."""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import urlsplit
+
+from hermes_core.tools.mcp.toolset import McpToolset, tool_name
+from hermes_core.tools.web.guard import AddressRefused, checked_addresses, system_lookup
+from server.errors import APIError
+from server.protocol.remote_mcp import CONNECT_SECONDS, RemoteMcpTool
+from server.runs.manager import Run
+from server.services import Profile, Services
+from server.views.response_mcp import RemoteMcpTools, RemoteTool
+
+_closing: set[asyncio.Task[None]] = set()
+"""Connections waiting for their run to end (held so that they are not collected)."""
+
+
+async def connect_remote_mcp(
+    services: Services, profile: Profile, remote: list[RemoteMcpTool]
+) -> tuple[McpToolset, RemoteMcpTools]:
+    """Connect to every server and list its tools. A server URL pointing inside the network
+    is a 400 (as ``web_fetch`` refuses it); a server that does not answer, a 424."""
+    policy = services.address_policy
+    taken = profile.run_tools().names
+    for tool in remote:
+        if any(name.startswith(f"{tool.label}__") for name in taken):
+            raise APIError(
+                400,
+                f"The server_label {tool.label!r} is already used by this model's own MCP "
+                "server: choose another label.",
+                param="tools",
+            )
+        parts = urlsplit(tool.url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            await checked_addresses(policy, system_lookup, parts.hostname or "", port)
+        except AddressRefused as refused:
+            raise APIError(400, f"mcp tool {tool.label!r}: {refused}", param="tools") from None
+        except OSError as error:
+            raise _unavailable(tool.label, str(error)) from None
+    toolset = McpToolset([tool.spec(policy) for tool in remote])
+    toolset.start()
+    try:
+        for label, connection in toolset.connections.items():
+            if not await connection.wait_up(CONNECT_SECONDS):
+                raise _unavailable(label, connection.error or "no answer")
+    except BaseException:
+        await toolset.stop()
+        raise
+    return toolset, _rendering(toolset)
+
+
+def close_after(run: Run, toolset: McpToolset) -> None:
+    """Close the request's MCP connections once its run has ended."""
+
+    async def close() -> None:
+        try:
+            await run.until_finished()
+        finally:
+            await toolset.stop()
+
+    task = asyncio.create_task(close(), name=f"hermes-mcp-close-{run.id}")
+    _closing.add(task)
+    task.add_done_callback(_closing.discard)
+
+
+def _rendering(toolset: McpToolset) -> RemoteMcpTools:
+    by_name = {tool.name: tool for tool in toolset.tools()}
+    listings = []
+    tools: dict[str, RemoteTool] = {}
+    for label, connection in toolset.connections.items():
+        listed = []
+        for remote in connection.tools:
+            name = tool_name(label, remote.name)
+            asks = name in by_name and by_name[name].needs_approval is not None
+            tools[name] = RemoteTool(label, remote.name, asks)
+            listed.append(
+                {
+                    "name": remote.name,
+                    "input_schema": remote.input_schema,
+                    "description": remote.description,
+                    "annotations": (
+                        remote.annotations.model_dump(exclude_none=True, by_alias=True)
+                        if remote.annotations
+                        else None
+                    ),
+                }
+            )
+        listings.append({"server_label": label, "tools": listed})
+    return RemoteMcpTools(listings, tools)
+
+
+def _unavailable(label: str, why: str) -> APIError:
+    return APIError(
+        424,
+        f"Error retrieving tool list from MCP server {label!r}: {why}",
+        param="tools",
+        code="mcp_server_unavailable",
+    )
