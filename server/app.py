@@ -64,6 +64,12 @@ def create_app(services: Services) -> FastAPI:
             **{t.name: t.toolset or "custom" for p in profiles for t in p.tools.tools()},
         }
     )
+    for profile in profiles:
+        if profile.mcp is not None:
+            # Configured MCP servers' tools name series once listed (the operator bounds them).
+            profile.mcp.listeners.append(
+                lambda mcp: services.metrics.add_toolsets({t.name: t.toolset for t in mcp.tools()})
+            )
     services.metrics.start_at_zero(
         models={name: model for p in profiles for name, model in p.provider_models.items()},
         chains=[p.chain_names for p in profiles],

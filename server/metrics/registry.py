@@ -52,7 +52,6 @@ from hermes_core.events import (
     TextDelta,
     ToolCallGenerating,
     ToolFinished,
-    ToolOutcome,
     ToolProgress,
     ToolStarted,
 )
@@ -241,7 +240,7 @@ class Metrics:
             "toolset tool outcome",
             TOOL_BUCKETS,
         )
-        self._toolsets: Mapping[str, str] = {}
+        self._toolsets: dict[str, str] = {}
         """Tool name → toolset, for the tools runs may call."""
         self.compressions = counter(
             "hermes_context_compressions_total",
@@ -320,8 +319,8 @@ class Metrics:
             ):
                 pass
             case ApprovalResolved():
-                tool = event.name
-                self.approvals.labels(self._toolset(tool), tool, event.decision.value).inc()
+                toolset, tool = self._tool_labels(event.name)
+                self.approvals.labels(toolset, tool, event.decision.value).inc()
             case ModelCallStarted():
                 scratch = self._scratch(info, event.run_id)
                 scratch.calling = True
@@ -443,13 +442,23 @@ class Metrics:
         series (a tool not named here counts under ``other``)."""
         self._toolsets = dict(toolsets)
 
+    def add_toolsets(self, toolsets: Mapping[str, str]) -> None:
+        """More tools that name series: a configured MCP server's, once it has listed them."""
+        self._toolsets.update(toolsets)
+
     def _toolset(self, tool: str) -> str:
         return self._toolsets.get(tool, OTHER)
 
+    def _tool_labels(self, name: str) -> tuple[str, str]:
+        """``(toolset, tool)`` labels of a call. Only tools the server knows name a series: a
+        client's names (a made-up tool, a request's own MCP server's) are unbounded, so they
+        count as ``other`` (under ``mcp`` for a request's MCP tools)."""
+        if name in self._toolsets:
+            return self._toolsets[name], name
+        return ("mcp" if "__" in name else OTHER), OTHER
+
     def _tool_finished(self, event: ToolFinished) -> None:
-        # A made-up name is unbounded: only tools that exist name a series.
-        tool = OTHER if event.outcome is ToolOutcome.NOT_FOUND else event.name
-        labels = (self._toolset(tool), tool, event.outcome.value)
+        labels = (*self._tool_labels(event.name), event.outcome.value)
         self.tool_calls.labels(*labels).inc()
         self.tool_duration.labels(*labels).observe(event.duration_s)
 

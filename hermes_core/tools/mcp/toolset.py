@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
 import mcp_types
@@ -45,6 +45,8 @@ class McpToolset:
         }
         self.version = 0
         """Bumped whenever the tools may have changed."""
+        self.listeners: list[Callable[[McpToolset], None]] = []
+        """Called after the tools may have changed (a server connected or relisted)."""
         self._tools: list[Tool] | None = None
 
     def start(self) -> None:
@@ -71,6 +73,8 @@ class McpToolset:
     def _changed(self) -> None:
         self._tools = None
         self.version += 1
+        for listener in self.listeners:
+            listener(self)
 
 
 def _as_tool(connection: McpConnection, listed: mcp_types.Tool) -> Tool:

@@ -61,6 +61,8 @@ async def test_tools_of_a_stdio_and_an_http_server_are_called_in_a_run(
     assert {"workshop__add", "workshop__slow", "remote__add", "remote__whoami"} <= offered
     assert "workshop__secret_admin" not in offered  # excluded
     assert "remote__picture" not in offered  # not included
+    metrics = (await http.get("/metrics")).text
+    assert 'tool="workshop__add",toolset="mcp:workshop"' in metrics
 
 
 @pytest.mark.usefixtures("connected")

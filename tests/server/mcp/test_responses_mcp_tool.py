@@ -25,7 +25,7 @@ def mcp_tool(url: str, **fields: Any) -> dict[str, Any]:
 
 
 async def test_an_mcp_tool_is_listed_and_called_with_the_standard_items_and_events(
-    openai: AsyncOpenAI, simulator: SimulatorServer, remote_mcp: str
+    openai: AsyncOpenAI, http: httpx.AsyncClient, simulator: SimulatorServer, remote_mcp: str
 ) -> None:
     script(simulator, call("lab__add", a=20, b=22), answer("It is 42."))
     tools: Any = [mcp_tool(remote_mcp, require_approval="never", allowed_tools=["add", "slow"])]
@@ -56,6 +56,9 @@ async def test_an_mcp_tool_is_listed_and_called_with_the_standard_items_and_even
     offered = {t["function"]["name"] for t in simulator.state.requests()[0].body["tools"]}
     assert {"lab__add", "lab__slow"} <= offered
     assert "lab__whoami" not in offered  # not in allowed_tools
+    metrics = (await http.get("/metrics")).text
+    assert "lab__add" not in metrics  # a client's names never make a series of their own
+    assert 'hermes_tool_calls_total{outcome="success",tool="other",toolset="mcp"}' in metrics
     [echoed] = response.tools
     assert isinstance(echoed, Mcp)
     assert echoed.headers is None  # never echoed: they may hold credentials
