@@ -264,6 +264,8 @@ class ChatStreamView:
             return self._tool_started(inner, prefix=prefix)
         if isinstance(inner, ToolFinished):
             return self._tool_finished(inner, prefix=prefix)
+        if isinstance(inner, SourcesFound):  # the answer may cite a sub-agent's pages
+            return self._sources_found(inner)
         return []
 
     def _approval(self, event: ApprovalRequested | ApprovalResolved) -> list[ChatFrame]:
@@ -386,6 +388,8 @@ class ChatCompletionBuilder:
             self._text.append(event.text)
         elif isinstance(event, SourcesFound):
             self._sources.add(event)
+        elif isinstance(event, SubagentEvent) and isinstance(event.event, SourcesFound):
+            self._sources.add(event.event)
         elif isinstance(event, ReasoningDelta):
             self._reasoning.append(event.text)
         elif isinstance(event, ClientToolCallsPending):

@@ -278,6 +278,8 @@ class ResponsesView:
             return self._tool_started(inner, prefix=prefix)
         if isinstance(inner, ToolFinished):
             return self._tool_finished(inner, prefix=prefix)
+        if isinstance(inner, SourcesFound):  # the answer may cite a sub-agent's pages
+            self._sources.add(inner)
         return []
 
     def _finished(self, end: RunFinished) -> list[Frame]:

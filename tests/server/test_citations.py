@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from hermes_core.events import Source
+from hermes_core.events import (
+    ExitReason,
+    RunFinished,
+    Source,
+    SourcesFound,
+    SubagentEvent,
+    TextDelta,
+)
+from hermes_core.usage import Usage
+from server.views.chat import ChatCompletionBuilder
 from server.views.citations import cite
 
 PAGE = Source(url="https://example.org/a", title="Page A")
@@ -42,3 +51,18 @@ def test_every_mention_is_cited_in_text_order() -> None:
 
 def test_an_answer_naming_no_source_has_no_citations() -> None:
     assert cite("The keeper was Elsa Marsh.", [PAGE]) == []
+
+
+def test_an_answer_citing_a_sub_agents_page_is_annotated() -> None:
+    found = SourcesFound(
+        run_id="r", seq=0, call_id="c", name="web_fetch", sources=[PAGE], read=True
+    )
+    builder = ChatCompletionBuilder(completion_id="chatcmpl-1", model="m", created=0)
+    builder.add(SubagentEvent(run_id="r", seq=1, call_id="d", child_index=0, event=found))
+    builder.add(TextDelta(run_id="r", seq=2, text="See https://example.org/a."))
+    end = RunFinished(
+        run_id="r", seq=3, exit_reason=ExitReason.COMPLETED, final_text="",
+        iterations=1, usage=Usage(), model_calls=1,
+    )  # fmt: skip
+    [annotation] = builder.build(end)["choices"][0]["message"]["annotations"]
+    assert annotation["url_citation"]["url"] == PAGE.url
