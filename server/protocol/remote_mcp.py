@@ -16,6 +16,8 @@ _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
 CONNECT_SECONDS = 10.0
 """How long a request waits for its MCP server to connect and list its tools."""
 CALL_SECONDS = 120.0
+MAX_SERVERS = 8
+"""``mcp`` tools one request may bring: each is a connection the server opens for it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +51,8 @@ class RemoteMcpTool:
 def remote_mcp_tools(tools: list[dict[str, Any]] | None) -> list[RemoteMcpTool]:
     """The request's ``mcp`` tools, checked (a 400 naming ``tools`` otherwise)."""
     found = [_remote(tool) for tool in tools or () if tool.get("type") == "mcp"]
+    if len(found) > MAX_SERVERS:
+        raise _invalid(f"At most {MAX_SERVERS} mcp tools per request.")
     labels = [tool.label for tool in found]
     for label in labels:
         if labels.count(label) > 1:

@@ -152,13 +152,17 @@ async def test_a_label_clashing_with_the_models_own_mcp_server_is_refused(
             },
             "require_approval",
         ),
+        (
+            [{"type": "mcp", "server_label": f"s{n}", "server_url": "http://x/"} for n in range(9)],
+            "At most 8",
+        ),
     ],
 )
 async def test_a_malformed_mcp_tool_is_a_400_naming_the_fault(
-    http: httpx.AsyncClient, tool: dict[str, Any], says: str
+    http: httpx.AsyncClient, tool: dict[str, Any] | list[dict[str, Any]], says: str
 ) -> None:
-    response = await http.post(
-        "/v1/responses", json={"model": MODEL, "input": "hi", "tools": [tool]}
-    )
+    tools = tool if isinstance(tool, list) else [tool]
+    body = {"model": MODEL, "input": "hi", "tools": tools}
+    response = await http.post("/v1/responses", json=body)
     assert response.status_code == 400, response.text
     assert says in response.json()["error"]["message"]
