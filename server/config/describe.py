@@ -209,8 +209,9 @@ def _tool_rows(profile: ProfileConfig) -> list[str]:
             policy = options.approval(TOOLSETS[name])
             rows.append(_row(f"  {name}", f"approval: {policy}", indent=4))
     for server in profile.mcp_servers:
+        # A command's arguments are not shown: they may hold a token.
         where = (
-            mask_url(server.url) if server.url else " ".join([server.command or "", *server.args])
+            mask_url(server.url) if server.url else f"{server.command} (+{len(server.args)} args)"
         )
         rows.append(
             _row(

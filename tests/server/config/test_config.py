@@ -509,3 +509,31 @@ def test_a_search_backend_missing_what_it_needs_is_an_error_naming_it(tmp_path: 
     path.write_text("web:\n  search: {backend: tavily}\n")
     with pytest.raises(ConfigError, match=r"web\.search.*api_key"):
         load_config(path, environ={})
+
+
+@pytest.mark.slow
+def test_check_config_connects_to_each_mcp_server_and_says_which_is_down(tmp_path: Path) -> None:
+    path = tmp_path / "hermes.yaml"
+    path.write_text(
+        f"""
+providers: [{{name: sim, provider: simulator, model: x}}]
+profiles:
+  - id: agent
+    providers: [sim]
+    mcp_servers:
+      - name: workshop
+        command: {sys.executable}
+        args: ["-m", "tests.mcp_servers.workshop", "stdio", "--token", "do-not-print-me"]
+        cwd: {REPO}
+      - name: ghost
+        command: /nonexistent/mcp-server
+        connect_timeout_seconds: 2
+"""
+    )
+    result = run_check_config(path)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "agent/workshop (stdio): up, " in out
+    assert "add, whoami" in out
+    assert "agent/ghost (stdio): DOWN: command not found: /nonexistent/mcp-server" in out
+    assert "do-not-print-me" not in out
