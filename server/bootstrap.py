@@ -15,6 +15,7 @@ from hermes_core.tools.toolsets import build_toolsets
 from hermes_core.tools.web.guard import AddressPolicy
 from server.approvals import ApprovalDesk
 from server.auth import KeyRing, Principal
+from server.cluster import Cluster
 from server.config import SIMULATOR_PROVIDER, HermesConfig, ProfileConfig
 from server.files import FileLimits
 from server.instance import instance_name
@@ -32,6 +33,7 @@ def build_services(config: HermesConfig) -> Services:
     Provider clients are created here, once: ``config`` must already carry the embedded
     simulator's address when it uses one (see :func:`upstreams`).
     """
+    instance = config.server.instance or instance_name(config.server.data_dir)
     return Services(
         profiles=[_profile(config, profile) for profile in config.profiles],
         keyring=KeyRing(
@@ -56,7 +58,16 @@ def build_services(config: HermesConfig) -> Services:
             quota_bytes=config.server.files.quota_bytes,
             max_files=config.server.files.max_files,
         ),
-        instance=config.server.instance or instance_name(config.server.data_dir),
+        instance=instance,
+        cluster=(
+            Cluster(
+                config.server.redis_url.get_secret_value(),
+                instance=instance,
+                lease_seconds=config.server.lease_seconds,
+            )
+            if config.server.redis_url is not None
+            else None
+        ),
         migrate_on_start=config.server.migrate_on_start,
         responses_max_count=config.server.responses_max_count,
         responses_max_age_seconds=(

@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hermes_core.agent import Agent, AgentConfig, ContextHooks
+from hermes_core.events import InterruptSource
 from hermes_core.memory_stores import InMemoryMemoryStore, InMemoryTodoStore
 from hermes_core.persistence import Store
+from hermes_core.persistence.runs import LIVE_STATUSES
 from hermes_core.providers.base import Provider
 from hermes_core.providers.fallback import FallbackChain
 from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
@@ -23,6 +25,7 @@ from hermes_core.tools.toolsets import WORKSPACE_TOOLSETS
 from hermes_core.tools.web.guard import AddressPolicy
 from server.approvals import ApprovalDesk
 from server.auth import KeyRing
+from server.cluster import Cluster
 from server.files import FileLimits, FileVault
 from server.metrics import Metrics
 from server.runs.manager import RunManager
@@ -202,6 +205,9 @@ class Services:
     responses_max_count: int | None = None
     responses_max_age_seconds: float | None = None
     """Stored responses are pruned beyond these (at start, then every ``PRUNE_SECONDS``)."""
+    cluster: Cluster | None = None
+    """The other replicas (``server.redis_url``): cross-replica stops and dead-replica
+    recovery. None: this process is alone."""
     store: Store | None = None
     files: FileVault | None = None
     """Uploaded files; set by :meth:`open` when there is a database and a ``files_dir``."""
@@ -239,6 +245,17 @@ class Services:
         recovered = await self.sessions.recover()
         if recovered:
             log.warning("marked %d run(s) of a previous start interrupted", len(recovered))
+        if self.cluster is not None:
+            sessions = self.sessions
+
+            async def recover(instance: str) -> int:
+                return len(await sessions.recover(instance))
+
+            await self.cluster.start(
+                on_stop=self._stop_requested,
+                recover=recover,
+                live_instances=store.runs.live_instances,
+            )
         if self.responses_max_count is not None or self.responses_max_age_seconds is not None:
             await store.responses.prune()
             self._pruning = asyncio.create_task(_prune_forever(store), name="hermes-prune")
@@ -253,8 +270,38 @@ class Services:
     def profile(self, model: str) -> Profile | None:
         return next((p for p in self.profiles if p.id == model), None)
 
+    def _stop_requested(self, run_id: str, owner: str, source: str) -> None:
+        """Another replica was asked to stop a run: stop it if it is one of ours."""
+        run = self.runs.get(run_id, owner=owner)
+        if run is None or run.status.finished:
+            return
+        try:
+            reason = InterruptSource(source)
+        except ValueError:
+            reason = InterruptSource.STOP_API
+        self.runs.stop(run, reason)
+
+    async def stop_anywhere(self, run_id: str, owner: str, source: InterruptSource) -> str | None:
+        """Stop ``owner``'s live run (by run or completion id) on whichever replica runs it;
+        its run id, or None when no replica runs it (it ended, or never was)."""
+        run = self.runs.get(run_id, owner=owner)
+        if run is not None:
+            if run.status.finished:
+                return None
+            self.runs.stop(run, source)
+            return run.id
+        if self.cluster is None or self.store is None:
+            return None
+        record = await self.store.runs.get(owner, run_id)
+        if record is None or record.status not in LIVE_STATUSES:
+            return None
+        await self.cluster.request_stop(record.id, owner, source.value)
+        return record.id
+
     async def close(self) -> None:
         """Release upstream connections (profiles may share providers) and the database."""
+        if self.cluster is not None:
+            await self.cluster.close()
         if self._pruning is not None:
             self._pruning.cancel()
             await asyncio.gather(self._pruning, return_exceptions=True)

@@ -137,11 +137,19 @@ class RunStore:
             row = (await conn.execute(statement)).first()
         return _record(row) if row is not None else None
 
-    async def recover(self) -> list[RunRecord]:
-        """Mark the runs this instance left live (it crashed or was killed) ``interrupted``,
-        and return them as they were, so their transcripts can be closed."""
+    async def live_instances(self) -> set[str]:
+        """The instances that have runs marked live (other replicas, or this one)."""
         await self.db.writer.flush()
-        live = (RUNS.c.instance == self.instance) & RUNS.c.status.in_(LIVE_STATUSES)
+        statement = select(RUNS.c.instance).where(RUNS.c.status.in_(LIVE_STATUSES)).distinct()
+        async with self.db.engine.connect() as conn:
+            return {row.instance for row in await conn.execute(statement)}
+
+    async def recover(self, instance: str | None = None) -> list[RunRecord]:
+        """Mark the runs ``instance`` (this one by default) left live — it crashed or was
+        killed — ``interrupted``, and return them as they were, so their transcripts can be
+        closed."""
+        await self.db.writer.flush()
+        live = (RUNS.c.instance == (instance or self.instance)) & RUNS.c.status.in_(LIVE_STATUSES)
         async with self.db.engine.begin() as conn:
             rows = (await conn.execute(select(RUNS).where(live))).all()
             await conn.execute(

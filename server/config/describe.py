@@ -112,6 +112,13 @@ def _server_lines(server: ServerConfig) -> list[str]:
         _row("approvals expire", f"after {server.approval_timeout_seconds:g} s"),
         _row("database", mask_url(server.resolved_database_url)),
         _row(
+            "replicas",
+            f"shared through Redis {mask_url(server.redis_url.get_secret_value())}, "
+            f"lease {server.lease_seconds:g} s"
+            if server.redis_url is not None
+            else "one process (no redis_url)",
+        ),
+        _row(
             "migrations at start",
             {None: "on SQLite only", True: "yes", False: "no"}[server.migrate_on_start],
         ),

@@ -42,6 +42,8 @@ SERVER_ENV: dict[str, str] = {
     "HERMES_DATA_DIR": "data_dir",
     "HERMES_INSTANCE": "instance",
     "DATABASE_URL": "database_url",
+    "REDIS_URL": "redis_url",
+    "HERMES_LEASE_SECONDS": "lease_seconds",
     "HERMES_MAX_BODY_BYTES": "max_body_bytes",
     "HERMES_MAX_CONCURRENT_RUNS": "max_concurrent_runs",
     "HERMES_MAX_CONCURRENT_RUNS_PER_KEY": "max_concurrent_runs_per_key",

@@ -144,6 +144,13 @@ class ServerConfig(_Model):
     runs it left live. Default: an id kept in ``data_dir`` (made on the first start), so that
     a recreated container with the same data volume recovers its own runs."""
 
+    redis_url: SecretStr | None = None
+    """Redis shared by the replicas of one deployment: stops reach the replica running the
+    run, and a replica that died has its runs closed by another. None: one process alone."""
+    lease_seconds: float = Field(default=10.0, ge=1.0, le=600.0)
+    """How long a replica that stopped renewing its lease (it died) keeps its runs: after
+    this another replica marks them interrupted."""
+
     migrate_on_start: bool | None = None
     """Apply schema migrations at start. Default: yes on SQLite; on PostgreSQL run
     ``hermes-server db upgrade`` deliberately (several replicas must not race to migrate)."""
@@ -161,7 +168,7 @@ class ServerConfig(_Model):
     responses_max_age_days: float | None = Field(default=None, gt=0)
     """Stored responses older than this are forgotten; None: no limit."""
 
-    @field_validator("database_url", mode="before")
+    @field_validator("database_url", "redis_url", mode="before")
     @classmethod
     def _empty_url_is_default(cls, value: Any) -> Any:
         # `database_url: ${DATABASE_URL:-}` must mean "the default", not an empty URL.

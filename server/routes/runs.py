@@ -199,11 +199,18 @@ async def answer_approval(
 async def stop_run(
     run_id: str, request: Request, principal: Annotated[Principal, Depends(require_principal)]
 ) -> JSONResponse:
-    """Interrupt a run (by run id or ``chatcmpl-`` id); it then ends as ``interrupted``."""
+    """Interrupt a run (by run id or ``chatcmpl-`` id), on whichever replica runs it; it then
+    ends as ``interrupted``."""
+    services = _services(request)
+    run = services.runs.get(run_id, owner=principal.name)
+    if run is None:
+        stopped = await services.stop_anywhere(run_id, principal.name, InterruptSource.STOP_API)
+        if stopped is not None:  # another replica runs it: the stop is on its way there
+            return JSONResponse({"id": stopped, "object": "hermes.run", "status": "stopping"}, 202)
     run = _find(request, run_id, principal)
     if run.status.finished:
         raise APIError(
             409, f"Run '{run.id}' already ended ({run.status.value}).", code="run_finished"
         )
-    _services(request).runs.stop(run, InterruptSource.STOP_API)
+    services.runs.stop(run, InterruptSource.STOP_API)
     return JSONResponse({"id": run.id, "object": "hermes.run", "status": run.status.value}, 202)

@@ -562,6 +562,8 @@ class ResponsesServing:
         live = self._live_for(response_id, principal)
         if live is None or live.run.status.finished:
             stored = await self._stored(response_id, principal)
+            if live is None and await self._stopped_elsewhere(stored, principal, "cancel"):
+                return FastJSONResponse(await self._final_elsewhere(stored, principal))
             raise APIError(
                 409,
                 f"Response '{response_id}' is not in progress ({stored.status}).",
@@ -573,6 +575,11 @@ class ResponsesServing:
 
     async def delete(self, response_id: str, principal: Principal) -> dict[str, Any]:
         live = self._live_for(response_id, principal)
+        if live is None and self.services.cluster is not None:
+            with contextlib.suppress(APIError):  # nothing stored: the 404 comes below
+                stored = await self._stored(response_id, principal)
+                if await self._stopped_elsewhere(stored, principal, "delete"):
+                    await self._final_elsewhere(stored, principal)
         if live is not None:
             if not live.run.status.finished:
                 self.services.runs.stop(live.run, InterruptSource.DELETE_API)
@@ -583,6 +590,26 @@ class ResponsesServing:
         if not deleted and live is None:
             raise _not_found(response_id)
         return {"id": response_id, "object": "response.deleted", "deleted": True}
+
+    async def _stopped_elsewhere(
+        self, stored: StoredResponse, principal: Principal, why: Literal["cancel", "delete"]
+    ) -> bool:
+        """Stop the response's run on the replica running it; False when none does."""
+        if stored.status not in ("queued", "in_progress") or stored.run_id is None:
+            return False
+        source = InterruptSource.CANCEL_API if why == "cancel" else InterruptSource.DELETE_API
+        return await self.services.stop_anywhere(stored.run_id, principal.name, source) is not None
+
+    async def _final_elsewhere(
+        self, stored: StoredResponse, principal: Principal
+    ) -> dict[str, Any]:
+        """The response once the replica that ran it stored it final (or as it is, after
+        ``CANCEL_WAIT_SECONDS``)."""
+        deadline = time.monotonic() + CANCEL_WAIT_SECONDS
+        while stored.status in ("queued", "in_progress") and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            stored = await self._stored(stored.id, principal)
+        return stored.body
 
     async def input_items(
         self,

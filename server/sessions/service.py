@@ -186,9 +186,10 @@ class SessionService:
         """The run was not started after all: give its lock back."""
         self.journal.untrack(run_id)
 
-    async def recover(self) -> list[RunRecord]:
-        """Close what a previous life of this instance left open; returns those runs."""
-        runs = await self.store.runs.recover()
+    async def recover(self, instance: str | None = None) -> list[RunRecord]:
+        """Close what a previous life of this instance (or ``instance``, a replica that died)
+        left open; returns those runs."""
+        runs = await self.store.runs.recover(instance)
         await self.store.sessions.unlock_runs([run.id for run in runs])
         for session_id in {run.session_id for run in runs if run.session_id}:
             messages = await self.store.sessions.messages(session_id)

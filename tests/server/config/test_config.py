@@ -537,3 +537,11 @@ profiles:
     assert "add, whoami" in out
     assert "agent/ghost (stdio): DOWN: command not found: /nonexistent/mcp-server" in out
     assert "do-not-print-me" not in out
+
+
+def test_a_redis_url_is_described_without_its_password() -> None:
+    config = load_config(environ={"REDIS_URL": "redis://:hunter2-secret@cache.internal:6379/0"})
+    assert config.server.redis_url is not None
+    described = describe(config)
+    assert "cache.internal" in described
+    assert "hunter2-secret" not in described

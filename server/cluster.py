@@ -1,0 +1,134 @@
+"""What replicas of one deployment share through Redis: who is alive, and stop requests.
+
+Several ``serve`` processes on one database each run their own runs. Two things must cross
+processes quickly, and Redis carries them (``server.redis_url``; without it a single process
+needs neither):
+
+- **Stop requests.** A stop, cancel or delete may reach any replica. The one receiving it, not
+  running the run itself, publishes the run's id on ``hermes:stop``; every replica listens and
+  the one running it stops it, exactly as a local stop would.
+- **Liveness.** Each replica keeps a key ``hermes:instance:<name>`` alive with a TTL (its lease,
+  renewed three times per lease). Every replica also looks, once per lease, for instances
+  that have runs marked live in the database but no key: that replica died (killed, its machine
+  gone). One replica (a Redis ``SET NX`` decides which) then closes its runs as crash recovery
+  does at start: ``interrupted``, transcripts closed, session locks released.
+
+Session turns are serialised by the database's session lock, shared by all replicas already.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import redis.asyncio as aioredis
+
+log = logging.getLogger("hermes.cluster")
+
+STOP_CHANNEL = "hermes:stop"
+INSTANCE_KEY = "hermes:instance:{}"
+RECOVERY_KEY = "hermes:recovering:{}"
+
+StopHandler = Callable[[str, str, str], None]
+"""``(run_id, owner, source)``: stop that run if this replica runs it."""
+Recover = Callable[[str], Awaitable[int]]
+"""Close the runs a dead instance left live; returns how many."""
+LiveInstances = Callable[[], Awaitable[set[str]]]
+
+
+class Cluster:
+    """This replica's link to the others."""
+
+    def __init__(self, url: str, *, instance: str, lease_seconds: float) -> None:
+        self.instance = instance
+        self.lease_seconds = lease_seconds
+        self._redis: aioredis.Redis = aioredis.from_url(url)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(
+        self, *, on_stop: StopHandler, recover: Recover, live_instances: LiveInstances
+    ) -> None:
+        """Take the lease (before serving a run), then keep it, listen, and watch."""
+        await self._renew()
+        pubsub = self._redis.pubsub()
+        await pubsub.subscribe(STOP_CHANNEL)
+        self._tasks = [
+            asyncio.create_task(self._keep_lease(), name="hermes-lease"),
+            asyncio.create_task(self._listen(pubsub, on_stop), name="hermes-stop-listener"),
+            asyncio.create_task(self._watch(recover, live_instances), name="hermes-watch"),
+        ]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            # A clean exit gives its lease back: nobody has runs of it to recover.
+            await self._redis.delete(INSTANCE_KEY.format(self.instance))
+        await self._redis.aclose()
+
+    async def request_stop(self, run_id: str, owner: str, source: str) -> None:
+        message = json.dumps({"run_id": run_id, "owner": owner, "source": source})
+        await self._redis.publish(STOP_CHANNEL, message)
+
+    async def alive(self, instance: str) -> bool:
+        return bool(await self._redis.exists(INSTANCE_KEY.format(instance)))
+
+    # --- the background work ----------------------------------------------------------------
+
+    async def _renew(self) -> None:
+        ttl = max(1, round(self.lease_seconds * 1000))
+        await self._redis.set(INSTANCE_KEY.format(self.instance), "1", px=ttl)
+
+    async def _keep_lease(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease_seconds / 3)
+            try:
+                await self._renew()
+            except Exception as error:  # Redis away for a moment: try again next beat
+                log.warning("renewing this replica's lease failed: %s", type(error).__name__)
+
+    async def _listen(self, pubsub: Any, on_stop: StopHandler) -> None:
+        while True:
+            try:
+                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+            except Exception as error:
+                log.warning("stop channel: %s; resubscribing", type(error).__name__)
+                await asyncio.sleep(1.0)
+                with contextlib.suppress(Exception):
+                    await pubsub.subscribe(STOP_CHANNEL)
+                continue
+            if message is None:
+                continue
+            try:
+                request = json.loads(message["data"])
+                on_stop(str(request["run_id"]), str(request["owner"]), str(request["source"]))
+            except (ValueError, KeyError, TypeError):
+                log.warning("ignored a malformed stop request")
+
+    async def _watch(self, recover: Recover, live_instances: LiveInstances) -> None:
+        while True:
+            await asyncio.sleep(self.lease_seconds)
+            try:
+                await self._recover_dead(recover, live_instances)
+            except Exception:  # the next look will do
+                log.exception("looking for dead replicas failed")
+
+    async def _recover_dead(self, recover: Recover, live_instances: LiveInstances) -> None:
+        for instance in await live_instances():
+            if instance == self.instance or await self.alive(instance):
+                continue
+            # One replica recovers a dead one: the first to take this key.
+            key = RECOVERY_KEY.format(instance)
+            if not await self._redis.set(key, self.instance, nx=True, ex=60):
+                continue
+            closed = await recover(instance)
+            log.warning(
+                "replica %s is gone (no lease): marked its %d live run(s) interrupted",
+                instance,
+                closed,
+            )

@@ -1,0 +1,188 @@
+"""Several replicas on one PostgreSQL and one Redis, as real ``serve`` processes: a stop sent to
+any replica reaches the one running the run, and a replica killed mid-run has its runs closed
+by another within its lease, as crash recovery would at its restart."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step
+from tests.databases import fresh_database
+from tests.processes import free_port, hermes_command
+from tests.redis_server import redis_url_or_skip
+from tests.server.served import pid_alive, sse_data, until
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+
+KEY = "sk-replicas-0123456789"
+UPSTREAM = "replica-upstream"
+LEASE_SECONDS = 2
+AUTH = {"authorization": f"Bearer {KEY}"}
+
+
+@dataclass
+class Replica:
+    name: str
+    base_url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def alive(self) -> bool:
+        return pid_alive(self.process.pid) and self.process.poll() is None
+
+
+@pytest.fixture
+async def postgres(tmp_path: Path) -> AsyncIterator[str]:
+    async with fresh_database("postgresql", tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def replicas(
+    postgres: str, simulator: SimulatorServer, tmp_path: Path
+) -> Iterator[dict[str, Replica]]:
+    """Replicas A, B and C of one deployment (each its own data dir, so its own instance)."""
+    redis = redis_url_or_skip()
+    config = tmp_path / "hermes.yaml"
+    config.write_text(
+        f"""
+server:
+  api_keys: [{{principal: alice, key: {KEY}}}]
+providers:
+  - name: sim
+    model: {UPSTREAM}
+    base_url: "{simulator.base_url}/v1"
+    api_mode: chat_completions
+profiles:
+  - {{id: hermes-agent, providers: [sim]}}
+"""
+    )
+    common = {
+        "DATABASE_URL": postgres,
+        "REDIS_URL": redis,
+        "HERMES_LEASE_SECONDS": str(LEASE_SECONDS),
+    }
+    upgrade = [sys.executable, "-m", "server.cli", "db", "upgrade", "--config", str(config)]
+    subprocess.run(upgrade, env={**os.environ, **common}, check=True, capture_output=True)
+    with ExitStack() as stack:
+        started = {}
+        for name in "ABC":
+            port, log = free_port(), tmp_path / f"replica-{name}.log"
+            env = {**common, "HERMES_DATA_DIR": str(tmp_path / f"data-{name}")}
+            process = stack.enter_context(
+                hermes_command("serve", "--config", str(config), port=port, env=env, log=log)
+            )
+            started[name] = Replica(name, f"http://127.0.0.1:{port}", process, log)
+        yield started
+
+
+def slow_answer(simulator: SimulatorServer, *then: Step) -> None:
+    """The first model call streams for a minute (0.3 s between 200 chunks)."""
+    slow = Step(reply=Reply(text="word " * 200, chunk_count=200), fault=Fault(chunk_delay=0.3))
+    simulator.state.script(UPSTREAM, Scenario(steps=[slow, *then]))
+
+
+async def first_text(lines: AsyncIterator[str]) -> None:
+    async for line in lines:
+        if line.startswith("data: ") and '"content":"word' in line.replace(" ", ""):
+            return
+
+
+async def test_a_streamed_run_on_one_replica_is_stopped_through_another(
+    replicas: dict[str, Replica], simulator: SimulatorServer
+) -> None:
+    slow_answer(simulator)
+    a, b, c = replicas["A"], replicas["B"], replicas["C"]
+    body = {
+        "model": "hermes-agent",
+        "stream": True,
+        "messages": [{"role": "user", "content": "go"}],
+    }
+    async with httpx.AsyncClient(headers=AUTH, timeout=60) as http:
+        started = time.monotonic()
+        async with http.stream("POST", f"{a.base_url}/v1/chat/completions", json=body) as stream:
+            run_id = stream.headers["x-hermes-run-id"]
+            lines = stream.aiter_lines()
+            await first_text(lines)
+            stopped = await http.post(f"{b.base_url}/v1/runs/{run_id}/stop")
+            assert stopped.status_code == 202, stopped.text
+            assert stopped.json() == {"id": run_id, "object": "hermes.run", "status": "stopping"}
+            rest = sse_data("\n".join([line async for line in lines]))
+        assert rest[-1]["hermes"]["exit_reason"] == "interrupted"
+        assert time.monotonic() - started < 30, "the stop did not reach the run"
+
+        async def recorded() -> bool:
+            run: dict[str, Any] = (await http.get(f"{c.base_url}/v1/runs/{run_id}")).json()
+            return run.get("status") == "interrupted"
+
+        assert await until(recorded, server=c)
+
+
+async def test_a_response_is_cancelled_through_another_replica(
+    replicas: dict[str, Replica], simulator: SimulatorServer
+) -> None:
+    slow_answer(simulator)
+    a, b = replicas["A"], replicas["B"]
+    body = {"model": "hermes-agent", "input": "go", "background": True}
+    async with httpx.AsyncClient(headers=AUTH, timeout=60) as http:
+        queued = (await http.post(f"{a.base_url}/v1/responses", json=body)).json()
+
+        async def running() -> bool:
+            return len(simulator.state.requests(scenario=UPSTREAM)) >= 1
+
+        assert await until(running, server=a)
+        cancelled = await http.post(f"{b.base_url}/v1/responses/{queued['id']}/cancel")
+        assert cancelled.status_code == 200, cancelled.text
+        assert cancelled.json()["status"] == "cancelled"
+
+
+async def test_a_replica_killed_mid_run_has_its_run_closed_by_another_within_its_lease(
+    replicas: dict[str, Replica], simulator: SimulatorServer
+) -> None:
+    slow_answer(simulator, Step(reply=Reply(text="Carrying on.")))
+    a, b, c = replicas["A"], replicas["B"], replicas["C"]
+    session = {"x-hermes-session-id": "long-talk"}
+    body = {
+        "model": "hermes-agent",
+        "stream": True,
+        "messages": [{"role": "user", "content": "go"}],
+    }
+    async with httpx.AsyncClient(headers=AUTH, timeout=60) as http:
+        async with http.stream(
+            "POST", f"{a.base_url}/v1/chat/completions", json=body, headers=session
+        ) as stream:
+            run_id = stream.headers["x-hermes-run-id"]
+            await first_text(stream.aiter_lines())
+            a.process.send_signal(signal.SIGKILL)
+            a.process.wait(timeout=10)
+            killed_at = time.monotonic()
+
+        async def interrupted() -> bool:
+            run: dict[str, Any] = (await http.get(f"{c.base_url}/v1/runs/{run_id}")).json()
+            return run.get("status") == "interrupted"
+
+        assert await until(interrupted, server=c, seconds=30)
+        # The lease (2 s) runs out, then the next look (every 2 s) finds it: well within 10 s.
+        assert time.monotonic() - killed_at < 4 * LEASE_SECONDS + 2
+        # Its session lock went with it: the conversation goes on, on another replica.
+        again = await http.post(
+            f"{b.base_url}/v1/chat/completions",
+            json={**body, "stream": False},
+            headers=session,
+        )
+        assert again.status_code == 200, again.text
+        assert again.json()["choices"][0]["message"]["content"] == "Carrying on."
+    assert b.alive()  # the other replicas are still fine
+    assert c.alive()
