@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from hermes_core.tools.agent_tools import AGENT_LEVEL_TOOLS
 from hermes_core.tools.toolsets import AGENT_TOOLSET
 from server.auth import RequireKey
+from server.drain import install_drain
 from server.errors import install_error_handlers
 from server.hot_path import HotPath, HotRoute
 from server.input_text import RefuseNulInURL
@@ -40,6 +41,7 @@ def create_app(services: Services) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await services.open()
+        install_drain(services, services.drain_seconds)
         yield
         await services.runs.shutdown()
         await services.close()

@@ -49,6 +49,7 @@ def build_services(config: HermesConfig) -> Services:
             max_runs_per_owner=config.server.max_concurrent_runs_per_key,
         ),
         stop_on_disconnect=config.server.stop_on_disconnect,
+        drain_seconds=config.server.drain_seconds,
         max_body_bytes=config.server.max_body_bytes,
         database_url=config.server.resolved_database_url,
         workspaces_dir=config.server.resolved_workspaces_dir,

@@ -56,6 +56,12 @@ class RunLimitExceeded(Exception):
         self.retry_after = retry_after
 
 
+class ServerDraining(Exception):
+    """The server is shutting down: it finishes the runs it has and takes no new one (503)."""
+
+    retry_after = 5
+
+
 class SessionBusy(Exception):
     """Another turn of the conversation is running, and waiting was not allowed or lasted too
     long (409)."""
@@ -131,6 +137,12 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _too_many_runs(_: Request, exc: RunLimitExceeded) -> JSONResponse:
         headers = {"retry-after": str(exc.retry_after)}
         return error_response(429, exc.message, code="rate_limit_exceeded", headers=headers)
+
+    @app.exception_handler(ServerDraining)
+    async def _draining(_: Request, exc: ServerDraining) -> JSONResponse:
+        headers = {"retry-after": str(exc.retry_after)}
+        message = "This server is shutting down and takes no new runs; retry (on another replica)."
+        return error_response(503, message, code="server_draining", headers=headers)
 
     @app.exception_handler(SessionBusy)
     async def _session_busy(_: Request, exc: SessionBusy) -> JSONResponse:

@@ -177,6 +177,8 @@ class Services:
     """Prometheus metrics; ``create_app`` registers their observer with ``runs``."""
     stop_on_disconnect: bool = True
     keepalive_seconds: float = 15.0
+    drain_seconds: float = 30.0
+    """On SIGTERM, how long runs in progress may go on before the shutdown cuts them."""
     address_policy: AddressPolicy = field(default_factory=AddressPolicy)
     """Where tools that reach the network may go (``web.allow``): a client's MCP server URL
     is held to it too."""

@@ -57,6 +57,11 @@ def hermes_command(
     finally:
         if process.poll() is None:
             process.terminate()
-            process.wait(timeout=10)
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                # Still draining a run the test left going: a second SIGTERM skips the wait.
+                process.terminate()
+                process.wait(timeout=10)
         if output is not None:
             output.close()

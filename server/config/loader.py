@@ -44,6 +44,7 @@ SERVER_ENV: dict[str, str] = {
     "DATABASE_URL": "database_url",
     "REDIS_URL": "redis_url",
     "HERMES_LEASE_SECONDS": "lease_seconds",
+    "HERMES_DRAIN_SECONDS": "drain_seconds",
     "HERMES_MAX_BODY_BYTES": "max_body_bytes",
     "HERMES_MAX_CONCURRENT_RUNS": "max_concurrent_runs",
     "HERMES_MAX_CONCURRENT_RUNS_PER_KEY": "max_concurrent_runs_per_key",

@@ -144,6 +144,10 @@ class ServerConfig(_Model):
     runs it left live. Default: an id kept in ``data_dir`` (made on the first start), so that
     a recreated container with the same data volume recovers its own runs."""
 
+    drain_seconds: float = Field(default=30.0, ge=0, le=3600)
+    """On SIGTERM: ``/ready`` turns 503, new runs are refused, and the runs in progress have
+    this long to finish before they are interrupted (a second SIGTERM cuts it short). Keep it
+    below the orchestrator's grace period (Kubernetes: 30 s by default)."""
     redis_url: SecretStr | None = None
     """Redis shared by the replicas of one deployment: stops reach the replica running the
     run, and a replica that died has its runs closed by another. None: one process alone."""

@@ -51,6 +51,9 @@ async def ready(request: Request) -> Readiness:
     services: Services = request.app.state.services
     if not services.profiles:
         raise APIError(503, "No agent profile is configured.", code="not_ready")
+    if services.runs.draining:
+        # First thing on SIGTERM: load balancers stop sending while the runs finish.
+        raise APIError(503, "Shutting down: finishing the runs in progress.", code="draining")
     if services.store is not None and not await services.store.db.ping():
         raise APIError(503, "The database is not reachable.", code="not_ready")
     servers = [

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from hermes_core.errors import InvalidRequestError
 from hermes_core.json_codec import dumps_text
 from hermes_core.messages import Message
-from server.errors import APIError, RunLimitExceeded, SessionBusy, error_body
+from server.errors import APIError, RunLimitExceeded, ServerDraining, SessionBusy, error_body
 from server.protocol.responses import ResponseCreateRequest
 from server.services import Services
 from server.serving.responses import ResponsesServing
@@ -115,6 +115,8 @@ def _error_event(exc: Exception) -> dict[str, Any]:
         status, message, code = 429, exc.message, "rate_limit_exceeded"
     elif isinstance(exc, SessionBusy):
         status, message, code = 409, str(exc), "session_busy"
+    elif isinstance(exc, ServerDraining):
+        status, message, code = 503, "This server is shutting down.", "server_draining"
     else:
         log.exception("a response.create on a WebSocket failed")
     return {

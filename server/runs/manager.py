@@ -22,7 +22,7 @@ from typing import Protocol
 from hermes_core.agent import AgentRequest
 from hermes_core.events import AgentEvent, ExitReason, InterruptSource, RunFinished
 from hermes_core.usage import Usage
-from server.errors import RunLimitExceeded
+from server.errors import RunLimitExceeded, ServerDraining
 
 log = logging.getLogger(__name__)
 
@@ -257,6 +257,8 @@ class RunManager:
         self.keep_finished = keep_finished
         self.exiting = False
         """The server has begun to exit: streams it cuts from now on are its doing."""
+        self.draining = False
+        """The server is shutting down gracefully: no new run is admitted."""
 
     # --- starting ---------------------------------------------------------------------------
 
@@ -297,7 +299,10 @@ class RunManager:
         return self._live_total if owner is None else self._live.get(owner, 0)
 
     def admit(self, owner: str) -> None:
-        """Raise :class:`RunLimitExceeded` if ``owner`` may not start a run now."""
+        """Raise :class:`RunLimitExceeded` if ``owner`` may not start a run now, and
+        :class:`ServerDraining` once the server is shutting down."""
+        if self.draining:
+            raise ServerDraining()
         if self._live_total >= self.max_runs:
             raise RunLimitExceeded("The server is running its maximum of runs.", retry_after=5)
         if self._live.get(owner, 0) >= self.max_runs_per_owner:
@@ -389,6 +394,18 @@ class RunManager:
         run.status = RunStatus.STOPPING
         if run.agent is not None:
             run.agent.interrupt(STOP_REASONS.get(source, source.value), source=source)
+
+    async def drain(self, seconds: float) -> int:
+        """Take no new run, let the live ones finish for up to ``seconds``, then interrupt
+        what is left (recorded as stopped by the shutdown); returns how many were cut."""
+        self.draining = True
+        live = [r.task for r in self._runs.values() if not r.status.finished and r.task]
+        if live:
+            await asyncio.wait(live, timeout=seconds)
+        left = [r for r in self._runs.values() if not r.status.finished]
+        if left:
+            await self.shutdown()
+        return len(left)
 
     async def shutdown(self) -> None:
         """Interrupt every live run and wait (briefly) for them to end honestly."""
