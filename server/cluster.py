@@ -7,6 +7,9 @@ needs neither):
 - **Stop requests.** A stop, cancel or delete may reach any replica. The one receiving it, not
   running the run itself, publishes the run's id on ``hermes:stop``; every replica listens and
   the one running it stops it, exactly as a local stop would.
+- **Per-key run limits.** A run is reserved in ``hermes:runs:<owner>`` before it starts (one
+  Lua script checks the count and adds, so replicas admitting at once cannot both pass), its
+  replica renews it with its lease, and it is released when the run ends.
 - **Liveness.** Each replica keeps a key ``hermes:instance:<name>`` alive with a TTL (its lease,
   renewed three times per lease). Every replica also looks, once per lease, for instances
   that have runs marked live in the database but no key: that replica died (killed, its machine
@@ -22,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -32,12 +36,26 @@ log = logging.getLogger("hermes.cluster")
 STOP_CHANNEL = "hermes:stop"
 INSTANCE_KEY = "hermes:instance:{}"
 RECOVERY_KEY = "hermes:recovering:{}"
+RUNS_KEY = "hermes:runs:{}"
+"""A key's live runs on every replica: a sorted set of run ids scored by when each
+reservation lapses unless its replica renews it."""
+
+# Check and reserve in one step, so that two replicas admitting at once cannot both pass.
+_RESERVE = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return 1
+"""
 
 StopHandler = Callable[[str, str, str], None]
 """``(run_id, owner, source)``: stop that run if this replica runs it."""
 Recover = Callable[[str], Awaitable[int]]
 """Close the runs a dead instance left live; returns how many."""
 LiveInstances = Callable[[], Awaitable[set[str]]]
+LiveRuns = Callable[[], list[tuple[str, str]]]
+"""``(owner, run_id)`` of this replica's runs in progress."""
 
 
 class Cluster:
@@ -47,12 +65,20 @@ class Cluster:
         self.instance = instance
         self.lease_seconds = lease_seconds
         self._redis: aioredis.Redis = aioredis.from_url(url)
+        self._reserve = self._redis.register_script(_RESERVE)
         self._tasks: list[asyncio.Task[None]] = []
+        self._live_runs: LiveRuns = list
 
     async def start(
-        self, *, on_stop: StopHandler, recover: Recover, live_instances: LiveInstances
+        self,
+        *,
+        on_stop: StopHandler,
+        recover: Recover,
+        live_instances: LiveInstances,
+        live_runs: LiveRuns,
     ) -> None:
         """Take the lease (before serving a run), then keep it, listen, and watch."""
+        self._live_runs = live_runs
         await self._renew()
         pubsub = self._redis.pubsub()
         await pubsub.subscribe(STOP_CHANNEL)
@@ -75,6 +101,21 @@ class Cluster:
         message = json.dumps({"run_id": run_id, "owner": owner, "source": source})
         await self._redis.publish(STOP_CHANNEL, message)
 
+    async def reserve(self, owner: str, run_id: str, limit: int) -> bool:
+        """Count ``run_id`` among ``owner``'s live runs on all replicas, unless ``limit`` are
+        live already (then False). The reservation lapses after a lease unless renewed: a
+        replica that dies takes its reservations with it."""
+        now = time.time()
+        lease_ms = round(self.lease_seconds * 1000)
+        reserved = await self._reserve(
+            keys=[RUNS_KEY.format(owner)],
+            args=[now, now + self.lease_seconds, limit, run_id, 2 * lease_ms],
+        )
+        return bool(reserved)
+
+    async def release(self, owner: str, run_id: str) -> None:
+        await self._redis.zrem(RUNS_KEY.format(owner), run_id)
+
     async def alive(self, instance: str) -> bool:
         return bool(await self._redis.exists(INSTANCE_KEY.format(instance)))
 
@@ -83,6 +124,12 @@ class Cluster:
     async def _renew(self) -> None:
         ttl = max(1, round(self.lease_seconds * 1000))
         await self._redis.set(INSTANCE_KEY.format(self.instance), "1", px=ttl)
+        lapses = time.time() + self.lease_seconds
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for owner, run_id in self._live_runs():
+                pipe.zadd(RUNS_KEY.format(owner), {run_id: lapses}, xx=True)
+                pipe.pexpire(RUNS_KEY.format(owner), 2 * ttl)
+            await pipe.execute()
 
     async def _keep_lease(self) -> None:
         while True:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hermes_core.agent import Agent, AgentConfig, ContextHooks
-from hermes_core.events import InterruptSource
+from hermes_core.events import AgentEvent, InterruptSource, RunFinished
 from hermes_core.memory_stores import InMemoryMemoryStore, InMemoryTodoStore
 from hermes_core.persistence import Store
 from hermes_core.persistence.runs import LIVE_STATUSES
@@ -26,9 +26,10 @@ from hermes_core.tools.web.guard import AddressPolicy
 from server.approvals import ApprovalDesk
 from server.auth import KeyRing
 from server.cluster import Cluster
+from server.errors import RunLimitExceeded
 from server.files import FileLimits, FileVault
 from server.metrics import Metrics
-from server.runs.manager import RunManager
+from server.runs.manager import RunInfo, RunManager
 from server.sessions.service import SessionService, SessionSettings
 from server.workspaces import conversation_workspace
 
@@ -215,6 +216,7 @@ class Services:
     """Uploaded files; set by :meth:`open` when there is a database and a ``files_dir``."""
     sessions: SessionService | None = None
     _pruning: asyncio.Task[None] | None = None
+    _releasing: set[asyncio.Task[None]] = field(default_factory=set)
     """Named conversations and transcripts; set by :meth:`open` when there is a database."""
 
     async def open(self) -> None:
@@ -257,7 +259,9 @@ class Services:
                 on_stop=self._stop_requested,
                 recover=recover,
                 live_instances=store.runs.live_instances,
+                live_runs=self.runs.live_run_keys,
             )
+            self.runs.observers.append(self._release_reservation)
         if self.responses_max_count is not None or self.responses_max_age_seconds is not None:
             await store.responses.prune()
             self._pruning = asyncio.create_task(_prune_forever(store), name="hermes-prune")
@@ -271,6 +275,23 @@ class Services:
 
     def profile(self, model: str) -> Profile | None:
         return next((p for p in self.profiles if p.id == model), None)
+
+    async def reserve_run(self, owner: str, run_id: str) -> None:
+        """Count a run about to start against ``owner``'s limit on every replica (this
+        replica's own count is checked by ``RunManager.admit``); 429 beyond it."""
+        if self.cluster is None:
+            return
+        limit = self.runs.max_runs_per_owner
+        if not await self.cluster.reserve(owner, run_id, limit):
+            raise RunLimitExceeded(
+                f"This API key already has {limit} runs in progress.", retry_after=5
+            )
+
+    def _release_reservation(self, info: RunInfo, event: AgentEvent) -> None:
+        if isinstance(event, RunFinished) and self.cluster is not None:
+            task = asyncio.create_task(self.cluster.release(info.owner, info.id))
+            self._releasing.add(task)
+            task.add_done_callback(self._releasing.discard)
 
     def _stop_requested(self, run_id: str, owner: str, source: str) -> None:
         """Another replica was asked to stop a run: stop it if it is one of ours."""

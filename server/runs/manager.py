@@ -294,6 +294,10 @@ class RunManager:
         run.task = asyncio.create_task(self._drive(run, agent, request), name=f"hermes-{run.id}")
         return run
 
+    def live_run_keys(self) -> list[tuple[str, str]]:
+        """``(owner, run_id)`` of every run in progress here."""
+        return [(r.owner, r.id) for r in self._runs.values() if not r.status.finished]
+
     def live_runs(self, owner: str | None = None) -> int:
         """Runs in progress (of ``owner``, or of everyone): what the limits count."""
         return self._live_total if owner is None else self._live.get(owner, 0)

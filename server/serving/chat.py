@@ -98,7 +98,7 @@ class ChatServing:
                 agent_request = await with_files_in_workspace(
                     services, profile, agent_request, principal, conversation
                 )
-        run = start_run(
+        run = await start_run(
             services,
             agent,
             agent_request,

@@ -133,7 +133,7 @@ async def with_files_in_workspace(
     return await with_files(services, placed, principal=principal)
 
 
-def start_run(
+async def start_run(
     services: Services,
     agent: Runnable,
     request: AgentRequest,
@@ -152,6 +152,7 @@ def start_run(
     request = with_workspace(services, profile, request, principal, conversation)
     temporary = request.workspace if conversation is None else None
     with turn_given_back_on_failure(services, request.run_id):
+        await services.reserve_run(principal.name, request.run_id or "")
         run = services.runs.start(
             agent,
             request,

@@ -241,7 +241,7 @@ class ResponsesServing:
                 agent_request = await with_files_in_workspace(
                     services, profile, agent_request, principal, workspace_of
                 )
-            run = start_run(
+            run = await start_run(
                 services,
                 agent,
                 agent_request,
@@ -460,7 +460,7 @@ class ResponsesServing:
         summariser = profile.summariser
         compaction = CompactionRun(Compressor(summariser), context_window=summariser.context_window)
         compaction_id = new_id("resp_")
-        run = start_run(
+        run = await start_run(
             services,
             compaction,
             AgentRequest(history=messages, run_id=new_id("run_"), stream_model_replies=False),

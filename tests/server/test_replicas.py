@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -26,9 +27,10 @@ from tests.server.served import pid_alive, sse_data, until
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
-KEY = "sk-replicas-0123456789"
 UPSTREAM = "replica-upstream"
 LEASE_SECONDS = 2
+KEY = f"sk-replicas-{uuid.uuid4().hex}"
+"""One key per test session: what Redis keeps per key (live runs) starts empty."""
 AUTH = {"authorization": f"Bearer {KEY}"}
 
 
@@ -59,7 +61,8 @@ def replicas(
     config.write_text(
         f"""
 server:
-  api_keys: [{{principal: alice, key: {KEY}}}]
+  api_keys: [{{principal: alice-{uuid.uuid4().hex[:8]}, key: {KEY}}}]
+  max_concurrent_runs_per_key: 1
 providers:
   - name: sim
     model: {UPSTREAM}
@@ -186,3 +189,33 @@ async def test_a_replica_killed_mid_run_has_its_run_closed_by_another_within_its
         assert again.json()["choices"][0]["message"]["content"] == "Carrying on."
     assert b.alive()  # the other replicas are still fine
     assert c.alive()
+
+
+async def test_the_per_key_limit_holds_across_replicas(
+    replicas: dict[str, Replica], simulator: SimulatorServer
+) -> None:
+    """One run per key at a time (this deployment's limit): a second run is refused on
+    another replica while the first runs, and admitted once it ended."""
+    slow_answer(simulator, Step(reply=Reply(text="Second.")))
+    a, b = replicas["A"], replicas["B"]
+    body = {
+        "model": "hermes-agent",
+        "stream": True,
+        "messages": [{"role": "user", "content": "go"}],
+    }
+    plain = {**body, "stream": False}
+    async with httpx.AsyncClient(headers=AUTH, timeout=60) as http:
+        async with http.stream("POST", f"{a.base_url}/v1/chat/completions", json=body) as stream:
+            run_id = stream.headers["x-hermes-run-id"]
+            lines = stream.aiter_lines()  # kept: a dropped iterator would close the stream
+            await first_text(lines)
+            refused = await http.post(f"{b.base_url}/v1/chat/completions", json=plain)
+            assert refused.status_code == 429, refused.text
+            assert refused.json()["error"]["code"] == "rate_limit_exceeded"
+            assert (await http.post(f"{a.base_url}/v1/runs/{run_id}/stop")).status_code == 202
+
+        async def admitted() -> bool:
+            response = await http.post(f"{b.base_url}/v1/chat/completions", json=plain)
+            return response.status_code == 200
+
+        assert await until(admitted, server=b)
