@@ -1,0 +1,54 @@
+"""compose.yaml, the production-like deployment: PostgreSQL, Redis, a migration, two replicas
+and a load balancer. No container engine runs here, so the file is checked as written: its
+replicas run the commands the tests run, each keeps its own instance, and the load balancer
+streams."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from server.config.schema import ServerConfig
+from tests.server.test_dockerfile import _all
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _compose() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    return loaded
+
+
+def test_two_replicas_share_postgres_and_redis_and_keep_their_own_data() -> None:
+    services = _compose()["services"]
+    replicas = [services["hermes-a"], services["hermes-b"]]
+    for replica in replicas:
+        environment = replica["environment"]
+        assert environment["DATABASE_URL"].startswith("postgresql+asyncpg://")
+        assert environment["REDIS_URL"].startswith("redis://redis:")
+        assert replica["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}
+    volumes = [replica["volumes"][0].split(":")[0] for replica in replicas]
+    assert len(set(volumes)) == 2  # each its own instance name
+
+
+def test_the_replicas_run_the_images_own_serve_command_and_migrate_once() -> None:
+    services = _compose()["services"]
+    [cmd] = _all("CMD")
+    assert services["hermes-a"]["command"] == yaml.safe_load(cmd)
+    assert services["migrate"]["command"] == ["db", "upgrade"]
+
+
+def test_a_replica_gets_longer_than_its_drain_to_stop() -> None:
+    grace = _compose()["services"]["hermes-a"]["stop_grace_period"]
+    assert int(grace.removesuffix("s")) > ServerConfig().drain_seconds
+    assert "/ready" in " ".join(_compose()["services"]["hermes-a"]["healthcheck"]["test"])
+
+
+def test_the_load_balancer_spreads_over_both_replicas_and_does_not_buffer_streams() -> None:
+    conf = (ROOT / "deploy" / "nginx.conf").read_text()
+    assert "server hermes-a:8000" in conf
+    assert "server hermes-b:8000" in conf
+    assert "proxy_buffering off;" in conf
+    assert "proxy_read_timeout 3600s;" in conf
