@@ -42,6 +42,8 @@ def create_app(services: Services) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await services.open()
         install_drain(services, services.drain_seconds)
+        for hook in services.startup_hooks:
+            hook()
         yield
         await services.runs.shutdown()
         await services.close()

@@ -41,6 +41,14 @@ class KeyRing:
             for key, who in (keys or {}).items()
         ]
 
+    def replace(self, other: KeyRing) -> None:
+        """Take ``other``'s keys (a configuration reload), in one step."""
+        self._keys = other._keys
+
+    @property
+    def empty(self) -> bool:
+        return not self._keys
+
     def authenticate(self, authorization: str | None) -> Principal | None:
         if not self._keys:
             return Principal(LOCAL_PRINCIPAL)

@@ -35,15 +35,8 @@ def build_services(config: HermesConfig) -> Services:
     """
     instance = config.server.instance or instance_name(config.server.data_dir)
     return Services(
-        profiles=[_profile(config, profile) for profile in config.profiles],
-        keyring=KeyRing(
-            {
-                e.key.get_secret_value(): Principal(
-                    e.principal, frozenset(e.profiles) if e.profiles is not None else None
-                )
-                for e in config.server.api_keys
-            }
-        ),
+        profiles=build_profiles(config),
+        keyring=keyring_of(config),
         runs=RunManager(
             max_runs=config.server.max_concurrent_runs,
             max_runs_per_owner=config.server.max_concurrent_runs_per_key,
@@ -82,6 +75,22 @@ def build_services(config: HermesConfig) -> Services:
             busy=config.server.session_busy, wait_seconds=config.server.session_wait_seconds
         ),
     )
+
+
+def keyring_of(config: HermesConfig) -> KeyRing:
+    return KeyRing(
+        {
+            e.key.get_secret_value(): Principal(
+                e.principal, frozenset(e.profiles) if e.profiles is not None else None
+            )
+            for e in config.server.api_keys
+        }
+    )
+
+
+def build_profiles(config: HermesConfig) -> list[Profile]:
+    """The agent profiles of ``config``, their provider clients and toolsets made."""
+    return [_profile(config, profile) for profile in config.profiles]
 
 
 def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:

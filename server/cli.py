@@ -32,6 +32,7 @@ from server.config import (
 )
 from server.config.mcp_probe import probe_mcp_servers
 from server.http_limits import HttpLimits, guarded_protocol
+from server.reload import ConfigReloader
 from server.runtime import ExitAwareServer, tune_garbage_collector
 from server.simulator import SimulatorState, create_simulator_app
 
@@ -45,14 +46,19 @@ def _config_path(args: argparse.Namespace, environ: Mapping[str, str]) -> Path |
     return Path(given) if given else None
 
 
-def _load(args: argparse.Namespace) -> HermesConfig | None:
-    """The configuration, or None after printing why it is invalid (never a traceback)."""
+def _environ(args: argparse.Namespace) -> dict[str, str]:
     environ: dict[str, str] = dict(os.environ)
     # Command-line options win over the environment, so they are applied as its variables.
     if getattr(args, "host", None) is not None:
         environ["HERMES_HOST"] = args.host
     if getattr(args, "port", None) is not None:
         environ["HERMES_PORT"] = str(args.port)
+    return environ
+
+
+def _load(args: argparse.Namespace) -> HermesConfig | None:
+    """The configuration, or None after printing why it is invalid (never a traceback)."""
+    environ = _environ(args)
     try:
         return load_config(_config_path(args, environ), environ)
     except ConfigError as exc:
@@ -79,6 +85,8 @@ def _serve(args: argparse.Namespace) -> int:
         server = running.server
         log.info("serving %s on %s:%s", ", ".join(running.model_ids), server.host, server.port)
         services = build_services(running)
+        reloader = ConfigReloader(services, running, _config_path(args, os.environ), _environ(args))
+        services.startup_hooks.append(reloader.start)
         app = create_app(services)
         tune_garbage_collector()
         limits = HttpLimits(

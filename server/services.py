@@ -178,6 +178,8 @@ class Services:
     """Prometheus metrics; ``create_app`` registers their observer with ``runs``."""
     stop_on_disconnect: bool = True
     keepalive_seconds: float = 15.0
+    startup_hooks: list[Callable[[], None]] = field(default_factory=list)
+    """Called once the services are open, on the event loop (e.g. the config reloader)."""
     drain_seconds: float = 30.0
     """On SIGTERM, how long runs in progress may go on before the shutdown cuts them."""
     address_policy: AddressPolicy = field(default_factory=AddressPolicy)

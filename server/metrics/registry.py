@@ -166,6 +166,17 @@ class Metrics:
             return Labelled(Histogram(name, doc, labels.split(), buckets=buckets, registry=r))
 
         llm = "provider model"
+        self.config_version = Labelled(
+            Gauge(
+                "hermes_config_version_info",
+                "The configuration live now (1) by the hash of its file; earlier ones 0.",
+                ["version"],
+                registry=r,
+            )
+        )
+        self.config_reloads = counter(
+            "hermes_config_reloads_total", "Configuration reloads.", "result"
+        )
         self.requests = counter("hermes_requests_total", "HTTP requests.", "endpoint status")
         self.request_duration = histogram(
             "hermes_request_duration_seconds",

@@ -294,6 +294,10 @@ class RunManager:
         run.task = asyncio.create_task(self._drive(run, agent, request), name=f"hermes-{run.id}")
         return run
 
+    def live_tasks(self) -> list[asyncio.Task[None]]:
+        """The tasks of the runs in progress here (a reload waits for them)."""
+        return [r.task for r in self._runs.values() if not r.status.finished and r.task]
+
     def live_run_keys(self) -> list[tuple[str, str]]:
         """``(owner, run_id)`` of every run in progress here."""
         return [(r.owner, r.id) for r in self._runs.values() if not r.status.finished]

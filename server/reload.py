@@ -1,0 +1,182 @@
+"""Reloading the configuration file without a restart: on SIGHUP, or when the file changes.
+
+What a reload changes: API keys, profiles (their providers, toolsets, MCP servers) and the web
+settings. Runs in progress finish on the profile they started with; its provider clients and
+MCP connections are closed once those runs have ended. A new configuration that does not load
+(invalid YAML, a failed check, keys removed from a server that is not loopback-only) is refused
+with a log line naming the fault, and the running one stays. Settings of the process itself
+(``server.host``, ``port``, ``database_url``, ``redis_url``, data directories, limits) need a
+restart: a reload that changes them says so in the log and leaves them as they are.
+
+``hermes_config_version_info{version}`` (the file's hash) and a log line say which
+configuration is live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import signal
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+from hermes_core.tools.web.guard import AddressPolicy
+from server.bootstrap import build_profiles, keyring_of
+from server.config import ConfigError, HermesConfig, load_config
+from server.services import Profile, Services
+
+log = logging.getLogger("hermes.reload")
+
+POLL_SECONDS = 2.0
+"""How often the file's modification time is looked at."""
+_RESTART_ONLY = (
+    "host", "port", "data_dir", "database_url", "redis_url", "workspaces_dir", "files", "instance",
+)  # fmt: skip
+
+
+def version_of(path: Path | None) -> str:
+    """The configuration's version: a hash of its file (``embedded`` without one)."""
+    if path is None:
+        return "embedded"
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    except OSError:
+        return "unreadable"
+
+
+class ConfigReloader:
+    """Watches one configuration file for one running server."""
+
+    def __init__(
+        self,
+        services: Services,
+        config: HermesConfig,
+        path: Path | None,
+        environ: Mapping[str, str],
+    ) -> None:
+        self.services = services
+        self.config = config
+        self.path = path
+        self.environ = dict(environ)
+        self.version = version_of(path)  # at start, before the event loop serves anyone
+        self._mtime = self._modified()
+        self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        """On the event loop: announce the live version, watch the file, take SIGHUP."""
+        self.services.metrics.config_version.labels(self.version).set(1)
+        log.info("config version %s live", self.version)
+        if self.path is None:
+            return
+        self._spawn(self._watch())
+        if threading.current_thread() is threading.main_thread():
+            loop = asyncio.get_running_loop()
+            loop.add_signal_handler(signal.SIGHUP, lambda: self._spawn(self.reload()))
+
+    async def reload(self) -> bool:
+        """Load the file again and apply it; False (and the old one stays) if it is invalid."""
+        async with self._lock:
+            self._mtime = await asyncio.to_thread(self._modified)
+            version = await asyncio.to_thread(version_of, self.path)
+            try:
+                config = await asyncio.to_thread(load_config, self.path, self.environ)
+                self._check(config)
+                config = self._with_running_simulator(config)
+                profiles = build_profiles(config)
+            except ConfigError as error:
+                return self._refused("; ".join(error.problems))
+            except Exception as error:  # a provider or toolset that cannot be built
+                return self._refused(f"{type(error).__name__}: {error}")
+            self._apply(config, profiles, version)
+            return True
+
+    def _refused(self, why: str) -> bool:
+        log.error("config reload refused, version %s stays live: %s", self.version, why)
+        self.services.metrics.config_reloads.labels("refused").inc()
+        return False
+
+    def _check(self, config: HermesConfig) -> None:
+        if not config.server.api_keys and not self.config.server.loopback_only:
+            raise ConfigError(
+                [
+                    "server.api_keys: would be empty, on a server not bound to loopback only "
+                    "(it would serve anyone)"
+                ]
+            )
+
+    def _with_running_simulator(self, config: HermesConfig) -> HermesConfig:
+        """``config`` with the address of the simulator this process started, if any."""
+        base = next((p.base_url for p in self.config.providers if p.name == "simulator"), None)
+        return config.with_simulator_base_url(base.removesuffix("/v1")) if base else config
+
+    def _apply(self, config: HermesConfig, profiles: list[Profile], version: str) -> None:
+        services = self.services
+        ignored = [
+            name
+            for name in _RESTART_ONLY
+            if getattr(config.server, name) != getattr(self.config.server, name)
+        ]
+        if ignored:
+            log.warning("config reload: %s change(s) need a restart", ", ".join(ignored))
+        old = list(services.profiles)
+        running = services.runs.live_tasks()
+        services.profiles = profiles
+        services.runs.max_runs = config.server.max_concurrent_runs
+        services.runs.max_runs_per_owner = config.server.max_concurrent_runs_per_key
+        services.keyring.replace(keyring_of(config))
+        services.address_policy = AddressPolicy.allowing(config.web.allow)
+        for profile in profiles:
+            if profile.mcp is not None:
+                profile.mcp.start()
+        services.metrics.config_version.labels(self.version).set(0)
+        services.metrics.config_version.labels(version).set(1)
+        services.metrics.config_reloads.labels("applied").inc()
+        log.warning(
+            "config version %s live (was %s): %d profile(s), %d key(s)",
+            version,
+            self.version,
+            len(profiles),
+            len(config.server.api_keys),
+        )
+        self.config, self.version = config, version
+        self._spawn(_retire(old, running))
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(POLL_SECONDS)
+            modified = await asyncio.to_thread(self._modified)
+            if modified is not None and modified != self._mtime:
+                await self.reload()
+
+    def _modified(self) -> float | None:
+        if self.path is None:
+            return None
+        try:
+            return self.path.stat().st_mtime
+        except OSError:
+            return None
+
+    def _spawn(self, work: object) -> None:
+        assert asyncio.iscoroutine(work)
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+async def _retire(profiles: list[Profile], running: list[asyncio.Task[None]]) -> None:
+    """Close what the replaced profiles hold, once the runs that may use it have ended."""
+    if running:
+        await asyncio.wait(running)
+    closed: set[int] = set()
+    for profile in profiles:
+        if profile.mcp is not None:
+            await profile.mcp.stop()
+        for provider in (profile.provider, profile.auxiliary):
+            if provider is not None and id(provider) not in closed:
+                closed.add(id(provider))
+                with contextlib.suppress(Exception):
+                    await provider.aclose()
