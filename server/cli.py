@@ -20,6 +20,7 @@ import uvicorn
 from sqlalchemy.exc import SQLAlchemyError
 
 from hermes_core.persistence import Database
+from server import workers
 from server.app import create_app
 from server.bootstrap import build_services, upstreams
 from server.config import (
@@ -32,6 +33,7 @@ from server.config import (
 )
 from server.config.mcp_probe import probe_mcp_servers
 from server.http_limits import HttpLimits, guarded_protocol
+from server.instance import instance_name
 from server.reload import ConfigReloader
 from server.runtime import ExitAwareServer, tune_garbage_collector
 from server.simulator import SimulatorState, create_simulator_app
@@ -81,6 +83,19 @@ def _serve(args: argparse.Namespace) -> int:
         return EXIT_INVALID_CONFIG
     if not config.server.api_keys:
         log.warning("no API keys configured: serving loopback only, every caller is 'local'")
+    if args.worker is None and args.workers > 1:
+        refused = workers.refusal(config, args.workers)
+        if refused is not None:
+            print(f"hermes-server: {refused}", file=sys.stderr)
+            return EXIT_INVALID_CONFIG
+        sock = workers.bind(config.server.host, config.server.port)
+        log.info(
+            "serving on %s:%s with %d workers", config.server.host, config.server.port, args.workers
+        )
+        return workers.supervise(_worker_args(args), args.workers, sock)
+    if args.worker is not None:
+        base = config.server.instance or instance_name(config.server.data_dir)
+        config = workers.worker_instance(config, base, args.worker)
     with upstreams(config) as running:
         server = running.server
         log.info("serving %s on %s:%s", ", ".join(running.model_ids), server.host, server.port)
@@ -103,8 +118,21 @@ def _serve(args: argparse.Namespace) -> int:
             http=guarded_protocol(limits),
             timeout_keep_alive=int(server.keep_alive_seconds),
         )
-        ExitAwareServer(uvicorn_config, on_exit=services.runs.begin_exit).run()
+        sockets = [workers.listening_socket(args.listen_fd)] if args.listen_fd is not None else None
+        ExitAwareServer(uvicorn_config, on_exit=services.runs.begin_exit).run(sockets=sockets)
     return 0
+
+
+def _worker_args(args: argparse.Namespace) -> list[str]:
+    """The command line of one worker: this one's, the listening socket aside."""
+    command = ["--log-level", args.log_level, "serve"]
+    if args.config:
+        command += ["--config", args.config]
+    if args.host is not None:
+        command += ["--host", args.host]
+    if args.port is not None:
+        command += ["--port", str(args.port)]
+    return command
 
 
 def _check_config(args: argparse.Namespace) -> int:
@@ -191,6 +219,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the OpenAI-compatible agent server")
     serve.add_argument("--host", default=None, help="bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=_port, default=None, help="port (default 8000)")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes (default 1); more need PostgreSQL and Redis (each is a replica)",
+    )
+    # Set by `serve --workers N` on the processes it starts: not for people.
+    serve.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)
+    serve.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     _add_config_option(serve)
     serve.set_defaults(handler=_serve)
 

@@ -1,0 +1,120 @@
+"""``serve --workers N``: one machine's cores as N replicas behind one listening socket.
+
+The parent binds the address once and starts N ``serve`` processes that inherit the socket
+(``--listen-fd``); the kernel hands each new connection to one of them. Each worker is a full
+replica — its own event loop, runs and instance name (``<instance>.w<i>``, stable across its
+restarts, so a restarted worker recovers its own runs) — coordinated with the others exactly as
+replicas on several machines are: one PostgreSQL, one Redis (README § Several replicas). So more
+than one worker needs both; on SQLite, or without ``redis_url``, the parent refuses to start.
+
+The parent forwards SIGTERM (each worker drains: ``server.drain_seconds``), SIGINT and SIGHUP
+(each worker reloads its configuration), and starts a worker again if one dies.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import subprocess
+import sys
+import time
+from types import FrameType
+
+from server.config import HermesConfig
+
+log = logging.getLogger("hermes.workers")
+
+RESTART_PAUSE_SECONDS = 1.0
+
+
+def refusal(config: HermesConfig, workers: int) -> str | None:
+    """Why ``workers`` workers cannot serve ``config``, or None."""
+    if workers <= 1:
+        return None
+    server = config.server
+    if server.resolved_database_url.startswith("sqlite"):
+        return (
+            f"--workers {workers} needs PostgreSQL (DATABASE_URL): each worker is a replica, "
+            "and replicas share one database. SQLite serves one process; use --workers 1."
+        )
+    if server.redis_url is None:
+        return (
+            f"--workers {workers} needs Redis (REDIS_URL): replicas pass stops and keep their "
+            "leases through it."
+        )
+    return None
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def supervise(worker_args: list[str], workers: int, sock: socket.socket) -> int:
+    """Run ``workers`` copies of ``hermes-server <worker_args>`` on ``sock`` until told to stop."""
+    supervisor = _Supervisor(worker_args, sock)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, supervisor.forward)
+    for index in range(1, workers + 1):
+        supervisor.start(index)
+    supervisor.watch()
+    sock.close()
+    return 0
+
+
+class _Supervisor:
+    def __init__(self, worker_args: list[str], sock: socket.socket) -> None:
+        self._sock = sock
+        self._command = [
+            *(sys.executable, "-m", "server.cli", *worker_args),
+            *("--listen-fd", str(sock.fileno())),
+        ]
+        self._processes: dict[int, subprocess.Popen[bytes]] = {}
+        self._stopping = False
+
+    def start(self, index: int) -> None:
+        process = subprocess.Popen(
+            [*self._command, "--worker", str(index)], pass_fds=(self._sock.fileno(),)
+        )
+        self._processes[index] = process
+        log.info("worker %d started (pid %d)", index, process.pid)
+
+    def forward(self, sig: int, frame: FrameType | None) -> None:
+        """A signal for the server is a signal for each worker (SIGTERM: each drains)."""
+        if sig in (signal.SIGTERM, signal.SIGINT):
+            self._stopping = True
+        for process in self._processes.values():
+            if process.poll() is None:
+                process.send_signal(sig)
+
+    def watch(self) -> None:
+        """Start a worker that died again, until told to stop; then wait for them all."""
+        while not self._stopping:
+            time.sleep(0.2)
+            for index, process in list(self._processes.items()):
+                code = process.poll()
+                if code is not None and not self._stopping:
+                    log.error("worker %d exited with %s; starting it again", index, code)
+                    time.sleep(RESTART_PAUSE_SECONDS)
+                    self.start(index)
+        for process in self._processes.values():
+            process.wait()
+
+
+def worker_instance(config: HermesConfig, base: str, index: int) -> HermesConfig:
+    """``config`` as worker ``index`` serves it: its own instance name."""
+    server = config.server.model_copy(update={"instance": f"{base}.w{index}"})
+    return config.model_copy(update={"server": server})
+
+
+def listening_socket(fd: int) -> socket.socket:
+    """The socket the parent bound, inherited as ``fd`` (family and type read from it)."""
+    sock = socket.socket(fileno=fd)
+    sock.setblocking(False)
+    return sock
