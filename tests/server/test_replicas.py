@@ -76,6 +76,7 @@ profiles:
         "DATABASE_URL": postgres,
         "REDIS_URL": redis,
         "HERMES_LEASE_SECONDS": str(LEASE_SECONDS),
+        "HERMES_SESSION_BUSY": "refuse",  # a second turn at once is refused (deterministic)
     }
     upgrade = [sys.executable, "-m", "server.cli", "db", "upgrade", "--config", str(config)]
     subprocess.run(upgrade, env={**os.environ, **common}, check=True, capture_output=True)
@@ -219,3 +220,44 @@ async def test_the_per_key_limit_holds_across_replicas(
             return response.status_code == 200
 
         assert await until(admitted, server=b)
+
+
+async def test_two_turns_of_one_session_on_two_replicas_are_not_run_at_once(
+    replicas: dict[str, Replica], simulator: SimulatorServer
+) -> None:
+    slow_answer(simulator, Step(reply=Reply(text="Next turn.")))
+    a, b = replicas["A"], replicas["B"]
+    session = {"x-hermes-session-id": "one-conversation"}
+    body = {
+        "model": "hermes-agent",
+        "stream": True,
+        "messages": [{"role": "user", "content": "go"}],
+    }
+    plain = {**body, "stream": False}
+    async with httpx.AsyncClient(headers=AUTH, timeout=60) as http:
+        async with http.stream(
+            "POST", f"{a.base_url}/v1/chat/completions", json=body, headers=session
+        ) as stream:
+            run_id = stream.headers["x-hermes-run-id"]
+            lines = stream.aiter_lines()
+            await first_text(lines)
+            second = await http.post(
+                f"{b.base_url}/v1/chat/completions", json=plain, headers=session
+            )
+            assert second.status_code == 409, second.text
+            assert second.json()["error"]["code"] == "session_busy"
+            assert (await http.post(f"{b.base_url}/v1/runs/{run_id}/stop")).status_code == 202
+            async for _ in lines:  # to the run's end
+                pass
+        answers: list[str] = []
+
+        async def next_turn_served() -> bool:  # once the ended turn has let go of the session
+            after = await http.post(
+                f"{b.base_url}/v1/chat/completions", json=plain, headers=session
+            )
+            if after.status_code == 200:
+                answers.append(after.json()["choices"][0]["message"]["content"])
+            return after.status_code == 200
+
+        assert await until(next_turn_served, server=b)
+        assert answers == ["Next turn."]
