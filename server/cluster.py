@@ -10,6 +10,9 @@ needs neither):
 - **Per-key run limits.** A run is reserved in ``hermes:runs:<owner>`` before it starts (one
   Lua script checks the count and adds, so replicas admitting at once cannot both pass), its
   replica renews it with its lease, and it is released when the run ends.
+- **Provider cooldowns.** A replica that puts a provider on cooldown (a 429 with Retry-After)
+  or sees it answer again says so on ``hermes:cooldown``; the others apply it, so that they do
+  not each spend a call to learn what one already knows.
 - **Liveness.** Each replica keeps a key ``hermes:instance:<name>`` alive with a TTL (its lease,
   renewed three times per lease). Every replica also looks, once per lease, for instances
   that have runs marked live in the database but no key: that replica died (killed, its machine
@@ -31,9 +34,12 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from hermes_core.providers.retry import Cooldowns
+
 log = logging.getLogger("hermes.cluster")
 
 STOP_CHANNEL = "hermes:stop"
+COOLDOWN_CHANNEL = "hermes:cooldown"
 INSTANCE_KEY = "hermes:instance:{}"
 RECOVERY_KEY = "hermes:recovering:{}"
 RUNS_KEY = "hermes:runs:{}"
@@ -68,6 +74,8 @@ class Cluster:
         self._reserve = self._redis.register_script(_RESERVE)
         self._tasks: list[asyncio.Task[None]] = []
         self._live_runs: LiveRuns = list
+        self._cooldowns = Cooldowns()
+        self._publishing: set[asyncio.Task[None]] = set()
 
     async def start(
         self,
@@ -76,15 +84,18 @@ class Cluster:
         recover: Recover,
         live_instances: LiveInstances,
         live_runs: LiveRuns,
+        cooldowns: Cooldowns,
     ) -> None:
         """Take the lease (before serving a run), then keep it, listen, and watch."""
         self._live_runs = live_runs
+        self._cooldowns = cooldowns
+        cooldowns.listeners.append(self._cooled_here)
         await self._renew()
         pubsub = self._redis.pubsub()
-        await pubsub.subscribe(STOP_CHANNEL)
+        await pubsub.subscribe(STOP_CHANNEL, COOLDOWN_CHANNEL)
         self._tasks = [
             asyncio.create_task(self._keep_lease(), name="hermes-lease"),
-            asyncio.create_task(self._listen(pubsub, on_stop), name="hermes-stop-listener"),
+            asyncio.create_task(self._listen(pubsub, on_stop), name="hermes-listener"),
             asyncio.create_task(self._watch(recover, live_instances), name="hermes-watch"),
         ]
 
@@ -99,7 +110,10 @@ class Cluster:
 
     async def request_stop(self, run_id: str, owner: str, source: str) -> None:
         message = json.dumps({"run_id": run_id, "owner": owner, "source": source})
-        await self._redis.publish(STOP_CHANNEL, message)
+        await self._publish(STOP_CHANNEL, message)
+
+    async def _publish(self, channel: str, message: str) -> None:
+        await self._redis.publish(channel, message)
 
     async def reserve(self, owner: str, run_id: str, limit: int) -> bool:
         """Count ``run_id`` among ``owner``'s live runs on all replicas, unless ``limit`` are
@@ -147,15 +161,32 @@ class Cluster:
                 log.warning("stop channel: %s; resubscribing", type(error).__name__)
                 await asyncio.sleep(1.0)
                 with contextlib.suppress(Exception):
-                    await pubsub.subscribe(STOP_CHANNEL)
+                    await pubsub.subscribe(STOP_CHANNEL, COOLDOWN_CHANNEL)
                 continue
             if message is None:
                 continue
             try:
                 request = json.loads(message["data"])
-                on_stop(str(request["run_id"]), str(request["owner"]), str(request["source"]))
+                if message["channel"] in (COOLDOWN_CHANNEL, COOLDOWN_CHANNEL.encode()):
+                    self._cooled_elsewhere(request)
+                else:
+                    on_stop(str(request["run_id"]), str(request["owner"]), str(request["source"]))
             except (ValueError, KeyError, TypeError):
-                log.warning("ignored a malformed stop request")
+                log.warning("ignored a malformed message on %s", message.get("channel"))
+
+    def _cooled_here(self, provider: str, seconds: float | None) -> None:
+        """This replica put a provider on cooldown (or saw it answer): tell the others."""
+        message = json.dumps({"provider": provider, "seconds": seconds, "from": self.instance})
+        task = asyncio.get_running_loop().create_task(self._publish(COOLDOWN_CHANNEL, message))
+        self._publishing.add(task)
+        task.add_done_callback(self._publishing.discard)
+
+    def _cooled_elsewhere(self, message: dict[str, Any]) -> None:
+        if message["from"] == self.instance:
+            return
+        seconds = message["seconds"]
+        provider = str(message["provider"])
+        self._cooldowns.apply(provider, float(seconds) if seconds is not None else None)
 
     async def _watch(self, recover: Recover, live_instances: LiveInstances) -> None:
         while True:

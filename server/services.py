@@ -17,6 +17,7 @@ from hermes_core.persistence import Store
 from hermes_core.persistence.runs import LIVE_STATUSES
 from hermes_core.providers.base import Provider
 from hermes_core.providers.fallback import FallbackChain
+from hermes_core.providers.retry import PROCESS_COOLDOWNS
 from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
 from hermes_core.tools.mcp.toolset import McpToolset
@@ -262,6 +263,7 @@ class Services:
                 recover=recover,
                 live_instances=store.runs.live_instances,
                 live_runs=self.runs.live_run_keys,
+                cooldowns=PROCESS_COOLDOWNS,
             )
             self.runs.observers.append(self._release_reservation)
         if self.responses_max_count is not None or self.responses_max_age_seconds is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hermes_core.errors import ErrorKind, ProviderError
@@ -56,6 +57,11 @@ half-open probe): a provider that answers again is back at once, not when its Re
 (up to an hour) runs out."""
 
 
+CooldownListener = Callable[[str, float | None], None]
+"""Told ``(provider, seconds)`` when this process puts a provider on cooldown, and
+``(provider, None)`` when one answers again (replicas share their cooldowns this way)."""
+
+
 class Cooldowns:
     """Providers that are rate-limited right now; shared by every run of the process."""
 
@@ -63,12 +69,30 @@ class Cooldowns:
         self._until: dict[str, float] = {}
         self._next_probe: dict[str, float] = {}
         self._lock = threading.Lock()
+        self.listeners: list[CooldownListener] = []
 
     def cool(self, provider: str, seconds: float | None) -> None:
+        seconds = min(seconds or DEFAULT_COOLDOWN, MAX_COOLDOWN)
+        self.apply(provider, seconds)
+        for listener in self.listeners:
+            listener(provider, seconds)
+
+    def apply(self, provider: str, seconds: float | None) -> None:
+        """Set ``provider``'s cooldown as another replica found it (``None``: it answered),
+        without telling the listeners (they told us)."""
+        if seconds is None:
+            self._forget(provider)
+            return
         now = time.monotonic()
         with self._lock:
-            self._until[provider] = now + min(seconds or DEFAULT_COOLDOWN, MAX_COOLDOWN)
+            self._until[provider] = now + min(seconds, MAX_COOLDOWN)
             self._next_probe[provider] = now + PROBE_SECONDS
+
+    def cooling(self) -> list[str]:
+        """The providers cooling down now (for /ready)."""
+        now = time.monotonic()
+        with self._lock:
+            return sorted(name for name, until in self._until.items() if until > now)
 
     def is_cooling(self, provider: str) -> bool:
         """Whether to keep ``provider`` out of first place now. False for the one caller that
@@ -93,6 +117,11 @@ class Cooldowns:
         """``provider`` answered a call: it is not cooling down any more."""
         if provider not in self._until:
             return
+        self._forget(provider)
+        for listener in self.listeners:
+            listener(provider, None)
+
+    def _forget(self, provider: str) -> None:
         with self._lock:
             self._until.pop(provider, None)
             self._next_probe.pop(provider, None)

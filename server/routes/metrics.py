@@ -10,6 +10,7 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
+from hermes_core.providers.retry import PROCESS_COOLDOWNS
 from server.errors import APIError
 from server.input_text import StrictJSONRoute
 from server.metrics import Metrics
@@ -35,6 +36,8 @@ class Readiness(BaseModel):
     """How many agent profiles (models) are configured."""
     mcp_servers: list[McpServerState] = []
     """Every configured MCP server, up or not (and why not)."""
+    cooling_providers: list[str] = []
+    """Providers kept out of first place now (rate-limited; with Redis, by any replica)."""
 
 
 # Not in the OpenAPI document: it is not JSON, and only Prometheus reads it.
@@ -63,4 +66,9 @@ async def ready(request: Request) -> Readiness:
         for name, error in profile.mcp.status().items()
     ]
     status = "degraded" if any(not server.up for server in servers) else "ready"
-    return Readiness(status=status, profiles=len(services.profiles), mcp_servers=servers)
+    return Readiness(
+        status=status,
+        profiles=len(services.profiles),
+        mcp_servers=servers,
+        cooling_providers=PROCESS_COOLDOWNS.cooling(),
+    )

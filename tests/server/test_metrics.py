@@ -239,7 +239,10 @@ async def test_the_series_alerts_need_exist_at_zero_before_any_traffic(
 async def test_ready_names_the_profiles(http: httpx.AsyncClient) -> None:
     response = await http.get("/ready")
     assert response.status_code == 200
-    assert response.json() == {"status": "ready", "profiles": 4, "mcp_servers": []}
+    ready = response.json()
+    # Cooldowns are the process's (other tests in this process may have left some).
+    assert isinstance(ready.pop("cooling_providers"), list)
+    assert ready == {"status": "ready", "profiles": 4, "mcp_servers": []}
     assert (await http.get("/health")).status_code == 200
 
 

@@ -28,6 +28,9 @@ from tests.server.served import pid_alive, sse_data, until
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 UPSTREAM = "replica-upstream"
+PRIMARY = f"primary-{uuid.uuid4().hex[:8]}"
+"""The primary provider's upstream model: new per test session (the simulator scripts by model)."""
+BACKUP = "backup-upstream"
 LEASE_SECONDS = 2
 KEY = f"sk-replicas-{uuid.uuid4().hex}"
 """One key per test session: what Redis keeps per key (live runs) starts empty."""
@@ -68,8 +71,19 @@ providers:
     model: {UPSTREAM}
     base_url: "{simulator.base_url}/v1"
     api_mode: chat_completions
+  - name: primary
+    model: {PRIMARY}
+    base_url: "{simulator.base_url}/v1"
+    api_mode: chat_completions
+  - name: backup
+    model: {BACKUP}
+    base_url: "{simulator.base_url}/v1"
+    api_mode: chat_completions
 profiles:
   - {{id: hermes-agent, providers: [sim]}}
+  - id: hermes-fallback
+    providers: [primary, backup]
+    retry: {{max_attempts: 1}}
 """
     )
     common = {
@@ -261,3 +275,28 @@ async def test_two_turns_of_one_session_on_two_replicas_are_not_run_at_once(
 
         assert await until(next_turn_served, server=b)
         assert answers == ["Next turn."]
+
+
+async def test_a_provider_cooled_down_on_one_replica_is_skipped_by_the_others(
+    replicas: dict[str, Replica], simulator: SimulatorServer
+) -> None:
+    limited = Step(fault=Fault(status=429, retry_after=120), repeat=100)
+    simulator.state.script(PRIMARY, Scenario(steps=[limited]))
+    simulator.state.script(
+        BACKUP, Scenario(steps=[Step(reply=Reply(text="From backup."), repeat=100)])
+    )
+    a, b = replicas["A"], replicas["B"]
+    body = {"model": "hermes-fallback", "messages": [{"role": "user", "content": "hi"}]}
+    async with httpx.AsyncClient(headers=AUTH, timeout=60) as http:
+        first = await http.post(f"{a.base_url}/v1/chat/completions", json=body)
+        assert first.json()["choices"][0]["message"]["content"] == "From backup."
+        assert len(simulator.state.requests(scenario=PRIMARY)) == 1
+
+        async def cooling_on_b() -> bool:
+            ready: dict[str, Any] = (await http.get(f"{b.base_url}/ready")).json()
+            return "primary" in ready["cooling_providers"]
+
+        assert await until(cooling_on_b, server=b)
+        second = await http.post(f"{b.base_url}/v1/chat/completions", json=body)
+        assert second.json()["choices"][0]["message"]["content"] == "From backup."
+        assert len(simulator.state.requests(scenario=PRIMARY)) == 1  # B never asked it
