@@ -13,6 +13,9 @@ needs neither):
 - **Provider cooldowns.** A replica that puts a provider on cooldown (a 429 with Retry-After)
   or sees it answer again says so on ``hermes:cooldown``; the others apply it, so that they do
   not each spend a call to learn what one already knows.
+- **Event logs.** Each replica writes its runs' events to a Redis stream per run (batched, off
+  the runs' path), so that a stream can be resumed on any replica, live or after the run
+  ended, for an hour; a dead replica's runs get an ``interrupted`` ending in their logs.
 - **Liveness.** Each replica keeps a key ``hermes:instance:<name>`` alive with a TTL (its lease,
   renewed three times per lease). Every replica also looks, once per lease, for instances
   that have runs marked live in the database but no key: that replica died (killed, its machine
@@ -29,12 +32,15 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import redis.asyncio as aioredis
 
+from hermes_core.events import AgentEvent, ExitReason, InterruptSource, RunFinished
 from hermes_core.providers.retry import Cooldowns
+from hermes_core.usage import Usage
+from server.runs.event_codec import decode, encode
 
 log = logging.getLogger("hermes.cluster")
 
@@ -42,6 +48,10 @@ STOP_CHANNEL = "hermes:stop"
 COOLDOWN_CHANNEL = "hermes:cooldown"
 INSTANCE_KEY = "hermes:instance:{}"
 RECOVERY_KEY = "hermes:recovering:{}"
+EVENTS_KEY = "hermes:events:{}"
+"""A run's events, as a Redis stream whose entry ids are ``0-<seq + 1>``: another replica
+replays them (a resumed stream) while the run is live and for ``EVENTS_KEPT_SECONDS`` after."""
+EVENTS_KEPT_SECONDS = 3600
 RUNS_KEY = "hermes:runs:{}"
 """A key's live runs on every replica: a sorted set of run ids scored by when each
 reservation lapses unless its replica renews it."""
@@ -76,6 +86,8 @@ class Cluster:
         self._live_runs: LiveRuns = list
         self._cooldowns = Cooldowns()
         self._publishing: set[asyncio.Task[None]] = set()
+        self._outbox: list[tuple[str, int, str]] = []
+        self._outbox_filled = asyncio.Event()
 
     async def start(
         self,
@@ -97,6 +109,7 @@ class Cluster:
             asyncio.create_task(self._keep_lease(), name="hermes-lease"),
             asyncio.create_task(self._listen(pubsub, on_stop), name="hermes-listener"),
             asyncio.create_task(self._watch(recover, live_instances), name="hermes-watch"),
+            asyncio.create_task(self._send_events(), name="hermes-event-log"),
         ]
 
     async def close(self) -> None:
@@ -129,6 +142,73 @@ class Cluster:
 
     async def release(self, owner: str, run_id: str) -> None:
         await self._redis.zrem(RUNS_KEY.format(owner), run_id)
+
+    # --- the event log ------------------------------------------------------------------------
+
+    def record(self, event: AgentEvent) -> None:
+        """Queue ``event`` for the run's log in Redis (sent in batches, off the run's path)."""
+        self._outbox.append((event.run_id, event.seq, encode(event)))
+        self._outbox_filled.set()
+
+    async def _send_events(self) -> None:
+        while True:
+            await self._outbox_filled.wait()
+            self._outbox_filled.clear()
+            batch, self._outbox = self._outbox, []
+            try:
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for run_id, seq, text in batch:
+                        pipe.xadd(EVENTS_KEY.format(run_id), {"e": text}, id=f"0-{seq + 1}")
+                    for run_id in {run_id for run_id, _, _ in batch}:
+                        pipe.expire(EVENTS_KEY.format(run_id), EVENTS_KEPT_SECONDS)
+                    await pipe.execute(raise_on_error=False)
+            except Exception as error:  # Redis away: these events are missing from the log
+                log.warning("event log: %d event(s) not sent: %s", len(batch), error)
+
+    async def has_events(self, run_id: str) -> bool:
+        return bool(await self._redis.exists(EVENTS_KEY.format(run_id)))
+
+    async def events(self, run_id: str, *, after: int = -1) -> AsyncIterator[AgentEvent]:
+        """The run's logged events with ``seq > after``, then new ones as they are logged,
+        until its ``run_finished``."""
+        key = EVENTS_KEY.format(run_id)
+        last = f"0-{after + 1}"
+        while True:
+            found: Any = await self._redis.xread({key: last}, block=1000, count=500)
+            for _stream, entries in found:
+                for entry_id, fields in entries:
+                    last = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+                    event = decode(fields[b"e"])
+                    yield event
+                    if isinstance(event, RunFinished):
+                        return
+
+    async def close_log(self, run_id: str, error: str) -> None:
+        """End the log of a run whose replica died mid-run with an honest ``run_finished``
+        (interrupted), so that streams resumed on other replicas end too."""
+        key = EVENTS_KEY.format(run_id)
+        newest: Any = await self._redis.xrevrange(key, count=1)
+        if not newest:
+            return
+        entry_id, fields = newest[0]
+        ended = decode(fields[b"e"])
+        if isinstance(ended, RunFinished):
+            return
+        seq = int((entry_id.decode() if isinstance(entry_id, bytes) else entry_id).split("-")[1])
+        finish = RunFinished(
+            run_id=run_id,
+            seq=seq,
+            exit_reason=ExitReason.INTERRUPTED,
+            final_text="",
+            partial=True,
+            iterations=0,
+            usage=Usage(),
+            model_calls=0,
+            error=error,
+            interrupt_source=InterruptSource.SHUTDOWN,
+        )
+        await self._redis.xadd(key, {"e": encode(finish)}, id=f"0-{seq + 1}")
+        await self._redis.expire(key, EVENTS_KEPT_SECONDS)
 
     async def alive(self, instance: str) -> bool:
         return bool(await self._redis.exists(INSTANCE_KEY.format(instance)))

@@ -255,8 +255,15 @@ class Services:
         if self.cluster is not None:
             sessions = self.sessions
 
+            cluster = self.cluster
+
             async def recover(instance: str) -> int:
-                return len(await sessions.recover(instance))
+                runs = await sessions.recover(instance)
+                for run in runs:
+                    # Streams resumed elsewhere must end too, and the key's limit let go.
+                    await cluster.close_log(run.id, "The replica running this run stopped.")
+                    await cluster.release(run.owner, run.id)
+                return len(runs)
 
             await self.cluster.start(
                 on_stop=self._stop_requested,
@@ -266,6 +273,7 @@ class Services:
                 cooldowns=PROCESS_COOLDOWNS,
             )
             self.runs.observers.append(self._release_reservation)
+            self.runs.observers.append(lambda _info, event: cluster.record(event))
         if self.responses_max_count is not None or self.responses_max_age_seconds is not None:
             await store.responses.prune()
             self._pruning = asyncio.create_task(_prune_forever(store), name="hermes-prune")

@@ -40,10 +40,15 @@ def wait_until_healthy(
 
 @contextmanager
 def hermes_command(
-    *args: str, port: int, env: Mapping[str, str] | None = None, log: Path | None = None
+    *args: str,
+    port: int,
+    env: Mapping[str, str] | None = None,
+    log: Path | None = None,
+    wait: bool = True,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """``hermes-server ARGS --port PORT`` running until the block ends (then terminated);
-    its output goes to ``log`` when given."""
+    its output goes to ``log`` when given. ``wait=False``: return at once, for a caller that
+    starts several and waits for them together (:func:`wait_until_healthy`)."""
     output = log.open("ab") if log is not None else None
     process = subprocess.Popen(
         [sys.executable, "-m", "server.cli", "--log-level", "warning", *args, "--port", str(port)],
@@ -52,7 +57,8 @@ def hermes_command(
         env={**os.environ, **(env or {})},
     )
     try:
-        wait_until_healthy(f"http://127.0.0.1:{port}", process=process)
+        if wait:
+            wait_until_healthy(f"http://127.0.0.1:{port}", process=process)
         yield process
     finally:
         if process.poll() is None:

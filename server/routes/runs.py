@@ -147,20 +147,41 @@ async def run_events(
     after: Annotated[int, Query(ge=-1, description="Resume after this sequence number.")] = -1,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> Response:
-    """The run's native events as SSE: the log so far, then live ones until the run ends."""
-    run = _find(request, run_id, principal)
+    """The run's native events as SSE: the log so far, then live ones until the run ends —
+    on any replica (another replica's run is read from its log in Redis)."""
     if last_event_id is not None:
         after = max(after, _event_id(last_event_id))
+    services = _services(request)
+    run = services.runs.get(run_id, owner=principal.name)
+    events: AsyncIterator[AgentEvent]
+    if run is not None:
+        found, events = run.id, run.follow(after=after)
+    else:
+        logged = await _logged_run(services, principal, run_id, after)
+        if logged is None:
+            raise APIError(404, f"No run '{run_id}'.", param="run_id", code="run_not_found")
+        found, events = logged
 
     async def frames() -> AsyncIterator[bytes]:
-        async for event in run.follow(after=after):
+        async for event in events:
             yield event_frame(event)
 
     return sse_response(
-        frames(),
-        headers={"x-hermes-run-id": run.id},
-        keepalive_seconds=_services(request).keepalive_seconds,
+        frames(), headers={"x-hermes-run-id": found}, keepalive_seconds=services.keepalive_seconds
     )
+
+
+async def _logged_run(
+    services: Services, principal: Principal, run_id: str, after: int
+) -> tuple[str, AsyncIterator[AgentEvent]] | None:
+    """Another replica's run of ``principal``, as its id and its logged events after ``after``."""
+    cluster, store = services.cluster, services.store
+    if cluster is None or store is None:
+        return None
+    record = await store.runs.get(principal.name, run_id)
+    if record is None or not await cluster.has_events(record.id):
+        return None
+    return record.id, cluster.events(record.id, after=after)
 
 
 @router.post(

@@ -408,22 +408,25 @@ class ResponsesServing:
 
     async def _frames(
         self,
-        run: Run,
+        run: Run | None,
         view: ResponsesView,
         final: Callable[[], Awaitable[dict[str, Any]]],
         *,
         leave_running: bool,
         starting_after: int = -1,
         as_json: bool = False,
+        events: AsyncIterator[AgentEvent] | None = None,
     ) -> AsyncGenerator[Any, None]:
-        """The response's stream: its opening, then every event of its run, as SSE frames (or,
-        ``as_json``, as the event objects); ``final`` is the response as stored once the run
-        ended."""
+        """The response's stream: its opening, then every event of its run (``run``'s, or
+        ``events``: another replica's run, from its log), as SSE frames (or, ``as_json``, as
+        the event objects); ``final`` is the response as stored once the run ended."""
+        source = events if events is not None else run.follow() if run is not None else None
+        assert source is not None
         try:
             for payload in view.opening():
                 if payload["sequence_number"] > starting_after:
                     yield payload if as_json else named_frame(payload["type"], payload)
-            async for event in run.follow():
+            async for event in source:
                 if isinstance(event, RunFinished):
                     # The stored response is final before the client hears the run ended, so
                     # its next request can continue from it at once; and both say the same.
@@ -436,7 +439,8 @@ class ResponsesServing:
                 yield DONE
         finally:
             # Reached early only when the client went away.
-            if not run.status.finished and not leave_running and self.services.stop_on_disconnect:
+            leaving = run is not None and not run.status.finished and not leave_running
+            if leaving and run is not None and self.services.stop_on_disconnect:
                 self.services.runs.follower_left(run)
 
     # --- POST /v1/responses/compact ---------------------------------------------------------
@@ -527,7 +531,8 @@ class ResponsesServing:
             )
         stored = await self._stored(response_id, principal)  # 404 when there is none at all
         ended = self.services.runs.get(stored.run_id or "", owner=principal.name)
-        if ended is None or not ended.status.finished or "body" not in stored.request:
+        logged = await self._logged_elsewhere(stored) if ended is None else None
+        if (ended is None and logged is None) or "body" not in stored.request:
             raise APIError(
                 409,
                 "This response's event stream is no longer available; retrieve it "
@@ -551,12 +556,21 @@ class ResponsesServing:
         async def final() -> dict[str, Any]:
             return stored.body
 
-        frames = self._frames(ended, view, final, leave_running=True, starting_after=starting_after)
+        frames = self._frames(
+            ended, view, final, leave_running=True, starting_after=starting_after, events=logged
+        )
         return sse_response(
             frames,
-            headers={"x-hermes-run-id": ended.id},
+            headers={"x-hermes-run-id": stored.run_id or ""},
             keepalive_seconds=self.services.keepalive_seconds,
         )
+
+    async def _logged_elsewhere(self, stored: StoredResponse) -> AsyncIterator[AgentEvent] | None:
+        """The events of a response's run another replica ran (or runs), from its log."""
+        cluster = self.services.cluster
+        if cluster is None or stored.run_id is None or not await cluster.has_events(stored.run_id):
+            return None
+        return cluster.events(stored.run_id)
 
     async def cancel(self, response_id: str, principal: Principal) -> Response:
         live = self._live_for(response_id, principal)

@@ -4,6 +4,7 @@ by another within its lease, as crash recovery would at its restart."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -21,7 +22,7 @@ import pytest
 
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step
 from tests.databases import fresh_database
-from tests.processes import free_port, hermes_command
+from tests.processes import free_port, hermes_command, wait_until_healthy
 from tests.redis_server import redis_url_or_skip
 from tests.server.served import pid_alive, sse_data, until
 
@@ -99,10 +100,13 @@ profiles:
         for name in "ABC":
             port, log = free_port(), tmp_path / f"replica-{name}.log"
             env = {**common, "HERMES_DATA_DIR": str(tmp_path / f"data-{name}")}
+            serve = ("serve", "--config", str(config))
             process = stack.enter_context(
-                hermes_command("serve", "--config", str(config), port=port, env=env, log=log)
+                hermes_command(*serve, port=port, env=env, log=log, wait=False)
             )
             started[name] = Replica(name, f"http://127.0.0.1:{port}", process, log)
+        for replica in started.values():  # started together: waited for together
+            wait_until_healthy(replica.base_url, process=replica.process, timeout=60)
         yield started
 
 
@@ -300,3 +304,47 @@ async def test_a_provider_cooled_down_on_one_replica_is_skipped_by_the_others(
         second = await http.post(f"{b.base_url}/v1/chat/completions", json=body)
         assert second.json()["choices"][0]["message"]["content"] == "From backup."
         assert len(simulator.state.requests(scenario=PRIMARY)) == 1  # B never asked it
+
+
+async def test_a_response_resumes_on_another_replica_live_and_after_its_replica_died(
+    replicas: dict[str, Replica], simulator: SimulatorServer
+) -> None:
+    slow_answer(simulator)
+    a, c = replicas["A"], replicas["C"]
+    body = {"model": "hermes-agent", "input": "go", "stream": True, "background": True}
+    async with httpx.AsyncClient(headers=AUTH, timeout=60) as http:
+        seen: list[dict[str, Any]] = []
+        async with http.stream("POST", f"{a.base_url}/v1/responses", json=body) as stream:
+            run_id = stream.headers["x-hermes-run-id"]
+            async for line in stream.aiter_lines():
+                if line.startswith("data: "):
+                    seen.append(json.loads(line[6:]))
+                    if seen[-1]["type"] == "response.output_text.delta" and len(seen) > 5:
+                        break  # a background response goes on without its first reader
+        response_id = seen[0]["response"]["id"]
+        last = seen[-1]["sequence_number"]
+
+        resumed: list[dict[str, Any]] = []
+        url = f"{c.base_url}/v1/responses/{response_id}?stream=true&starting_after={last}"
+        async with http.stream("GET", url) as stream:
+            assert stream.status_code == 200
+            async for line in stream.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                resumed.append(json.loads(line[6:]))
+                if len(resumed) == 3:  # live on C while A still runs it: now A dies
+                    a.process.send_signal(signal.SIGKILL)
+                    a.process.wait(timeout=10)
+        numbers = [event["sequence_number"] for event in resumed]
+        assert numbers == list(range(last + 1, last + 1 + len(numbers)))  # gap-free
+        assert resumed[0]["type"] == "response.output_text.delta"
+        assert resumed[-1]["type"] == "response.incomplete"  # closed by another replica
+        assert resumed[-1]["response"]["status"] == "cancelled"
+
+        # The native log, from any replica, after the run ended.
+        native = await http.get(f"{c.base_url}/v1/runs/{run_id}/events?after=2")
+        kinds = [line[7:] for line in native.text.splitlines() if line.startswith("event: ")]
+        assert kinds[-1] == "run_finished"
+        ids = [int(line[4:]) for line in native.text.splitlines() if line.startswith("id: ")]
+        assert ids[0] == 3
+        assert ids == list(range(3, 3 + len(ids)))
