@@ -27,7 +27,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.server_overhead import ANSWER, _drive, _free_port, _process
+from bench.server_overhead import ANSWER, _cpu_seconds, _drive, _free_port, _process
 
 UPSTREAM = "bench-workers-upstream"
 
@@ -52,21 +52,23 @@ profiles:
     return config
 
 
-def measure(workers: int, config: Path, requests: int, concurrency: int) -> float:
+def measure(workers: int, config: Path, requests: int, concurrency: int) -> tuple[float, float]:
+    """Runs per second, and (one worker) the server's CPU milliseconds per run."""
     port = _free_port()
     serve = ["-m", "server.cli", "--log-level", "warning", "serve", "--config", str(config)]
     serve += ["--port", str(port), "--workers", str(workers)]
     base = f"http://127.0.0.1:{port}"
-    with _process(serve, base + "/health"):
+    with _process(serve, base + "/health") as server:
         body: dict[str, object] = {
             "model": "hermes-agent",
             "messages": [{"role": "user", "content": "Say something."}],
         }
         url = f"{base}/v1/chat/completions"
         asyncio.run(_drive(url, body, requests=300, concurrency=concurrency))  # warm up
-        started = time.perf_counter()
+        cpu, started = _cpu_seconds(server.pid), time.perf_counter()
         asyncio.run(_drive(url, body, requests=requests, concurrency=concurrency))
-        return requests / (time.perf_counter() - started)
+        rate = requests / (time.perf_counter() - started)
+        return rate, (_cpu_seconds(server.pid) - cpu) / requests * 1000
 
 
 def main() -> None:
@@ -87,8 +89,13 @@ def main() -> None:
         upgrade = [sys.executable, "-m", "server.cli", "db", "upgrade", "--config", str(config)]
         subprocess.run(upgrade, check=True, capture_output=True)
         for workers in (1, 2):
-            rate = measure(workers, config, args.requests, args.concurrency)
-            print(f"--workers {workers}: {rate:7.1f} non-streaming runs/s at concurrency 64")
+            rate, cpu = measure(workers, config, args.requests, args.concurrency)
+            own = f", {cpu:.2f} ms server CPU per run" if workers == 1 else ""
+            print(f"--workers {workers}: {rate:7.1f} non-streaming runs/s at concurrency 64{own}")
+        # What the replicas' Redis work (event log, run reservations) costs one process.
+        del os.environ["REDIS_URL"]
+        rate, cpu = measure(1, config, args.requests, args.concurrency)
+        print(f"one process without Redis: {rate:7.1f} runs/s, {cpu:.2f} ms server CPU per run")
 
 
 if __name__ == "__main__":

@@ -68,6 +68,9 @@ def _load(args: argparse.Namespace) -> HermesConfig | None:
         return None
 
 
+SHUTDOWN_GRACE_SECONDS = 5
+
+
 def _serve(args: argparse.Namespace) -> int:
     config = _load(args)
     if config is None:
@@ -117,6 +120,10 @@ def _serve(args: argparse.Namespace) -> int:
             access_log=False,  # per-request logging belongs in metrics, off the hot path
             http=guarded_protocol(limits),
             timeout_keep_alive=int(server.keep_alive_seconds),
+            # The drain already let the runs finish (server.drain_seconds): a connection still
+            # open then (a reader of another replica's run, a client that will not hang up)
+            # must not keep the process from exiting.
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
         )
         sockets = [workers.listening_socket(args.listen_fd)] if args.listen_fd is not None else None
         ExitAwareServer(uvicorn_config, on_exit=services.runs.begin_exit).run(sockets=sockets)

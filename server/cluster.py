@@ -40,7 +40,7 @@ import redis.asyncio as aioredis
 from hermes_core.events import AgentEvent, ExitReason, InterruptSource, RunFinished
 from hermes_core.providers.retry import Cooldowns
 from hermes_core.usage import Usage
-from server.runs.event_codec import decode, encode
+from server.runs.event_codec import encode, from_json
 
 log = logging.getLogger("hermes.cluster")
 
@@ -86,7 +86,7 @@ class Cluster:
         self._live_runs: LiveRuns = list
         self._cooldowns = Cooldowns()
         self._publishing: set[asyncio.Task[None]] = set()
-        self._outbox: list[tuple[str, int, str]] = []
+        self._outbox: list[tuple[str, int, bytes]] = []
         self._outbox_filled = asyncio.Event()
 
     async def start(
@@ -155,12 +155,18 @@ class Cluster:
             await self._outbox_filled.wait()
             self._outbox_filled.clear()
             batch, self._outbox = self._outbox, []
+            # One stream entry per run per batch (its id: the batch's last seq + 1): a command
+            # per event would cost the process more than the events themselves.
+            by_run: dict[str, list[tuple[int, bytes]]] = {}
+            for run_id, seq, text in batch:
+                by_run.setdefault(run_id, []).append((seq, text))
             try:
                 async with self._redis.pipeline(transaction=False) as pipe:
-                    for run_id, seq, text in batch:
-                        pipe.xadd(EVENTS_KEY.format(run_id), {"e": text}, id=f"0-{seq + 1}")
-                    for run_id in {run_id for run_id, _, _ in batch}:
-                        pipe.expire(EVENTS_KEY.format(run_id), EVENTS_KEPT_SECONDS)
+                    for run_id, logged in by_run.items():
+                        key = EVENTS_KEY.format(run_id)
+                        entry = b"[" + b",".join(text for _, text in logged) + b"]"
+                        pipe.xadd(key, {"e": entry}, id=f"0-{logged[-1][0] + 1}")
+                        pipe.expire(key, EVENTS_KEPT_SECONDS)
                     await pipe.execute(raise_on_error=False)
             except Exception as error:  # Redis away: these events are missing from the log
                 log.warning("event log: %d event(s) not sent: %s", len(batch), error)
@@ -174,14 +180,16 @@ class Cluster:
         key = EVENTS_KEY.format(run_id)
         last = f"0-{after + 1}"
         while True:
-            found: Any = await self._redis.xread({key: last}, block=1000, count=500)
+            found: Any = await self._redis.xread({key: last}, block=1000, count=100)
             for _stream, entries in found:
                 for entry_id, fields in entries:
                     last = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-                    event = decode(fields[b"e"])
-                    yield event
-                    if isinstance(event, RunFinished):
-                        return
+                    for event in _entry(fields):
+                        if event.seq <= after:
+                            continue
+                        yield event
+                        if isinstance(event, RunFinished):
+                            return
 
     async def close_log(self, run_id: str, error: str) -> None:
         """End the log of a run whose replica died mid-run with an honest ``run_finished``
@@ -190,11 +198,10 @@ class Cluster:
         newest: Any = await self._redis.xrevrange(key, count=1)
         if not newest:
             return
-        entry_id, fields = newest[0]
-        ended = decode(fields[b"e"])
-        if isinstance(ended, RunFinished):
+        logged = _entry(newest[0][1])
+        if not logged or isinstance(logged[-1], RunFinished):
             return
-        seq = int((entry_id.decode() if isinstance(entry_id, bytes) else entry_id).split("-")[1])
+        seq = logged[-1].seq + 1
         finish = RunFinished(
             run_id=run_id,
             seq=seq,
@@ -207,7 +214,7 @@ class Cluster:
             error=error,
             interrupt_source=InterruptSource.SHUTDOWN,
         )
-        await self._redis.xadd(key, {"e": encode(finish)}, id=f"0-{seq + 1}")
+        await self._redis.xadd(key, {"e": b"[" + encode(finish) + b"]"}, id=f"0-{seq + 1}")
         await self._redis.expire(key, EVENTS_KEPT_SECONDS)
 
     async def alive(self, instance: str) -> bool:
@@ -290,3 +297,8 @@ class Cluster:
                 instance,
                 closed,
             )
+
+
+def _entry(fields: Any) -> list[AgentEvent]:
+    """The events of one log entry (a JSON array of them)."""
+    return [from_json(item) for item in json.loads(fields[b"e"])]

@@ -17,6 +17,7 @@ from typing import Any, get_args, get_origin
 
 from hermes_core import events
 from hermes_core.events import AgentEvent
+from hermes_core.json_codec import dumps
 
 EVENT_CLASSES: dict[str, type[Any]] = {
     cls.__dataclass_fields__["kind"].default: cls for cls in get_args(AgentEvent)
@@ -24,13 +25,18 @@ EVENT_CLASSES: dict[str, type[Any]] = {
 """``kind`` → event class, for every event a run says."""
 
 
-def encode(event: AgentEvent) -> str:
-    return json.dumps(dataclasses.asdict(event), ensure_ascii=False, separators=(",", ":"))
+def encode(event: AgentEvent) -> bytes:
+    """As the native stream's JSON (orjson writes dataclasses and enums as they are)."""
+    return dumps(event)
 
 
 def decode(text: str | bytes) -> AgentEvent:
     """The event ``text`` encodes; ``ValueError`` if it is not one."""
-    data = json.loads(text)
+    return from_json(json.loads(text))
+
+
+def from_json(data: Any) -> AgentEvent:
+    """The event of a parsed JSON object; ``ValueError`` if it is not one."""
     if not isinstance(data, dict):
         raise ValueError("an event is a JSON object")
     return _event(data)
