@@ -20,7 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
-from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step
+from hermes_core.persistence import Store
+from server.sessions.service import INTERRUPTED_RESULT
+from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from tests.databases import fresh_database
 from tests.processes import free_port, hermes_command, wait_until_healthy
 from tests.redis_server import redis_url_or_skip
@@ -34,6 +36,7 @@ PRIMARY = f"primary-{uuid.uuid4().hex[:8]}"
 BACKUP = "backup-upstream"
 LEASE_SECONDS = 2
 KEY = f"sk-replicas-{uuid.uuid4().hex}"
+OWNER = f"alice-{uuid.uuid4().hex[:8]}"
 """One key per test session: what Redis keeps per key (live runs) starts empty."""
 AUTH = {"authorization": f"Bearer {KEY}"}
 
@@ -65,7 +68,7 @@ def replicas(
     config.write_text(
         f"""
 server:
-  api_keys: [{{principal: alice-{uuid.uuid4().hex[:8]}, key: {KEY}}}]
+  api_keys: [{{principal: {OWNER}, key: {KEY}}}]
   max_concurrent_runs_per_key: 1
 providers:
   - name: sim
@@ -171,9 +174,20 @@ async def test_a_response_is_cancelled_through_another_replica(
 
 
 async def test_a_replica_killed_mid_run_has_its_run_closed_by_another_within_its_lease(
-    replicas: dict[str, Replica], simulator: SimulatorServer
+    replicas: dict[str, Replica], simulator: SimulatorServer, postgres: str
 ) -> None:
-    slow_answer(simulator, Step(reply=Reply(text="Carrying on.")))
+    delegate = ToolCallSpec(name="delegate_task", arguments={"goal": "dig deeper"})
+    simulator.state.script(
+        UPSTREAM,
+        Scenario(
+            steps=[
+                Step(reply=Reply(tool_calls=[delegate])),
+                # The sub-agent's model call hangs: the replica dies while the tool runs.
+                Step(reply=Reply(text="never sent"), fault=Fault(first_byte_delay=60)),
+                Step(reply=Reply(text="Carrying on.")),
+            ]
+        ),
+    )
     a, b, c = replicas["A"], replicas["B"], replicas["C"]
     session = {"x-hermes-session-id": "long-talk"}
     body = {
@@ -186,7 +200,11 @@ async def test_a_replica_killed_mid_run_has_its_run_closed_by_another_within_its
             "POST", f"{a.base_url}/v1/chat/completions", json=body, headers=session
         ) as stream:
             run_id = stream.headers["x-hermes-run-id"]
-            await first_text(stream.aiter_lines())
+
+            def tool_running() -> bool:
+                return len(simulator.state.requests(scenario=UPSTREAM)) >= 2
+
+            assert await until(tool_running, server=a)
             a.process.send_signal(signal.SIGKILL)
             a.process.wait(timeout=10)
             killed_at = time.monotonic()
@@ -198,6 +216,15 @@ async def test_a_replica_killed_mid_run_has_its_run_closed_by_another_within_its
         assert await until(interrupted, server=c, seconds=30)
         # The lease (2 s) runs out, then the next look (every 2 s) finds it: well within 10 s.
         assert time.monotonic() - killed_at < 4 * LEASE_SECONDS + 2
+        # Its transcript is closed: the cut tool call has a result, as after a crash.
+        store = await Store.open(postgres, migrate=False)
+        try:
+            [tip] = await store.sessions.tips(OWNER, "long-talk")
+            saved = [m.message for m in await store.sessions.messages(tip.id)]
+        finally:
+            await store.close()
+        assert [m["role"] for m in saved] == ["user", "assistant", "tool"]
+        assert saved[2]["content"] == INTERRUPTED_RESULT
         # Its session lock went with it: the conversation goes on, on another replica.
         again = await http.post(
             f"{b.base_url}/v1/chat/completions",
