@@ -39,6 +39,10 @@ UPSTREAM = "tools-agent"
 KEY = "sk-tools-alice-0123456789"
 KEY_BOB = "sk-tools-bob-0123456789"
 MODEL = "hermes-agent"
+VICTIM_MODEL = "victim-agent"
+"""A second profile, on its own upstream model that no test scripts (the simulator's default
+policy answers it): what another tenant uses while an attack runs (see ``victims.py``)."""
+VICTIM_UPSTREAM = "victim-upstream"
 AUTH = {"authorization": f"Bearer {KEY}"}
 
 CONFIG = """\
@@ -54,12 +58,21 @@ providers:
     api_mode: chat_completions
     base_url: {simulator}/v1
     api_key: upstream-key
+  - name: victim
+    model: {victim_upstream}
+    api_mode: chat_completions
+    base_url: {simulator}/v1
+    api_key: upstream-key
 profiles:
   - id: {model}
     providers: [sim]
     tools: [files, shell, code]
     approvals: {{shell: dangerous, code: dangerous}}
     sandbox: {{timeout_seconds: 60, max_processes: 64, cpu_seconds: 30}}
+  - id: {victim_model}
+    providers: [victim]
+    tools: [shell]
+    approvals: {{shell: never}}
 """
 
 
@@ -100,6 +113,8 @@ def tool_server(
             upstream=UPSTREAM,
             simulator=_simulator_server.base_url,
             model=MODEL,
+            victim_model=VICTIM_MODEL,
+            victim_upstream=VICTIM_UPSTREAM,
         )
     )
     port, log = free_port(), data / "server.log"

@@ -1,0 +1,146 @@
+"""Another tenant, measured while an attack runs: what "one tenant's tool call must never hurt
+another's" means in a test.
+
+While the attacker's request runs, three victims keep going against the same server process:
+``/health`` (every 50 ms), a plain chat of another key, and a ``shell`` ``echo`` in another
+key's conversation (both on the victim profile, answered by the simulator's default policy, so
+no test script is consumed). :func:`watch_victims` returns their latencies; the attack tests
+assert generous bounds (CI has two shared cores), and ``bench/tool_attacks.py`` reports the
+figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import httpx
+
+from tests.server.served import until
+from tests.server.tools.conftest import KEY_BOB, VICTIM_MODEL, ToolServer
+
+T = TypeVar("T")
+
+HEALTH_BOUND_S = 0.5
+"""What the tests allow a /health answer during an attack (the issue's goal is 100 ms; the
+bound is loose for a busy CI machine, the bench reports the real figure)."""
+VICTIM_BOUND_S = 5.0
+"""What the tests allow a victim's chat or shell turn during an attack (goal: 1-2 s)."""
+
+
+@dataclass(slots=True)
+class VictimLatencies:
+    """Seconds each victim request took while the attack ran."""
+
+    health: list[float] = field(default_factory=list)
+    chat: list[float] = field(default_factory=list)
+    shell: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    """What went wrong for a victim (a non-200, a missing echo, a transport error)."""
+
+    def worst(self) -> dict[str, float]:
+        return {
+            name: max(values, default=0.0)
+            for name, values in (
+                ("health", self.health),
+                ("chat", self.chat),
+                ("shell", self.shell),
+            )
+        }
+
+    def assert_unharmed(self) -> None:
+        """Every victim answered, correctly, within the bounds, at least once each."""
+        assert not self.failures, self.failures
+        assert self.health, "/health was never asked"
+        assert self.chat, "no victim chat finished"
+        assert self.shell, "no victim shell turn finished"
+        worst = self.worst()
+        assert worst["health"] < HEALTH_BOUND_S, worst
+        assert worst["chat"] < VICTIM_BOUND_S, worst
+        assert worst["shell"] < VICTIM_BOUND_S, worst
+
+
+async def _timed(latencies: list[float], work: Awaitable[Any]) -> Any:
+    started = time.monotonic()
+    result = await work
+    latencies.append(time.monotonic() - started)
+    return result
+
+
+async def _health(client: httpx.AsyncClient, seen: VictimLatencies, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        response = await _timed(seen.health, client.get("/health"))
+        if response.status_code != 200:
+            seen.failures.append(f"/health answered {response.status_code}")
+        await asyncio.sleep(0.05)
+
+
+async def _chat(client: httpx.AsyncClient, seen: VictimLatencies, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        response = await _timed(
+            seen.chat,
+            client.post(
+                "/v1/chat/completions",
+                json={"model": VICTIM_MODEL, "messages": [{"role": "user", "content": "hi"}]},
+            ),
+        )
+        if response.status_code != 200:
+            seen.failures.append(f"chat answered {response.status_code}: {response.text[:200]}")
+        await asyncio.sleep(0.1)
+
+
+async def _shell(client: httpx.AsyncClient, seen: VictimLatencies, stop: asyncio.Event) -> None:
+    conversation = f"victim-{uuid.uuid4().hex[:8]}"
+    while not stop.is_set():
+        marker = uuid.uuid4().hex[:8]
+        response = await _timed(
+            seen.shell,
+            client.post(
+                "/v1/chat/completions",
+                headers={"x-hermes-session-id": conversation},
+                json={
+                    "model": VICTIM_MODEL,
+                    "messages": [{"role": "user", "content": f"use shell 'echo ok-{marker}'"}],
+                },
+            ),
+        )
+        text = response.text
+        if response.status_code != 200 or f"ok-{marker}" not in text:
+            seen.failures.append(f"shell answered {response.status_code}: {text[:300]}")
+        await asyncio.sleep(0.1)
+
+
+async def watch_victims(server: ToolServer, attack: Awaitable[T]) -> tuple[T, VictimLatencies]:
+    """Run ``attack`` while the victims keep asking; its result and what they saw."""
+    seen = VictimLatencies()
+    stop = asyncio.Event()
+    headers = {"authorization": f"Bearer {KEY_BOB}"}
+    async with httpx.AsyncClient(base_url=server.base_url, headers=headers, timeout=60) as client:
+        victims = [
+            asyncio.create_task(victim(client, seen, stop)) for victim in (_health, _chat, _shell)
+        ]
+        try:
+            result = await attack
+            # Each victim gets at least one full turn in while the attack's effects last.
+            await until(lambda: bool(seen.chat and seen.shell), server=server, seconds=30)
+        finally:
+            stop.set()
+            outcomes = await asyncio.gather(*victims, return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            seen.failures.append(f"a victim failed: {outcome!r}")
+    return result, seen
+
+
+async def baseline(server: ToolServer) -> VictimLatencies:
+    """The victims' latencies with no attack running (a couple of turns each)."""
+
+    async def quiet() -> None:
+        await asyncio.sleep(1.0)
+
+    _, seen = await watch_victims(server, quiet())
+    return seen
