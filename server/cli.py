@@ -111,6 +111,7 @@ def _serve(args: argparse.Namespace) -> int:
             head_timeout=server.head_timeout_seconds,
             max_head_bytes=server.max_header_bytes,
             body_idle_timeout=server.body_idle_timeout_seconds,
+            body_min_bytes_per_second=server.body_min_bytes_per_second,
         )
         uvicorn_config = uvicorn.Config(
             app,

@@ -9,10 +9,14 @@ per connection:
 - a head deadline: the request line and headers must all arrive within ``head_timeout``
   seconds of the connection (or, on a kept-alive connection, of the request's first byte);
   a client that is slower gets a 408 and is disconnected (within 1.5 × the timeout);
-- a head size: more than ``max_head_bytes`` before the headers end is a 431 and a disconnect;
+- a head size: a head of more than ``max_head_bytes`` is a 431 and a disconnect, whether it
+  trickles in or arrives in one write (the app never sees that request);
 - a body that stops: while the app waits for more of a request's body, ``body_idle_timeout``
   seconds without a byte disconnect the client (the app sees a disconnect, as when a client
-  leaves).
+  leaves);
+- a body that crawls: once a body has been arriving for ``body_idle_timeout`` seconds, it must
+  have averaged ``body_min_bytes_per_second`` or the client is disconnected the same way (one
+  byte every few seconds never trips the idle timer, but would hold a connection for hours).
 
 A request only stamps a few attributes; one watchdog timer per connection, every few seconds,
 acts on them. It builds on uvicorn's ``HttpToolsProtocol`` (the protocol
@@ -26,7 +30,12 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn._types import ASGI3Application
+from uvicorn.protocols.http.httptools_impl import (
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,6 +46,9 @@ class HttpLimits:
     """Bytes of request line and headers at most (a 431 beyond)."""
     body_idle_timeout: float = 60.0
     """Seconds a request body may pause while the app waits for it."""
+    body_min_bytes_per_second: int = 1024
+    """Average rate a body must keep once it has been arriving ``body_idle_timeout`` seconds;
+    0: none."""
 
 
 def guarded_protocol(limits: HttpLimits) -> type[HttpToolsProtocol]:
@@ -56,6 +68,15 @@ class _Guarded(HttpToolsProtocol):
         self._head_bytes = 0
         self._body_since: float | None = None
         """When the app last got a byte of the body it waits for; None when it waits for none."""
+        self._body_began = 0.0
+        self._body_bytes = 0
+        """Since when, and how much of, the body now awaited has arrived (its average rate)."""
+        self._reading = False
+        self._head_in_read = False
+        """Whether the read being parsed carries (part of) a request head."""
+        self._body_in_read = 0
+        self._deferred: list[tuple[RequestResponseCycle, ASGI3Application]] = []
+        """Requests whose head ended in the read being parsed: started once it is measured."""
         self._watchdog: asyncio.TimerHandle | None = None
         self._interval = min(self.limits.head_timeout, self.limits.body_idle_timeout) / 2
 
@@ -69,6 +90,7 @@ class _Guarded(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._head_bytes = 0
+        self._head_in_read = True
         if self._head_since is None:  # the next request on a kept-alive connection
             self._head_since = self.loop.time()
 
@@ -76,19 +98,43 @@ class _Guarded(HttpToolsProtocol):
         self._head_since = None
         super().on_headers_complete()
         if self._waiting_for_body():
-            self._body_since = self.loop.time()
+            self._body_since = self._body_began = self.loop.time()
+            self._body_bytes = 0
+
+    def on_body(self, body: bytes) -> None:
+        self._body_in_read += len(body)
+        super().on_body(body)
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
+        if self._reading:  # the head that just ended may yet prove too large
+            self._deferred.append((cycle, app))
+        else:
+            super()._start_asgi_task(cycle, app)
 
     def data_received(self, data: bytes) -> None:
-        in_head = self._head_since is not None
-        super().data_received(data)
-        if in_head and self._head_since is not None and not self.transport.is_closing():
-            # Counted only while the head is still incomplete after this read: a read that
-            # ends the head may carry the start of a large body, which is no head at all.
-            self._head_bytes += len(data)
+        self._head_in_read = self._head_since is not None
+        self._body_in_read = 0
+        self._reading = True
+        try:
+            super().data_received(data)
+        finally:
+            self._reading = False
+        deferred, self._deferred = self._deferred, []
+        if self.transport.is_closing():
+            return
+        if self._head_in_read:
+            # What of this read is not body is head: a read that ends a head may carry a
+            # large body after it, and a head sent in one write must count as much as one
+            # that trickles in.
+            self._head_bytes += len(data) - self._body_in_read
             if self._head_bytes > self.limits.max_head_bytes:
                 self._refuse(431, "Request header fields too large.")
-        elif self._body_since is not None:
+                return
+        if self._body_since is not None:
             self._body_since = self.loop.time()
+            self._body_bytes += self._body_in_read
+        for cycle, app in deferred:
+            super()._start_asgi_task(cycle, app)
 
     def on_message_complete(self) -> None:
         self._body_since = None
@@ -119,12 +165,23 @@ class _Guarded(HttpToolsProtocol):
             return
         if (
             self._body_since is not None
-            and now - self._body_since > limits.body_idle_timeout
             and self._waiting_for_body()
+            and (now - self._body_since > limits.body_idle_timeout or self._body_crawls(now))
         ):
             self.transport.close()  # the app's receive() then says http.disconnect
             return
         self._watchdog = self.loop.call_later(self._interval, self._watch)
+
+    def _body_crawls(self, now: float) -> bool:
+        """Whether the awaited body, past its grace, arrives slower than the minimum rate."""
+        if self.flow.read_paused:
+            # The app is not reading what came: the client cannot send, so time from here on
+            # is measured afresh rather than held against it.
+            self._body_began, self._body_bytes = now, 0
+            return False
+        elapsed = now - self._body_began
+        minimum = self.limits.body_min_bytes_per_second
+        return elapsed > self.limits.body_idle_timeout and self._body_bytes < minimum * elapsed
 
     def _refuse(self, status: int, message: str) -> None:
         body = message.encode("ascii")

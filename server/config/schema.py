@@ -137,6 +137,10 @@ class ServerConfig(_Model):
     """Bytes of request line and headers at most; a 431 beyond."""
     body_idle_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
     """Seconds a request body may pause while it is read; the client is cut off beyond."""
+    body_min_bytes_per_second: int = Field(default=1024, ge=0)
+    """Average rate a request body must keep once it has been arriving for
+    ``body_idle_timeout_seconds``; slower, the client is cut off (a body dripped a byte at a
+    time never pauses long). 0: no minimum."""
     keep_alive_seconds: float = Field(default=5.0, gt=0, le=3600)
     """Seconds an idle kept-alive connection is kept open."""
     instance: str | None = Field(default=None, pattern=_NAME_PATTERN)

@@ -16,7 +16,11 @@ from starlette.routing import Route
 from server.http_limits import HttpLimits
 from server.threaded import ThreadedServer
 
-LIMITS = HttpLimits(head_timeout=0.5, max_head_bytes=4096, body_idle_timeout=0.5)
+LIMITS = HttpLimits(
+    head_timeout=0.5, max_head_bytes=4096, body_idle_timeout=0.5, body_min_bytes_per_second=1024
+)
+FULL_SIZE = HttpLimits(head_timeout=5.0, body_idle_timeout=5.0)
+"""The documented head size (64 KiB), for heads near it."""
 PATIENCE = 15.0
 """How long a test waits for the server to act (generous: the machine may be busy)."""
 
@@ -29,10 +33,34 @@ async def _hello(_: Request) -> PlainTextResponse:
     return PlainTextResponse("hello")
 
 
+SEEN: list[str] = []
+"""Paths of the requests the apps got, in order."""
+
+
+async def _seen(request: Request) -> PlainTextResponse:
+    SEEN.append(request.url.path)
+    return PlainTextResponse("seen")
+
+
+def _app() -> Starlette:
+    return Starlette(
+        routes=[
+            Route("/", _hello),
+            Route("/seen", _seen),
+            Route("/upload", _echo_length, methods=["POST"]),
+        ]
+    )
+
+
 @pytest.fixture(scope="module")
 def server() -> Iterator[ThreadedServer]:
-    app = Starlette(routes=[Route("/", _hello), Route("/upload", _echo_length, methods=["POST"])])
-    with ThreadedServer(app, limits=LIMITS) as running:
+    with ThreadedServer(_app(), limits=LIMITS) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def full_size_server() -> Iterator[ThreadedServer]:
+    with ThreadedServer(_app(), limits=FULL_SIZE) as running:
         yield running
 
 
@@ -106,3 +134,83 @@ def test_a_kept_alive_connection_serves_request_after_request(server: ThreadedSe
             assert answer.startswith(b"HTTP/1.1 200")
             assert answer.endswith(b"hello")
             time.sleep(0.7)  # longer than the head timeout: idle between requests is not slow
+
+
+def _big_head(path: bytes, header_bytes: int) -> bytes:
+    return b"GET %s HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n" % (path, b"a" * header_bytes)
+
+
+def test_a_100_kb_head_sent_in_one_write_is_a_431_and_never_reaches_the_app(
+    full_size_server: ThreadedServer,
+) -> None:
+    SEEN.clear()
+    with _connect(full_size_server) as connection:
+        connection.sendall(_big_head(b"/seen", 100_000))
+        assert _read_until_closed(connection).startswith(b"HTTP/1.1 431")
+    assert SEEN == []
+
+
+def test_a_60_kb_head_sent_in_one_write_is_served(full_size_server: ThreadedServer) -> None:
+    with _connect(full_size_server) as connection:
+        connection.sendall(_big_head(b"/", 60_000))
+        answer = connection.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 200")
+    assert answer.endswith(b"hello")
+
+
+def test_a_small_head_and_a_1_mb_body_in_one_write_are_served(
+    full_size_server: ThreadedServer,
+) -> None:
+    body = b"x" * 1_000_000
+    head = b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+    with _connect(full_size_server) as connection:
+        connection.sendall(head + body)
+        answer = connection.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 200")
+    assert answer.endswith(b"1000000")
+
+
+def test_an_oversized_head_on_a_kept_alive_connection_is_a_431(
+    full_size_server: ThreadedServer,
+) -> None:
+    with _connect(full_size_server) as connection:
+        connection.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert connection.recv(65536).endswith(b"hello")
+        connection.sendall(_big_head(b"/", 100_000))
+        assert _read_until_closed(connection).startswith(b"HTTP/1.1 431")
+
+
+def test_a_body_dripped_a_byte_at_a_time_is_cut_off_though_it_never_pauses_long(
+    server: ThreadedServer,
+) -> None:
+    head = b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"
+    with _connect(server) as connection:
+        connection.sendall(head)
+        # A byte every 0.2 s: well within the 0.5 s idle timeout, far below 1 KiB/s.
+        connection.settimeout(0.2)
+        deadline = time.monotonic() + PATIENCE
+        while time.monotonic() < deadline:
+            try:
+                connection.sendall(b"x")
+                if connection.recv(65536) == b"":
+                    return
+            except TimeoutError:
+                continue
+            except (BrokenPipeError, ConnectionResetError):
+                return
+        pytest.fail("a body dripping at 5 bytes/s was never cut off")
+
+
+def test_a_body_arriving_steadily_past_the_grace_is_served(server: ThreadedServer) -> None:
+    pieces = 20
+    head = b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (pieces * 1000)
+    with _connect(server) as connection:
+        connection.sendall(head)
+        # 1000 bytes every 0.1 s for 2 s (four times the grace): ~10 KB/s, above 1 KiB/s even
+        # on a machine ten times slower than planned.
+        for _ in range(pieces):
+            connection.sendall(b"x" * 1000)
+            time.sleep(0.1)
+        answer = connection.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 200")
+    assert answer.endswith(b"20000")
