@@ -50,7 +50,8 @@ def test_symlinks_are_not_followed(tmp_path: Path) -> None:
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "link").symlink_to(tmp_path / "outside")
     usage = measure(tmp_path / "ws", max_files=10)
-    assert usage.files == 1 and usage.bytes < MIB
+    assert usage.files == 1
+    assert usage.bytes < MIB
 
 
 def test_hard_links_are_counted_once(tmp_path: Path) -> None:
@@ -63,7 +64,8 @@ def test_the_walk_stops_past_the_file_cap(tmp_path: Path) -> None:
     for n in range(50):
         (tmp_path / f"f{n}").touch()
     usage = measure(tmp_path, max_files=10)
-    assert usage.files == 11 and not usage.complete
+    assert usage.files == 11
+    assert not usage.complete
 
 
 def test_a_missing_workspace_holds_nothing(tmp_path: Path) -> None:
@@ -75,7 +77,8 @@ def test_a_workspace_over_its_quota_is_full_and_says_so(tmp_path: Path) -> None:
     fill(workspace / "big.bin", 3 * MIB)
     quota = WorkspaceQuota(workspace_bytes=2 * MIB, reserve_bytes=0)
     verdict = assess(workspace, quota, book=UsageBook())
-    assert verdict.full and verdict.room < 0
+    assert verdict.full
+    assert verdict.room < 0
     assert verdict.problem is not None
     assert verdict.problem.startswith("the workspace exceeded its quota of 2 MB (3")
 
@@ -124,7 +127,8 @@ def test_the_volume_keeps_its_reserve(tmp_path: Path) -> None:
     workspace = key_dir(tmp_path) / "conversation"
     quota = WorkspaceQuota(reserve_bytes=1 << 60, reserve_fraction=1.0)  # more than any disk
     verdict = assess(workspace, quota, book=UsageBook())
-    assert verdict.problem is not None and "disk is nearly full" in verdict.problem
+    assert verdict.problem is not None
+    assert "disk is nearly full" in verdict.problem
 
 
 def test_a_write_that_would_pass_the_quota_is_refused(tmp_path: Path) -> None:
