@@ -1,15 +1,20 @@
 """Running a command in a sandbox: bubblewrap, resource limits, streamed output, no leftovers.
 
 A command sees a read-only system (``/usr``, ``/etc`` and what the interpreter needs), its
-workspace writable at ``/workspace``, a private ``/tmp``, its own PID namespace, and no network
-unless the policy allows it; its environment holds nothing of the server's (no API keys).
-When the server runs as root, the command runs as an unprivileged user (``nobody``), so the
-system's protected files stay unreadable and the process limit is the sandbox's own.
+workspace writable at ``/workspace``, a private, size-capped ``/tmp``, its own PID namespace,
+and no network unless the policy allows it; its environment holds nothing of the server's (no
+API keys, no host path). When the server runs as root, each workspace's commands run as an
+unprivileged user of their own (:mod:`~hermes_core.tools.sandbox_identity`), so the system's
+protected files stay unreadable and the process limit is the workspace's own. New user
+namespaces are refused inside (:mod:`~hermes_core.tools.seccomp`).
 
-Limits (:class:`SandboxLimits`): CPU time, address space, processes and file size per process
-(``prlimit``), a wall-clock timeout, and the output kept (the rest is read and counted, not
-kept). Timeout, interrupt and cancellation kill the whole tree: the command's process group
-is killed, and with it the PID namespace's init, which takes every process inside with it.
+Limits (:class:`SandboxLimits`): per process, CPU time, address space, processes and file size
+(``prlimit``); per sandbox, where the machine has cgroups, memory (``/tmp`` included),
+processes and CPU, under a total for all sandboxes (:mod:`~hermes_core.tools.cgroups`); a
+wall-clock timeout, and the output kept (the rest is read and counted, not kept). Timeout,
+interrupt and cancellation kill the whole tree: the command's process group is killed, and
+with it the PID namespace's init, which takes every process inside with it; what is left in
+its cgroup is killed too. How the command line is put together: :mod:`.sandbox_launch`.
 """
 
 from __future__ import annotations
@@ -20,18 +25,19 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hermes_core.tools.workspace import SANDBOX_USER, Workspace
+from hermes_core.tools import sandbox_launch
+from hermes_core.tools.sandbox_identity import adopt
+from hermes_core.tools.sandbox_launch import WORKDIR, python_executable
+from hermes_core.tools.workspace import Workspace
 
-WORKDIR = "/workspace"
-_SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
-"""Read-only in the sandbox (a symlink such as /bin -> usr/bin is recreated as one)."""
-_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+__all__ = ["WORKDIR", "python_executable"]
+
 PROGRESS_SECONDS = 0.25
 """Output is reported as progress at most this often."""
 KILLED = -9
@@ -50,6 +56,12 @@ class SandboxLimits:
     """The largest file a command may write."""
     max_output_bytes: int = 200_000
     """Output kept for the model; the rest is counted."""
+    sandbox_memory_bytes: int = 2 * 1024**3
+    """Memory of the whole sandbox, every process and ``/tmp`` together (cgroups only)."""
+    cpus: float = 1.0
+    """CPU time per second of the whole sandbox (cgroups only): 1.0 is one core."""
+    tmp_bytes: int = 256 * 1024**2
+    """The size of the sandbox's ``/tmp`` (in memory, so counted as its memory too)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,6 +83,8 @@ class CommandResult:
     """Bytes written in all."""
     timed_out: bool = False
     interrupted: bool = False
+    out_of_memory: bool = False
+    """The kernel killed a process of the sandbox: its memory was all used."""
     duration_s: float = 0.0
 
     @property
@@ -89,73 +103,23 @@ def sandbox_unavailable_reason() -> str | None:
             return f"'{command}' is not installed (Debian: apt-get install bubblewrap util-linux)"
     if os.geteuid() == 0 and shutil.which("setpriv") is None:
         return "'setpriv' is not installed (Debian: util-linux)"
+    probe_dir = Path(tempfile.mkdtemp(prefix="hermes-sandbox-probe-"))
+    launch = sandbox_launch.prepare(
+        ["/bin/true"], workspace=probe_dir, limits=SandboxLimits(), policy=SandboxPolicy()
+    )
     try:
         probe = subprocess.run(
-            [*_prefix(SandboxLimits(), SandboxPolicy(), Path("/tmp")), "/bin/true"],
-            capture_output=True,
-            timeout=30,
-            check=False,
+            launch.argv, capture_output=True, timeout=30, check=False, pass_fds=launch.pass_fds
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap could not start ({type(exc).__name__})"
+    finally:
+        launch.close()
+        shutil.rmtree(probe_dir, ignore_errors=True)
     if probe.returncode != 0:
         reason = probe.stderr.decode(errors="replace").strip().splitlines()
         return f"bubblewrap cannot make its namespaces here: {reason[-1] if reason else '?'}"
     return None
-
-
-def _prefix(limits: SandboxLimits, policy: SandboxPolicy, workspace: Path) -> list[str]:
-    """The command line that runs a command with ``limits`` under ``policy``."""
-    argv = [
-        "prlimit",
-        f"--cpu={limits.cpu_seconds}",
-        f"--as={limits.memory_bytes}",
-        f"--nproc={limits.max_processes}",
-        f"--fsize={limits.max_file_bytes}",
-        "--core=0",
-        "--",
-    ]
-    if not policy.unsandboxed:
-        argv += _bubblewrap(policy, workspace)
-    if os.geteuid() == 0:
-        # Dropped inside the sandbox, after bubblewrap (still root) has bound paths that
-        # `nobody` could not reach: the command keeps no capability and cannot regain one.
-        argv += ["setpriv", f"--reuid={SANDBOX_USER}", f"--regid={SANDBOX_USER}"]
-        argv += ["--clear-groups", "--inh-caps=-all", "--bounding-set=-all"]
-        argv += ["--no-new-privs", "--"]
-    return argv
-
-
-def _bubblewrap(policy: SandboxPolicy, workspace: Path) -> list[str]:
-    argv = ["bwrap"]
-    for path in _SYSTEM:
-        if os.path.islink(path):
-            argv += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            argv += ["--ro-bind", path, path]
-    interpreter = Path(python_executable()).parent.parent
-    if not any(interpreter.is_relative_to(p) for p in _SYSTEM):
-        argv += ["--ro-bind", str(interpreter), str(interpreter)]  # the `code` tool's Python
-    argv += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
-    argv += ["--bind", str(workspace), WORKDIR, "--chdir", WORKDIR]
-    # Root needs no user namespace (and one would not map the sandbox user); anyone else
-    # needs one to make the others.
-    namespaces = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
-    if os.geteuid() != 0:
-        namespaces.append("--unshare-user")
-    if not policy.network:
-        namespaces.append("--unshare-net")
-    argv += [*namespaces, "--die-with-parent", "--new-session", "--clearenv"]
-    argv += ["--setenv", "PATH", _PATH, "--setenv", "HOME", WORKDIR, "--setenv", "LANG", "C.UTF-8"]
-    return [*argv, "--"]
-
-
-def python_executable() -> str:
-    """The interpreter the ``code`` tool runs in the sandbox: the system's, else the server's."""
-    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
-        if os.access(candidate, os.X_OK):
-            return candidate
-    return str(Path(sys.base_prefix) / "bin" / "python3")
 
 
 async def run_command(
@@ -170,18 +134,26 @@ async def run_command(
     """Run ``argv`` in the sandbox in ``workspace``; ``on_output`` gets new output now and then
     while it runs. Cancelling the caller kills the command and everything it started."""
     workspace = Workspace(workspace).ensure()
+    await asyncio.to_thread(adopt, workspace)
     wall = min(wall_seconds or limits.timeout_seconds, limits.timeout_seconds)
     started = time.monotonic()
-    process = await asyncio.create_subprocess_exec(
-        *_prefix(limits, policy, workspace),
-        *argv,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        cwd=workspace,
-        env={"PATH": _PATH, "HOME": str(workspace), "LANG": "C.UTF-8"},
-        start_new_session=True,  # its own process group: killed as one
-    )
+    launch = sandbox_launch.prepare(argv, workspace=workspace, limits=limits, policy=policy)
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *launch.argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            cwd=workspace,
+            # No host path (HOME) reaches even the outer processes: /proc shows their environment.
+            env={"PATH": sandbox_launch.PATH, "LANG": "C.UTF-8"},
+            start_new_session=True,  # its own process group: killed as one
+            pass_fds=launch.pass_fds,
+        )
+    except BaseException:
+        await asyncio.to_thread(launch.close)
+        raise
+    launch.started()
     output = _Output(limits.max_output_bytes, on_output)
     timed_out = interrupted = False
     try:
@@ -201,12 +173,15 @@ async def run_command(
             with contextlib.suppress(ProcessLookupError):
                 await asyncio.shield(process.wait())
         output.flush()
+        out_of_memory = launch.cgroup is not None and launch.cgroup.oom_killed()
+        await asyncio.shield(asyncio.to_thread(launch.close))
     return CommandResult(
         exit_code=process.returncode if process.returncode is not None else KILLED,
         output=output.text(),
         output_bytes=output.total,
         timed_out=timed_out,
         interrupted=interrupted,
+        out_of_memory=out_of_memory,
         duration_s=time.monotonic() - started,
     )
 

@@ -11,11 +11,9 @@ from __future__ import annotations
 import os
 from pathlib import Path, PurePosixPath
 
+from hermes_core.tools.sandbox_identity import give_to_sandbox
+
 MAX_PATH_CHARS = 1024
-SANDBOX_USER = 65534
-"""``nobody``: the user sandboxed commands run as when the server runs as root, and so the owner
-of everything in a workspace then, whoever made it (a command must be able to change a file a
-file tool wrote)."""
 
 
 class OutsideWorkspace(ValueError):
@@ -32,7 +30,7 @@ class Workspace:
         """The root, made if it does not exist yet; its real path."""
         if not self.root.is_dir():
             self.root.mkdir(parents=True, exist_ok=True)
-            _give_to_sandbox(self.root)
+            _give_to_sandbox(self.root, self.root)
         return self.root.resolve()
 
     def makedirs(self, relative: str) -> Path:
@@ -41,7 +39,7 @@ class Workspace:
         missing = [p for p in (path, *path.parents) if not p.exists()]
         path.mkdir(parents=True, exist_ok=True)
         for made in missing:
-            _give_to_sandbox(made)
+            _give_to_sandbox(made, self.root)
         return path
 
     def path(self, relative: str) -> Path:
@@ -76,18 +74,14 @@ class Workspace:
             if not real.is_relative_to(self.ensure()):
                 raise OutsideWorkspace(f"'{relative}' leads outside the workspace.")
             if flags & os.O_CREAT:
-                _give_to_sandbox(descriptor)
+                _give_to_sandbox(descriptor, self.root)
         except BaseException:
             os.close(descriptor)
             raise
         return descriptor
 
 
-def _give_to_sandbox(target: Path | int) -> None:
-    """Make ``target`` (a path, or an open file) the sandbox user's, when the server is root."""
-    if os.geteuid() != 0:
-        return  # sandboxed commands run as the server's own user: it owns what it made
-    if isinstance(target, int):
-        os.fchown(target, SANDBOX_USER, SANDBOX_USER)
-    else:
-        os.chown(target, SANDBOX_USER, SANDBOX_USER, follow_symlinks=False)
+def _give_to_sandbox(target: Path | int, root: Path) -> None:
+    """Make ``target`` (a path, or an open file) belong to the user the workspace ``root``'s
+    commands run as (see :mod:`~hermes_core.tools.sandbox_identity`)."""
+    give_to_sandbox(target, root)

@@ -1,0 +1,192 @@
+"""The command line that starts one sandboxed command, and what it needs while it runs.
+
+From the outside in::
+
+    /bin/sh -c 'join the cgroup' …   the sandbox's cgroup (memory, pids, cpu), when available
+    prlimit …                        per-process limits: CPU time, address space, processes…
+    bwrap --args FD --               namespaces, a read-only system, the workspace, a sized /tmp
+    setpriv --reuid=<uid> …          (root only) the workspace's own user, with no capability
+    <command>
+
+bubblewrap reads its options from a pipe (``--args``): inside the sandbox, ``/proc/1/cmdline``
+(bubblewrap's own) then shows no host path — not the data directory, not the workspace's
+place. The seccomp filter reaches it through a second pipe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hermes_core.tools import isolation, seccomp
+from hermes_core.tools.cgroups import CgroupLimits, SandboxCgroup
+from hermes_core.tools.sandbox_identity import per_workspace_users, sandbox_uid
+
+if TYPE_CHECKING:
+    from hermes_core.tools.sandbox import SandboxLimits, SandboxPolicy
+
+log = logging.getLogger(__name__)
+
+WORKDIR = "/workspace"
+_SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+"""Read-only in the sandbox (a symlink such as /bin -> usr/bin is recreated as one)."""
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+INSIDE_USER = 65534
+"""The id a command sees itself as inside a user namespace (a non-root server's sandbox)."""
+
+
+@dataclass(slots=True)
+class Launch:
+    """A prepared command: run ``argv`` passing ``pass_fds``, then :meth:`close`."""
+
+    argv: list[str]
+    pass_fds: tuple[int, ...] = ()
+    cgroup: SandboxCgroup | None = None
+    _fds: list[int] = field(default_factory=list)
+
+    def started(self) -> None:
+        """The child has its copies of the pipes: close ours."""
+        for descriptor in self._fds:
+            with contextlib.suppress(OSError):
+                os.close(descriptor)
+        self._fds.clear()
+
+    def close(self) -> None:
+        """After the command ended: kill what is left in its cgroup and remove it."""
+        self.started()
+        if self.cgroup is not None:
+            self.cgroup.kill()
+            self.cgroup.remove()
+            self.cgroup = None
+
+
+def _pipe_with(data: bytes) -> int:
+    """A pipe's read end, holding ``data`` (written whole now: it fits the pipe's buffer)."""
+    read, write = os.pipe()
+    try:
+        os.write(write, data)
+    finally:
+        os.close(write)
+    return read
+
+
+def prepare(
+    argv: list[str], *, workspace: Path, limits: SandboxLimits, policy: SandboxPolicy
+) -> Launch:
+    """How to start ``argv`` in ``workspace`` under ``limits`` and ``policy``."""
+    launch = Launch(argv=[])
+    try:
+        outer = _rlimits(limits)
+        if not policy.unsandboxed:
+            outer += _bubblewrap(launch, limits, policy, workspace)
+        inner = _drop_to_workspace_user(workspace)
+        launch.argv = [*_join_cgroup(launch, limits), *outer, *inner, *argv]
+        launch.pass_fds = tuple(launch._fds)
+    except BaseException:
+        launch.close()
+        raise
+    return launch
+
+
+def _rlimits(limits: SandboxLimits) -> list[str]:
+    return [
+        "prlimit",
+        f"--cpu={limits.cpu_seconds}",
+        f"--as={limits.memory_bytes}",
+        f"--nproc={limits.max_processes}",
+        f"--fsize={limits.max_file_bytes}",
+        "--core=0",
+        "--",
+    ]
+
+
+def _join_cgroup(launch: Launch, limits: SandboxLimits) -> list[str]:
+    host = isolation.cgroup_host()
+    if host is None:
+        return []
+    try:
+        launch.cgroup = host.create(
+            CgroupLimits(
+                memory_bytes=limits.sandbox_memory_bytes,
+                max_processes=limits.max_processes,
+                cpus=limits.cpus,
+            )
+        )
+    except OSError as exc:
+        # Rlimits still hold; one lost cgroup must not stop every command.
+        log.warning("a sandbox cgroup could not be made (%s): rlimits only", exc.strerror or exc)
+        return []
+    return launch.cgroup.join
+
+
+def _drop_to_workspace_user(workspace: Path) -> list[str]:
+    if not per_workspace_users():
+        return []
+    # After bubblewrap (still root) has bound what it needs: the command keeps no capability
+    # and cannot regain one.
+    uid = sandbox_uid(workspace)
+    return [
+        "setpriv",
+        f"--reuid={uid}",
+        f"--regid={uid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--",
+    ]
+
+
+def _bubblewrap(
+    launch: Launch, limits: SandboxLimits, policy: SandboxPolicy, workspace: Path
+) -> list[str]:
+    options: list[str] = []
+    for path in _SYSTEM:
+        if os.path.islink(path):
+            options += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            options += ["--ro-bind", path, path]
+    interpreter = Path(python_executable()).parent.parent
+    if not any(interpreter.is_relative_to(p) for p in _SYSTEM):
+        options += ["--ro-bind", str(interpreter), str(interpreter)]  # the `code` tool's Python
+    options += ["--dev", "/dev", "--proc", "/proc"]
+    options += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+    options += ["--bind", str(workspace), WORKDIR, "--chdir", WORKDIR]
+    # Root needs no user namespace (one would not map the workspace's user); anyone else
+    # needs one to make the others.
+    options += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+    if not per_workspace_users():
+        options += ["--unshare-user", "--uid", str(INSIDE_USER), "--gid", str(INSIDE_USER)]
+    if not policy.network:
+        options.append("--unshare-net")
+    options += ["--die-with-parent", "--new-session", "--clearenv"]
+    options += [
+        "--setenv",
+        "PATH",
+        PATH,
+        "--setenv",
+        "HOME",
+        WORKDIR,
+        "--setenv",
+        "LANG",
+        "C.UTF-8",
+    ]
+    options += ["--setenv", "MPLCONFIGDIR", "/tmp", "--setenv", "TMPDIR", "/tmp"]
+    if seccomp.supported():
+        launch._fds.append(_pipe_with(seccomp.no_user_namespaces_filter()))
+        options += ["--seccomp", str(launch._fds[-1])]
+    launch._fds.append(_pipe_with(b"".join(os.fsencode(o) + b"\0" for o in options)))
+    return ["bwrap", "--args", str(launch._fds[-1]), "--"]
+
+
+def python_executable() -> str:
+    """The interpreter the ``code`` tool runs in the sandbox: the system's, else the server's."""
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return str(Path(sys.base_prefix) / "bin" / "python3")
