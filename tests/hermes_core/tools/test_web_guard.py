@@ -16,6 +16,8 @@ from hermes_core.tools.web.guard import (
     AddressRefused,
     IPAddress,
     guarded_http_client,
+    is_local_address,
+    parse_allow_entry,
 )
 from tests.web_site import WebSite, web_site
 
@@ -200,3 +202,86 @@ async def test_the_guarded_httpx_client_refuses_what_the_fetcher_refuses(
                 await http.get(url)
     assert secret_site.requests == []
     assert isinstance(http, httpx2.AsyncClient)
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ("localhost", ("localhost", None)),
+        ("LocalHost:8080", ("localhost", 8080)),
+        ("*.corp.example:443", ("*.corp.example", 443)),
+        ("10.0.0.0/8:5432", (ipaddress.ip_network("10.0.0.0/8"), 5432)),
+        ("10.1.2.3", (ipaddress.ip_network("10.1.2.3/32"), None)),
+        ("::1", (ipaddress.ip_network("::1/128"), None)),
+        ("[::1]", (ipaddress.ip_network("::1/128"), None)),
+        ("[::1]:9000", (ipaddress.ip_network("::1/128"), 9000)),
+        ("[fd00::/8]:53", (ipaddress.ip_network("fd00::/8"), 53)),
+    ],
+)
+def test_allow_entries_take_an_optional_port(
+    entry: str, expected: tuple[object, int | None]
+) -> None:
+    assert parse_allow_entry(entry) == expected
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ["", "local host", "localhost:0", "localhost:http", "[::1", "[name]:80", "a..b", "h:1:2x"],
+)
+def test_malformed_allow_entries_are_refused(entry: str) -> None:
+    with pytest.raises(ValueError, match=r"not a|port"):
+        parse_allow_entry(entry)
+
+
+def test_an_entry_with_a_port_opens_that_port_only() -> None:
+    policy = AddressPolicy.allowing(
+        ["localhost:8080", "[::1]:9000", "10.0.0.0/8:5432", "*.corp.example:443", "db.example"]
+    )
+    loopback, v6, private = (ipaddress.ip_address(a) for a in ("127.0.0.1", "::1", "10.9.9.9"))
+    assert policy.host_allowed("localhost", 8080)
+    assert not policy.host_allowed("localhost", 8000)
+    assert not policy.host_allowed("localhost")  # the port unknown: only portless entries
+    assert policy.refusal(v6, 9000) is None
+    assert policy.refusal(v6, 9001) is not None
+    assert policy.refusal(private, 5432) is None
+    assert policy.refusal(private, 22) is not None
+    assert policy.host_allowed("wiki.corp.example", 443)
+    assert not policy.host_allowed("wiki.corp.example", 80)
+    assert policy.host_allowed("db.example", 5432)  # no port: every port
+    assert policy.refusal(loopback, 8080) is not None  # a host entry opens the name only
+
+
+def test_the_servers_own_port_is_refused_on_this_machines_addresses() -> None:
+    policy = AddressPolicy.allowing(["127.0.0.1:9000"], own_ports=[8000])
+    own = policy.refusal(ipaddress.ip_address("127.0.0.1"), 8000)
+    assert own is not None
+    assert "this server's own address" in own
+    assert policy.refusal(ipaddress.ip_address("127.0.0.1"), 9000) is None
+    # Elsewhere the port means nothing special.
+    assert policy.refusal(ipaddress.ip_address("93.184.215.14"), 8000) is None
+    assert is_local_address(ipaddress.ip_address("127.0.0.1"))
+    assert not is_local_address(ipaddress.ip_address("93.184.215.14"))
+
+
+async def test_fetching_an_allow_listed_address_on_another_port_is_refused(site: WebSite) -> None:
+    allowed = AddressPolicy.allowing([f"127.0.0.1:{site.port}"])
+    page = await WebFetcher(allowed).fetch(site.url("/notes.txt"))
+    assert page.text.startswith("Plain notes")
+    other = AddressPolicy.allowing([f"127.0.0.1:{site.port + 1}"])
+    before = len(site.requests)
+    with pytest.raises(AddressRefused, match="loopback"):
+        await WebFetcher(other).fetch(site.url("/notes.txt"))
+    assert len(site.requests) == before
+
+
+def test_the_configuration_refuses_a_malformed_allow_entry() -> None:
+    from pydantic import ValidationError
+
+    from server.config.schema import WebConfig
+
+    assert WebConfig(allow=["localhost:8080", "[::1]:9000"]).allow == [
+        "localhost:8080",
+        "[::1]:9000",
+    ]
+    with pytest.raises(ValidationError, match="not a port from 1 to 65535"):
+        WebConfig(allow=["localhost:99999"])
