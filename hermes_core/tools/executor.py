@@ -8,12 +8,15 @@ error result; it never escapes into the loop.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import inspect
 import json
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -277,8 +280,9 @@ class ToolExecutor:
         if tool.is_async:
             work: Awaitable[Any] = tool.handler(request.arguments, context)
         else:
-            # Plain functions may block: keep them off the event loop.
-            work = asyncio.to_thread(tool.handler, request.arguments, context)
+            # Plain functions may block: keep them off the event loop, and off the loop's
+            # default executor too, which DNS lookups and the server's own file work share.
+            work = _in_tool_thread(tool, request.arguments, context)
         # A task, started on the loop's next turn: the calls of a batch all start (and pass
         # their interrupt check) before any handler runs.
         task = asyncio.ensure_future(_bounded(work, tool.timeout))
@@ -353,6 +357,27 @@ def refusal_text(name: str, reason: str, decision: ApprovalDecision) -> str:
             "so it did not run. Do not retry it; tell the user what you wanted to do."
         )
     return f"Denied by the user: {name} ({reason}) did not run. Choose another way."
+
+
+TOOL_THREADS = 16
+"""Threads that run plain-function tool handlers, for all runs of the process. A handler that
+outlives its call's timeout still holds one until it returns (a thread cannot be killed), so
+handlers bound their own work (the file tools stop at a deadline of their own)."""
+_tool_pool: ThreadPoolExecutor | None = None
+
+
+def _tool_threads() -> ThreadPoolExecutor:
+    global _tool_pool
+    if _tool_pool is None:
+        _tool_pool = ThreadPoolExecutor(TOOL_THREADS, thread_name_prefix="hermes-tool")
+    return _tool_pool
+
+
+async def _in_tool_thread(tool: Tool, arguments: dict[str, Any], context: ToolContext) -> Any:
+    # A coroutine, as asyncio.to_thread was: the handler is handed to a thread only when its
+    # task first runs, after the whole batch passed its interrupt checks.
+    run = functools.partial(contextvars.copy_context().run, tool.handler, arguments, context)
+    return await asyncio.get_running_loop().run_in_executor(_tool_threads(), run)
 
 
 class _Cancelled(Exception):

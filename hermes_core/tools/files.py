@@ -2,9 +2,11 @@
 
 Each tool takes paths relative to the workspace (see :mod:`hermes_core.tools.workspace`) and
 answers problems with an ``Error: …`` the model can act on: a missing file, an ambiguous edit,
-a path outside the workspace. Results that would be large are cut, and say where and how to
-read on. The handlers are plain functions: they block on the disk, so the executor runs them
-in worker threads.
+a path outside the workspace, a FIFO. Results that would be large are cut, and say where and
+how to read on. The handlers are plain functions: they block on the disk, so the executor runs
+them in its tool threads. What they read is bounded whatever the files (``file_scan.py``): a
+page is read in chunks until it is full, a search stops at its deadline or its byte limit, and
+patterns run on RE2 (``file_search.py``), never on a backtracking engine.
 """
 
 from __future__ import annotations
@@ -13,11 +15,19 @@ import dataclasses
 import fnmatch
 import os
 import re
-import stat
 from collections.abc import Iterator
-from pathlib import Path
+from contextlib import contextmanager
 from typing import Any
 
+from hermes_core.tools.file_scan import (
+    Block,
+    Budget,
+    ScanStopped,
+    is_binary,
+    line_blocks,
+    regular_files,
+)
+from hermes_core.tools.file_search import LinePattern, PatternError
 from hermes_core.tools.registry import Tool, ToolContext
 from hermes_core.tools.workspace import OutsideWorkspace, Workspace
 
@@ -30,15 +40,22 @@ MAX_LINE_CHARS = 2000
 MAX_LISTED = 500
 MAX_MATCHES = 200
 MAX_WRITE_BYTES = 10 * 1024 * 1024
+MAX_EDIT_BYTES = 10 * 1024 * 1024
+"""``edit_file`` reads the whole file and writes it back: larger files are refused."""
 BINARY_SNIFF = 8192
-SKIPPED_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv"})
-"""Directories listings and searches pass over unless asked into them."""
+TOOL_TIMEOUT_S = 30.0
+"""The executor's deadline for a file tool: a backstop well past the calls' own
+(``file_scan.DEADLINE_S``), which end them with what they found so far."""
 
 
 def _workspace(ctx: ToolContext) -> Workspace:
     if ctx.workspace is None:
         raise OutsideWorkspace("This conversation has no workspace: file tools are unavailable.")
     return Workspace(ctx.workspace)
+
+
+def _budget(ctx: ToolContext) -> Budget:
+    return Budget(is_interrupted=ctx.is_interrupted)
 
 
 def _text_arg(arguments: dict[str, Any], name: str, default: str | None = None) -> str:
@@ -62,8 +79,10 @@ def _errors(handler: Any) -> Any:
     def wrapped(arguments: dict[str, Any], ctx: ToolContext) -> str:
         try:
             result: str = handler(arguments, ctx)
-        except OutsideWorkspace as exc:
+        except (OutsideWorkspace, PatternError) as exc:
             return f"Error: {exc}"
+        except ScanStopped as exc:
+            return f"Error: {handler.__name__} stopped before it was done: {exc}."
         except FileNotFoundError:
             return "Error: no such file in the workspace (list_files shows what there is)."
         except IsADirectoryError:
@@ -78,29 +97,28 @@ def _errors(handler: Any) -> Any:
     return wrapped
 
 
-def _is_binary(head: bytes) -> bool:
-    if b"\x00" in head:
-        return True
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return exc.start < len(head) - 4  # a character cut at the end of the sample is fine
-    return False
-
-
-def _read_text(workspace: Workspace, relative: str) -> str | None:
-    """The file's text, or None when it is binary."""
+@contextmanager
+def _opened(workspace: Workspace, relative: str) -> Iterator[int]:
+    """``relative`` open for reading: a regular file, never waited on (see Workspace.open)."""
     descriptor = workspace.open(relative, os.O_RDONLY)
-    with os.fdopen(descriptor, "rb") as file:
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-            raise OutsideWorkspace(f"'{relative}' is not a regular file.")
-        data = file.read()
-    if _is_binary(data[:BINARY_SNIFF]):
-        return None
-    return data.decode("utf-8", errors="replace")
+    try:
+        yield descriptor
+    finally:
+        os.close(descriptor)
 
 
-def _clip_line(line: str) -> str:
+def _sniffed_binary(descriptor: int) -> bool:
+    return is_binary(os.pread(descriptor, BINARY_SNIFF, 0))
+
+
+def _decoded(line: bytes) -> str:
+    return line.removesuffix(b"\r").decode("utf-8", errors="replace")
+
+
+def _clip_line(line: str, cut_from: int | None = None) -> str:
+    """``line`` as shown; ``cut_from`` is the bytes it had when only its start was read."""
+    if cut_from is not None:
+        return f"{line[:MAX_LINE_CHARS]}… [line cut: {cut_from} bytes]"
     if len(line) <= MAX_LINE_CHARS:
         return line
     return f"{line[:MAX_LINE_CHARS]}… [line cut: {len(line)} characters]"
@@ -109,35 +127,76 @@ def _clip_line(line: str) -> str:
 # --- read_file ------------------------------------------------------------------------------------
 
 
+@dataclasses.dataclass(slots=True)
+class _Page:
+    rows: list[tuple[int, str]] = dataclasses.field(default_factory=list)
+    lines_seen: int = 0
+    """Lines of the file read through (all of them when ``ended``)."""
+    ended: bool = False
+    """The whole file was read: ``lines_seen`` is its length."""
+
+
+def _read_page(descriptor: int, budget: Budget, offset: int, limit: int) -> _Page:
+    """Lines ``offset``… of the file, at most ``limit`` of them and MAX_RESULT_CHARS of
+    text; the file is read only as far as the page needs (and one chunk on, to tell whether
+    it goes on)."""
+    page = _Page()
+    used = 0
+    blocks = line_blocks(descriptor, budget)
+    for block in blocks:
+        page.lines_seen = block.first_line - 1 + block.lines
+        if page.lines_seen < offset:
+            continue  # before the page: counted, never split
+        full = False
+        for number, line in _lines_from(block, offset):
+            row = _clip_line(_decoded(line), block.cut.get(number))
+            used += len(row) + len(str(number)) + 2
+            full = len(page.rows) == limit or used > MAX_RESULT_CHARS
+            if full:
+                break
+            page.rows.append((number, row))
+        if full or len(page.rows) == limit:
+            break
+    else:
+        page.ended = True
+        return page
+    page.ended = next(blocks, None) is None
+    return page
+
+
+def _lines_from(block: Block, offset: int) -> Iterator[tuple[int, bytes]]:
+    skip = max(0, offset - block.first_line)
+    lines = block.data.split(b"\n")[:-1]  # every line ends in \n: the last piece is empty
+    for index in range(skip, len(lines)):
+        yield block.first_line + index, lines[index]
+
+
 @_errors
 def read_file(arguments: dict[str, Any], ctx: ToolContext) -> str:
     workspace = _workspace(ctx)
     relative = _text_arg(arguments, "path")
     offset = _int_arg(arguments, "offset", 1, least=1)
-    limit = _int_arg(arguments, "limit", READ_LINES, least=1)
-    text = _read_text(workspace, relative)
-    if text is None:
-        size = workspace.path(relative).stat().st_size
-        return f"[{relative} is a binary file of {size} bytes; it is not shown as text.]"
-    lines = text.splitlines()
-    if not lines:
-        return f"[{relative} is empty.]"
-    if offset > len(lines):
-        return f"Error: {relative} has {len(lines)} lines; offset {offset} is past its end."
-    end = min(offset - 1 + min(limit, READ_LINES), len(lines))
+    limit = min(_int_arg(arguments, "limit", READ_LINES, least=1), READ_LINES)
+    with _opened(workspace, relative) as descriptor:
+        size = os.fstat(descriptor).st_size
+        if _sniffed_binary(descriptor):
+            return f"[{relative} is a binary file of {size} bytes; it is not shown as text.]"
+        page = _read_page(descriptor, _budget(ctx), offset, limit)
+    if not page.rows:
+        if page.lines_seen == 0:
+            return f"[{relative} is empty.]"
+        return f"Error: {relative} has {page.lines_seen} lines; offset {offset} is past its end."
+    end = page.rows[-1][0]
     width = len(str(end))
-    out: list[str] = []
-    used = 0
-    for number in range(offset, end + 1):
-        row = f"{number:>{width}}\t{_clip_line(lines[number - 1])}"
-        used += len(row) + 1
-        if used > MAX_RESULT_CHARS:
-            end = number - 1
-            break
-        out.append(row)
-    if end < len(lines):
+    out = [f"{number:>{width}}\t{row}" for number, row in page.rows]
+    if not page.ended:
         out.append(
-            f"[… showing lines {offset}–{end} of {len(lines)}; read on with offset={end + 1}]"
+            f"[… showing lines {offset}–{end} of a longer file ({size} bytes); "
+            f"read on with offset={end + 1}]"
+        )
+    elif end < page.lines_seen:
+        out.append(
+            f"[… showing lines {offset}–{end} of {page.lines_seen}; read on with offset={end + 1}]"
         )
     return "\n".join(out)
 
@@ -154,7 +213,7 @@ def write_file(arguments: dict[str, Any], ctx: ToolContext) -> str:
         return f"Error: content of {len(data)} bytes; a file may be at most {MAX_WRITE_BYTES}."
     path = workspace.path(relative)
     workspace.makedirs(workspace.relative(path.parent))
-    existed = path.exists()
+    existed = os.path.lexists(path)
     _write(workspace, relative, data)
     verb = "Overwrote" if existed else "Created"
     return f"{verb} {relative} ({len(data)} bytes)."
@@ -166,6 +225,28 @@ def _write(workspace: Workspace, relative: str, data: bytes) -> None:
         file.write(data)
 
 
+def _read_for_edit(workspace: Workspace, relative: str) -> str | None:
+    """The file's text (None when binary); refused past MAX_EDIT_BYTES, read in chunks."""
+    with _opened(workspace, relative) as descriptor:
+        size = os.fstat(descriptor).st_size
+        if size > MAX_EDIT_BYTES:
+            raise OutsideWorkspace(
+                f"'{relative}' has {size} bytes; edit_file edits files of at most "
+                f"{MAX_EDIT_BYTES} bytes (use the shell, e.g. sed, for larger ones)."
+            )
+        if _sniffed_binary(descriptor):
+            return None
+        chunks: list[bytes] = []
+        read = 0
+        # Read to the cap, not to the size fstat saw: the file may be growing meanwhile.
+        while chunk := os.read(descriptor, min(1024 * 1024, MAX_EDIT_BYTES + 1 - read)):
+            chunks.append(chunk)
+            read += len(chunk)
+            if read > MAX_EDIT_BYTES:
+                raise OutsideWorkspace(f"'{relative}' grew past {MAX_EDIT_BYTES} bytes.")
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
 @_errors
 def edit_file(arguments: dict[str, Any], ctx: ToolContext) -> str:
     workspace = _workspace(ctx)
@@ -174,7 +255,7 @@ def edit_file(arguments: dict[str, Any], ctx: ToolContext) -> str:
     replace_all = arguments.get("replace_all", False) is True
     if not old:
         return "Error: old_text is empty; give the exact text to replace."
-    text = _read_text(workspace, relative)
+    text = _read_for_edit(workspace, relative)
     if text is None:
         return f"Error: {relative} is a binary file; it cannot be edited as text."
     count = text.count(old)
@@ -199,6 +280,7 @@ def edit_file(arguments: dict[str, Any], ctx: ToolContext) -> str:
 
 
 def _loosely_in(needle: str, haystack: str) -> bool:
+    # A fixed pattern of our own (no nesting, no backtracking blow-up): Python's re is fine.
     squeeze = re.compile(r"\s+")
     return squeeze.sub(" ", needle).strip().lower() in squeeze.sub(" ", haystack).lower()
 
@@ -215,20 +297,16 @@ def _lines_of(text: str, needle: str, most: int = 10) -> str:
 # --- list_files and search_files ------------------------------------------------------------------
 
 
-def _walk(workspace: Workspace, relative: str) -> Iterator[Path]:
-    """The regular files under ``relative``, symlinks neither followed nor listed."""
-    base = workspace.path(relative)
-    if base.is_file():
-        yield base
-        return
-    if not base.is_dir():
-        raise FileNotFoundError(relative)
-    for directory, dirs, files in os.walk(base, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
-        for name in sorted(files):
-            path = Path(directory) / name
-            if not path.is_symlink():
-                yield path
+def _matching_files(
+    workspace: Workspace, relative: str, pattern: str, budget: Budget
+) -> Iterator[tuple[str, int]]:
+    """The workspace's regular files under ``relative`` whose path or name matches the glob
+    ``pattern``: (their path as the tools name it, their size)."""
+    root = workspace.ensure()
+    for path, size in regular_files(workspace.path(relative), budget):
+        name = path.relative_to(root).as_posix()
+        if fnmatch.fnmatch(name, pattern) or fnmatch.fnmatch(path.name, pattern):
+            yield name, size
 
 
 @_errors
@@ -238,17 +316,20 @@ def list_files(arguments: dict[str, Any], ctx: ToolContext) -> str:
     relative = _text_arg(arguments, "path", ".")
     rows: list[str] = []
     total = 0
-    for path in _walk(workspace, relative):
-        name = workspace.relative(path)
-        if not (fnmatch.fnmatch(name, pattern) or fnmatch.fnmatch(path.name, pattern)):
-            continue
-        total += 1
-        if len(rows) < MAX_LISTED:
-            rows.append(f"{name}\t{path.stat().st_size} bytes")
-    if not rows:
+    stopped = ""
+    try:
+        for name, size in _matching_files(workspace, relative, pattern, _budget(ctx)):
+            total += 1
+            if len(rows) < MAX_LISTED:
+                rows.append(f"{name}\t{size} bytes")
+    except ScanStopped as exc:
+        stopped = f"[listing stopped early: {exc}; narrow the path]"
+    if not rows and not stopped:
         return f"No files match '{pattern}' under '{relative}'."
     if total > len(rows):
         rows.append(f"[… {total - len(rows)} more; narrow the pattern or the path]")
+    if stopped:
+        rows.append(stopped)
     return "\n".join(rows)
 
 
@@ -258,29 +339,42 @@ def search_files(arguments: dict[str, Any], ctx: ToolContext) -> str:
     source = _text_arg(arguments, "pattern")
     relative = _text_arg(arguments, "path", ".")
     include = _text_arg(arguments, "glob", "*")
-    try:
-        regex = re.compile(source)
-    except re.error as exc:
-        return f"Error: '{source}' is not a valid regular expression ({exc})."
+    pattern = LinePattern(source)
+    budget = _budget(ctx)
     rows: list[str] = []
     matches = 0
-    for path in _walk(workspace, relative):
-        name = workspace.relative(path)
-        if not (fnmatch.fnmatch(name, include) or fnmatch.fnmatch(path.name, include)):
-            continue
-        text = _read_text(workspace, name)
-        if text is None:
-            continue
-        for number, line in enumerate(text.splitlines(), start=1):
-            if regex.search(line):
+    stopped = ""
+    try:
+        for name, _ in _matching_files(workspace, relative, include, budget):
+            for number, text in _search_file(workspace, name, pattern, budget):
                 matches += 1
                 if len(rows) < MAX_MATCHES:
-                    rows.append(f"{name}:{number}: {_clip_line(line)}")
-    if not rows:
+                    rows.append(f"{name}:{number}: {text}")
+    except ScanStopped as exc:
+        stopped = f"[search stopped early: {exc}; narrow the path or the glob]"
+    if not rows and not stopped:
         return f"No line matches /{source}/ under '{relative}'."
     if matches > len(rows):
         rows.append(f"[… {matches - len(rows)} more matches; narrow the pattern or the path]")
+    if stopped:
+        rows.append(stopped)
     return "\n".join(rows)
+
+
+def _search_file(
+    workspace: Workspace, name: str, pattern: LinePattern, budget: Budget
+) -> Iterator[tuple[int, str]]:
+    """The lines of text file ``name`` that ``pattern`` matches, as shown; nothing for a
+    binary file or one that is no longer a regular file."""
+    try:
+        with _opened(workspace, name) as descriptor:
+            if _sniffed_binary(descriptor):
+                return
+            for block in line_blocks(descriptor, budget):
+                for number, line in pattern.matching_lines(block):
+                    yield number, _clip_line(_decoded(line), block.cut.get(number))
+    except (OutsideWorkspace, OSError):
+        return  # replaced (by a link, a FIFO) or removed since the walk: not searched
 
 
 # --- the toolset ----------------------------------------------------------------------------------
@@ -312,6 +406,7 @@ def file_tools(*, approval: str = "never") -> list[Tool]:
                 "required": ["path"],
             },
             handler=read_file,
+            timeout=TOOL_TIMEOUT_S,
             max_result_chars=MAX_RESULT_CHARS,
         ),
         Tool(
@@ -323,6 +418,7 @@ def file_tools(*, approval: str = "never") -> list[Tool]:
                 "required": ["path", "content"],
             },
             handler=write_file,
+            timeout=TOOL_TIMEOUT_S,
             concurrent_safe=False,
             needs_approval=ask,
             summarize=lambda args: f"write_file {args.get('path', '')}",
@@ -344,6 +440,7 @@ def file_tools(*, approval: str = "never") -> list[Tool]:
                 "required": ["path", "old_text", "new_text"],
             },
             handler=edit_file,
+            timeout=TOOL_TIMEOUT_S,
             concurrent_safe=False,
             needs_approval=ask,
             summarize=lambda args: f"edit_file {args.get('path', '')}",
@@ -362,6 +459,7 @@ def file_tools(*, approval: str = "never") -> list[Tool]:
                 },
             },
             handler=list_files,
+            timeout=TOOL_TIMEOUT_S,
             max_result_chars=MAX_RESULT_CHARS,
         ),
         Tool(
@@ -373,13 +471,20 @@ def file_tools(*, approval: str = "never") -> list[Tool]:
             parameters={
                 "type": "object",
                 "properties": {
-                    "pattern": {"type": "string", "description": "A Python regular expression."},
+                    "pattern": {
+                        "type": "string",
+                        "description": (
+                            "A regular expression (RE2 syntax: no backreferences or "
+                            "lookaround), matched within each line."
+                        ),
+                    },
                     "path": _path_schema("Where to search; default the whole workspace."),
                     "glob": {"type": "string", "description": "Only files matching this glob."},
                 },
                 "required": ["pattern"],
             },
             handler=search_files,
+            timeout=TOOL_TIMEOUT_S,
             max_result_chars=MAX_RESULT_CHARS,
         ),
     ]
