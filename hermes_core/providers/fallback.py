@@ -180,6 +180,8 @@ class ChainTurn:
         can_fail_over = self._index + 1 < len(self._order)
         attempt = 0
         refreshed = False
+        waited_as_asked = 0.0
+        """Seconds this call already waited on this provider's Retry-Afters."""
         while True:
             attempt += 1
             streamed = False
@@ -204,14 +206,18 @@ class ChainTurn:
                     if await provider.refresh_credentials():
                         attempt -= 1  # a call with a new key is not a retry of the old one
                         continue
-                if (
-                    not error.transient
-                    or attempt >= policy.max_attempts
-                    or not policy.worth_waiting(error, can_fail_over=can_fail_over)
-                ):
+                delay = (
+                    policy.next_wait(
+                        attempt, error, can_fail_over=can_fail_over, waited=waited_as_asked
+                    )
+                    if error.transient
+                    else None
+                )
+                if delay is None:
                     yield error
                     return
-                delay = policy.delay(attempt, error)
+                if error.retry_after is not None:
+                    waited_as_asked += delay
                 yield ProviderRetry(
                     provider=provider.name, attempt=attempt, delay_s=delay, reason=error.kind.value
                 )

@@ -20,8 +20,10 @@ class RetryPolicy:
     base_delay: float = 1.0
     max_delay: float = 30.0
     max_retry_after: float = 60.0
-    """An upstream's Retry-After longer than this is cut to it, on the chain's last provider;
-    with another provider to go to, the chain fails over at once instead of waiting."""
+    """The longest one provider keeps a model call waiting on its Retry-Afters, all of them
+    together: on the chain's last (or only) provider a longer one is waited for only what is
+    left of this, then the call gives up; with another provider to go to, the chain fails
+    over at once instead of waiting."""
     first_byte_timeout: float | None = 120.0
     """Seconds a streamed call may take to produce its first event (connect, queueing, a
     model's silent thinking); then it is a timeout, and with another provider to go to, the
@@ -29,20 +31,28 @@ class RetryPolicy:
     the provider's own timeout applies."""
     jitter: bool = True
 
-    def worth_waiting(self, error: ProviderError, *, can_fail_over: bool) -> bool:
-        """Whether to call the same provider again after ``error`` (transient) rather than
-        move on: always on the last provider; otherwise not after a timeout (a provider that
-        does not answer costs a timeout per attempt) nor a Retry-After beyond the cap."""
-        if not can_fail_over:
-            return True
-        if error.kind is ErrorKind.TIMEOUT:
-            return False
-        return error.retry_after is None or error.retry_after <= self.max_retry_after
+    def next_wait(
+        self, attempt: int, error: ProviderError, *, can_fail_over: bool, waited: float
+    ) -> float | None:
+        """Seconds to wait before calling the same provider again after failed ``attempt``
+        (1-based, transient ``error``), or None to give up on it and move on.
 
-    def delay(self, attempt: int, error: ProviderError) -> float:
-        """Seconds to wait after failed ``attempt`` (1-based)."""
-        if error.retry_after is not None:
-            return min(error.retry_after, self.max_retry_after)
+        ``waited`` is what this provider's Retry-Afters already cost the model call: the cap
+        bounds their sum, not each one (else every attempt could wait the whole cap)."""
+        if attempt >= self.max_attempts:
+            return None
+        if can_fail_over and error.kind is ErrorKind.TIMEOUT:
+            return None  # a provider that does not answer costs a timeout per attempt
+        if error.retry_after is None:
+            return self._backoff(attempt)
+        left = max(0.0, self.max_retry_after - waited)
+        if error.retry_after <= left:
+            return error.retry_after
+        if can_fail_over or left == 0:
+            return None
+        return left  # the last provider: perhaps it is free again sooner than it said
+
+    def _backoff(self, attempt: int) -> float:
         backoff = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
         # "Equal jitter": spread retries of many runs apart without ever waiting ~0.
         return float(backoff * random.uniform(0.5, 1.0)) if self.jitter else float(backoff)
