@@ -6,13 +6,24 @@ under the system's python3; the end-to-end tests start real bubblewrap sandboxes
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import ipaddress
+import os
 import shutil
+import socket
 import stat
 import tempfile
+import threading
+import urllib.error
+import urllib.request
+import zipfile
 from collections.abc import AsyncIterator, Callable, Iterator
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +32,7 @@ from hermes_core.tools.egress import (
     EgressProxies,
     EgressProxy,
     ProxyLimits,
+    SandboxNetwork,
 )
 from hermes_core.tools.egress.network import MOUNT
 from hermes_core.tools.web.guard import AddressPolicy, IPAddress, Lookup, system_lookup
@@ -141,6 +153,7 @@ async def test_the_allowed_host_on_another_port_is_refused(
 ) -> None:
     where = f"127.0.0.1:{site.port}"
     policy = EgressPolicy("restricted", (where,), only("127.0.0.1"))
+    before = len(other_site.requests)
     async with running(policy, short_dir) as proxy:
         status, body = await tunnel_get(proxy, f"127.0.0.1:{other_site.port}", "/notes.txt")
         plain, _ = await exchange(
@@ -148,7 +161,7 @@ async def test_the_allowed_host_on_another_port_is_refused(
         )
     assert (status, plain) == (403, 403)
     assert b"not in this sandbox's allowed hosts" in body
-    assert other_site.requests == []
+    assert len(other_site.requests) == before
 
 
 async def test_a_host_outside_the_allow_list_is_refused_before_any_lookup(
@@ -327,3 +340,227 @@ def test_a_policy_with_a_malformed_or_misplaced_host_is_rejected() -> None:
         EgressPolicy("restricted", ("pypi.org:http",))
     with pytest.raises(ValueError, match="restricted"):
         EgressPolicy("open", ("pypi.org",))
+
+
+# --- the bridge, under the system's python3 -----------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def refuses_connections(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return False
+    except OSError:
+        return True
+
+
+def fetch_through(proxy_url: str, url: str) -> str:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": proxy_url}))
+    with opener.open(url, timeout=DEADLINE) as response:
+        return str(response.read().decode())
+
+
+@pytest.mark.skipif(not os.access(SYSTEM_PYTHON, os.X_OK), reason="no system python3")
+async def test_the_bridge_relays_to_the_proxy_and_leaves_with_its_command(
+    site: WebSite, short_dir: Path
+) -> None:
+    where = f"127.0.0.1:{site.port}"
+    policy = EgressPolicy("restricted", (where,), only(where))
+    async with running(policy, short_dir) as proxy:
+        command = await asyncio.create_subprocess_exec("sleep", "600")
+        port = free_port()
+        bridge = await asyncio.create_subprocess_exec(
+            SYSTEM_PYTHON,
+            "-I",
+            str(proxy.directory / "bridge.py"),
+            str(proxy.socket_path),
+            str(port),
+            str(command.pid),
+        )
+        try:
+            # The bridge returns once it listens: no waiting for it to come up.
+            assert await asyncio.wait_for(bridge.wait(), DEADLINE) == 0
+            proxy_url = f"http://127.0.0.1:{port}"
+            text = await asyncio.to_thread(fetch_through, proxy_url, site.url("/notes.txt"))
+            assert text.startswith("Plain notes")
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                await asyncio.to_thread(fetch_through, proxy_url, "http://127.0.0.1:1/")
+            assert refused.value.code == 403
+        finally:
+            command.kill()
+            await command.wait()
+        await until(lambda: refuses_connections(port))
+
+
+# --- end to end: a bubblewrap sandbox with no network but the proxy ------------------------
+
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None or not os.access(SYSTEM_PYTHON, os.X_OK),
+    reason="needs bubblewrap and a system python3",
+)
+
+
+async def in_sandbox(network: SandboxNetwork, script: str) -> tuple[int, str]:
+    """Run ``script`` with /bin/sh in a sandbox that has its own network namespace (loopback
+    only), as the sandbox does: as ``nobody`` when we are root."""
+    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    argv += [
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/tmp",
+        "--tmpfs",
+        "/run",
+        "--unshare-net",
+        "--unshare-pid",
+    ]
+    argv += ["--die-with-parent", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin"]
+    argv += ["--setenv", "HOME", "/tmp", *network.bwrap_args]
+    for name, value in network.env.items():
+        argv += ["--setenv", name, value]
+    argv.append("--")
+    if os.geteuid() == 0:
+        argv += ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        *network.wrap(["/bin/sh", "-c", script], SYSTEM_PYTHON),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await asyncio.wait_for(process.communicate(), 180)
+    assert process.returncode is not None
+    return process.returncode, output.decode(errors="replace")
+
+
+@needs_bwrap
+async def test_curl_and_urllib_in_a_sandbox_reach_an_allowed_port_and_nothing_else(
+    site: WebSite, other_site: WebSite, short_dir: Path
+) -> None:
+    where = f"127.0.0.1:{site.port}"
+    policy = EgressPolicy("restricted", (where,), only("127.0.0.1"))
+    allowed, refused = site.url("/notes.txt"), other_site.url("/notes.txt")
+    script = f"""
+curl -sS -m 30 {allowed}; echo
+curl -sS -m 30 --proxytunnel {allowed}; echo
+curl -sS -m 30 -o /dev/null -w 'other port: %{{http_code}}\\n' {refused}
+curl -sS -m 30 --noproxy '*' {allowed} >/dev/null 2>&1 || echo 'direct: no route'
+python3 -c 'import urllib.request as u; print(u.urlopen("{allowed}", timeout=30).read().decode())'
+"""
+    before = len(other_site.requests)
+    async with running(policy, short_dir) as proxy:
+        code, output = await in_sandbox(await proxy.sandbox_network(), script)
+    assert code == 0, output
+    lines = output.splitlines()
+    assert lines == [
+        "Plain notes: the lamp burned whale oil.",
+        "Plain notes: the lamp burned whale oil.",
+        "other port: 403",
+        "direct: no route",
+        "Plain notes: the lamp burned whale oil.",
+    ], output
+    assert len(other_site.requests) == before
+
+
+@needs_bwrap
+async def test_an_open_sandbox_reaches_no_internal_address_nor_the_servers_port(
+    site: WebSite, short_dir: Path
+) -> None:
+    """``network: true``: any public host, through the same guard; loopback stays shut (the
+    sandbox's own namespace has no route there, and the proxy refuses it)."""
+    policy = EgressPolicy("open", (), AddressPolicy.allowing([], own_ports=[site.port]))
+    script = f"""
+curl -sS -m 30 {site.url("/notes.txt")}
+curl -sS -m 30 http://169.254.169.254/latest/meta-data/
+"""
+    async with running(policy, short_dir) as proxy:
+        code, output = await in_sandbox(await proxy.sandbox_network(), script)
+    assert code == 0, output
+    assert output.count("hermes egress proxy: refused to connect") == 2, output
+    assert "this server's own address" in output
+    assert "a cloud metadata address" in output
+
+
+def make_wheel(directory: Path) -> Path:
+    """A one-module pure-Python wheel, built by hand (a wheel is a zip with metadata)."""
+    files = {
+        "hermes_egress_demo/__init__.py": b'GREETING = "installed through the egress proxy"\n',
+        "hermes_egress_demo-0.1.dist-info/METADATA": (
+            b"Metadata-Version: 2.1\nName: hermes-egress-demo\nVersion: 0.1\n"
+        ),
+        "hermes_egress_demo-0.1.dist-info/WHEEL": (
+            b"Wheel-Version: 1.0\nGenerator: hermes-tests\nRoot-Is-Purelib: true\n"
+            b"Tag: py3-none-any\n"
+        ),
+    }
+    record = [f"{name},sha256={digest(data)},{len(data)}" for name, data in files.items()] + [
+        "hermes_egress_demo-0.1.dist-info/RECORD,,"
+    ]
+    files["hermes_egress_demo-0.1.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
+    wheel = directory / "hermes_egress_demo-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return wheel
+
+
+def digest(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+@contextlib.contextmanager
+def package_index(root: Path) -> Iterator[tuple[int, list[str]]]:
+    """A PEP 503 simple index on loopback serving one wheel; its port and the paths asked."""
+    wheel = make_wheel(root)
+    project = root / "simple" / "hermes-egress-demo"
+    project.mkdir(parents=True)
+    link = f"../../{wheel.name}#sha256={hashlib.sha256(wheel.read_bytes()).hexdigest()}"
+    (project / "index.html").write_text(
+        f'<html><body><a href="{link}">{wheel.name}</a></body></html>'
+    )
+    asked: list[str] = []
+
+    class Handler(SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            asked.append(self.path)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(server.server_address[1]), asked
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@needs_bwrap
+async def test_pip_installs_from_an_allow_listed_index_through_the_proxy(
+    short_dir: Path,
+) -> None:
+    index_root = short_dir / "index"
+    index_root.mkdir()
+    with package_index(index_root) as (port, asked):
+        where = f"127.0.0.1:{port}"
+        policy = EgressPolicy("restricted", (where,), only(where))
+        pip = f"{SYSTEM_PYTHON} -m pip"
+        options = (
+            f"--disable-pip-version-check --no-cache-dir --no-deps --retries 0 --timeout 30"
+            f" --index-url http://{where}/simple/ hermes-egress-demo"
+        )
+        script = f"""set -e
+{pip} download -d /tmp/dl {options}
+ls /tmp/dl
+{pip} install --target /tmp/site {options}
+PYTHONPATH=/tmp/site python3 -c 'import hermes_egress_demo as d; print(d.GREETING)'
+"""
+        async with running(policy, short_dir) as proxy:
+            code, output = await in_sandbox(await proxy.sandbox_network(), script)
+    assert code == 0, output
+    assert "hermes_egress_demo-0.1-py3-none-any.whl" in output
+    assert output.rstrip().endswith("installed through the egress proxy"), output
+    assert "/simple/hermes-egress-demo/" in asked
