@@ -4,6 +4,10 @@
 FastAPI's own routing (404/405) and validation (422 → 400) errors, so OpenAI SDKs raise the
 matching exception class with a readable message.
 
+A full disk (``ENOSPC``, SQLite's "database or disk is full", PostgreSQL's ``disk_full``) is a
+507 ``insufficient_storage`` wherever it surfaces: the client learns it may retry later, not that
+the server is broken (see :func:`storage_full`).
+
 A run that failed is reported with the same body whether the client waits for it (a 502) or
 streams it (an error frame in the stream's own format, after the stream began): see
 :func:`run_failed`.
@@ -11,14 +15,20 @@ streams it (an error frame in the stream's own format, after the stream began): 
 
 from __future__ import annotations
 
+import errno
+import logging
+import sqlite3
 from typing import Any, TypedDict
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hermes_core.errors import InvalidRequestError
+
+log = logging.getLogger(__name__)
 
 _TYPES = {
     400: "invalid_request_error",
@@ -28,8 +38,16 @@ _TYPES = {
     405: "invalid_request_error",
     409: "conflict_error",
     413: "invalid_request_error",
+    507: "server_error",
     429: "rate_limit_error",
 }
+
+STORAGE_FULL_MESSAGE = (
+    "The server's disk is full: this request could not be recorded. Retry later; the "
+    "operator has been told (the server log)."
+)
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+_FULL_SQL_TEXTS = ("database or disk is full", "no space left on device")
 
 
 RUN_FAILED_STATUS = 502
@@ -116,9 +134,56 @@ def run_failed_response(error: str | None, *, headers: dict[str, str]) -> JSONRe
     return JSONResponse({"error": run_failed(error)}, RUN_FAILED_STATUS, headers=headers)
 
 
+def storage_full(exc: BaseException | None) -> bool:
+    """``exc``, or what caused it (a driver's error wrapped by SQLAlchemy, an error raised
+    while handling another), means the disk is full."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
+            return True
+        if isinstance(exc, sqlite3.Error) or type(exc).__module__.startswith(
+            ("sqlalchemy", "asyncpg", "psycopg")
+        ):
+            text = str(exc).lower()
+            if any(full in text for full in _FULL_SQL_TEXTS):
+                return True
+            if getattr(exc, "sqlstate", None) == "53100":  # PostgreSQL's disk_full
+                return True
+        exc = getattr(exc, "orig", None) or exc.__cause__ or exc.__context__
+    return False
+
+
+def storage_full_response() -> JSONResponse:
+    headers = {"retry-after": "30"}
+    return error_response(507, STORAGE_FULL_MESSAGE, code="insufficient_storage", headers=headers)
+
+
 def _param_of(location: tuple[Any, ...] | list[Any]) -> str | None:
     parts = [str(p) for p in location if p != "body"]
     return ".".join(parts) or None
+
+
+async def _storage_error(_: Request, exc: Exception) -> JSONResponse:
+    # Registered for the exception classes a full disk arrives as (the hot path looks handlers
+    # up by class, and leaves bare ``Exception`` to the server-error middleware).
+    if storage_full(exc):
+        log.error("the disk is full: a request was refused with 507", exc_info=exc)
+        return storage_full_response()
+    log.error("a request failed", exc_info=exc)
+    return error_response(500, "The server had an internal error.", code="server_error")
+
+
+async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    if storage_full(exc):
+        return storage_full_response()
+    # Details go to the log (the server-error middleware logs it), never to the client.
+    return error_response(500, "The server had an internal error.", code="server_error")
+
+
+def _install_storage_handlers(app: FastAPI) -> None:
+    for kind in (OSError, sqlite3.Error, SQLAlchemyError):
+        app.add_exception_handler(kind, _storage_error)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -148,6 +213,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _session_busy(_: Request, exc: SessionBusy) -> JSONResponse:
         return error_response(409, str(exc), code="session_busy")
 
+    _install_storage_handlers(app)
+
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         message = exc.detail if isinstance(exc.detail, str) else "Request failed."
@@ -172,7 +239,4 @@ def install_error_handlers(app: FastAPI) -> None:
         message = f"Invalid value for '{param}': {detail}" if param else str(detail)
         return error_response(400, message, param=param)
 
-    @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-        # Details go to the log, never to the client.
-        return error_response(500, "The server had an internal error.", code="server_error")
+    app.add_exception_handler(Exception, _unexpected)
