@@ -1,0 +1,156 @@
+"""One tenant's commands attack the machine through a real server; another tenant's chat, its
+own ``shell`` and ``/health`` must not notice (see ``victims.py``), and nothing is left running.
+
+The attacks: a fork bomb, memory (several processes that together hold more than the
+sandbox's share), a full ``/tmp``, every core busy, and looks at the host through ``/proc``.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import pytest
+from openai import AsyncOpenAI
+
+from server.simulator import SimulatorServer
+from tests.server.tools.conftest import (
+    AUTH,
+    MODEL,
+    ToolServer,
+    answer,
+    call,
+    processes_running,
+    script,
+    tool_results,
+    until,
+)
+from tests.server.tools.victims import watch_victims
+
+pytestmark = pytest.mark.slow  # starts server processes (make fast leaves it out)
+
+
+async def _attack(http: httpx.AsyncClient, conversation: str) -> str:
+    """One turn of the attacker's conversation; its run's id."""
+    response = await http.post(
+        "/v1/chat/completions",
+        headers={"x-hermes-session-id": conversation},
+        json={"model": MODEL, "messages": [{"role": "user", "content": "go"}]},
+        timeout=120,
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == "done"
+    return response.headers["x-hermes-run-id"]
+
+
+async def _ended(http: httpx.AsyncClient, run_id: str) -> None:
+    run = (await http.get(f"/v1/runs/{run_id}", headers=AUTH)).json()
+    assert run["status"] != "running", run
+
+
+async def test_a_fork_bomb_starves_no_other_conversation(
+    tool_server: ToolServer, simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    marker = f"bomb_{uuid.uuid4().hex[:8]}"
+    bomb = (
+        f"import os, time  # {marker}\n"
+        "born = 0\n"
+        "deadline = time.time() + 8\n"
+        "while time.time() < deadline:\n"
+        "    try:\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(20)\n"
+        "            os._exit(0)\n"
+        "        born += 1\n"
+        "    except OSError:\n"
+        "        time.sleep(0.01)\n"
+        "print('born', born)\n"
+    )
+    script(simulator, call("code", code=bomb, timeout=30), answer("done"))
+
+    run_id, seen = await watch_victims(tool_server, _attack(http, "fork-bomb-2"))
+
+    seen.assert_unharmed()
+    (result,) = tool_results(simulator)
+    assert int(result.split("born ", 1)[1].split()[0]) < 64  # the profile's max_processes
+    assert await until(lambda: not processes_running(marker), seconds=15, server=tool_server)
+    await _ended(http, run_id)
+
+
+async def test_memory_beyond_the_sandboxes_share_kills_only_the_sandbox(
+    tool_server: ToolServer, simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    # Four children of 200 MB each: every process is within its own address-space limit, but
+    # together they are past the sandbox's 512 MB (the test profile's sandbox_memory_mb).
+    hog = (
+        "import os, time\n"
+        "for _ in range(4):\n"
+        "    if os.fork() == 0:\n"
+        "        block = bytearray(200 * 1024 * 1024)\n"
+        "        block[::4096] = b'x' * len(block[::4096])\n"
+        "        time.sleep(10)\n"
+        "        os._exit(0)\n"
+        "print('waited', [os.wait()[1] for _ in range(4)])\n"
+    )
+    script(simulator, call("code", code=hog, timeout=40), answer("done"))
+
+    run_id, seen = await watch_victims(tool_server, _attack(http, "memory-hog"))
+
+    seen.assert_unharmed()
+    (result,) = tool_results(simulator)
+    assert "ran out of memory" in result
+    await _ended(http, run_id)
+
+
+async def test_a_full_tmp_is_the_sandboxes_own_problem(
+    tool_server: ToolServer, simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    # Files of 200 MB each (one file is capped by max_file_mb too): the third cannot fit.
+    fill = "for i in 1 2 3 4; do head -c 200M /dev/zero > /tmp/fill$i; done; df -m /tmp | tail -1"
+    script(simulator, call("shell", command=fill), answer("done"))
+
+    run_id, seen = await watch_victims(tool_server, _attack(http, "tmp-fill"))
+
+    seen.assert_unharmed()
+    (result,) = tool_results(simulator)
+    assert "No space left on device" in result
+    await _ended(http, run_id)
+
+
+async def test_busy_cores_in_one_sandbox_leave_the_server_answering(
+    tool_server: ToolServer, simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    spin = (
+        "import multiprocessing, time\n"
+        "def spin():\n"
+        "    end = time.time() + 6\n"
+        "    while time.time() < end:\n"
+        "        pass\n"
+        "workers = [multiprocessing.Process(target=spin) for _ in range(4)]\n"
+        "[w.start() for w in workers]\n"
+        "[w.join() for w in workers]\n"
+        "print('spun')\n"
+    )
+    script(simulator, call("code", code=spin, timeout=30), answer("done"))
+
+    run_id, seen = await watch_victims(tool_server, _attack(http, "cpu-spin"))
+
+    seen.assert_unharmed()
+    assert "spun" in tool_results(simulator)[0]
+    await _ended(http, run_id)
+
+
+async def test_the_sandbox_shows_neither_host_paths_nor_user_namespaces(
+    tool_server: ToolServer, simulator: SimulatorServer, openai: AsyncOpenAI
+) -> None:
+    look = "tr '\\0' ' ' < /proc/1/cmdline; echo; unshare -Ur id 2>&1; echo unshare=$?"
+    script(simulator, call("shell", command=look), answer("done"))
+    await openai.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "look"}],
+        extra_headers={"x-hermes-session-id": "proc-look"},
+    )
+
+    (result,) = tool_results(simulator)
+    assert str(tool_server.data_dir) not in result
+    assert "unshare=0" not in result
