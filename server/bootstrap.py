@@ -103,7 +103,10 @@ def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
         if profile.auxiliary_providers
         else chain
     )
-    toolsets = build_toolsets(profile.tools, profile.toolset_options(config.web.options()))
+    options = profile.toolset_options(
+        config.web.options(), workspace_key_mb=config.server.workspace_key_mb
+    )
+    toolsets = build_toolsets(profile.tools, options)
     for name, reason in toolsets.unavailable.items():
         log.warning("profile %s: toolset %s stays off: %s", profile.id, name, reason)
     if profile.sandbox.unsafe_no_sandbox and {"shell", "code"} & set(toolsets.active):

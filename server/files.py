@@ -32,6 +32,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
 from hermes_core.persistence import FileRecord, Store
+from hermes_core.tools.quota import QuotaExceeded, admit_write
 from hermes_core.tools.workspace import Workspace
 from server.errors import APIError
 
@@ -159,7 +160,11 @@ async def into_workspace(
         key = "sha256:" + hashlib.sha256(source).hexdigest()
         name = part.get("filename")
     name = clean_filename(name if isinstance(name, str) else None)
-    where, size = await asyncio.to_thread(_place, workspace, key, name, source)
+    try:
+        where, size = await asyncio.to_thread(_place, workspace, key, name, source)
+    except QuotaExceeded as exc:
+        message = f"{name} cannot be placed in the conversation's workspace: {exc.strerror}."
+        raise APIError(413, message, code="workspace_quota_exceeded") from exc
     return f"[The user attached {name} ({size} bytes): it is in your workspace at {where}.]"
 
 
@@ -240,6 +245,8 @@ def _place(root: Path, key: str, name: str, source: Path | bytes) -> tuple[str, 
     for candidate in _candidates(name):
         if not os.path.lexists(root / candidate):
             break
+    size = len(source) if isinstance(source, bytes) else source.stat().st_size
+    admit_write(root, size)  # the key's workspaces and the disk are held to their quotas
     descriptor = workspace.open(candidate, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     with os.fdopen(descriptor, "wb") as out:
         if isinstance(source, bytes):

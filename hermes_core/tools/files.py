@@ -28,6 +28,7 @@ from hermes_core.tools.file_scan import (
     regular_files,
 )
 from hermes_core.tools.file_search import LinePattern, PatternError
+from hermes_core.tools.quota import admit_write
 from hermes_core.tools.registry import Tool, ToolContext
 from hermes_core.tools.workspace import OutsideWorkspace, Workspace
 
@@ -220,6 +221,7 @@ def write_file(arguments: dict[str, Any], ctx: ToolContext) -> str:
 
 
 def _write(workspace: Workspace, relative: str, data: bytes) -> None:
+    admit_write(workspace.ensure(), len(data), replacing=workspace.path(relative))
     descriptor = workspace.open(relative, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     with os.fdopen(descriptor, "wb") as file:
         file.write(data)

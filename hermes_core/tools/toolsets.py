@@ -12,6 +12,7 @@ sandbox) is not built; :func:`build_toolsets` says why, for the log and ``check-
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -19,6 +20,7 @@ from typing import Literal
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
 from hermes_core.tools.commands import code_tool, shell_tool
 from hermes_core.tools.files import file_tools
+from hermes_core.tools.quota import WorkspaceQuota, bound_to
 from hermes_core.tools.registry import Tool, ToolRegistry
 from hermes_core.tools.sandbox import SandboxLimits, SandboxPolicy, sandbox_unavailable_reason
 from hermes_core.tools.web.tools import WebOptions, web_tools
@@ -38,6 +40,8 @@ class ToolsetOptions:
 
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     policy: SandboxPolicy = field(default_factory=SandboxPolicy)
+    quota: WorkspaceQuota = field(default_factory=WorkspaceQuota)
+    """What workspaces may hold (commands and file writes are held to it)."""
     approvals: dict[str, ApprovalPolicy] = field(default_factory=dict)
     """Toolset name → policy; a toolset not named gets its ``default_approval``."""
     web: WebOptions = field(default_factory=WebOptions)
@@ -77,17 +81,27 @@ def sandbox_missing() -> str | None:
 
 
 def _files(toolset: Toolset, options: ToolsetOptions) -> list[Tool]:
-    return file_tools(approval=options.approval(toolset))
+    tools = file_tools(approval=options.approval(toolset))
+    # write_file and edit_file check the quota before they write (tools/quota.py).
+    return [dataclasses.replace(t, handler=bound_to(t.handler, options.quota)) for t in tools]
 
 
 def _shell(toolset: Toolset, options: ToolsetOptions) -> list[Tool]:
     approval = options.approval(toolset)
-    return [shell_tool(limits=options.limits, policy=options.policy, approval=approval)]
+    return [
+        shell_tool(
+            limits=options.limits, policy=options.policy, approval=approval, quota=options.quota
+        )
+    ]
 
 
 def _code(toolset: Toolset, options: ToolsetOptions) -> list[Tool]:
     approval = options.approval(toolset)
-    return [code_tool(limits=options.limits, policy=options.policy, approval=approval)]
+    return [
+        code_tool(
+            limits=options.limits, policy=options.policy, approval=approval, quota=options.quota
+        )
+    ]
 
 
 def _web(toolset: Toolset, options: ToolsetOptions) -> list[Tool]:

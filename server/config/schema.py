@@ -22,6 +22,7 @@ from hermes_core.providers.config import ProviderConfig
 from hermes_core.providers.retry import RetryPolicy
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
 from hermes_core.tools.mcp.connection import McpServerSpec
+from hermes_core.tools.quota import WorkspaceQuota
 from hermes_core.tools.sandbox import SandboxLimits, SandboxPolicy
 from hermes_core.tools.toolsets import TOOLSETS, ApprovalPolicy, ToolsetOptions
 from hermes_core.tools.web.fetch import FetchLimits
@@ -130,6 +131,9 @@ class ServerConfig(_Model):
     workspaces_dir: Path | None = None
     """Where each conversation's working directory lives (the files its tools read and
     write); ``data_dir/workspaces`` when omitted."""
+    workspace_key_mb: int = Field(default=4096, ge=1)
+    """Megabytes all of one key's workspaces may hold together (each is also held to its
+    profile's ``sandbox.workspace_mb``)."""
 
     head_timeout_seconds: float = Field(default=20.0, gt=0, le=600)
     """Seconds a client has to send a request's line and headers (slow clients are cut off)."""
@@ -261,6 +265,11 @@ class SandboxSettings(_Model):
     max_processes: int = Field(default=128, ge=8, le=100_000)
     max_file_mb: int = Field(default=256, ge=1)
     """The largest file a command may write."""
+    workspace_mb: int = Field(default=1024, ge=1)
+    """Megabytes a conversation's workspace may hold; a command that takes it past this is
+    killed, and commands and file writes are refused while it is over."""
+    workspace_max_files: int = Field(default=100_000, ge=10)
+    """Files (and directories) a conversation's workspace may hold."""
     max_output_kb: int = Field(default=200, ge=1, le=100_000)
     """Output of a command the model is shown; the rest is counted, not kept."""
     unsafe_no_sandbox: bool = False
@@ -459,10 +468,17 @@ class ProfileConfig(_Model):
         """The toolsets this profile asks for (some may be unavailable on a machine)."""
         return (*ALWAYS_ON_TOOLS, *self.tools)
 
-    def toolset_options(self, web: WebOptions | None = None) -> ToolsetOptions:
+    def toolset_options(
+        self, web: WebOptions | None = None, *, workspace_key_mb: int = 4096
+    ) -> ToolsetOptions:
         return ToolsetOptions(
             limits=self.sandbox.limits(),
             policy=self.sandbox.policy(),
+            quota=WorkspaceQuota(
+                workspace_bytes=self.sandbox.workspace_mb * 1024 * 1024,
+                key_bytes=workspace_key_mb * 1024 * 1024,
+                max_files=self.sandbox.workspace_max_files,
+            ),
             approvals=dict(self.approvals),
             web=web or WebOptions(),
         )

@@ -43,6 +43,8 @@ VICTIM_MODEL = "victim-agent"
 """A second profile, on its own upstream model that no test scripts (the simulator's default
 policy answers it): what another tenant uses while an attack runs (see ``victims.py``)."""
 VICTIM_UPSTREAM = "victim-upstream"
+WORKSPACE_MB = 64
+"""The tool profile's workspace quota (``sandbox.workspace_mb``): small, so tests fill it."""
 AUTH = {"authorization": f"Bearer {KEY}"}
 
 CONFIG = """\
@@ -68,7 +70,8 @@ profiles:
     providers: [sim]
     tools: [files, shell, code]
     approvals: {{shell: dangerous, code: dangerous}}
-    sandbox: {{timeout_seconds: 60, max_processes: 64, cpu_seconds: 30}}
+    sandbox: {{timeout_seconds: 60, max_processes: 64, cpu_seconds: 30,
+      workspace_mb: {workspace_mb}}}
   - id: {victim_model}
     providers: [victim]
     tools: [shell]
@@ -115,6 +118,7 @@ def tool_server(
             model=MODEL,
             victim_model=VICTIM_MODEL,
             victim_upstream=VICTIM_UPSTREAM,
+            workspace_mb=WORKSPACE_MB,
         )
     )
     port, log = free_port(), data / "server.log"
