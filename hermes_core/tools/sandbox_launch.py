@@ -21,14 +21,11 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from hermes_core.tools import isolation, seccomp
 from hermes_core.tools.cgroups import CgroupLimits, SandboxCgroup
 from hermes_core.tools.sandbox_identity import per_workspace_users, sandbox_uid
-
-if TYPE_CHECKING:
-    from hermes_core.tools.sandbox import SandboxLimits, SandboxPolicy
+from hermes_core.tools.sandbox_settings import SandboxLimits, SandboxPolicy
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from tests.server.tools.conftest import (
     tool_results,
     until,
 )
-from tests.server.tools.victims import watch_victims
+from tests.server.tools.victims import baseline, watch_victims
 
 pytestmark = pytest.mark.slow  # starts server processes (make fast leaves it out)
 
@@ -46,6 +46,13 @@ async def _attack(http: httpx.AsyncClient, conversation: str) -> str:
 async def _ended(http: httpx.AsyncClient, run_id: str) -> None:
     run = (await http.get(f"/v1/runs/{run_id}", headers=AUTH)).json()
     assert run["status"] != "running", run
+
+
+async def test_the_victims_answer_at_once_when_nobody_attacks(tool_server: ToolServer) -> None:
+    # The "before" of every attack here (bench/tool_attacks.py reports both).
+    seen = await baseline(tool_server)
+
+    seen.assert_unharmed()
 
 
 async def test_a_fork_bomb_starves_no_other_conversation(
@@ -105,8 +112,9 @@ async def test_memory_beyond_the_sandboxes_share_kills_only_the_sandbox(
 async def test_a_full_tmp_is_the_sandboxes_own_problem(
     tool_server: ToolServer, simulator: SimulatorServer, http: httpx.AsyncClient
 ) -> None:
-    # Files of 200 MB each (one file is capped by max_file_mb too): the third cannot fit.
-    fill = "for i in 1 2 3 4; do head -c 200M /dev/zero > /tmp/fill$i; done; df -m /tmp | tail -1"
+    # Files of 50 MB each (a file is capped too, by max_file_mb and the workspace quota): the
+    # sixth no longer fits the 256 MB /tmp.
+    fill = "for i in $(seq 8); do head -c 50M /dev/zero > /tmp/fill$i; done; df -m /tmp | tail -1"
     script(simulator, call("shell", command=fill), answer("done"))
 
     run_id, seen = await watch_victims(tool_server, _attack(http, "tmp-fill"))

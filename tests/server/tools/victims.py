@@ -12,6 +12,9 @@ figures.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import statistics
 import time
 import uuid
 from collections.abc import Awaitable
@@ -133,7 +136,32 @@ async def watch_victims(server: ToolServer, attack: Awaitable[T]) -> tuple[T, Vi
     for outcome in outcomes:
         if isinstance(outcome, BaseException):
             seen.failures.append(f"a victim failed: {outcome!r}")
+    _report(seen)
     return result, seen
+
+
+def _report(seen: VictimLatencies) -> None:
+    """With ``HERMES_VICTIMS_REPORT`` set (``bench/tool_attacks.py`` sets it), one JSON line
+    per attack there: which test, and the victims' worst and median latencies."""
+    path = os.environ.get("HERMES_VICTIMS_REPORT")
+    if not path:
+        return
+    line = {
+        "test": os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0],
+        "worst_s": seen.worst(),
+        "median_s": {
+            name: statistics.median(values) if values else 0.0
+            for name, values in (
+                ("health", seen.health),
+                ("chat", seen.chat),
+                ("shell", seen.shell),
+            )
+        },
+        "samples": {"health": len(seen.health), "chat": len(seen.chat), "shell": len(seen.shell)},
+        "failures": seen.failures,
+    }
+    with open(path, "a", encoding="utf-8") as report:
+        report.write(json.dumps(line) + "\n")
 
 
 async def baseline(server: ToolServer) -> VictimLatencies:
