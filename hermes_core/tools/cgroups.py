@@ -256,8 +256,10 @@ def _v1_host() -> CgroupHost | str:
 def find_cgroup_host() -> CgroupHost | str:
     """The sandboxes' cgroup parent on this machine (made if missing), or why there is none."""
     try:
-        if (CGROUP_ROOT / "cgroup.controllers").exists():
-            return _v2_host()
-        return _v1_host()
+        found = _v2_host() if (CGROUP_ROOT / "cgroup.controllers").exists() else _v1_host()
+        if isinstance(found, CgroupHost):
+            # The parent may exist (made by a root process) but not be ours to write.
+            found.create(CgroupLimits(memory_bytes=64 * 2**20, max_processes=8, cpus=1.0)).remove()
     except OSError as exc:
         return f"cgroups are not writable here ({exc.strerror or type(exc).__name__})"
+    return found
