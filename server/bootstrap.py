@@ -70,7 +70,7 @@ def build_services(config: HermesConfig) -> Services:
             else None
         ),
         approvals=ApprovalDesk(expiry_seconds=config.server.approval_timeout_seconds),
-        address_policy=AddressPolicy.allowing(config.web.allow),
+        address_policy=AddressPolicy.allowing(config.web.allow, own_ports=[config.server.port]),
         session_settings=SessionSettings(
             busy=config.server.session_busy, wait_seconds=config.server.session_wait_seconds
         ),
@@ -104,7 +104,8 @@ def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
         else chain
     )
     options = profile.toolset_options(
-        config.web.options(), workspace_key_mb=config.server.workspace_key_mb
+        config.web.options(own_ports=[config.server.port]),
+        workspace_key_mb=config.server.workspace_key_mb,
     )
     toolsets = build_toolsets(profile.tools, options)
     for name, reason in toolsets.unavailable.items():

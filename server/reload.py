@@ -128,7 +128,9 @@ class ConfigReloader:
         services.runs.max_runs = config.server.max_concurrent_runs
         services.runs.max_runs_per_owner = config.server.max_concurrent_runs_per_key
         services.keyring.replace(keyring_of(config))
-        services.address_policy = AddressPolicy.allowing(config.web.allow)
+        services.address_policy = AddressPolicy.allowing(
+            config.web.allow, own_ports=[config.server.port]
+        )
         for profile in profiles:
             if profile.mcp is not None:
                 profile.mcp.start()

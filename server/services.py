@@ -20,6 +20,7 @@ from hermes_core.providers.fallback import FallbackChain
 from hermes_core.providers.retry import PROCESS_COOLDOWNS
 from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
+from hermes_core.tools.egress import close_egress_proxies
 from hermes_core.tools.mcp.toolset import McpToolset
 from hermes_core.tools.registry import Tool, ToolRegistry
 from hermes_core.tools.toolsets import WORKSPACE_TOOLSETS
@@ -335,6 +336,7 @@ class Services:
 
     async def close(self) -> None:
         """Release upstream connections (profiles may share providers) and the database."""
+        await close_egress_proxies()  # sandboxes' network: started by their first command
         if self.cluster is not None:
             await self.cluster.close()
         if self._pruning is not None:

@@ -230,7 +230,11 @@ def _tool_rows(profile: ProfileConfig) -> list[str]:
     if {"shell", "code"} & set(built.active):
         sandbox = profile.sandbox
         mode = "NONE (unsafe_no_sandbox)" if sandbox.unsafe_no_sandbox else "bubblewrap"
-        network = "with network" if sandbox.network else "no network"
+        network = "no network"
+        if sandbox.network == "restricted":
+            network = f"network to {', '.join(sandbox.allowed_hosts)} via the egress proxy"
+        elif sandbox.network:
+            network = "network to public hosts via the egress proxy"
         rows.append(
             _row(
                 "sandbox", f"{mode}, {network}, {sandbox.timeout_seconds:g} s per command", indent=4

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal, Self
 
@@ -21,12 +22,13 @@ from hermes_core.agent.config import AgentConfig
 from hermes_core.providers.config import ProviderConfig
 from hermes_core.providers.retry import RetryPolicy
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
+from hermes_core.tools.egress.policy import EgressPolicy
 from hermes_core.tools.mcp.connection import McpServerSpec
 from hermes_core.tools.quota import WorkspaceQuota
 from hermes_core.tools.sandbox import SandboxLimits, SandboxPolicy
 from hermes_core.tools.toolsets import TOOLSETS, ApprovalPolicy, ToolsetOptions
 from hermes_core.tools.web.fetch import FetchLimits
-from hermes_core.tools.web.guard import AddressPolicy
+from hermes_core.tools.web.guard import AddressPolicy, parse_allow_entry
 from hermes_core.tools.web.search import SearchBackendName, SearchSettings
 from hermes_core.tools.web.tools import WebOptions
 
@@ -255,8 +257,13 @@ class RetrySettings(_Model):
 class SandboxSettings(_Model):
     """How the ``shell`` and ``code`` tools of a profile run their commands."""
 
-    network: bool = False
-    """Commands may reach the network."""
+    network: bool | Literal["restricted"] = False
+    """``false``: commands have no network. ``true``: any public host, ``restricted``: only
+    ``allowed_hosts`` — both through the server's egress proxy, which holds them to the web
+    tools' address guard (``web.allow``): never internal addresses nor this server's port."""
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """With ``network: restricted``: host names and ``*.domain`` patterns commands may reach,
+    each with an optional ``:port`` (every port without one), e.g. ``pypi.org:443``."""
     timeout_seconds: float = Field(default=120.0, gt=0, le=3600)
     """Wall-clock time a command may take (the model may ask for less, never more)."""
     cpu_seconds: int = Field(default=120, ge=1, le=36_000)
@@ -286,8 +293,32 @@ class SandboxSettings(_Model):
             max_output_bytes=self.max_output_kb * 1000,
         )
 
-    def policy(self) -> SandboxPolicy:
-        return SandboxPolicy(network=self.network, unsandboxed=self.unsafe_no_sandbox)
+    @model_validator(mode="after")
+    def _check_network(self) -> Self:
+        for entry in self.allowed_hosts:
+            try:
+                parse_allow_entry(entry)
+            except ValueError as error:
+                raise ValueError(f"allowed_hosts: {error}") from None
+        if self.allowed_hosts and self.network != "restricted":
+            raise ValueError("allowed_hosts: only applies with network: restricted")
+        if self.network == "restricted" and not self.allowed_hosts:
+            raise ValueError("network: restricted needs allowed_hosts (the hosts it may reach)")
+        return self
+
+    def policy(self, addresses: AddressPolicy | None = None) -> SandboxPolicy:
+        """The sandbox policy; ``addresses`` is the web tools' guard (``web.allow``), which
+        holds commands' connections too."""
+        egress = None
+        if self.network is not False:
+            egress = EgressPolicy(
+                "restricted" if self.network == "restricted" else "open",
+                tuple(self.allowed_hosts),
+                addresses or AddressPolicy(),
+            )
+        return SandboxPolicy(
+            network=self.network is not False, unsandboxed=self.unsafe_no_sandbox, egress=egress
+        )
 
 
 class SearchConfig(_Model):
@@ -323,7 +354,9 @@ class WebConfig(_Model):
 
     allow: list[str] = Field(default_factory=list)
     """Hosts (``intranet.example``, ``*.corp.example``), addresses or CIDR ranges tools may
-    reach although they are not public. Everything internal is refused otherwise."""
+    reach although they are not public, each with an optional port (``localhost:8080``,
+    ``[::1]:9000``, ``10.0.0.0/8:5432``); without one, every port. Everything internal (and
+    this server's own port) is refused otherwise."""
     max_page_kb: int = Field(default=2048, ge=1, le=100 * 1024)
     """Kilobytes of a page downloaded at most."""
     timeout_seconds: float = Field(default=20.0, gt=0, le=600)
@@ -336,13 +369,14 @@ class WebConfig(_Model):
     @classmethod
     def _check_allow(cls, entries: list[str]) -> list[str]:
         for entry in entries:
-            if not entry.strip() or any(c.isspace() for c in entry.strip()):
-                raise ValueError(f"not a host, address or range: {entry!r}")
+            parse_allow_entry(entry)  # its ValueError says what is wrong with the entry
         return entries
 
-    def options(self) -> WebOptions:
+    def options(self, own_ports: Iterable[int] = ()) -> WebOptions:
+        """The web tools' options; ``own_ports``: the ports this server listens on, refused
+        to tools on every address of this machine unless allow-listed."""
         return WebOptions(
-            policy=AddressPolicy.allowing(self.allow),
+            policy=AddressPolicy.allowing(self.allow, own_ports=own_ports),
             limits=FetchLimits(
                 max_bytes=self.max_page_kb * 1024,
                 timeout_seconds=self.timeout_seconds,
@@ -473,7 +507,7 @@ class ProfileConfig(_Model):
     ) -> ToolsetOptions:
         return ToolsetOptions(
             limits=self.sandbox.limits(),
-            policy=self.sandbox.policy(),
+            policy=self.sandbox.policy(web.policy if web is not None else None),
             quota=WorkspaceQuota(
                 workspace_bytes=self.sandbox.workspace_mb * 1024 * 1024,
                 key_bytes=workspace_key_mb * 1024 * 1024,

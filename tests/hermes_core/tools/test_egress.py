@@ -391,6 +391,7 @@ async def test_the_bridge_relays_to_the_proxy_and_leaves_with_its_command(
             with pytest.raises(urllib.error.HTTPError) as refused:
                 await asyncio.to_thread(fetch_through, proxy_url, "http://127.0.0.1:1/")
             assert refused.value.code == 403
+            refused.value.close()  # an HTTPError holds the response's connection
         finally:
             command.kill()
             await command.wait()
@@ -564,3 +565,45 @@ PYTHONPATH=/tmp/site python3 -c 'import hermes_egress_demo as d; print(d.GREETIN
     assert "hermes_egress_demo-0.1-py3-none-any.whl" in output
     assert output.rstrip().endswith("installed through the egress proxy"), output
     assert "/simple/hermes-egress-demo/" in asked
+
+
+# --- configuration ------------------------------------------------------------------------
+
+
+def test_sandbox_network_settings_become_an_egress_policy() -> None:
+    from server.config.schema import ProfileConfig, SandboxSettings, WebConfig
+
+    web = WebConfig(allow=["10.0.0.0/8:3128"]).options(own_ports=[8000])
+    restricted = ProfileConfig(
+        id="p",
+        providers=["x"],
+        sandbox=SandboxSettings(network="restricted", allowed_hosts=["pypi.org", "*.org:443"]),
+    ).toolset_options(web)
+    assert restricted.policy.network
+    assert restricted.policy.egress == EgressPolicy(
+        "restricted", ("pypi.org", "*.org:443"), web.policy
+    )
+    assert restricted.policy.egress.address_policy.own_ports == {8000}
+    open_policy = SandboxSettings(network=True).policy()
+    assert open_policy.network
+    assert open_policy.egress == EgressPolicy("open", (), AddressPolicy())
+    closed = SandboxSettings().policy()
+    assert (closed.network, closed.egress) == (False, None)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"network": True, "allowed_hosts": ["pypi.org"]}, "only applies with network: restricted"),
+        ({"network": "restricted"}, "needs allowed_hosts"),
+        ({"network": "restricted", "allowed_hosts": ["pypi.org:https"]}, "not a port"),
+        ({"network": "everything"}, "network"),
+    ],
+)
+def test_sandbox_network_settings_are_validated(settings: dict[str, Any], message: str) -> None:
+    from pydantic import ValidationError
+
+    from server.config.schema import SandboxSettings
+
+    with pytest.raises(ValidationError, match=message):
+        SandboxSettings(**settings)
