@@ -33,7 +33,7 @@ from typing import Any, BinaryIO
 
 from hermes_core.persistence import FileRecord, Store
 from hermes_core.tools.quota import QuotaExceeded, admit_write
-from hermes_core.tools.workspace import Workspace
+from hermes_core.tools.workspace import OutsideWorkspace, Workspace
 from server.errors import APIError
 
 PURPOSES = frozenset({"assistants", "batch", "fine-tune", "vision", "user_data", "evals"})
@@ -240,8 +240,10 @@ def _place(root: Path, key: str, name: str, source: Path | bytes) -> tuple[str, 
     except (OSError, ValueError):
         manifest = {}
     placed = manifest.get(key)
-    if placed is not None and (root / placed).is_file():
-        return placed, (root / placed).stat().st_size
+    if placed is not None:
+        size = _size_if_file(workspace, placed)
+        if size is not None:
+            return placed, size
     for candidate in _candidates(name):
         if not os.path.lexists(root / candidate):
             break
@@ -258,6 +260,19 @@ def _place(root: Path, key: str, name: str, source: Path | bytes) -> tuple[str, 
     manifest[key] = candidate
     manifest_path.write_text(json.dumps(manifest))
     return candidate, size
+
+
+def _size_if_file(workspace: Workspace, relative: str) -> int | None:
+    """The size of ``relative`` if it is still a regular file of the workspace (the agent's
+    commands may have replaced it by anything: a link out, a FIFO no one writes to)."""
+    try:
+        descriptor = workspace.open(relative, os.O_RDONLY)
+    except (OutsideWorkspace, OSError):
+        return None
+    try:
+        return os.fstat(descriptor).st_size
+    finally:
+        os.close(descriptor)
 
 
 def _candidates(name: str) -> Iterator[str]:

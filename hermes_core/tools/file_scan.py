@@ -23,7 +23,7 @@ DEADLINE_S = 10.0
 """Seconds one file-tool call may spend reading or walking before it stops."""
 MAX_SCAN_BYTES = 128 * 1024 * 1024
 """Bytes one file-tool call may read in all (a search over many files, a deep page)."""
-CHUNK_BYTES = 1024 * 1024
+CHUNK_BYTES = 64 * 1024
 """What one read takes from a file; also the longest line kept whole (a longer line is seen,
 matched and shown, by its first ``CHUNK_BYTES``)."""
 SKIPPED_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv"})
@@ -118,13 +118,15 @@ def is_binary(head: bytes) -> bool:
     return False
 
 
-def regular_files(start: Path, budget: Budget) -> Iterator[tuple[Path, int]]:
-    """The regular files at or under ``start`` (a real path) with their sizes, in name order.
-    Nothing is opened but directories, nothing followed: symlinks, FIFOs, sockets and devices
-    are passed over, as are :data:`SKIPPED_DIRS`."""
+def regular_files(
+    start: Path, budget: Budget, *, skip: frozenset[str] = SKIPPED_DIRS
+) -> Iterator[tuple[Path, os.stat_result]]:
+    """The regular files at or under ``start`` (a real path) with their ``lstat``, in name
+    order. Nothing is opened but directories, nothing followed: symlinks, FIFOs, sockets and
+    devices are passed over, as are directories named in ``skip``."""
     info = os.lstat(start)
     if stat.S_ISREG(info.st_mode):
-        yield start, info.st_size
+        yield start, info
         return
     if not stat.S_ISDIR(info.st_mode):
         raise NotRegularFile(f"'{start.name}' is not a regular file or a directory.")
@@ -140,12 +142,12 @@ def regular_files(start: Path, budget: Budget) -> Iterator[tuple[Path, int]]:
         subdirectories = []
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
-                if entry.name not in SKIPPED_DIRS:
+                if entry.name not in skip:
                     subdirectories.append(Path(entry.path))
             elif entry.is_file(follow_symlinks=False):
                 try:
-                    size = entry.stat(follow_symlinks=False).st_size
+                    info = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue
-                yield Path(entry.path), size
+                yield Path(entry.path), info
         pending.extend(reversed(subdirectories))

@@ -5,7 +5,8 @@ it holds the GIL while it does, so one search froze every tenant's requests. RE2
 backtracks; what it gives up for that (backreferences, lookaround) is refused at compile time
 with a message saying so. It also releases the GIL while it matches (measured: a thread
 matching for 1 s left the loop thread running every millisecond), and ``search_files`` runs it
-over blocks of whole lines of a bounded size, so a match costs at most a block's time.
+over blocks of whole lines of a bounded size (a longer line is matched on its start), and
+refuses patterns that compile to large programs, so one match costs at most about a second.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import re2
 
 from hermes_core.tools.file_scan import Block
 
+MAX_PROGRAM_SIZE = 2000
 _UNSUPPORTED = (
     "RE2 (the linear-time engine search_files uses) has no backreferences (\\1, (?P=name)) "
     "and no lookaround ((?=…), (?!…), (?<=…), (?<!…)); each line is matched on its own: end a "
@@ -37,6 +39,15 @@ class LinePattern:
             self._regex: Any = re2.compile(f"(?m){source}", options)
         except re2.error as exc:
             raise _refusal(exc, source) from exc
+        # Linear time is still time × the program's size: RE2 runs a large program (as
+        # [ab]{1000}[ab]{1000} makes) at about 1 s per 64 KiB line, in one call no deadline
+        # can interrupt. Patterns people search with are well under a hundred.
+        if self._regex.programsize > MAX_PROGRAM_SIZE:
+            raise PatternError(
+                f"'{source}' is too large to search with (RE2 compiles it to "
+                f"{self._regex.programsize} instructions; at most {MAX_PROGRAM_SIZE}): use "
+                "smaller repetition counts."
+            )
 
     def matching_lines(self, block: Block) -> Iterator[tuple[int, bytes]]:
         """Each line of ``block`` the pattern matches somewhere in, with its number."""

@@ -40,6 +40,9 @@ MAX_LINE_CHARS = 2000
 """A longer line is cut in ``read_file`` and ``search_files`` output."""
 MAX_LISTED = 500
 MAX_MATCHES = 200
+MAX_COUNTED = 10_000
+"""Matches ``search_files`` counts beyond those it shows before it stops: each costs Python
+work (with the GIL held) that tells the model nothing more than "many"."""
 MAX_WRITE_BYTES = 10 * 1024 * 1024
 MAX_EDIT_BYTES = 10 * 1024 * 1024
 """``edit_file`` reads the whole file and writes it back: larger files are refused."""
@@ -143,6 +146,8 @@ def _read_page(descriptor: int, budget: Budget, offset: int, limit: int) -> _Pag
     it goes on)."""
     page = _Page()
     used = 0
+    width = len(str(offset + limit - 1))  # the widest line number the page could show
+    room = MAX_RESULT_CHARS - 200  # and a line saying how to read on
     blocks = line_blocks(descriptor, budget)
     for block in blocks:
         page.lines_seen = block.first_line - 1 + block.lines
@@ -151,8 +156,8 @@ def _read_page(descriptor: int, budget: Budget, offset: int, limit: int) -> _Pag
         full = False
         for number, line in _lines_from(block, offset):
             row = _clip_line(_decoded(line), block.cut.get(number))
-            used += len(row) + len(str(number)) + 2
-            full = len(page.rows) == limit or used > MAX_RESULT_CHARS
+            used += width + len(row) + 2
+            full = len(page.rows) == limit or used > room
             if full:
                 break
             page.rows.append((number, row))
@@ -305,10 +310,10 @@ def _matching_files(
     """The workspace's regular files under ``relative`` whose path or name matches the glob
     ``pattern``: (their path as the tools name it, their size)."""
     root = workspace.ensure()
-    for path, size in regular_files(workspace.path(relative), budget):
+    for path, info in regular_files(workspace.path(relative), budget):
         name = path.relative_to(root).as_posix()
         if fnmatch.fnmatch(name, pattern) or fnmatch.fnmatch(path.name, pattern):
-            yield name, size
+            yield name, info.st_size
 
 
 @_errors
@@ -348,12 +353,14 @@ def search_files(arguments: dict[str, Any], ctx: ToolContext) -> str:
     stopped = ""
     try:
         for name, _ in _matching_files(workspace, relative, include, budget):
-            for number, text in _search_file(workspace, name, pattern, budget):
+            for number, line, cut in _search_file(workspace, name, pattern, budget):
                 matches += 1
                 if len(rows) < MAX_MATCHES:
-                    rows.append(f"{name}:{number}: {text}")
+                    rows.append(f"{name}:{number}: {_clip_line(_decoded(line), cut)}")
+                elif matches > MAX_COUNTED:
+                    raise ScanStopped(f"it counted {MAX_COUNTED} matches")
     except ScanStopped as exc:
-        stopped = f"[search stopped early: {exc}; narrow the path or the glob]"
+        stopped = f"[search stopped early: {exc}; narrow the pattern, the path or the glob]"
     if not rows and not stopped:
         return f"No line matches /{source}/ under '{relative}'."
     if matches > len(rows):
@@ -365,16 +372,17 @@ def search_files(arguments: dict[str, Any], ctx: ToolContext) -> str:
 
 def _search_file(
     workspace: Workspace, name: str, pattern: LinePattern, budget: Budget
-) -> Iterator[tuple[int, str]]:
-    """The lines of text file ``name`` that ``pattern`` matches, as shown; nothing for a
-    binary file or one that is no longer a regular file."""
+) -> Iterator[tuple[int, bytes, int | None]]:
+    """The lines of text file ``name`` that ``pattern`` matches: their numbers, their text
+    (kept to a chunk) and, if cut, the bytes they had. Nothing for a binary file or one that
+    is no longer a regular file."""
     try:
         with _opened(workspace, name) as descriptor:
             if _sniffed_binary(descriptor):
                 return
             for block in line_blocks(descriptor, budget):
                 for number, line in pattern.matching_lines(block):
-                    yield number, _clip_line(_decoded(line), block.cut.get(number))
+                    yield number, line, block.cut.get(number)
     except (OutsideWorkspace, OSError):
         return  # replaced (by a link, a FIFO) or removed since the walk: not searched
 

@@ -17,6 +17,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 
+from hermes_core.tools.file_scan import Budget, ScanStopped, regular_files
 from hermes_core.tools.workspace import OutsideWorkspace, Workspace
 from server.auth import Principal, require_principal
 from server.errors import APIError
@@ -58,14 +59,12 @@ async def list_workspace(
 
 
 def _walk(root: Path) -> tuple[list[dict[str, Any]], bool]:
+    """Up to MAX_LISTED regular files, and whether there are more (or the walk ran out of
+    time). Only directories are opened, nothing is followed: a FIFO or link is not listed."""
     found: list[dict[str, Any]] = []
-    for directory, subdirectories, names in os.walk(root):
-        subdirectories.sort()
-        for name in sorted(names):
-            path = Path(directory, name)
-            info = path.lstat()
-            if not stat.S_ISREG(info.st_mode):
-                continue
+    root = Workspace(root).ensure()  # its real path: the walk follows no link, not even root
+    try:
+        for path, info in regular_files(root, Budget(), skip=frozenset()):
             if len(found) == MAX_LISTED:
                 return found, True
             found.append(
@@ -76,6 +75,8 @@ def _walk(root: Path) -> tuple[list[dict[str, Any]], bool]:
                     "modified_at": int(info.st_mtime),
                 }
             )
+    except ScanStopped:
+        return found, True
     return found, False
 
 
@@ -93,6 +94,8 @@ async def download_workspace_file(
     """One file of the workspace (never through a symlink that leads out of it)."""
     root = await _workspace(request, principal, conversation)
     try:
+        # A FIFO, socket or directory is refused without being waited on: a 404 like any
+        # other path that is not a file here.
         descriptor = await asyncio.to_thread(Workspace(root).open, path, os.O_RDONLY)
     except (OutsideWorkspace, OSError):
         descriptor = -1

@@ -4,14 +4,21 @@ workspace (``..``, absolute paths, symlinks)."""
 from __future__ import annotations
 
 import os
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from hermes_core.tools import file_scan
+from hermes_core.tools.file_scan import CHUNK_BYTES
 from hermes_core.tools.files import (
+    MAX_EDIT_BYTES,
+    MAX_LINE_CHARS,
     MAX_LISTED,
     MAX_RESULT_CHARS,
+    READ_LINES,
     edit_file,
     file_tools,
     list_files,
@@ -204,3 +211,131 @@ def test_tools_that_write_are_not_run_concurrently() -> None:
         "list_files": True,
         "search_files": True,
     }
+
+
+# --- bounded work: nothing a model writes can hold a shared thread or the server's memory ---
+
+
+def test_a_pattern_re2_cannot_run_is_refused_saying_what_re2_lacks(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("abab\n")
+    refused = call(search_files, workspace, pattern=r"(ab)\1")
+    assert refused.startswith(r"Error: '(ab)\1' uses what RE2 does not support")
+    assert "no backreferences" in refused
+    assert "lookaround" in call(search_files, workspace, pattern="a(?=b)")
+
+
+def test_a_catastrophic_pattern_is_matched_in_linear_time(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("a" * 40 + "!\n" + "a" * 40 + "\n")
+    started = time.monotonic()
+    assert call(search_files, workspace, pattern="(a+)+$") == f"a.txt:2: {'a' * 40}"
+    assert time.monotonic() - started < 5  # Python's re takes hours on this
+
+
+def test_a_pattern_too_large_to_match_quickly_is_refused(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("ab\n")
+    refused = call(search_files, workspace, pattern="[ab]{1000}[ab]{1000}c")
+    assert refused.startswith("Error: '[ab]{1000}[ab]{1000}c' is too large to search with")
+
+
+def _in_a_thread(tool: Any, workspace: Path, **arguments: Any) -> str:
+    """The call's result, or a failure (not a hang) if it blocks."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(call, tool, workspace, **arguments).result(timeout=10)
+
+
+def test_a_fifo_is_refused_by_every_tool_without_waiting_for_a_writer(workspace: Path) -> None:
+    os.mkfifo(workspace / "g1")
+    (workspace / "plain.txt").write_text("g1 here\n")
+    for tool, extra in (
+        (read_file, {}),
+        (write_file, {"content": "x"}),
+        (edit_file, {"old_text": "a", "new_text": "b"}),
+    ):
+        result = _in_a_thread(tool, workspace, path="g1", **extra)
+        assert result.startswith("Error: 'g1' is not a regular file (a FIFO"), result
+    assert _in_a_thread(list_files, workspace) == "plain.txt\t8 bytes"
+    assert _in_a_thread(search_files, workspace, pattern="g1") == "plain.txt:1: g1 here"
+
+
+def test_a_huge_file_gives_its_first_page_without_being_read_whole(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    huge = workspace / "huge.log"
+    with huge.open("wb") as file:
+        file.write(b"".join(b"event %d\n" % n for n in range(1, 200_001)))
+        file.truncate(10 * 1024**3)  # 10 GiB, sparse: more than the machine's memory
+    read = []
+    real_read = os.read
+
+    def counted(descriptor: int, size: int) -> bytes:
+        data = real_read(descriptor, size)
+        read.append(len(data))
+        return data
+
+    monkeypatch.setattr(file_scan.os, "read", counted)
+    result = call(read_file, workspace, path="huge.log")
+    lines = result.splitlines()
+    assert lines[0] == "   1\tevent 1"
+    assert lines[READ_LINES - 1] == f"{READ_LINES}\tevent {READ_LINES}"
+    assert lines[-1] == (
+        f"[… showing lines 1–{READ_LINES} of a longer file ({10 * 1024**3} bytes); "
+        f"read on with offset={READ_LINES + 1}]"
+    )
+    assert sum(read) <= 2 * CHUNK_BYTES
+
+
+def test_a_line_longer_than_a_chunk_is_shown_and_searched_by_its_start(workspace: Path) -> None:
+    (workspace / "one.txt").write_bytes(b"start " + b"x" * (3 * CHUNK_BYTES) + b" end\nnext\n")
+    shown = call(read_file, workspace, path="one.txt").splitlines()
+    assert (
+        shown[0]
+        == f"1\tstart {'x' * (MAX_LINE_CHARS - 6)}… [line cut: {3 * CHUNK_BYTES + 10} bytes]"
+    )
+    assert shown[1] == "2\tnext"
+    assert call(search_files, workspace, pattern="^start").startswith("one.txt:1: start x")
+    assert call(search_files, workspace, pattern="end$").startswith("No line matches")
+
+
+def test_lines_are_whole_and_numbered_across_chunk_boundaries(workspace: Path) -> None:
+    text = b"alpha\nbe\n\ngamma-long-line\nd"
+    (workspace / "t.txt").write_bytes(text)
+    descriptor = os.open(workspace / "t.txt", os.O_RDONLY)
+    try:
+        blocks = list(file_scan.line_blocks(descriptor, file_scan.Budget(), chunk=4))
+    finally:
+        os.close(descriptor)
+    lines = [
+        (block.first_line + index, line, block.cut.get(block.first_line + index))
+        for block in blocks
+        for index, line in enumerate(block.data.split(b"\n")[:-1])
+    ]
+    assert lines == [
+        (1, b"alph", 5),
+        (2, b"be", None),
+        (3, b"", None),
+        (4, b"gamm", 15),
+        (5, b"d", None),
+    ]
+
+
+def test_a_search_stops_with_what_it_found_when_its_run_is_interrupted(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("hit\n")
+    interrupted = ToolContext(
+        run_id="r", task_id="t", call_id="c", is_interrupted=lambda: True, workspace=workspace
+    )
+    result = search_files({"pattern": "hit"}, interrupted)
+    assert result == (
+        "[search stopped early: the run was interrupted; narrow the pattern, the path or the glob]"
+    )
+
+
+def test_a_file_too_large_to_edit_is_refused_with_its_size(workspace: Path) -> None:
+    with (workspace / "big.txt").open("wb") as file:
+        file.write(b"text\n")
+        file.truncate(MAX_EDIT_BYTES + 1)
+    refused = call(edit_file, workspace, path="big.txt", old_text="text", new_text="t")
+    assert refused.startswith(f"Error: 'big.txt' has {MAX_EDIT_BYTES + 1} bytes; edit_file")
+
+
+def test_file_tools_have_a_deadline() -> None:
+    assert all(tool.timeout for tool in file_tools())
