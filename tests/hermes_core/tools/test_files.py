@@ -272,7 +272,7 @@ def test_a_huge_file_gives_its_first_page_without_being_read_whole(
         read.append(len(data))
         return data
 
-    monkeypatch.setattr(file_scan.os, "read", counted)
+    monkeypatch.setattr(os, "read", counted)  # file_scan reads with os.read
     result = call(read_file, workspace, path="huge.log")
     lines = result.splitlines()
     assert lines[0] == "   1\tevent 1"
