@@ -10,54 +10,48 @@ command) is gone. Standard library only: it must run on any system python3 (3.8+
 
 import contextlib
 import os
+import select
 import socket
 import sys
 import threading
-import time
 
 CHUNK = 65536
-
-
-def relay(source: socket.socket, sink: socket.socket) -> None:
-    """Copy until ``source`` ends, then half-close ``sink`` so the other side sees the end."""
-    try:
-        while True:
-            data = source.recv(CHUNK)
-            if not data:
-                break
-            sink.sendall(data)
-    except OSError:
-        pass
-    with contextlib.suppress(OSError):
-        sink.shutdown(socket.SHUT_WR)
+WATCH_SECONDS = 0.5
 
 
 def serve_one(client: socket.socket, path: str) -> None:
+    """Relay one connection both ways in one thread (threads count as processes against the
+    sandbox's limit), passing each side's end on as a half-close."""
     upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    peers = {client: upstream, upstream: client}
+    reading = [client, upstream]
     try:
         upstream.connect(path)
+        while reading:
+            ready, _, _ = select.select(reading, [], [])
+            for source in ready:
+                data = source.recv(CHUNK)
+                if data:
+                    peers[source].sendall(data)
+                else:
+                    reading.remove(source)
+                    with contextlib.suppress(OSError):
+                        peers[source].shutdown(socket.SHUT_WR)
     except OSError:
+        pass
+    finally:
         client.close()
         upstream.close()
-        return
-    back = threading.Thread(target=relay, args=(upstream, client), daemon=True)
-    back.start()
-    relay(client, upstream)
-    back.join()
-    client.close()
-    upstream.close()
 
 
-def watch(pid: int) -> None:
-    """Leave when the command is gone (the sandbox's PID namespace usually ends us first)."""
-    while True:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            os._exit(0)
-        except PermissionError:
-            pass
-        time.sleep(0.5)
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def main() -> int:
@@ -75,10 +69,16 @@ def main() -> int:
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
-    threading.Thread(target=watch, args=(pid,), daemon=True).start()
-    while True:
-        client, _ = listener.accept()
+    # Leave when the command is gone (the sandbox's PID namespace usually ends us first).
+    listener.settimeout(WATCH_SECONDS)
+    while alive(pid):
+        try:
+            client, _ = listener.accept()
+        except OSError:  # the timeout (socket.timeout before 3.10), or a failed accept
+            continue
+        client.setblocking(True)
         threading.Thread(target=serve_one, args=(client, path), daemon=True).start()
+    return 0
 
 
 if __name__ == "__main__":

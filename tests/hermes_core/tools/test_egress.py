@@ -10,6 +10,7 @@ import base64
 import contextlib
 import hashlib
 import ipaddress
+import logging
 import os
 import shutil
 import socket
@@ -148,9 +149,10 @@ async def test_a_tunnel_to_an_allow_listed_host_and_port_carries_the_exchange(
     assert response.endswith(b"Plain notes: the lamp burned whale oil.")
 
 
-async def test_the_allowed_host_on_another_port_is_refused(
-    site: WebSite, other_site: WebSite, short_dir: Path
+async def test_the_allowed_host_on_another_port_is_refused_and_logged_without_the_path(
+    site: WebSite, other_site: WebSite, short_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="hermes.egress")
     where = f"127.0.0.1:{site.port}"
     policy = EgressPolicy("restricted", (where,), only("127.0.0.1"))
     before = len(other_site.requests)
@@ -162,6 +164,9 @@ async def test_the_allowed_host_on_another_port_is_refused(
     assert (status, plain) == (403, 403)
     assert b"not in this sandbox's allowed hosts" in body
     assert len(other_site.requests) == before
+    refusals = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert refusals == [f"egress refused 127.0.0.1:{other_site.port}: not an allowed host"] * 2
+    assert "notes" not in caplog.text
 
 
 async def test_a_host_outside_the_allow_list_is_refused_before_any_lookup(
