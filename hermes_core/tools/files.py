@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from hermes_core.tools.file_pages import MAX_LINE_CHARS, clip_line, decoded, read_page
 from hermes_core.tools.file_scan import (
-    Block,
     Budget,
     ScanStopped,
     is_binary,
@@ -32,12 +32,12 @@ from hermes_core.tools.quota import admit_write
 from hermes_core.tools.registry import Tool, ToolContext
 from hermes_core.tools.workspace import OutsideWorkspace, Workspace
 
+__all__ = ["MAX_LINE_CHARS", "file_tools"]
+
 READ_LINES = 2000
 """Lines ``read_file`` shows at most per call."""
 MAX_RESULT_CHARS = 60_000
 """Characters any file tool returns at most (then it says what it left out)."""
-MAX_LINE_CHARS = 2000
-"""A longer line is cut in ``read_file`` and ``search_files`` output."""
 MAX_LISTED = 500
 MAX_MATCHES = 200
 MAX_COUNTED = 10_000
@@ -115,66 +115,7 @@ def _sniffed_binary(descriptor: int) -> bool:
     return is_binary(os.pread(descriptor, BINARY_SNIFF, 0))
 
 
-def _decoded(line: bytes) -> str:
-    return line.removesuffix(b"\r").decode("utf-8", errors="replace")
-
-
-def _clip_line(line: str, cut_from: int | None = None) -> str:
-    """``line`` as shown; ``cut_from`` is the bytes it had when only its start was read."""
-    if cut_from is not None:
-        return f"{line[:MAX_LINE_CHARS]}… [line cut: {cut_from} bytes]"
-    if len(line) <= MAX_LINE_CHARS:
-        return line
-    return f"{line[:MAX_LINE_CHARS]}… [line cut: {len(line)} characters]"
-
-
 # --- read_file ------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(slots=True)
-class _Page:
-    rows: list[tuple[int, str]] = dataclasses.field(default_factory=list)
-    lines_seen: int = 0
-    """Lines of the file read through (all of them when ``ended``)."""
-    ended: bool = False
-    """The whole file was read: ``lines_seen`` is its length."""
-
-
-def _read_page(descriptor: int, budget: Budget, offset: int, limit: int) -> _Page:
-    """Lines ``offset``… of the file, at most ``limit`` of them and MAX_RESULT_CHARS of
-    text; the file is read only as far as the page needs (and one chunk on, to tell whether
-    it goes on)."""
-    page = _Page()
-    used = 0
-    width = len(str(offset + limit - 1))  # the widest line number the page could show
-    room = MAX_RESULT_CHARS - 200  # and a line saying how to read on
-    blocks = line_blocks(descriptor, budget)
-    for block in blocks:
-        page.lines_seen = block.first_line - 1 + block.lines
-        if page.lines_seen < offset:
-            continue  # before the page: counted, never split
-        full = False
-        for number, line in _lines_from(block, offset):
-            row = _clip_line(_decoded(line), block.cut.get(number))
-            used += width + len(row) + 2
-            full = len(page.rows) == limit or used > room
-            if full:
-                break
-            page.rows.append((number, row))
-        if full or len(page.rows) == limit:
-            break
-    else:
-        page.ended = True
-        return page
-    page.ended = next(blocks, None) is None
-    return page
-
-
-def _lines_from(block: Block, offset: int) -> Iterator[tuple[int, bytes]]:
-    skip = max(0, offset - block.first_line)
-    lines = block.data.split(b"\n")[:-1]  # every line ends in \n: the last piece is empty
-    for index in range(skip, len(lines)):
-        yield block.first_line + index, lines[index]
 
 
 @_errors
@@ -187,7 +128,8 @@ def read_file(arguments: dict[str, Any], ctx: ToolContext) -> str:
         size = os.fstat(descriptor).st_size
         if _sniffed_binary(descriptor):
             return f"[{relative} is a binary file of {size} bytes; it is not shown as text.]"
-        page = _read_page(descriptor, _budget(ctx), offset, limit)
+        # Room is left for the line saying how to read on.
+        page = read_page(descriptor, _budget(ctx), offset, limit, room=MAX_RESULT_CHARS - 200)
     if not page.rows:
         if page.lines_seen == 0:
             return f"[{relative} is empty.]"
@@ -356,7 +298,7 @@ def search_files(arguments: dict[str, Any], ctx: ToolContext) -> str:
             for number, line, cut in _search_file(workspace, name, pattern, budget):
                 matches += 1
                 if len(rows) < MAX_MATCHES:
-                    rows.append(f"{name}:{number}: {_clip_line(_decoded(line), cut)}")
+                    rows.append(f"{name}:{number}: {clip_line(decoded(line), cut)}")
                 elif matches > MAX_COUNTED:
                     raise ScanStopped(f"it counted {MAX_COUNTED} matches")
     except ScanStopped as exc:
