@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hermes_core.tools import sandbox_launch
+from hermes_core.tools.egress import sandbox_network
 from hermes_core.tools.sandbox_identity import adopt
 from hermes_core.tools.sandbox_launch import WORKDIR, python_executable
 from hermes_core.tools.sandbox_settings import SandboxLimits, SandboxPolicy
@@ -108,7 +109,12 @@ async def run_command(
     await asyncio.to_thread(adopt, workspace)
     wall = min(wall_seconds or limits.timeout_seconds, limits.timeout_seconds)
     started = time.monotonic()
-    launch = sandbox_launch.prepare(argv, workspace=workspace, limits=limits, policy=policy)
+    network = None
+    if policy.network and policy.egress is not None and not policy.unsandboxed:
+        network = await sandbox_network(policy.egress)
+    launch = sandbox_launch.prepare(
+        argv, workspace=workspace, limits=limits, policy=policy, network=network
+    )
     try:
         process = await asyncio.create_subprocess_exec(
             *launch.argv,

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from hermes_core.tools import isolation, seccomp
 from hermes_core.tools.cgroups import CgroupLimits, SandboxCgroup
+from hermes_core.tools.egress.network import SandboxNetwork
 from hermes_core.tools.sandbox_identity import per_workspace_users, sandbox_uid
 from hermes_core.tools.sandbox_settings import SandboxLimits, SandboxPolicy
 
@@ -73,14 +74,22 @@ def _pipe_with(data: bytes) -> int:
 
 
 def prepare(
-    argv: list[str], *, workspace: Path, limits: SandboxLimits, policy: SandboxPolicy
+    argv: list[str],
+    *,
+    workspace: Path,
+    limits: SandboxLimits,
+    policy: SandboxPolicy,
+    network: SandboxNetwork | None = None,
 ) -> Launch:
-    """How to start ``argv`` in ``workspace`` under ``limits`` and ``policy``."""
+    """How to start ``argv`` in ``workspace`` under ``limits`` and ``policy``; with
+    ``network``, its only way out is the egress proxy (``tools/egress``)."""
     launch = Launch(argv=[])
     try:
         outer = _rlimits(limits)
         if not policy.unsandboxed:
-            outer += _bubblewrap(launch, limits, policy, workspace)
+            outer += _bubblewrap(launch, limits, policy, workspace, network)
+        if network is not None:
+            argv = network.wrap(argv, python_executable())  # the bridge first, then argv
         inner = _drop_to_workspace_user(workspace)
         launch.argv = [*_join_cgroup(launch, limits), *outer, *inner, *argv]
         launch.pass_fds = tuple(launch._fds)
@@ -140,7 +149,11 @@ def _drop_to_workspace_user(workspace: Path) -> list[str]:
 
 
 def _bubblewrap(
-    launch: Launch, limits: SandboxLimits, policy: SandboxPolicy, workspace: Path
+    launch: Launch,
+    limits: SandboxLimits,
+    policy: SandboxPolicy,
+    workspace: Path,
+    network: SandboxNetwork | None,
 ) -> list[str]:
     options: list[str] = []
     for path in _SYSTEM:
@@ -159,8 +172,15 @@ def _bubblewrap(
     options += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
     if not per_workspace_users():
         options += ["--unshare-user", "--uid", str(INSIDE_USER), "--gid", str(INSIDE_USER)]
-    if not policy.network:
+    if policy.network and policy.egress is None:
+        log.warning("a command was given the host's network: no egress policy to hold it to")
+    else:
+        # Loopback only: the egress bridge, when there is one, is the way out.
         options.append("--unshare-net")
+    if network is not None:
+        # bubblewrap would make the mount point's parents readable by root alone.
+        options += ["--perms", "0755", "--dir", "/run"]
+        options += network.bwrap_args
     options += ["--die-with-parent", "--new-session", "--clearenv"]
     options += [
         "--setenv",
@@ -174,6 +194,8 @@ def _bubblewrap(
         "C.UTF-8",
     ]
     options += ["--setenv", "MPLCONFIGDIR", "/tmp", "--setenv", "TMPDIR", "/tmp"]
+    for name, value in (network.env if network is not None else {}).items():
+        options += ["--setenv", name, value]  # after --clearenv, which would drop them
     if seccomp.supported():
         launch._fds.append(_pipe_with(seccomp.no_user_namespaces_filter()))
         options += ["--seccomp", str(launch._fds[-1])]
