@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from hermes_core.context import CachingContext, CompressingContext, Compressor, PromptCacheSettings
 from hermes_core.providers import create_provider
 from hermes_core.providers.fallback import FallbackChain
+from hermes_core.tools.isolation import configure_total
 from hermes_core.tools.mcp.toolset import McpToolset
 from hermes_core.tools.toolsets import build_toolsets
 from hermes_core.tools.web.guard import AddressPolicy
@@ -34,6 +35,7 @@ def build_services(config: HermesConfig) -> Services:
     simulator's address when it uses one (see :func:`upstreams`).
     """
     instance = config.server.instance or instance_name(config.server.data_dir)
+    configure_total(config.server.sandboxes.total())
     return Services(
         profiles=build_profiles(config),
         keyring=keyring_of(config),

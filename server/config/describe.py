@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from hermes_core.providers.config import ProviderConfig
+from hermes_core.tools.isolation import isolation
 from hermes_core.tools.toolsets import TOOLSETS, build_toolsets
 from server.config.schema import (
     SIMULATOR_PROVIDER,
@@ -240,6 +241,7 @@ def _tool_rows(profile: ProfileConfig) -> list[str]:
                 "sandbox", f"{mode}, {network}, {sandbox.timeout_seconds:g} s per command", indent=4
             )
         )
+        rows.append(_row("isolation", isolation().summary(), indent=4))
     return rows
 
 

@@ -22,7 +22,9 @@ from hermes_core.agent.config import AgentConfig
 from hermes_core.providers.config import ProviderConfig
 from hermes_core.providers.retry import RetryPolicy
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
+from hermes_core.tools.cgroups import CgroupLimits
 from hermes_core.tools.egress.policy import EgressPolicy
+from hermes_core.tools.isolation import default_total
 from hermes_core.tools.mcp.connection import McpServerSpec
 from hermes_core.tools.quota import WorkspaceQuota
 from hermes_core.tools.sandbox import SandboxLimits, SandboxPolicy
@@ -111,6 +113,24 @@ class FilesConfig(_Model):
         return int(self.quota_mb * 1024 * 1024)
 
 
+class SandboxesConfig(_Model):
+    """All sandboxes of this server together (cgroups only; see ``docs/isolation.md``)."""
+
+    memory_mb: int | None = Field(default=None, ge=64)
+    """Memory of every command at once; half the machine's when omitted."""
+    max_processes: int = Field(default=4096, ge=16)
+    cpus: float | None = Field(default=None, gt=0)
+    """Cores every command at once may use; the machine's less half a core when omitted."""
+
+    def total(self) -> CgroupLimits:
+        default = default_total()
+        return CgroupLimits(
+            memory_bytes=(self.memory_mb * 1024 * 1024 if self.memory_mb else default.memory_bytes),
+            max_processes=self.max_processes,
+            cpus=self.cpus or default.cpus,
+        )
+
+
 class ServerConfig(_Model):
     """Settings of the HTTP server itself, shared by every profile."""
 
@@ -169,6 +189,7 @@ class ServerConfig(_Model):
     """Apply schema migrations at start. Default: yes on SQLite; on PostgreSQL run
     ``hermes-server db upgrade`` deliberately (several replicas must not race to migrate)."""
     files: FilesConfig = Field(default_factory=FilesConfig)
+    sandboxes: SandboxesConfig = Field(default_factory=SandboxesConfig)
     approval_timeout_seconds: float = Field(default=900.0, gt=0, le=7 * 86400)
     """How long a tool call's approval request stays answerable; unanswered by then, it is
     a denial the model is told about. Also the longest a run may wait in place for one."""
@@ -279,6 +300,13 @@ class SandboxSettings(_Model):
     """Files (and directories) a conversation's workspace may hold."""
     max_output_kb: int = Field(default=200, ge=1, le=100_000)
     """Output of a command the model is shown; the rest is counted, not kept."""
+    sandbox_memory_mb: int = Field(default=2048, ge=64)
+    """Memory of one command's whole sandbox, every process and ``/tmp`` together (where the
+    machine has cgroups; see ``docs/isolation.md``)."""
+    cpus: float = Field(default=1.0, gt=0, le=1024)
+    """CPU of one command's sandbox, in cores (cgroups only)."""
+    tmp_mb: int = Field(default=256, ge=1)
+    """Size of the sandbox's ``/tmp`` (memory: it counts towards ``sandbox_memory_mb``)."""
     unsafe_no_sandbox: bool = False
     """Run commands WITHOUT bubblewrap (the limits still apply): they can then read and write
     whatever the server's user can. Only for a server that is itself a throwaway sandbox."""
@@ -291,6 +319,9 @@ class SandboxSettings(_Model):
             max_processes=self.max_processes,
             max_file_bytes=self.max_file_mb * 1024 * 1024,
             max_output_bytes=self.max_output_kb * 1000,
+            sandbox_memory_bytes=self.sandbox_memory_mb * 1024 * 1024,
+            cpus=self.cpus,
+            tmp_bytes=self.tmp_mb * 1024 * 1024,
         )
 
     @model_validator(mode="after")

@@ -11,6 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
 from hermes_core.providers.retry import PROCESS_COOLDOWNS
+from hermes_core.tools.isolation import isolation
 from server.errors import APIError
 from server.input_text import StrictJSONRoute
 from server.metrics import Metrics
@@ -28,6 +29,19 @@ class McpServerState(BaseModel):
     """Why the server is down; it is being reconnected meanwhile."""
 
 
+class SandboxIsolation(BaseModel):
+    """What keeps sandboxed commands from starving each other here (``docs/isolation.md``)."""
+
+    cgroups: str | None
+    """``cgroup v2 (memory, pids, cpu)`` or ``cgroup v1 (…)``; None when unavailable."""
+    cgroups_missing: str | None = None
+    """Why there are no cgroups: memory and processes are then bounded per process only."""
+    user_per_workspace: bool
+    """Each workspace's commands run as a user of their own (the server runs as root)."""
+    seccomp: bool
+    """New user namespaces are refused inside the sandbox."""
+
+
 class Readiness(BaseModel):
     status: str = "ready"
     """``ready``, or ``degraded`` while an MCP server is down: runs go on without its tools,
@@ -38,6 +52,8 @@ class Readiness(BaseModel):
     """Every configured MCP server, up or not (and why not)."""
     cooling_providers: list[str] = []
     """Providers kept out of first place now (rate-limited; with Redis, by any replica)."""
+    sandboxes: SandboxIsolation | None = None
+    """How commands are isolated, when a profile runs them (``shell``, ``code``)."""
 
 
 # Not in the OpenAPI document: it is not JSON, and only Prometheus reads it.
@@ -71,4 +87,17 @@ async def ready(request: Request) -> Readiness:
         profiles=len(services.profiles),
         mcp_servers=servers,
         cooling_providers=PROCESS_COOLDOWNS.cooling(),
+        sandboxes=_sandboxes(services),
+    )
+
+
+def _sandboxes(services: Services) -> SandboxIsolation | None:
+    if not any({"shell", "code"} & set(profile.toolsets) for profile in services.profiles):
+        return None
+    found = isolation()  # found once per process: no I/O after the first call
+    return SandboxIsolation(
+        cgroups=found.cgroups,
+        cgroups_missing=found.cgroups_missing,
+        user_per_workspace=found.user_per_workspace,
+        seccomp=found.seccomp,
     )

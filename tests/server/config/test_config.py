@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
+from hermes_core.tools.toolsets import sandbox_missing
 from server.bootstrap import build_services
 from server.config import (
     SIMULATOR_PROVIDER,
@@ -453,6 +454,21 @@ def test_check_config_prints_the_resolved_configuration(tmp_path: Path) -> None:
     assert "provider gateway: environment variable GATEWAY_KEY is not set" in result.stdout
     for secret in (CLIENT_KEY, ANTHROPIC_KEY):
         assert secret not in result.stdout + result.stderr
+
+
+def test_check_config_says_how_command_sandboxes_are_isolated(tmp_path: Path) -> None:
+    text = """\
+providers: [{name: sim, model: m, api_mode: chat_completions, base_url: "http://127.0.0.1:9/v1"}]
+profiles: [{id: agent, providers: [sim], tools: [shell]}]
+"""
+    if sandbox_missing() is not None:
+        pytest.skip(f"no sandbox here: {sandbox_missing()}")
+    result = run_check_config(write(tmp_path, text))
+
+    assert result.returncode == 0, result.stderr
+    line = next(row for row in result.stdout.splitlines() if row.strip().startswith("isolation"))
+    assert "cgroup" in line  # "cgroup v…" in force, or "no cgroups (why)"
+    assert "user" in line
 
 
 def test_check_config_rejects_an_invalid_file_with_exit_code_2(tmp_path: Path) -> None:

@@ -70,7 +70,7 @@ profiles:
     providers: [sim]
     tools: [files, shell, code]
     approvals: {{shell: dangerous, code: dangerous}}
-    sandbox: {{timeout_seconds: 60, max_processes: 64, cpu_seconds: 30,
+    sandbox: {{timeout_seconds: 60, max_processes: 64, cpu_seconds: 30, sandbox_memory_mb: 512,
       workspace_mb: {workspace_mb}}}
   - id: {victim_model}
     providers: [victim]

@@ -7,6 +7,7 @@ sandbox's share), a full ``/tmp``, every core busy, and looks at the host throug
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import httpx
@@ -162,3 +163,14 @@ async def test_the_sandbox_shows_neither_host_paths_nor_user_namespaces(
     (result,) = tool_results(simulator)
     assert str(tool_server.data_dir) not in result
     assert "unshare=0" not in result
+
+
+async def test_ready_says_how_sandboxes_are_isolated(tool_server: ToolServer) -> None:
+    async with httpx.AsyncClient(base_url=tool_server.base_url) as client:
+        ready = (await client.get("/ready")).json()
+
+    sandboxes = ready["sandboxes"]
+    # Either cgroups are in force, or /ready says why not: never silently neither.
+    assert (sandboxes["cgroups"] is None) != (sandboxes["cgroups_missing"] is None)
+    assert sandboxes["user_per_workspace"] == (os.geteuid() == 0)
+    assert sandboxes["seccomp"] is True
