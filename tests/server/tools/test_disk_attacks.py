@@ -27,9 +27,11 @@ from tests.server.tools.victims import baseline, watch_victims
 
 pytestmark = pytest.mark.slow  # starts server processes (make fast leaves it out)
 
-OVERSHOOT_BOUND_MB = 48
-"""How far past its quota a fast writer may get before it is killed (the watcher measures at
-most every 0.5 s, sooner as the room runs out); measured figures are far lower."""
+OVERSHOOT_BOUND_MB = 256
+"""How far past its quota a fast writer may get before it is killed: what it writes while the
+watcher is late (it measures at most every 0.5 s, sooner as the room runs out). On a quiet
+machine 2-8 MB; once 155 MB with both cores saturated. The writer tries for 1.6 GB, so an
+unwatched workspace fails this by far."""
 
 
 async def _turn(http: httpx.AsyncClient, conversation: str, text: str) -> httpx.Response:

@@ -20,7 +20,6 @@ import pytest
 
 from server.simulator import SimulatorServer
 from tests.server.tools.conftest import (
-    MODEL,
     ToolServer,
     answer,
     call,
@@ -28,7 +27,13 @@ from tests.server.tools.conftest import (
     script,
     tool_results,
 )
-from tests.server.tools.victims import VictimLatencies, baseline, watch_victims
+from tests.server.tools.victims import (
+    VictimLatencies,
+    assert_run_ended,
+    attacker_turn,
+    baseline,
+    watch_victims,
+)
 
 pytestmark = pytest.mark.slow  # starts server processes (make fast leaves it out)
 
@@ -38,24 +43,6 @@ BIG_FILE_BYTES = 250 * 1024 * 1024
 RSS_GROWTH_BOUND_KB = 300 * 1024
 """What the server may grow by while six 250 MB files are read at once (it grew by 2 GB when
 each read took the file whole); loose, for allocator slack on a busy machine."""
-
-
-async def _attack(http: httpx.AsyncClient, conversation: str) -> str:
-    """One turn of the attacker's conversation; its run's id."""
-    response = await http.post(
-        "/v1/chat/completions",
-        headers={"x-hermes-session-id": conversation},
-        json={"model": MODEL, "messages": [{"role": "user", "content": "go"}]},
-        timeout=120,
-    )
-    assert response.status_code == 200, response.text
-    assert response.json()["choices"][0]["message"]["content"] == "done"
-    return response.headers["x-hermes-run-id"]
-
-
-async def _ended(http: httpx.AsyncClient, run_id: str) -> None:
-    run = (await http.get(f"/v1/runs/{run_id}")).json()
-    assert run["status"] != "running", run
 
 
 async def _watched(
@@ -89,13 +76,13 @@ async def test_a_catastrophic_regex_is_matched_in_linear_time(
         answer("done"),
     )
 
-    run_id, seen = await _watched(tool_server, "regex", _attack(http, "regex-attack"))
+    run_id, seen = await _watched(tool_server, "regex", attacker_turn(http, "regex-attack"))
 
     seen.assert_unharmed()
     _, found, refused = tool_results(simulator)
     assert found == f"evil.txt:2: {'a' * 40}"
     assert refused.startswith(r"Error: '(a)\1' uses what RE2 does not support")
-    await _ended(http, run_id)
+    await assert_run_ended(http, run_id)
 
 
 async def test_fifos_block_neither_the_file_tools_nor_the_download_route(
@@ -111,7 +98,7 @@ async def test_fifos_block_neither_the_file_tools_nor_the_download_route(
     )
 
     async def attack() -> tuple[str, list[httpx.Response], httpx.Response]:
-        run_id = await _attack(http, conversation)
+        run_id = await attacker_turn(http, conversation)
         downloads = await asyncio.gather(
             *(http.get(f"/v1/workspaces/{conversation}/files/{name}") for name in names)
         )
@@ -130,7 +117,7 @@ async def test_fifos_block_neither_the_file_tools_nor_the_download_route(
     ]
     assert [response.status_code for response in downloads] == [404] * FIFOS
     assert listing.json()["data"] == []
-    await _ended(http, run_id)
+    await assert_run_ended(http, run_id)
 
 
 async def test_parallel_reads_of_a_huge_file_keep_the_server_small(
@@ -166,7 +153,7 @@ async def test_parallel_reads_of_a_huge_file_keep_the_server_small(
 
     sampler = asyncio.create_task(sample())
     try:
-        run_id, seen = await _watched(tool_server, "big reads", _attack(http, conversation))
+        run_id, seen = await _watched(tool_server, "big reads", attacker_turn(http, conversation))
     finally:
         stop.set()
         await sampler
@@ -182,5 +169,5 @@ async def test_parallel_reads_of_a_huge_file_keep_the_server_small(
         assert search.startswith("[search stopped early: "), search
     assert "edit_file edits files of at most" in results[8]
     assert peak - before < RSS_GROWTH_BOUND_KB, (before, peak)
-    await _ended(http, run_id)
+    await assert_run_ended(http, run_id)
     (workspace / "big.log").unlink()

@@ -16,7 +16,6 @@ from openai import AsyncOpenAI
 
 from server.simulator import SimulatorServer
 from tests.server.tools.conftest import (
-    AUTH,
     MODEL,
     ToolServer,
     answer,
@@ -26,27 +25,9 @@ from tests.server.tools.conftest import (
     tool_results,
     until,
 )
-from tests.server.tools.victims import baseline, watch_victims
+from tests.server.tools.victims import assert_run_ended, attacker_turn, baseline, watch_victims
 
 pytestmark = pytest.mark.slow  # starts server processes (make fast leaves it out)
-
-
-async def _attack(http: httpx.AsyncClient, conversation: str) -> str:
-    """One turn of the attacker's conversation; its run's id."""
-    response = await http.post(
-        "/v1/chat/completions",
-        headers={"x-hermes-session-id": conversation},
-        json={"model": MODEL, "messages": [{"role": "user", "content": "go"}]},
-        timeout=120,
-    )
-    assert response.status_code == 200, response.text
-    assert response.json()["choices"][0]["message"]["content"] == "done"
-    return response.headers["x-hermes-run-id"]
-
-
-async def _ended(http: httpx.AsyncClient, run_id: str) -> None:
-    run = (await http.get(f"/v1/runs/{run_id}", headers=AUTH)).json()
-    assert run["status"] != "running", run
 
 
 async def test_the_victims_answer_at_once_when_nobody_attacks(tool_server: ToolServer) -> None:
@@ -76,13 +57,13 @@ async def test_a_fork_bomb_starves_no_other_conversation(
     )
     script(simulator, call("code", code=bomb, timeout=30), answer("done"))
 
-    run_id, seen = await watch_victims(tool_server, _attack(http, "fork-bomb-2"))
+    run_id, seen = await watch_victims(tool_server, attacker_turn(http, "fork-bomb-2"))
 
     seen.assert_unharmed()
     (result,) = tool_results(simulator)
     assert int(result.split("born ", 1)[1].split()[0]) < 64  # the profile's max_processes
     assert await until(lambda: not processes_running(marker), seconds=15, server=tool_server)
-    await _ended(http, run_id)
+    await assert_run_ended(http, run_id)
 
 
 async def test_memory_beyond_the_sandboxes_share_kills_only_the_sandbox(
@@ -102,12 +83,12 @@ async def test_memory_beyond_the_sandboxes_share_kills_only_the_sandbox(
     )
     script(simulator, call("code", code=hog, timeout=40), answer("done"))
 
-    run_id, seen = await watch_victims(tool_server, _attack(http, "memory-hog"))
+    run_id, seen = await watch_victims(tool_server, attacker_turn(http, "memory-hog"))
 
     seen.assert_unharmed()
     (result,) = tool_results(simulator)
     assert "ran out of memory" in result
-    await _ended(http, run_id)
+    await assert_run_ended(http, run_id)
 
 
 async def test_a_full_tmp_is_the_sandboxes_own_problem(
@@ -118,12 +99,12 @@ async def test_a_full_tmp_is_the_sandboxes_own_problem(
     fill = "for i in $(seq 8); do head -c 50M /dev/zero > /tmp/fill$i; done; df -m /tmp | tail -1"
     script(simulator, call("shell", command=fill), answer("done"))
 
-    run_id, seen = await watch_victims(tool_server, _attack(http, "tmp-fill"))
+    run_id, seen = await watch_victims(tool_server, attacker_turn(http, "tmp-fill"))
 
     seen.assert_unharmed()
     (result,) = tool_results(simulator)
     assert "No space left on device" in result
-    await _ended(http, run_id)
+    await assert_run_ended(http, run_id)
 
 
 async def test_busy_cores_in_one_sandbox_leave_the_server_answering(
@@ -142,11 +123,11 @@ async def test_busy_cores_in_one_sandbox_leave_the_server_answering(
     )
     script(simulator, call("code", code=spin, timeout=30), answer("done"))
 
-    run_id, seen = await watch_victims(tool_server, _attack(http, "cpu-spin"))
+    run_id, seen = await watch_victims(tool_server, attacker_turn(http, "cpu-spin"))
 
     seen.assert_unharmed()
     assert "spun" in tool_results(simulator)[0]
-    await _ended(http, run_id)
+    await assert_run_ended(http, run_id)
 
 
 async def test_the_sandbox_shows_neither_host_paths_nor_user_namespaces(

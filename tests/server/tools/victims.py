@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import httpx
 
 from tests.server.served import until
-from tests.server.tools.conftest import KEY_BOB, VICTIM_MODEL, ToolServer
+from tests.server.tools.conftest import AUTH, KEY_BOB, MODEL, VICTIM_MODEL, ToolServer
 
 T = TypeVar("T")
 
@@ -172,3 +172,23 @@ async def baseline(server: ToolServer) -> VictimLatencies:
 
     _, seen = await watch_victims(server, quiet())
     return seen
+
+
+async def attacker_turn(http: httpx.AsyncClient, conversation: str) -> str:
+    """One turn of the attacker's conversation (its script ends with ``answer("done")``);
+    its run's id."""
+    response = await http.post(
+        "/v1/chat/completions",
+        headers={"x-hermes-session-id": conversation},
+        json={"model": MODEL, "messages": [{"role": "user", "content": "go"}]},
+        timeout=120,
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == "done"
+    return response.headers["x-hermes-run-id"]
+
+
+async def assert_run_ended(http: httpx.AsyncClient, run_id: str) -> None:
+    """The attacker's run is not left ``running``."""
+    run = (await http.get(f"/v1/runs/{run_id}", headers=AUTH)).json()
+    assert run["status"] != "running", run
