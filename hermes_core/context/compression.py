@@ -327,8 +327,11 @@ class _Lineage:
     compressions: int = 0
     overhead: int = 0
     """Real prompt tokens minus our estimate of the messages: system prompt, tool schemas."""
-    transcript: list[Message] | None = None
-    """The transcript seen at the last call (identity, to know the measurements match)."""
+    transcript_id: int | None = None
+    """``id()`` of the transcript seen at the last call, to know the measurements match. Not
+    the list itself: that would keep a finished run's whole transcript alive for as long as
+    its session is remembered (~MBs per large request). A stale id cannot match: a run's
+    second call compares its own live list with the id its first call recorded."""
     seen: int = 0
     """Its length then ..."""
     seen_tokens: int = 0
@@ -371,7 +374,7 @@ class CompressingContext(ContextHooks):
             # lost with the summarised messages. Our memory tool saves every write at once, so
             # there is nothing to flush.
             compaction = await self._compress(lineage, context, tokens=tokens, limit=limit)
-        lineage.transcript = transcript
+        lineage.transcript_id = id(transcript)
         lineage.seen = len(transcript)
         lineage.seen_tokens = estimate_tokens(transcript)
         return compaction
@@ -383,7 +386,7 @@ class CompressingContext(ContextHooks):
         real = context.last_prompt_tokens
         if (
             real is not None
-            and lineage.transcript is transcript
+            and lineage.transcript_id == id(transcript)
             and lineage.seen <= len(transcript)
         ):
             lineage.overhead = real - lineage.seen_tokens
