@@ -30,6 +30,7 @@ from server.auth import KeyRing
 from server.cluster import Cluster
 from server.errors import RunLimitExceeded
 from server.files import FileLimits, FileVault
+from server.mcp_waiting import McpWaitingAgent
 from server.metrics import Metrics
 from server.runs.manager import RunInfo, RunManager
 from server.sessions.service import SessionService, SessionSettings
@@ -140,14 +141,21 @@ class Profile:
         checkpoint: Callable[[], Awaitable[None]] | None = None,
         extra_tools: Sequence[Tool] = (),
     ) -> Agent:
-        """``extra_tools``: the request's own (its MCP servers'), beside the profile's."""
-        tools = self.run_tools()
-        if extra_tools:
-            tools = ToolRegistry([*tools.tools(), *extra_tools])
-            tools.pre_hooks, tools.post_hooks = self.tools.pre_hooks, self.tools.post_hooks
-        return Agent(
+        """``extra_tools``: the request's own (its MCP servers'), beside the profile's. While
+        one of the profile's MCP servers is still connecting for the first time, the agent's
+        run waits for it and then takes the tools listed by then."""
+
+        def tools_now() -> ToolRegistry:
+            tools = self.run_tools()
+            if extra_tools:
+                tools = ToolRegistry([*tools.tools(), *extra_tools])
+                tools.pre_hooks, tools.post_hooks = self.tools.pre_hooks, self.tools.post_hooks
+            return tools
+
+        connecting = self.mcp if self.mcp is not None and self.mcp.connecting else None
+        agent = (Agent if connecting is None else McpWaitingAgent)(
             self.provider,
-            tools=tools,
+            tools=tools_now(),
             config=self.config,
             owner=owner,
             memory_owner=memory_owner,
@@ -157,6 +165,9 @@ class Profile:
             session_search=stores.sessions,
             checkpoint=checkpoint,
         )
+        if isinstance(agent, McpWaitingAgent) and connecting is not None:
+            agent.waits_for(connecting, tools_now)
+        return agent
 
 
 @dataclass(slots=True, kw_only=True)

@@ -11,6 +11,7 @@ import asyncio
 import base64
 import os
 import sys
+import time
 from pathlib import Path
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -102,6 +103,9 @@ def secret_admin() -> str:
 
 
 if __name__ == "__main__":
+    # A server that is slow to start (WORKSHOP_START_DELAY seconds before it answers at all),
+    # for the runs that begin while it is still connecting.
+    time.sleep(float(os.environ.get("WORKSHOP_START_DELAY", "0")))
     if sys.argv[1:2] == ["http"]:
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:

@@ -123,6 +123,9 @@ class McpConnection:
         self._errlog = errlog
         self._client: Client | None = None
         self._up = asyncio.Event()
+        self._settled = asyncio.Event()
+        """Set once the first attempt to connect has ended, either way: runs that started
+        before it wait for it (:meth:`until_settled`), later ones take the tools as they are."""
         self._broken = asyncio.Event()
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
@@ -134,11 +137,29 @@ class McpConnection:
 
     async def stop(self) -> None:
         self._stopping = True
+        self._settled.set()  # nothing is coming: let no run wait for it
         self._broken.set()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+
+    @property
+    def settled(self) -> bool:
+        """The first attempt to connect has ended (connected, or failed)."""
+        return self._settled.is_set()
+
+    async def until_settled(self) -> bool:
+        """Wait for the first attempt to connect to end, for up to the connect timeout;
+        True once it has ended, whatever came of it."""
+        if self._settled.is_set():
+            return True
+        try:
+            async with asyncio.timeout(self.spec.connect_timeout_seconds):
+                await self._settled.wait()
+        except TimeoutError:
+            return False
+        return True
 
     async def wait_up(self, seconds: float) -> bool:
         try:
@@ -194,6 +215,7 @@ class McpConnection:
                 self._lost(f"command not found: {self.spec.command}")
             except BaseException as error:  # an anyio group may wrap what went wrong
                 self._lost(_describe(error))
+            self._settled.set()
             if self._stopping:
                 return
             # Keep retrying a dead server, more slowly the longer it stays dead.
@@ -220,6 +242,7 @@ class McpConnection:
                 self.tools = await self._list(client)
             self._client, self.error, self.down_since = client, None, None
             self._up.set()
+            self._settled.set()
             self._on_tools_changed()
             log.info(
                 "MCP server %s connected (%s): %d tools",

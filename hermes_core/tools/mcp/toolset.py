@@ -2,11 +2,13 @@
 
 The set of tools changes while the server runs (a server connects, restarts, or says its list
 changed), so the agent reads :meth:`McpToolset.tools` when a run starts; a run keeps the tools
-it started with.
+it started with. A run that starts before a server's first attempt to connect has ended waits
+for it first (:meth:`McpToolset.until_settled`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import re
@@ -56,6 +58,19 @@ class McpToolset:
     async def stop(self) -> None:
         for connection in self.connections.values():
             await connection.stop()
+
+    @property
+    def connecting(self) -> bool:
+        """Some server's first attempt to connect has not ended yet (just after a start or a
+        reload): a run starting now should wait for it (:meth:`until_settled`)."""
+        return not all(c.settled for c in self.connections.values())
+
+    async def until_settled(self) -> None:
+        """Return once every server's first attempt to connect has ended, or its connect
+        timeout has passed; the servers are waited for together."""
+        pending = [c for c in self.connections.values() if not c.settled]
+        if pending:
+            await asyncio.gather(*(c.until_settled() for c in pending))
 
     def status(self) -> dict[str, str | None]:
         """Server → None when it is up, else why it is down."""
