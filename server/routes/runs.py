@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse, Response
 
 from hermes_core.events import AgentEvent, InterruptSource
 from hermes_core.persistence import RunRecord
+from hermes_core.persistence.disk_full import StorageFull
 from server.approvals import answer_pending, approval_object
 from server.auth import Principal, require_principal
 from server.errors import APIError
@@ -80,7 +81,13 @@ async def get_run(
         if record is None:
             raise APIError(404, f"No run '{run_id}'.", param="run_id", code="run_not_found")
         described = describe_record(record)
-    asked = await store.approvals.of_run(principal.name, described["id"]) if store else []
+    try:
+        asked = await store.approvals.of_run(principal.name, described["id"]) if store else []
+    except StorageFull:
+        if run is None:
+            raise  # a 507: what the database says of this run may be stale
+        # The disk is full: the run's own state, held here, still answers (whether it ended).
+        asked = []
     return {**described, "approvals": [approval_object(record) for record in asked]}
 
 

@@ -22,7 +22,7 @@ from typing import Protocol
 from hermes_core.agent import AgentRequest
 from hermes_core.events import AgentEvent, ExitReason, InterruptSource, RunFinished
 from hermes_core.usage import Usage
-from server.errors import RunLimitExceeded, ServerDraining
+from server.errors import RunLimitExceeded, ServerDraining, storage_full
 
 log = logging.getLogger(__name__)
 
@@ -338,8 +338,11 @@ class RunManager:
             if ending is not None and self.settle is not None:
                 try:
                     await self.settle()
-                except Exception:
-                    log.exception("settling run %s failed", run.id)
+                except Exception as exc:
+                    if not storage_full(exc):
+                        log.exception("settling run %s failed", run.id)
+                    else:  # the run is over all the same; its record waits for space, queued
+                        log.error("run %s ended while the disk is full: its record waits", run.id)
         except asyncio.CancelledError:
             raise
         except Exception:
