@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from hermes_core.context import CachingContext, CompressingContext, Compressor, PromptCacheSettings
 from hermes_core.providers import create_provider
 from hermes_core.providers.fallback import FallbackChain
+from hermes_core.tools.images import vision_analyze_tool
 from hermes_core.tools.isolation import configure_total
 from hermes_core.tools.mcp.toolset import McpToolset
 from hermes_core.tools.toolsets import build_toolsets
@@ -110,6 +111,10 @@ def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
         workspace_key_mb=config.server.workspace_key_mb,
     )
     toolsets = build_toolsets(profile.tools, options)
+    if profile.vision_providers and not all(p.vision for p in config.chain(profile)):
+        # The main model may not see images: a vision chain looks at them for it.
+        vision = [create_provider(config.provider(name)) for name in profile.vision_providers]
+        toolsets.registry.register(vision_analyze_tool(FallbackChain(vision, retry=retry)))
     for name, reason in toolsets.unavailable.items():
         log.warning("profile %s: toolset %s stays off: %s", profile.id, name, reason)
     if profile.sandbox.unsafe_no_sandbox and {"shell", "code"} & set(toolsets.active):

@@ -583,7 +583,8 @@ class RunDriver:
 
     def _append_results(self, results: list[CallResult]) -> None:
         for result in results:
-            self.append({"role": "tool", "tool_call_id": result.call_id, "content": result.content})
+            content = result.message_content  # text, or text and images as parts
+            self.append({"role": "tool", "tool_call_id": result.call_id, "content": content})
 
     # --- endings ----------------------------------------------------------------------------
 

@@ -63,6 +63,21 @@ def truncate_result(content: str, limit: int) -> str:
     return f"{content[:limit]}\n[Output truncated; original was {len(content)} chars]"
 
 
+def _truncate_content(content: Any, limit: int) -> Any:
+    """A tool result cut to ``limit`` characters: the text, or the text parts of a result
+    with images (whose images are left as they are)."""
+    if isinstance(content, str):
+        return truncate_result(content, limit)
+    if isinstance(content, list):
+        return [
+            {**part, "text": truncate_result(part["text"], limit)}
+            if isinstance(part.get("text"), str)
+            else part
+            for part in content
+        ]
+    return content
+
+
 class _Builder:
     """Walks the transcript once, emitting a well-formed message list."""
 
@@ -139,14 +154,19 @@ def prepare_messages(
         message: Message = copy.copy(original)
         if "content" in message:
             message["content"] = _clean_content(message["content"])
-        if message["role"] == "tool" and isinstance(message.get("content"), str):
+        if message["role"] == "tool":
             limit = limits.get(str(message.get("tool_call_id")), max_tool_result_chars)
-            message["content"] = truncate_result(str(message["content"]), limit)
+            message["content"] = _truncate_content(message.get("content"), limit)
         builder.add(message)
     messages = builder.finish()
     if last_tool_note and messages and messages[-1]["role"] == "tool":
         noted = copy.copy(messages[-1])
-        noted["content"] = f"{noted.get('content') or ''}\n\n{last_tool_note}"
+        content = noted.get("content")
+        noted["content"] = (
+            [*_as_parts(content), {"type": "text", "text": last_tool_note}]
+            if isinstance(content, list)  # a result with images: the note is one more part
+            else f"{content or ''}\n\n{last_tool_note}"
+        )
         messages[-1] = noted
     if closing_user_note:
         if messages and messages[-1]["role"] == "user":

@@ -21,6 +21,7 @@ from typing import Any
 
 from hermes_core.messages import Message, text_of
 from hermes_core.providers.base import ForcedTool, ModelRequest, ToolChoice, ToolSchema
+from hermes_core.providers.images import images_for_model, offers_vision_tool
 
 API_MODE = "anthropic_messages"
 
@@ -46,9 +47,14 @@ def build_kwargs(
     model: str,
     default_max_tokens: int,
     cache_markers: CacheMarkers = no_cache_markers,
+    vision: bool = True,
 ) -> dict[str, Any]:
-    """The ``messages.create`` arguments for one streaming call."""
-    system, messages = to_wire_messages(request.messages)
+    """The ``messages.create`` arguments for one streaming call; ``vision`` False sends no
+    images (a text-only model)."""
+    shown = images_for_model(
+        request.messages, vision=vision, vision_tool=offers_vision_tool(request)
+    )
+    system, messages = to_wire_messages(shown)
     body: dict[str, Any] = {"messages": messages}
     if system:
         body["system"] = system

@@ -305,6 +305,7 @@ class AnthropicMessagesProvider(ConfiguredProvider):
             request,
             model=self.model,
             default_max_tokens=self._config.max_output_tokens,
+            vision=self._config.vision,
             cache_markers=(
                 system_and_last_3(request.prompt_cache.ttl)
                 if request.prompt_cache is not None

@@ -37,6 +37,7 @@ from hermes_core.providers.base import (
 )
 from hermes_core.providers.cache_markers import mark_chat_messages
 from hermes_core.providers.config import ProviderConfig
+from hermes_core.providers.images import images_for_model, is_image_part, offers_vision_tool
 from hermes_core.providers.think_tags import ThinkTags
 from hermes_core.providers.upstream_http import SseData, UpstreamSession, transport_errors
 from hermes_core.usage import Usage
@@ -53,14 +54,55 @@ _FINISH_REASONS: dict[str, FinishReason] = {
 
 
 def to_wire_messages(messages: list[Message] | tuple[Message, ...]) -> list[dict[str, Any]]:
-    """Internal messages → Chat Completions messages (a copy; the input is never mutated)."""
-    wire = []
+    """Internal messages → Chat Completions messages (a copy; the input is never mutated).
+
+    A tool message takes text only (the API refuses an image part outside a user message), so
+    the images of a block of tool results follow it in one user message, each introduced by
+    the call it came from: after the block, because the assistant's calls must be answered
+    by tool messages with nothing between them.
+    """
+    wire: list[dict[str, Any]] = []
+    images: list[dict[str, Any]] = []
     for message in messages:
         out = {key: value for key, value in message.items() if key not in _PRIVATE_KEYS}
+        if images and out.get("role") == "user":
+            # A user message follows anyway (a closing note): it carries the images, and
+            # users still alternate with assistants.
+            out["content"] = images + _as_parts(out.get("content"))
+            images = []
+        elif images and out.get("role") != "tool":
+            wire.append({"role": "user", "content": images})
+            images = []
         if out.get("role") == "assistant" and out.get("tool_calls") and not out.get("content"):
             out["content"] = None
+        if out.get("role") == "tool" and isinstance(out.get("content"), list):
+            out["content"], shown = _tool_text_and_images(out)
+            images += shown
         wire.append(out)
+    if images:
+        wire.append({"role": "user", "content": images})
     return wire
+
+
+def _as_parts(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, list):
+        return list(content)
+    return [{"type": "text", "text": content}] if content else []
+
+
+def _tool_text_and_images(message: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    parts = message["content"]
+    pictures = [part for part in parts if is_image_part(part)]
+    lines = [str(part.get("text", "")) for part in parts if part.get("type") == "text"]
+    if pictures:
+        many = "s" if len(pictures) > 1 else ""
+        lines.append(f"[{len(pictures)} image{many} attached in the next message]")
+    text = "\n".join(line for line in lines if line)
+    if not pictures:
+        return text, []
+    call_id = message.get("tool_call_id", "")
+    intro = {"type": "text", "text": f"Image(s) returned by tool call {call_id}:"}
+    return text, [intro, *pictures]
 
 
 def to_wire_tools(tools: tuple[ToolSchema, ...] | list[ToolSchema]) -> list[dict[str, Any]]:
@@ -89,10 +131,13 @@ def wire_response_format(output: OutputFormat) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": spec}
 
 
-def build_kwargs(request: ModelRequest, *, model: str) -> dict[str, Any]:
+def build_kwargs(request: ModelRequest, *, model: str, vision: bool = True) -> dict[str, Any]:
     """The ``chat.completions.create`` arguments for one call (streamed unless
-    ``request.stream`` is False)."""
-    kwargs: dict[str, Any] = {"model": model, "messages": to_wire_messages(list(request.messages))}
+    ``request.stream`` is False); ``vision`` False sends no images (a text-only model)."""
+    messages = images_for_model(
+        request.messages, vision=vision, vision_tool=offers_vision_tool(request)
+    )
+    kwargs: dict[str, Any] = {"model": model, "messages": to_wire_messages(messages)}
     if request.stream:
         kwargs["stream"] = True
         kwargs["stream_options"] = {"include_usage": True}
@@ -310,7 +355,7 @@ class ChatCompletionsProvider(ConfiguredProvider):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         accumulator = ChatStreamAccumulator()
-        kwargs = build_kwargs(request, model=self.model)
+        kwargs = build_kwargs(request, model=self.model, vision=self._config.vision)
         extra = kwargs.pop("extra_headers", None)
         headers = self._headers if request.stream else self._json_headers
         if extra:

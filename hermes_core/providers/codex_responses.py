@@ -35,6 +35,7 @@ from hermes_core.providers.base import (
     ToolSchema,
 )
 from hermes_core.providers.config import ProviderConfig
+from hermes_core.providers.images import images_for_model, offers_vision_tool
 from hermes_core.usage import Usage
 
 API_MODE: ApiMode = "codex_responses"
@@ -121,6 +122,8 @@ def _tool_output(content: str | list[dict[str, Any]] | None) -> str | list[dict[
     # Plain text stays a string; a result with images keeps its parts.
     if isinstance(content, list) and any(p.get("type") != "text" for p in content):
         return [_input_part(part) for part in content]
+    if isinstance(content, list):  # text parts (an image's placeholder among them): lines
+        return "\n".join(str(p.get("text", "")) for p in content if p.get("text"))
     return text_of(content)
 
 
@@ -166,10 +169,13 @@ def wire_text_format(output: OutputFormat) -> dict[str, Any]:
     return wire
 
 
-def build_kwargs(request: ModelRequest, *, model: str) -> dict[str, Any]:
+def build_kwargs(request: ModelRequest, *, model: str, vision: bool = True) -> dict[str, Any]:
     """The ``responses.create`` arguments for one call (streamed unless ``request.stream`` is
-    False)."""
-    instructions, items = to_input(request.messages)
+    False); ``vision`` False sends no images (a text-only model)."""
+    messages = images_for_model(
+        request.messages, vision=vision, vision_tool=offers_vision_tool(request)
+    )
+    instructions, items = to_input(messages)
     # store=False: the conversation lives in our own store, never on the vendor's.
     kwargs: dict[str, Any] = {"model": model, "input": items, "store": False}
     if request.stream:
@@ -461,7 +467,7 @@ class ResponsesProvider(ConfiguredProvider):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         accumulator = ResponsesStreamAccumulator(provider=self.name)
-        kwargs = build_kwargs(request, model=self.model)
+        kwargs = build_kwargs(request, model=self.model, vision=self._config.vision)
         with sdk_errors(self.name):
             if not request.stream:  # nobody watches: the whole response, one body to read
                 whole: wire.Response = await self._client.responses.create(**kwargs)

@@ -41,6 +41,9 @@ class ProviderConfig(BaseModel):
     """Seconds to wait for connect, for the first byte and between stream chunks."""
     max_output_tokens: int = 4096
     """Sent as ``max_tokens`` when the request names none (Anthropic requires one)."""
+    vision: bool = True
+    """The model sees images. False for a text-only model: images (a user's, a tool's) reach
+    it as placeholders, and a profile with ``vision_providers`` offers ``vision_analyze``."""
 
     @property
     def resolved_api_mode(self) -> ApiMode:

@@ -39,6 +39,7 @@ from hermes_core.tools.registry import (
     ToolContext,
     ToolRegistry,
 )
+from hermes_core.tools.results import ImagePart, ToolOutput, admit_images, message_content
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,8 @@ PREVIEW_CHARS = 2000
 """Of a result, what its ToolFinished event carries: enough for a UI's tool card."""
 ERROR_CHARS = 300
 """Of a failed call's result, what its ToolFinished event gives as the error: one line's worth."""
+MAX_REMEMBERED_IMAGES = 8
+"""Of the images a run's tools returned, how many the executor keeps for ``vision_analyze``."""
 CANCELLED_BEFORE_START = "Cancelled: the run was interrupted before this tool started."
 CANCELLED_WHILE_RUNNING = "Cancelled: the run was interrupted while this tool was running."
 CANCELLED_AWAITING_APPROVAL = (
@@ -86,19 +89,40 @@ class CallResult:
     outcome: ToolOutcome
     error: str | None = None
     duration_s: float = 0.0
+    images: tuple[ImagePart, ...] = ()
+    """Images the tool returned (within the bounds of ``tools/results.py``)."""
 
     @property
     def ok(self) -> bool:
         return self.outcome is ToolOutcome.SUCCESS
 
+    @property
+    def message_content(self) -> str | list[dict[str, Any]]:
+        """The tool message's content: the text, with the images as parts when there are."""
+        return message_content(self.content, self.images)
+
 
 def render_result(value: Any) -> str:
+    """A handler's return value as the text the model reads (a :class:`ToolOutput`'s text;
+    see :func:`render_output` for its images)."""
+    if isinstance(value, ToolOutput):
+        return render_output(value)[0]
     if isinstance(value, str):
         return value
     try:
         return json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         return str(value)
+
+
+def render_output(value: Any) -> tuple[str, tuple[ImagePart, ...]]:
+    """A handler's return value as text and images; images beyond the bounds are dropped,
+    each with a note in the text."""
+    if not isinstance(value, ToolOutput):
+        return render_result(value), ()
+    images, notes = admit_images(value.images)
+    text = "\n".join(line for line in (value.text, *notes) if line)
+    return text, images
 
 
 async def _maybe_await(value: Awaitable[Any] | Any) -> Any:
@@ -129,6 +153,8 @@ class ToolExecutor:
         self._slots = asyncio.Semaphore(max_concurrency)
         self._workspace = workspace
         self._deferred: list[ApprovalAsk] = []
+        self._images: list[ImagePart] = []
+        """Images this run's tools returned, newest last (``vision_analyze`` reads them)."""
 
     def take_deferred(self) -> list[ApprovalAsk]:
         """The calls of the last batches left awaiting approval (and forget them)."""
@@ -205,10 +231,12 @@ class ToolExecutor:
             log.info("tool %s raised %s", tool.name, type(exc).__name__, exc_info=True)
             message = f"Error: {type(exc).__name__}: {exc}"
             return self._finished(call, message, ToolOutcome.ERROR, started=started)
-        content = render_result(value)
+        content, images = render_output(value)
         for post in self._registry.post_hooks:
             content = await _maybe_await(post(request, content))
-        return self._finished(call, content, ToolOutcome.SUCCESS, started=started)
+        self._images += images
+        del self._images[:-MAX_REMEMBERED_IMAGES]
+        return self._finished(call, content, ToolOutcome.SUCCESS, started=started, images=images)
 
     async def _check_approval(
         self, tool: Tool, request: ToolCallRequest
@@ -276,6 +304,7 @@ class ToolExecutor:
             is_interrupted=self._interrupted.is_set,
             emit=self._emit,
             workspace=self._workspace,
+            images=tuple(self._images),
         )
         if tool.is_async:
             work: Awaitable[Any] = tool.handler(request.arguments, context)
@@ -316,6 +345,7 @@ class ToolExecutor:
         *,
         started: float,
         announce: bool = False,
+        images: tuple[ImagePart, ...] = (),
     ) -> CallResult:
         """Announce how the call ended; on a failure, ``content`` (what the model reads) is
         also the error."""
@@ -329,13 +359,15 @@ class ToolExecutor:
             )
         duration = time.monotonic() - started
         error = None if outcome is ToolOutcome.SUCCESS else content[:ERROR_CHARS]
+        # Views show the text; an image is named, never inlined, in a tool card.
+        shown = "\n".join([content, *(f"[image: {image.describe()}]" for image in images)])
         self._emit(
             ToolFinished,
             call_id=call.call_id,
             name=call.name,
             outcome=outcome,
             duration_s=duration,
-            result_preview=content[:PREVIEW_CHARS],
+            result_preview=shown[:PREVIEW_CHARS],
             result_chars=len(content),
             error=error,
         )
@@ -346,6 +378,7 @@ class ToolExecutor:
             outcome=outcome,
             error=error,
             duration_s=duration,
+            images=images,
         )
 
 

@@ -17,6 +17,7 @@ from typing import Any, TypeAlias
 
 from hermes_core.events import Emit, emit_nowhere
 from hermes_core.providers.base import ToolSchema
+from hermes_core.tools.results import ImagePart
 
 ToolHandler: TypeAlias = Callable[[dict[str, Any], "ToolContext"], Any]
 ApprovalCheck: TypeAlias = Callable[[dict[str, Any]], str | None]
@@ -37,6 +38,9 @@ class ToolContext:
     emit: Emit = emit_nowhere
     """``emit(EventClass, **fields)`` adds an event to the run's stream (``delegate_task``
     forwards its children's events this way). Call it from the event loop's thread only."""
+    images: tuple[ImagePart, ...] = ()
+    """Images this run's tools returned before this call, newest last (``vision_analyze``
+    looks at the last one)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,6 +20,7 @@ from typing import Literal
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
 from hermes_core.tools.commands import code_tool, shell_tool
 from hermes_core.tools.files import file_tools
+from hermes_core.tools.images import view_image_tool
 from hermes_core.tools.quota import WorkspaceQuota, bound_to
 from hermes_core.tools.registry import Tool, ToolRegistry
 from hermes_core.tools.sandbox import SandboxLimits, SandboxPolicy, sandbox_unavailable_reason
@@ -81,7 +82,7 @@ def sandbox_missing() -> str | None:
 
 
 def _files(toolset: Toolset, options: ToolsetOptions) -> list[Tool]:
-    tools = file_tools(approval=options.approval(toolset))
+    tools = [*file_tools(approval=options.approval(toolset)), view_image_tool()]
     # write_file and edit_file check the quota before they write (tools/quota.py).
     return [dataclasses.replace(t, handler=bound_to(t.handler, options.quota)) for t in tools]
 

@@ -307,7 +307,7 @@ def _add_named_simulator(raw: dict[str, Any]) -> None:
         name
         for profile in profiles
         if isinstance(profile, dict)
-        for key in ("providers", "auxiliary_providers")
+        for key in ("providers", "auxiliary_providers", "vision_providers")
         if isinstance(profile.get(key), list)
         for name in profile[key]
         if isinstance(name, str)  # anything else is reported by validation

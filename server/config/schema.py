@@ -478,6 +478,9 @@ class ProfileConfig(_Model):
     auxiliary_providers: list[str] = Field(default_factory=list)
     """Chain for side tasks such as summarising during context compression; the main chain
     when empty. A cheaper, faster model fits here."""
+    vision_providers: list[str] = Field(default_factory=list)
+    """Chain of models that see images, behind the ``vision_analyze`` tool: offered when a
+    provider of the main chain cannot see images (``vision: false``)."""
     instructions: str = ""
     """The profile's own instructions, layered after the core agent instructions."""
     tools: list[str] = Field(default_factory=list)
@@ -621,7 +624,7 @@ class HermesConfig(_Model):
             if profile.id in ids:
                 problems.append(f"profiles[{index}].id: duplicate profile id {profile.id!r}")
             ids.add(profile.id)
-            for field in ("providers", "auxiliary_providers"):
+            for field in ("providers", "auxiliary_providers", "vision_providers"):
                 for position, name in enumerate(getattr(profile, field)):
                     if name not in names:
                         problems.append(

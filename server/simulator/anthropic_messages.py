@@ -28,6 +28,7 @@ from server.simulator.anthropic_messages_reply import (
     thinking_signature,
 )
 from server.simulator.cache import CacheResult, Segment
+from server.simulator.images import anthropic_problem
 from server.simulator.policy import ConversationView, OfferedTool, ViewMessage, default_reply
 from server.simulator.scenario import Reply
 from server.simulator.state import CallPlan, SimulatorState
@@ -81,6 +82,7 @@ def validate(body: dict[str, Any]) -> str | None:
         _check_roles(messages)
         or _check_thinking_config(body, max_tokens)
         or _check_tool_pairing(messages)
+        or anthropic_problem(messages)
         or _check_signatures(messages)
         or _check_breakpoint_count(body)
     )

@@ -8,6 +8,7 @@ from typing import Any
 from starlette.responses import Response
 
 from server.simulator.cache import Segment
+from server.simulator.images import chat_problem
 from server.simulator.policy import ConversationView, OfferedTool, ViewMessage, default_reply
 from server.simulator.scenario import Reply
 from server.simulator.state import CallPlan, SimulatorState
@@ -51,6 +52,9 @@ def validate(body: dict[str, Any]) -> str | None:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return "'messages' must be a non-empty array."
+    image_problem = chat_problem(messages)
+    if image_problem is not None:
+        return image_problem
     pending: list[str] = []
     for message in messages:
         role = message.get("role") if isinstance(message, dict) else None

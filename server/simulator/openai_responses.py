@@ -19,6 +19,7 @@ from typing import Any
 from starlette.responses import Response
 
 from server.simulator.cache import Segment
+from server.simulator.images import responses_output_problem
 from server.simulator.openai_responses_reply import (
     error_frame,
     output_items,
@@ -113,6 +114,9 @@ def _validate_items(items: list[Any]) -> str | None:
             call_id = str(item.get("call_id"))
             if call_id not in calls:
                 return f"No tool call found for function call output with call_id {call_id}."
+            problem = responses_output_problem(n, item.get("output"))
+            if problem is not None:
+                return problem
             answered.add(call_id)
         elif kind not in _IGNORED_ITEM_TYPES:
             return f"Invalid value: {kind!r} for 'input[{n}].type'."

@@ -1,4 +1,5 @@
-"""A profile's MCP servers as tools: ``<server>__<tool>``, results turned into text.
+"""A profile's MCP servers as tools: ``<server>__<tool>``, results turned into text (and
+images, which the model sees).
 
 The set of tools changes while the server runs (a server connects, restarts, or says its list
 changed), so the agent reads :meth:`McpToolset.tools` when a run starts; a run keeps the tools
@@ -26,6 +27,7 @@ from hermes_core.tools.mcp.connection import (
     read_only,
 )
 from hermes_core.tools.registry import ApprovalCheck, Tool, ToolContext
+from hermes_core.tools.results import ImagePart, ToolOutput
 
 MAX_TOOL_NAME = 64
 """Longest tool name the OpenAI and Anthropic APIs accept."""
@@ -97,7 +99,7 @@ def _as_tool(connection: McpConnection, listed: mcp_types.Tool) -> Tool:
     remote = listed.name
     name = tool_name(spec.name, remote)
 
-    async def call(arguments: dict[str, Any], ctx: ToolContext) -> str:
+    async def call(arguments: dict[str, Any], ctx: ToolContext) -> str | ToolOutput:
         async def progress(progress: float, total: float | None, message: str | None) -> None:
             share = f"{progress:g}/{total:g}" if total else f"{progress:g}"
             line = f"{message} ({share})" if message else share
@@ -114,7 +116,7 @@ def _as_tool(connection: McpConnection, listed: mcp_types.Tool) -> Tool:
             )
         except MCPError as error:  # the server's JSON-RPC error: the model's information
             return f"Error: MCP server {spec.name!r} refused the call: {error.error.message}"
-        return result_text(result)
+        return result_output(result)
 
     title = listed.title or (listed.annotations.title if listed.annotations else None)
     description = listed.description or title or f"{remote} (MCP server {spec.name})"
@@ -166,6 +168,21 @@ def result_text(result: mcp_types.CallToolResult) -> str:
     if result.is_error:
         return f"Error: {text or 'the tool failed'}"
     return text or "(no output)"
+
+
+def result_output(result: mcp_types.CallToolResult) -> str | ToolOutput:
+    """A tool result as the model receives it: :func:`result_text`, and the images it holds
+    as images the model sees (the text still says where each one was). The executor drops
+    images beyond its bounds, with a note."""
+    text = result_text(result)
+    images = [
+        ImagePart(part.mime_type, base64.b64decode(part.data, validate=False))
+        for part in result.content
+        if isinstance(part, mcp_types.ImageContent) and part.data
+    ]
+    if not images or result.is_error:
+        return text
+    return ToolOutput(text, images)
 
 
 def _part_text(part: Any) -> str:

@@ -31,6 +31,7 @@ def test_named_toolsets_are_built_with_their_tools() -> None:
         "list_files",
         "read_file",
         "search_files",
+        "view_image",
         "write_file",
     ]
     assert built.unavailable == {}
