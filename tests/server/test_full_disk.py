@@ -187,6 +187,9 @@ async def test_a_disk_that_fills_mid_run_ends_the_run_and_the_session_goes_on_on
         run = await http.get(f"/v1/runs/{run_id}")
         assert run.status_code == 200, run.text
         assert run.json()["status"] != "running"
+        # Its record waits for space, lock release included: the session is full, not busy.
+        waiting = await turn(http, session, "are you there?", model=SLOW_MODEL)
+        assert waiting.status_code == 507, waiting.text
     finally:
         filler.unlink()
 
@@ -223,7 +226,7 @@ async def _fill_mid_run(
     """A turn of ``session`` whose model thinks for a while, then answers more than any free
     page can take; the disk is filled while it thinks. Returns the run's id once the turn was
     answered (not hanging), and the file to free the disk with."""
-    slow = Step(reply=Reply(text="y" * 2_000_000), fault=Fault(first_byte_delay=2))
+    slow = Step(reply=Reply(text="y" * 2_000_000), fault=Fault(first_byte_delay=3))
     simulator.state.script(SLOW_UPSTREAM, Scenario(steps=[slow, answer("still here")]))
     in_progress = asyncio.create_task(turn(http, session, "think hard", model=SLOW_MODEL))
 
