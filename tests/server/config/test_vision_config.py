@@ -9,6 +9,7 @@ import pytest
 
 from server.bootstrap import build_profiles
 from server.config import ConfigError, load_config
+from server.config.describe import describe
 from tests.server.config.test_config import write
 
 VISION = """\
@@ -42,3 +43,9 @@ def test_a_vision_chain_naming_an_unknown_provider_is_refused(tmp_path: Path) ->
     assert "profiles[0].vision_providers[0]: profile 'reader' names unknown provider 'ghost'" in (
         str(caught.value)
     )
+
+
+def test_check_config_shows_the_vision_chain(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, VISION.format(seeing="false", eyes="eyes")), {})
+    lines = describe(config).splitlines()
+    assert any(line.split() == ["vision", "chain", "eyes"] for line in lines), lines
