@@ -13,7 +13,10 @@ import pytest
 
 from server.simulator import Reply, Scenario, SimulatorServer, Step
 
-PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+PNG_B64 = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8"
+    "z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
 DATA_URL = f"data:image/png;base64,{PNG_B64}"
 CALL: Any = {
     "id": "call_1",
