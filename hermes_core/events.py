@@ -107,6 +107,17 @@ class CallRecord:
     usage: Usage
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkspaceFile:
+    """A file a run created or changed in its workspace: what an answer announces."""
+
+    path: str
+    """Relative to the workspace, with ``/`` separators."""
+    bytes: int
+    created: bool
+    """New in this run (else it was there before and changed)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Event:
     run_id: str
@@ -201,6 +212,9 @@ class RunFinished(_Event):
     refusal: str | None = None
     """The model declined to answer, saying this (``final_text`` is then empty). A completed
     run: the model answered, with a refusal."""
+    files: list[WorkspaceFile] = field(default_factory=list)
+    """Files the run created or changed in its conversation's workspace, set by whoever
+    watches the workspace (the server compares it before and after the run); empty otherwise."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -21,12 +21,14 @@ from server.protocol.chat import ChatCompletionRequest
 from server.protocol.responses import ResponseCreateRequest
 from server.routes import (
     chat,
+    containers,
     files,
     health,
     models,
     responses,
     responses_socket,
     runs,
+    signed_files,
     workspaces,
 )
 from server.routes import metrics as metrics_routes
@@ -108,7 +110,9 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(responses_socket.router)
     app.include_router(runs.router)
     app.include_router(files.router)
+    app.include_router(signed_files.router)  # before /v1/workspaces/{conversation}/…
     app.include_router(workspaces.router)
+    app.include_router(containers.router)
     app.include_router(models.router)
     app.include_router(health.router)
     app.include_router(metrics_routes.router)

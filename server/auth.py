@@ -15,6 +15,7 @@ from fastapi import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server.errors import APIError, error_response
+from server.file_links import SIGNED_PREFIX
 
 LOCAL_PRINCIPAL = "local"
 
@@ -82,7 +83,9 @@ class RequireKey:
         self.keyring = keyring
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith(API_PREFIX):
+        path = scope["path"] if scope["type"] == "http" else ""
+        # A signed file link carries its own authority (its token): browsers have no key.
+        if path.startswith(API_PREFIX) and not path.startswith(SIGNED_PREFIX):
             principal = self.keyring.authenticate(_authorization(scope))
             if principal is None:
                 response = error_response(401, _MISSING_KEY, code="invalid_api_key")

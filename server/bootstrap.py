@@ -19,6 +19,7 @@ from server.approvals import ApprovalDesk
 from server.auth import KeyRing, Principal
 from server.cluster import Cluster
 from server.config import SIMULATOR_PROVIDER, HermesConfig, ProfileConfig
+from server.file_links import FileLinks, FileLinkSettings
 from server.files import FileLimits
 from server.instance import instance_name
 from server.runs.manager import RunManager
@@ -50,6 +51,13 @@ def build_services(config: HermesConfig) -> Services:
         database_url=config.server.resolved_database_url,
         workspaces_dir=config.server.resolved_workspaces_dir,
         files_dir=config.server.resolved_files_dir,
+        file_links=FileLinks(
+            FileLinkSettings(
+                data_dir=config.server.data_dir,
+                public_url=config.server.public_url,
+                link_seconds=config.server.file_link_seconds,
+            )
+        ),
         file_limits=FileLimits(
             max_file_bytes=config.server.files.max_file_bytes,
             quota_bytes=config.server.files.quota_bytes,

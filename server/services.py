@@ -29,6 +29,7 @@ from server.approvals import ApprovalDesk
 from server.auth import KeyRing
 from server.cluster import Cluster
 from server.errors import RunLimitExceeded
+from server.file_links import FileLinks
 from server.files import FileLimits, FileVault
 from server.mcp_waiting import McpWaitingAgent
 from server.metrics import Metrics
@@ -207,6 +208,8 @@ class Services:
     shell and code tools then refuse to act)."""
     files_dir: Path | None = None
     """Where uploaded files' bytes live; None: no Files API (nor without a database)."""
+    file_links: FileLinks = field(default_factory=FileLinks)
+    """How answers link to workspace files (signed links, ``server.public_url``)."""
     file_limits: FileLimits = field(
         default_factory=lambda: FileLimits(
             max_file_bytes=100 * 1024 * 1024, quota_bytes=1024 * 1024 * 1024, max_files=1000

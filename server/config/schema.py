@@ -157,6 +157,12 @@ class ServerConfig(_Model):
     """Megabytes all of one key's workspaces may hold together (each is also held to its
     profile's ``sandbox.workspace_mb``)."""
 
+    public_url: str | None = Field(default=None, pattern=r"^https?://[^\s]+$")
+    """The address browsers reach this server at (e.g. ``https://hermes.example.com``), for
+    the signed file links answers carry; None: each request's own base URL."""
+    file_link_seconds: int = Field(default=7 * 24 * 3600, ge=1, le=365 * 24 * 3600)
+    """How long a signed file link in an answer stays good."""
+
     head_timeout_seconds: float = Field(default=20.0, gt=0, le=600)
     """Seconds a client has to send a request's line and headers (slow clients are cut off)."""
     max_header_bytes: int = Field(default=64 * 1024, ge=1024)

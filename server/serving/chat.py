@@ -15,7 +15,7 @@ from server.auth import Principal
 from server.errors import run_failed_response
 from server.json_response import FastJSONResponse
 from server.protocol.chat import ChatCompletionRequest
-from server.runs.manager import Run, new_id
+from server.runs.manager import Run, Runnable, new_id
 from server.services import Services
 from server.serving.common import (
     conversation_owner,
@@ -29,8 +29,10 @@ from server.serving.common import (
     with_approvals,
     with_files_in_workspace,
 )
+from server.serving.file_announcements import file_announcer, watched
 from server.sse import DONE, data_frame, sse_response
 from server.views.chat import ChatCompletionBuilder, ChatStreamView
+from server.views.file_citations import FileAnnouncer
 
 
 class ChatServing:
@@ -98,9 +100,15 @@ class ChatServing:
                 agent_request = await with_files_in_workspace(
                     services, profile, agent_request, principal, conversation
                 )
+                runnable: Runnable = watched(agent, agent_request, conversation)
+                files = await file_announcer(
+                    services, request, agent_request, conversation, openwebui=openwebui
+                )
+        else:
+            runnable, files = agent, None
         run = await start_run(
             services,
-            agent,
+            runnable,
             agent_request,
             principal=principal,
             profile=profile,
@@ -121,13 +129,14 @@ class ChatServing:
                 include_usage=body.include_usage,
                 openwebui=openwebui,
                 client_tool_names=frozenset(tool.function.name for tool in body.tools or ()),
+                files=files,
             )
             return sse_response(
                 self._frames(run, view),
                 headers=headers,
                 keepalive_seconds=self.services.keepalive_seconds,
             )
-        answer = self._complete(run, completion_id, profile.id, created, headers)
+        answer = self._complete(run, completion_id, profile.id, created, headers, files)
         return await unless_client_leaves(services, run, request, answer)
 
     async def _frames(self, run: Run, view: ChatStreamView) -> AsyncIterator[bytes]:
@@ -145,9 +154,17 @@ class ChatServing:
                 self.services.runs.follower_left(run)
 
     async def _complete(
-        self, run: Run, completion_id: str, model: str, created: int, headers: dict[str, str]
+        self,
+        run: Run,
+        completion_id: str,
+        model: str,
+        created: int,
+        headers: dict[str, str],
+        files: FileAnnouncer | None,
     ) -> Response:
-        builder = ChatCompletionBuilder(completion_id=completion_id, model=model, created=created)
+        builder = ChatCompletionBuilder(
+            completion_id=completion_id, model=model, created=created, files=files
+        )
         end = await run.until_finished()
         for event in run.events:
             builder.add(event)

@@ -65,10 +65,12 @@ from server.serving.common import (
     with_approvals,
     with_files_in_workspace,
 )
+from server.serving.file_announcements import file_announcer, watched
 from server.serving.item_references import resolve_item_references
 from server.serving.remote_mcp import close_after, connect_remote_mcp
 from server.sessions.service import SessionPoint
 from server.sse import DONE, named_frame, sse_response
+from server.views.file_citations import FileAnnouncer
 from server.views.response_mcp import RemoteMcpTools
 from server.views.responses import ResponsesView, response_usage
 
@@ -92,6 +94,8 @@ class _Live:
     recorder: asyncio.Task[dict[str, Any]]
     remote: RemoteMcpTools | None = None
     """The request's own MCP servers, as its stream shows them."""
+    files: FileAnnouncer | None = None
+    """How its answer announces the files its run made."""
 
 
 class ResponsesServing:
@@ -108,7 +112,9 @@ class ResponsesServing:
         begun = await self._begin(body, request, principal)
         run, shell, recorder, headers = begun.run, begun.shell, begun.recorder, begun.headers
         if body.stream:
-            view = ResponsesView(shell, progress=begun.progress, remote_mcp=begun.remote)
+            view = ResponsesView(
+                shell, progress=begun.progress, remote_mcp=begun.remote, files=begun.files
+            )
             frames = self._frames(
                 run, view, lambda: asyncio.shield(recorder), leave_running=body.background
             )
@@ -145,7 +151,9 @@ class ResponsesServing:
         one by ``previous_response_id``, and this one is added to it."""
         earlier = (unstored or {}).get(body.previous_response_id or "")
         begun = await self._begin(body, connection, principal, earlier=earlier)
-        view = ResponsesView(begun.shell, progress=begun.progress, remote_mcp=begun.remote)
+        view = ResponsesView(
+            begun.shell, progress=begun.progress, remote_mcp=begun.remote, files=begun.files
+        )
         recorder = begun.recorder
         events: AsyncGenerator[Any, None] = self._frames(
             begun.run, view, lambda: asyncio.shield(recorder), leave_running=False, as_json=True
@@ -241,9 +249,16 @@ class ResponsesServing:
                 agent_request = await with_files_in_workspace(
                     services, profile, agent_request, principal, workspace_of
                 )
+                files = await file_announcer(
+                    services,
+                    request,
+                    agent_request,
+                    workspace_of,
+                    openwebui=progress == "openwebui",
+                )
             run = await start_run(
                 services,
-                agent,
+                watched(agent, agent_request, workspace_of),
                 agent_request,
                 principal=principal,
                 profile=profile,
@@ -261,15 +276,15 @@ class ResponsesServing:
                 model=profile.id,
                 status="queued" if body.background else "in_progress",
             )
-            recorder = self._recorder(run, body, shell, principal, progress, rendering)
-            live = _Live(run, shell, progress, recorder, rendering)
+            recorder = self._recorder(run, body, shell, principal, progress, rendering, files)
+            live = _Live(run, shell, progress, recorder, rendering, files)
             if body.store:  # `store: false` keeps nothing, not even for retrieval while it runs
                 self._remember(live)
             headers = {"x-hermes-run-id": run.id}
             if session_id is not None:
                 headers["x-hermes-session-id"] = session_name or session_id
             history = list(agent_request.history)
-            return _Begun(run, shell, progress, recorder, headers, history, rendering)
+            return _Begun(run, shell, progress, recorder, headers, history, rendering, files)
 
     async def _previous(
         self, body: ResponseCreateRequest, principal: Principal
@@ -356,9 +371,10 @@ class ResponsesServing:
         principal: Principal,
         progress: Progress,
         remote: RemoteMcpTools | None,
+        files: FileAnnouncer | None,
     ) -> asyncio.Task[dict[str, Any]]:
         store = self.services.store if body.store else None
-        view = ResponsesView(shell, progress=progress, remote_mcp=remote)
+        view = ResponsesView(shell, progress=progress, remote_mcp=remote, files=files)
         request_record = {
             "input_items": body.input_items(),
             "body": body.model_dump(mode="json", exclude={"input"}),
@@ -506,7 +522,9 @@ class ResponsesServing:
         if stream:
             return await self._replay(response_id, principal, live, starting_after)
         if live is not None:
-            view = ResponsesView(live.shell, progress=live.progress, remote_mcp=live.remote)
+            view = ResponsesView(
+                live.shell, progress=live.progress, remote_mcp=live.remote, files=live.files
+            )
             for event in list(live.run.events):
                 view.handle(event)
             return FastJSONResponse(view.response)
@@ -519,7 +537,9 @@ class ResponsesServing:
         the store (its request) and its run's logged events, while the run is remembered."""
         if live is not None:
             run, recorder = live.run, live.recorder
-            view = ResponsesView(live.shell, progress=live.progress, remote_mcp=live.remote)
+            view = ResponsesView(
+                live.shell, progress=live.progress, remote_mcp=live.remote, files=live.files
+            )
             frames = self._frames(
                 run, view, lambda: asyncio.shield(recorder), leave_running=True,
                 starting_after=starting_after,
@@ -676,6 +696,7 @@ class _Begun:
     history: list[Message]
     """The history the run started from (its transcript before its own messages)."""
     remote: RemoteMcpTools | None
+    files: FileAnnouncer | None = None
 
 
 MAX_UNSTORED = 64

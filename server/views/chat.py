@@ -54,6 +54,7 @@ from server.views.chat_wire import (
     ToolCallDelta,
 )
 from server.views.citations import SourceList
+from server.views.file_citations import FileAnnouncer
 from server.views.progress import (
     UNFINISHED_TOOL_OUTPUT,
     approval_line,
@@ -138,6 +139,8 @@ class ChatStreamView:
     client_tool_names: frozenset[str] = frozenset()
     """Tools the client declared (Open WebUI sends its own with every request): a server
     tool's card by the same name would be taken for the client's, so it is renamed."""
+    files: FileAnnouncer | None = None
+    """How the answer announces the files the run made; None: it has no lasting workspace."""
     _open_cards: dict[str, str] = field(default_factory=dict)
     """Open WebUI tool cards shown as running: call id → tool name."""
     _status_shown: bool = False
@@ -238,24 +241,39 @@ class ChatStreamView:
         # WebUI shows them as chips at once. Search hits wait until the answer cites them.
         return [_source_frame(s.url, s.title, s.snippet) for s in new]
 
-    def _citations(self) -> list[ChatFrame]:
-        """The answer's citations: ``delta.annotations``, or in Open WebUI mode a source chip
-        for each cited page not already shown."""
-        if not self._sources:
-            return []
-        citations = self._sources.cite("".join(self._text))
+    def _citations(self, end: RunFinished) -> list[ChatFrame]:
+        """The answer's citations: ``delta.annotations`` (pages and files), or in Open WebUI
+        mode the files as Markdown and a source chip for each cited page not already shown."""
         if not self.openwebui:
-            if not citations:
-                return []
-            return [self.chunk({"annotations": [c.chat_annotation() for c in citations]})]
+            text = "".join(self._text)
+            annotations = [c.chat_annotation() for c in self._sources.cite(text)]
+            annotations += self._files_cited(end)
+            return [self.chunk({"annotations": annotations})] if annotations else []
+        frames = self._files_shown(end)
+        if not self._sources:
+            return frames
         shown = set()
-        frames: list[ChatFrame] = []
-        for citation in citations:
+        for citation in self._sources.cite("".join(self._text)):
             if self._sources.was_read(citation.url) or citation.url in shown:
                 continue
             shown.add(citation.url)
             frames.append(_source_frame(citation.url, citation.title, ""))
         return frames
+
+    def _files_cited(self, end: RunFinished) -> list[dict[str, Any]]:
+        if self.files is None or not end.files:
+            return []
+        return self.files.chat_annotations("".join(self._text), end.files)
+
+    def _files_shown(self, end: RunFinished) -> list[ChatFrame]:
+        """Open WebUI: the files as Markdown at the end of the answer (images inline)."""
+        if self.files is None or not end.files:
+            return []
+        shown = self.files.markdown(end.files, after="".join(self._text))
+        if not shown:
+            return []
+        self._text.append(shown)
+        return [self.chunk({"content": shown})]
 
     def _subagent(self, event: SubagentEvent) -> list[ChatFrame]:
         inner = event.event
@@ -305,7 +323,7 @@ class ChatStreamView:
         if event.exit_reason is ExitReason.FAILED:
             frames.append({"error": run_failed(event.error)})
             return frames
-        frames += self._citations()
+        frames += self._citations(event)
         if event.refusal:
             frames.append(self.chunk({"refusal": event.refusal}))
         final = self.chunk({}, finish_reason_for(event.exit_reason))
@@ -378,6 +396,8 @@ class ChatCompletionBuilder:
     completion_id: str
     model: str
     created: int
+    files: FileAnnouncer | None = None
+    """How the answer announces the files the run made (see :class:`ChatStreamView`)."""
     _text: list[str] = field(default_factory=list)
     _reasoning: list[str] = field(default_factory=list)
     _client_calls: list[ToolCall] = field(default_factory=list)
@@ -398,11 +418,17 @@ class ChatCompletionBuilder:
     def build(self, end: RunFinished) -> ChatCompletion:
         # The text a stream of the run shows, every step's: the same answer either way.
         text = "".join(self._text) or end.final_text
+        annotations = [c.chat_annotation() for c in self._sources.cite(text or "")]
+        if self.files is not None and end.files:
+            if self.files.openwebui:
+                text += self.files.markdown(end.files, after=text)
+            else:
+                annotations += self.files.chat_annotations(text, end.files)
         message: CompletionMessage = {
             "role": "assistant",
             "content": text if text or not (self._client_calls or end.refusal) else None,
             "refusal": end.refusal,
-            "annotations": [c.chat_annotation() for c in self._sources.cite(text or "")],
+            "annotations": annotations,
         }
         if self._reasoning:
             message["reasoning_content"] = "".join(self._reasoning)

@@ -53,11 +53,13 @@ from hermes_core.events import (
     ToolOutcome,
     ToolProgress,
     ToolStarted,
+    WorkspaceFile,
 )
 from hermes_core.usage import Usage
 from server.errors import ErrorBody, run_failed
 from server.views.chat import hermes_summary
 from server.views.citations import SourceList
+from server.views.file_citations import FileAnnouncer
 from server.views.progress import (
     UNFINISHED_TOOL_OUTPUT,
     approval_line,
@@ -111,8 +113,12 @@ class ResponsesView:
         progress: Progress = "reasoning",
         completed_at: int | None = None,
         remote_mcp: RemoteMcpTools | None = None,
+        files: FileAnnouncer | None = None,
     ) -> None:
         self._response: dict[str, Any] = copy.deepcopy(shell)
+        self._files = files
+        self._made: list[WorkspaceFile] = []
+        """The files the run made, once it has ended: the last message part cites them."""
         self._progress = progress
         self.completed_at = completed_at
         """Used by the ending when set (a replay, or the recorder's value); else the clock."""
@@ -283,7 +289,8 @@ class ResponsesView:
         return []
 
     def _finished(self, end: RunFinished) -> list[Frame]:
-        frames = self._close_item()
+        frames = self._files_made(end)
+        frames += self._close_item()
         for call_id in list(self._mcp_calls):
             # A call the run ended during (a stop): it never finished.
             frames += self._mcp_close(call_id, status="incomplete", output=None)
@@ -385,10 +392,30 @@ class ResponsesView:
         return [*self._close_part(open_item), self._item_done(open_item.index)]
 
     def _close_part(self, open_item: OpenItem) -> list[Frame]:
-        if open_item.kind is not MESSAGE or not self._sources or open_item.part is None:
+        cites_files = bool(self._made) and self._files is not None and not self._files.openwebui
+        if open_item.kind is not MESSAGE or open_item.part is None:
             return open_item.close_part()
-        citations = self._sources.cite(open_item.part["text"])
-        return open_item.close_part([c.responses_annotation() for c in citations])
+        if not (self._sources or cites_files):
+            return open_item.close_part()
+        text = open_item.part["text"]
+        annotations = [c.responses_annotation() for c in self._sources.cite(text)]
+        if cites_files and self._files is not None:
+            annotations += self._files.responses_annotations(text, self._made)
+        return open_item.close_part(annotations)
+
+    def _files_made(self, end: RunFinished) -> list[Frame]:
+        """Announce the files the run made: cited by the answer's last part when it closes,
+        or (Open WebUI) shown in it as Markdown."""
+        if self._files is None or not end.files or end.exit_reason is ExitReason.FAILED:
+            return []
+        self._made = list(end.files)
+        if not self._files.openwebui:
+            return []
+        open_item = self._open
+        said = ""
+        if open_item is not None and open_item.kind is MESSAGE and open_item.part is not None:
+            said = open_item.part["text"]
+        return self._streamed(MESSAGE, self._files.markdown(self._made, after=said))
 
     # --- function call items ----------------------------------------------------------------
 

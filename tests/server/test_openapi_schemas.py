@@ -34,7 +34,7 @@ from server.views.chat import ChatCompletionBuilder, ChatStreamView
 from server.views.responses import ResponsesView
 
 ENVELOPE = {"$ref": "#/components/schemas/ErrorEnvelope"}
-NEEDS_NO_KEY = {"/health", "/ready"}
+NEEDS_NO_KEY = {"/health", "/ready", "/v1/workspaces/signed/{token}/{name}"}
 RUN = "run_1"
 
 
