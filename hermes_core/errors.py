@@ -16,6 +16,8 @@ failures and do not live here.
 
 from __future__ import annotations
 
+import errno
+import sqlite3
 from enum import StrEnum
 
 
@@ -106,3 +108,33 @@ class ProviderError(HermesError):
             f"ProviderError({self.message!r}, kind={self.kind.value}, provider={self.provider!r}, "
             f"status_code={self.status_code}, retry_after={self.retry_after})"
         )
+
+
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+_SQLITE_FULL = 13
+_FULL_TEXTS = ("database or disk is full", "no space left on device", "disk quota exceeded")
+_POSTGRES_DISK_FULL = "53100"
+
+
+def disk_full(exc: BaseException | None) -> bool:
+    """``exc``, or what caused it (a driver's error wrapped by SQLAlchemy), means the disk is
+    full."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
+            return True
+        if isinstance(exc, sqlite3.Error):
+            code = getattr(exc, "sqlite_errorcode", None)
+            if code is not None and code & 0xFF == _SQLITE_FULL:
+                return True
+        if getattr(exc, "sqlstate", None) == _POSTGRES_DISK_FULL:
+            return True
+        if isinstance(exc, sqlite3.Error) or type(exc).__module__.startswith(
+            ("sqlalchemy", "asyncpg", "psycopg")
+        ):
+            text = str(exc).lower()
+            if any(full in text for full in _FULL_TEXTS):
+                return True
+        exc = getattr(exc, "orig", None) or exc.__cause__ or exc.__context__
+    return False

@@ -15,7 +15,6 @@ streams it (an error frame in the stream's own format, after the stream began): 
 
 from __future__ import annotations
 
-import errno
 import logging
 import sqlite3
 from typing import Any, TypedDict
@@ -27,6 +26,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hermes_core.errors import InvalidRequestError
+from hermes_core.errors import disk_full as storage_full
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +46,6 @@ STORAGE_FULL_MESSAGE = (
     "The server's disk is full: this request could not be recorded. Retry later; the "
     "operator has been told (the server log)."
 )
-_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
-_FULL_SQL_TEXTS = ("database or disk is full", "no space left on device")
 
 
 RUN_FAILED_STATUS = 502
@@ -132,26 +130,6 @@ def run_failed(error: str | None) -> ErrorBody:
 def run_failed_response(error: str | None, *, headers: dict[str, str]) -> JSONResponse:
     """The answer to a waiting client whose run failed before it produced any answer."""
     return JSONResponse({"error": run_failed(error)}, RUN_FAILED_STATUS, headers=headers)
-
-
-def storage_full(exc: BaseException | None) -> bool:
-    """``exc``, or what caused it (a driver's error wrapped by SQLAlchemy, an error raised
-    while handling another), means the disk is full."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
-            return True
-        if isinstance(exc, sqlite3.Error) or type(exc).__module__.startswith(
-            ("sqlalchemy", "asyncpg", "psycopg")
-        ):
-            text = str(exc).lower()
-            if any(full in text for full in _FULL_SQL_TEXTS):
-                return True
-            if getattr(exc, "sqlstate", None) == "53100":  # PostgreSQL's disk_full
-                return True
-        exc = getattr(exc, "orig", None) or exc.__cause__ or exc.__context__
-    return False
 
 
 def storage_full_response() -> JSONResponse:

@@ -9,15 +9,13 @@ durability meanwhile gets :class:`StorageFull`. Dropping such writes is what lef
 from __future__ import annotations
 
 import errno
-import sqlite3
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
-_SQLITE_FULL = 13
-_FULL_TEXTS = ("database or disk is full", "no space left on device", "disk quota exceeded")
-_POSTGRES_DISK_FULL = "53100"
+from hermes_core.errors import disk_full
+
+__all__ = ["StorageFull", "WritesHeld", "disk_full", "what_they_were"]
 
 
 class StorageFull(OSError):
@@ -42,30 +40,6 @@ class WritesHeld(Exception):
         super().__init__(f"{len(held)} writes held for lack of space")
         self.held = list(held)
         self.failures = failures
-
-
-def disk_full(exc: BaseException | None) -> bool:
-    """``exc``, or what caused it (a driver's error wrapped by SQLAlchemy), means the disk is
-    full."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
-            return True
-        if isinstance(exc, sqlite3.Error):
-            code = getattr(exc, "sqlite_errorcode", None)
-            if code is not None and code & 0xFF == _SQLITE_FULL:
-                return True
-        if getattr(exc, "sqlstate", None) == _POSTGRES_DISK_FULL:
-            return True
-        if isinstance(exc, sqlite3.Error) or type(exc).__module__.startswith(
-            ("sqlalchemy", "asyncpg")
-        ):
-            text = str(exc).lower()
-            if any(full in text for full in _FULL_TEXTS):
-                return True
-        exc = getattr(exc, "orig", None) or exc.__cause__ or exc.__context__
-    return False
 
 
 def what_they_were(statements: Sequence[Any]) -> str:
