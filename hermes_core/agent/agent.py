@@ -29,7 +29,7 @@ from hermes_core.agent.config import AgentConfig, AgentRequest
 from hermes_core.agent.emitter import Deliver, Emitter
 from hermes_core.agent.loop import RunDriver
 from hermes_core.context.hooks import ContextHooks
-from hermes_core.errors import InvalidRequestError
+from hermes_core.errors import InvalidRequestError, disk_full
 from hermes_core.events import (
     AgentEvent,
     CompressionPerformed,
@@ -240,8 +240,13 @@ class Agent:
             try:
                 await driver.drive()
             except Exception as exc:  # a bug of ours must still end the run honestly
-                log.exception("run %s: the agent loop failed", run_id)
-                driver.finish(ExitReason.FAILED, "", error=f"internal error: {type(exc).__name__}")
+                if disk_full(exc):  # not a bug: the store could not save the run's progress
+                    log.error("run %s: failed, the store's disk is full", run_id)
+                    error = "the server's disk is full: the run could not save its progress"
+                else:
+                    log.exception("run %s: the agent loop failed", run_id)
+                    error = f"internal error: {type(exc).__name__}"
+                driver.finish(ExitReason.FAILED, "", error=error)
         finally:
             self._driver = None
             self.children.clear()
