@@ -1,13 +1,17 @@
 # Two commands on a fresh machine (only Python 3.11+ needed):
 #   make serve   install into .venv and start the server on its embedded defaults
 #   make test    install into .venv and run ruff, mypy and the whole test suite
+# Both also build the sandbox's Python (.sandbox-python: pandas, matplotlib, pypdf…), which the
+# shell and code tools run and read_file extracts documents with.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 HOST ?=
 PORT ?=
+SANDBOX_PYTHON := .sandbox-python
 
-.PHONY: serve simulate test fast lint fmt typecheck unit openapi openapi-check lock clean bench
+.PHONY: serve simulate test fast lint fmt typecheck unit openapi openapi-check lock clean bench \
+	sandbox-python sandbox-python-lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +24,13 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 
 install: $(VENV)/.installed
 
-serve: install
+# Rebuilt whenever its pins change (deploy/sandbox-python/build says how).
+$(SANDBOX_PYTHON)/.installed: deploy/sandbox-python/requirements.txt deploy/sandbox-python/build
+	deploy/sandbox-python/build $(SANDBOX_PYTHON)
+
+sandbox-python: $(SANDBOX_PYTHON)/.installed
+
+serve: install sandbox-python
 	$(BIN)/hermes-server serve $(if $(HOST),--host $(HOST)) $(if $(PORT),--port $(PORT))
 
 simulate: install
@@ -39,14 +49,14 @@ fmt: install
 typecheck: install
 	$(BIN)/mypy
 
-unit: install
+unit: install sandbox-python
 	$(BIN)/pytest -q
 
 test: lint typecheck openapi-check unit
 
 # The inner loop: the tests without their PostgreSQL runs and without those that start server
 # processes (markers in pyproject.toml). `make test` is what CI runs.
-fast: install
+fast: install sandbox-python
 	$(BIN)/pytest -q -m "not slow and not postgres"
 
 openapi: install
@@ -69,5 +79,13 @@ lock:
 	.lockenv/bin/pip freeze --exclude hermes-server | grep -v '^-e' > constraints.txt
 	rm -rf .lockenv
 
+# Regenerate the sandbox Python's pins from requirements.in (run deliberately, commit the result).
+sandbox-python-lock:
+	rm -rf .lockenv && /usr/bin/python3 -m venv .lockenv
+	.lockenv/bin/pip install -q --only-binary=:all: -r deploy/sandbox-python/requirements.in
+	{ head -n 1 deploy/sandbox-python/requirements.txt; .lockenv/bin/pip freeze; } > .lockenv/pins
+	mv .lockenv/pins deploy/sandbox-python/requirements.txt
+	rm -rf .lockenv
+
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(SANDBOX_PYTHON) .mypy_cache .pytest_cache .ruff_cache

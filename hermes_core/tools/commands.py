@@ -340,7 +340,7 @@ def code_tool(
             return "Error: 'code' must be non-empty Python source."
         if len(source) > MAX_COMMAND_CHARS:
             return f"Error: the code is longer than {MAX_COMMAND_CHARS} characters."
-        argv = [python_executable(), "-c", source]
+        argv = [python_executable(policy), "-c", source]
         return await _run(argv, "code", ctx, arguments, limits, policy, held_to)
 
     return Tool(

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from hermes_core.tools.documents import DocumentUnreadable, document_kind, text_of
 from hermes_core.tools.file_pages import MAX_LINE_CHARS, clip_line, decoded, read_page
 from hermes_core.tools.file_scan import (
     Budget,
@@ -30,6 +31,7 @@ from hermes_core.tools.file_scan import (
 from hermes_core.tools.file_search import LinePattern, PatternError
 from hermes_core.tools.quota import admit_write
 from hermes_core.tools.registry import Tool, ToolContext
+from hermes_core.tools.sandbox_settings import SandboxPolicy
 from hermes_core.tools.workspace import OutsideWorkspace, Workspace
 
 __all__ = ["MAX_LINE_CHARS", "file_tools"]
@@ -47,6 +49,9 @@ MAX_WRITE_BYTES = 10 * 1024 * 1024
 MAX_EDIT_BYTES = 10 * 1024 * 1024
 """``edit_file`` reads the whole file and writes it back: larger files are refused."""
 BINARY_SNIFF = 8192
+TEXT_ENDINGS = (".csv", ".tsv")
+"""Read as text even when not UTF-8 (a spreadsheet's export): shown with U+FFFD for what is
+not, rather than refused as binary."""
 TOOL_TIMEOUT_S = 30.0
 """The executor's deadline for a file tool: a backstop well past the calls' own
 (``file_scan.DEADLINE_S``), which end them with what they found so far."""
@@ -80,10 +85,10 @@ def _errors(handler: Any) -> Any:
     """Every refusal and disk error as an ``Error: …`` result, with the workspace's path
     never shown (the model knows paths relative to it only)."""
 
-    def wrapped(arguments: dict[str, Any], ctx: ToolContext) -> str:
+    def wrapped(arguments: dict[str, Any], ctx: ToolContext, **options: Any) -> str:
         try:
-            result: str = handler(arguments, ctx)
-        except (OutsideWorkspace, PatternError) as exc:
+            result: str = handler(arguments, ctx, **options)
+        except (OutsideWorkspace, PatternError, DocumentUnreadable) as exc:
             return f"Error: {exc}"
         except ScanStopped as exc:
             return f"Error: {handler.__name__} stopped before it was done: {exc}."
@@ -119,17 +124,30 @@ def _sniffed_binary(descriptor: int) -> bool:
 
 
 @_errors
-def read_file(arguments: dict[str, Any], ctx: ToolContext) -> str:
+def read_file(
+    arguments: dict[str, Any], ctx: ToolContext, *, policy: SandboxPolicy | None = None
+) -> str:
+    """``policy``: the sandbox documents are extracted in (the default one when None)."""
     workspace = _workspace(ctx)
     relative = _text_arg(arguments, "path")
     offset = _int_arg(arguments, "offset", 1, least=1)
     limit = min(_int_arg(arguments, "limit", READ_LINES, least=1), READ_LINES)
     with _opened(workspace, relative) as descriptor:
         size = os.fstat(descriptor).st_size
-        if _sniffed_binary(descriptor):
+        kind = document_kind(relative, os.pread(descriptor, 8, 0))
+        if kind is not None:
+            # Its text, extracted in the sandbox, paged like a text file's lines.
+            text = text_of(descriptor, kind, policy=policy or SandboxPolicy()).encode()
+            size = len(text)
+            with _in_memory(text) as text_descriptor:
+                page = read_page(
+                    text_descriptor, _budget(ctx), offset, limit, room=MAX_RESULT_CHARS - 200
+                )
+        elif _sniffed_binary(descriptor) and not _text_export(relative, descriptor):
             return f"[{relative} is a binary file of {size} bytes; it is not shown as text.]"
-        # Room is left for the line saying how to read on.
-        page = read_page(descriptor, _budget(ctx), offset, limit, room=MAX_RESULT_CHARS - 200)
+        else:
+            # Room is left for the line saying how to read on.
+            page = read_page(descriptor, _budget(ctx), offset, limit, room=MAX_RESULT_CHARS - 200)
     if not page.rows:
         if page.lines_seen == 0:
             return f"[{relative} is empty.]"
@@ -147,6 +165,24 @@ def read_file(arguments: dict[str, Any], ctx: ToolContext) -> str:
             f"[… showing lines {offset}–{end} of {page.lines_seen}; read on with offset={end + 1}]"
         )
     return "\n".join(out)
+
+
+def _text_export(relative: str, descriptor: int) -> bool:
+    return relative.lower().endswith(TEXT_ENDINGS) and b"\0" not in os.pread(
+        descriptor, BINARY_SNIFF, 0
+    )
+
+
+@contextmanager
+def _in_memory(data: bytes) -> Iterator[int]:
+    """``data`` as a file descriptor (in memory, gone once closed)."""
+    descriptor = os.memfd_create("document-text")
+    try:
+        os.write(descriptor, data)  # a memfd takes it all in one write
+        os.lseek(descriptor, 0, os.SEEK_SET)
+        yield descriptor
+    finally:
+        os.close(descriptor)
 
 
 # --- write_file and edit_file ---------------------------------------------------------------------
@@ -336,17 +372,23 @@ def _path_schema(description: str) -> dict[str, Any]:
     return {"type": "string", "description": description}
 
 
-def file_tools(*, approval: str = "never") -> list[Tool]:
+def file_tools(*, approval: str = "never", policy: SandboxPolicy | None = None) -> list[Tool]:
     """The ``files`` toolset. Its paths cannot leave the workspace, so no call is *dangerous*;
-    with the ``always`` approval policy, the calls that change files ask first."""
+    with the ``always`` approval policy, the calls that change files ask first. ``read_file``
+    extracts documents' text in the sandbox ``policy`` describes."""
+
+    def read(arguments: dict[str, Any], ctx: ToolContext) -> str:
+        return str(read_file(arguments, ctx, policy=policy))
+
     path = _path_schema("A path relative to the workspace, e.g. 'src/app.py'.")
     ask = (lambda arguments: "it changes a file") if approval == "always" else None
     tools = [
         Tool(
             name="read_file",
             description=(
-                "Read a text file of the workspace, with line numbers. Long files come in pages: "
-                "use offset (first line, from 1) and limit (lines)."
+                "Read a text file of the workspace, with line numbers; PDF, DOCX, XLSX and PPTX "
+                "files as their text, with page, sheet and slide markers. Long files come in "
+                "pages: use offset (first line, from 1) and limit (lines)."
             ),
             parameters={
                 "type": "object",
@@ -357,7 +399,7 @@ def file_tools(*, approval: str = "never") -> list[Tool]:
                 },
                 "required": ["path"],
             },
-            handler=read_file,
+            handler=read,
             timeout=TOOL_TIMEOUT_S,
             max_result_chars=MAX_RESULT_CHARS,
         ),

@@ -34,7 +34,8 @@ from pathlib import Path
 from hermes_core.tools import sandbox_launch
 from hermes_core.tools.egress import sandbox_network
 from hermes_core.tools.sandbox_identity import adopt
-from hermes_core.tools.sandbox_launch import WORKDIR, python_executable
+from hermes_core.tools.sandbox_launch import WORKDIR
+from hermes_core.tools.sandbox_python import python_executable
 from hermes_core.tools.sandbox_settings import SandboxLimits, SandboxPolicy
 from hermes_core.tools.workspace import Workspace
 
@@ -102,9 +103,11 @@ async def run_command(
     policy: SandboxPolicy,
     on_output: Callable[[str], None] | None = None,
     wall_seconds: float | None = None,
+    inherit_fds: tuple[int, ...] = (),
 ) -> CommandResult:
     """Run ``argv`` in the sandbox in ``workspace``; ``on_output`` gets new output now and then
-    while it runs. Cancelling the caller kills the command and everything it started."""
+    while it runs; ``inherit_fds`` reach it open. Cancelling the caller kills the command and
+    everything it started."""
     workspace = Workspace(workspace).ensure()
     await asyncio.to_thread(adopt, workspace)
     wall = min(wall_seconds or limits.timeout_seconds, limits.timeout_seconds)
@@ -113,7 +116,12 @@ async def run_command(
     if policy.network and policy.egress is not None and not policy.unsandboxed:
         network = await sandbox_network(policy.egress)
     launch = sandbox_launch.prepare(
-        argv, workspace=workspace, limits=limits, policy=policy, network=network
+        argv,
+        workspace=workspace,
+        limits=limits,
+        policy=policy,
+        network=network,
+        inherit_fds=inherit_fds,
     )
     try:
         process = await asyncio.create_subprocess_exec(

@@ -11,6 +11,9 @@ From the outside in::
 bubblewrap reads its options from a pipe (``--args``): inside the sandbox, ``/proc/1/cmdline``
 (bubblewrap's own) then shows no host path — not the data directory, not the workspace's
 place. The seccomp filter reaches it through a second pipe.
+
+Commands' Python is the sandbox's data environment (:mod:`.sandbox_python`), mounted read-only
+at its own path with its ``bin`` first on ``PATH``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +28,12 @@ from hermes_core.tools import isolation, seccomp
 from hermes_core.tools.cgroups import CgroupLimits, SandboxCgroup
 from hermes_core.tools.egress.network import SandboxNetwork
 from hermes_core.tools.sandbox_identity import per_workspace_users, sandbox_uid
+from hermes_core.tools.sandbox_python import (
+    PythonEnvironment,
+    python_directories,
+    python_environment,
+    system_python,
+)
 from hermes_core.tools.sandbox_settings import SandboxLimits, SandboxPolicy
 
 log = logging.getLogger(__name__)
@@ -80,19 +88,21 @@ def prepare(
     limits: SandboxLimits,
     policy: SandboxPolicy,
     network: SandboxNetwork | None = None,
+    inherit_fds: tuple[int, ...] = (),
 ) -> Launch:
     """How to start ``argv`` in ``workspace`` under ``limits`` and ``policy``; with
-    ``network``, its only way out is the egress proxy (``tools/egress``)."""
+    ``network``, its only way out is the egress proxy (``tools/egress``). ``inherit_fds``
+    reach the command open (e.g. a document to read, with no path to it inside)."""
     launch = Launch(argv=[])
     try:
         outer = _rlimits(limits)
         if not policy.unsandboxed:
             outer += _bubblewrap(launch, limits, policy, workspace, network)
         if network is not None:
-            argv = network.wrap(argv, python_executable())  # the bridge first, then argv
+            argv = network.wrap(argv, system_python())  # the bridge first, then argv
         inner = _drop_to_workspace_user(workspace)
         launch.argv = [*_join_cgroup(launch, limits), *outer, *inner, *argv]
-        launch.pass_fds = tuple(launch._fds)
+        launch.pass_fds = (*launch._fds, *inherit_fds)
     except BaseException:
         launch.close()
         raise
@@ -161,9 +171,8 @@ def _bubblewrap(
             options += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             options += ["--ro-bind", path, path]
-    interpreter = Path(python_executable()).parent.parent
-    if not any(interpreter.is_relative_to(p) for p in _SYSTEM):
-        options += ["--ro-bind", str(interpreter), str(interpreter)]  # the `code` tool's Python
+    environment = python_environment(policy.python)
+    options += _python_mounts(environment)
     options += ["--dev", "/dev", "--proc", "/proc"]
     options += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
     options += ["--bind", str(workspace), WORKDIR, "--chdir", WORKDIR]
@@ -182,10 +191,11 @@ def _bubblewrap(
         options += ["--perms", "0755", "--dir", "/run"]
         options += network.bwrap_args
     options += ["--die-with-parent", "--new-session", "--clearenv"]
+    search = PATH if environment is None else f"{environment.root}/bin:{PATH}"
     options += [
         "--setenv",
         "PATH",
-        PATH,
+        search,
         "--setenv",
         "HOME",
         WORKDIR,
@@ -194,6 +204,8 @@ def _bubblewrap(
         "C.UTF-8",
     ]
     options += ["--setenv", "MPLCONFIGDIR", "/tmp", "--setenv", "TMPDIR", "/tmp"]
+    # No display and no writable home: matplotlib must draw to files from the first figure.
+    options += ["--setenv", "MPLBACKEND", "Agg"]
     for name, value in (network.env if network is not None else {}).items():
         options += ["--setenv", name, value]  # after --clearenv, which would drop them
     if seccomp.supported():
@@ -203,9 +215,17 @@ def _bubblewrap(
     return ["bwrap", "--args", str(launch._fds[-1]), "--"]
 
 
-def python_executable() -> str:
-    """The interpreter the ``code`` tool runs in the sandbox: the system's, else the server's."""
-    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
-        if os.access(candidate, os.X_OK):
-            return candidate
-    return str(Path(sys.base_prefix) / "bin" / "python3")
+def _python_mounts(environment: PythonEnvironment | None) -> list[str]:
+    """Options showing commands' Python read-only, where the system's mounts do not already."""
+    options: list[str] = []
+    made: set[Path] = set()
+    for directory in python_directories(environment):
+        if any(Path(directory).is_relative_to(p) for p in _SYSTEM):
+            continue
+        # bubblewrap would make the parents readable by root alone: not by the command.
+        for parent in reversed(Path(directory).parents[:-1]):
+            if parent not in made:
+                made.add(parent)
+                options += ["--perms", "0755", "--dir", str(parent)]
+        options += ["--ro-bind", directory, directory]
+    return options

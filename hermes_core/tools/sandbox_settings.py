@@ -5,6 +5,7 @@ plain settings, shared by the sandbox (``sandbox.py``) and its command line
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from hermes_core.tools.egress.policy import EgressPolicy
 
@@ -40,3 +41,6 @@ class SandboxPolicy:
     egress: EgressPolicy | None = None
     """With ``network``: where the command may connect, through the egress proxy
     (``tools/egress``); the sandbox keeps its own network namespace then."""
+    python: Path | None = None
+    """The Python environment commands run (mounted read-only); None: the default one
+    (``sandbox_launch.python_environment``)."""

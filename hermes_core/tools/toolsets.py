@@ -82,7 +82,10 @@ def sandbox_missing() -> str | None:
 
 
 def _files(toolset: Toolset, options: ToolsetOptions) -> list[Tool]:
-    tools = [*file_tools(approval=options.approval(toolset)), view_image_tool()]
+    tools = [
+        *file_tools(approval=options.approval(toolset), policy=options.policy),
+        view_image_tool(),
+    ]
     # write_file and edit_file check the quota before they write (tools/quota.py).
     return [dataclasses.replace(t, handler=bound_to(t.handler, options.quota)) for t in tools]
 

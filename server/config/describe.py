@@ -14,6 +14,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from hermes_core.providers.config import ProviderConfig
 from hermes_core.tools.isolation import isolation
+from hermes_core.tools.sandbox_python import environment_contents
+from hermes_core.tools.sandbox_settings import SandboxPolicy
 from hermes_core.tools.toolsets import TOOLSETS, build_toolsets
 from server.config.schema import (
     SIMULATOR_PROVIDER,
@@ -247,6 +249,21 @@ def _tool_rows(profile: ProfileConfig) -> list[str]:
             )
         )
         rows.append(_row("isolation", isolation().summary(), indent=4))
+    if {"shell", "code", "files"} & set(built.active):
+        rows += _python_rows(options.policy)
+    return rows
+
+
+def _python_rows(policy: SandboxPolicy) -> list[str]:
+    """What Python commands (and read_file's document extraction) get in the sandbox."""
+    contents = environment_contents(policy)
+    version = f" (Python {contents.version})" if contents.version else ""
+    rows = [_row("python", f"{contents.executable}{version}", indent=4)]
+    if contents.problem:
+        rows.append(_row("  environment", contents.problem, indent=4))
+    if contents.packages:
+        listed = ", ".join(f"{name} {version}" for name, version in contents.packages)
+        rows.append(_row("  packages", listed, indent=4))
     return rows
 
 

@@ -313,6 +313,10 @@ class SandboxSettings(_Model):
     """CPU of one command's sandbox, in cores (cgroups only)."""
     tmp_mb: int = Field(default=256, ge=1)
     """Size of the sandbox's ``/tmp`` (memory: it counts towards ``sandbox_memory_mb``)."""
+    python: str | None = Field(default=None, pattern=r"^/")
+    """The Python environment directory commands run (a venv or a prefix with
+    ``bin/python3``, mounted read-only; every file must be readable by all). None: the one
+    ``make`` builds (``.sandbox-python``) or the image ships (``/opt/sandbox-python``)."""
     unsafe_no_sandbox: bool = False
     """Run commands WITHOUT bubblewrap (the limits still apply): they can then read and write
     whatever the server's user can. Only for a server that is itself a throwaway sandbox."""
@@ -354,7 +358,10 @@ class SandboxSettings(_Model):
                 addresses or AddressPolicy(),
             )
         return SandboxPolicy(
-            network=self.network is not False, unsandboxed=self.unsafe_no_sandbox, egress=egress
+            network=self.network is not False,
+            unsandboxed=self.unsafe_no_sandbox,
+            egress=egress,
+            python=Path(self.python) if self.python else None,
         )
 
 
