@@ -12,6 +12,10 @@ WORKDIR /app
 RUN apt-get update \
     && apt-get install -y --no-install-recommends bubblewrap \
     && rm -rf /var/lib/apt/lists/*
+# The sandbox's data-and-documents Python (pandas, matplotlib, pypdf…: what commands, the code
+# tool and read_file's document extraction run), from its pins, read-only for every sandbox.
+COPY deploy/sandbox-python ./deploy/sandbox-python
+RUN deploy/sandbox-python/build /opt/sandbox-python
 # Dependencies first, from the lock, so code changes do not re-resolve them.
 COPY constraints.txt pyproject.toml README.md ./
 COPY server ./server
