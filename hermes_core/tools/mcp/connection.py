@@ -134,6 +134,11 @@ class McpConnection:
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._supervise(), name=f"mcp:{self.spec.name}")
+            # Runs wait for the first attempt for no longer than the connect timeout, even if
+            # the attempt itself never ends (a stdio server that never answers can leave the
+            # SDK's client stuck until the process exits): later runs do not wait at all.
+            loop = asyncio.get_running_loop()
+            loop.call_later(self.spec.connect_timeout_seconds, self._settled.set)
 
     async def stop(self) -> None:
         self._stopping = True
