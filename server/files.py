@@ -9,7 +9,7 @@ or carry it inline (``file_data``, base64). For a profile with a workspace, the 
 into the conversation's workspace and the part becomes a line telling the model where it is;
 a file already copied there (the same upload, or the same inline bytes, in a later turn's
 resent history) is not copied again, so what the agent made of it is not overwritten.
-Without a workspace, the part becomes a note that the file cannot be read.
+Without a workspace, the model is given the file itself (``server/file_reading.py``).
 """
 
 from __future__ import annotations
@@ -202,11 +202,11 @@ def inline_bytes(part: dict[str, Any]) -> bytes:
         raise APIError(400, "A file part's file_data is not valid base64.") from exc
 
 
-def unreadable_note(part: dict[str, Any]) -> str:
-    """What the model reads of a file when it has no workspace to read it in."""
+def unreadable_note(part: dict[str, Any], why: str) -> str:
+    """What the model reads of a file it cannot be given, and ``why``."""
     name = clean_filename(part.get("filename") if isinstance(part.get("filename"), str) else None)
     reference = part.get("file_id") or "inline data"
-    return f"[The user attached {name} ({reference}); this agent has no tools to read files.]"
+    return f"[The user attached {name} ({reference}); it could not be read here: {why}.]"
 
 
 def _copy_capped(source: BinaryIO, target: Path, limit: int) -> int | None:

@@ -166,6 +166,7 @@ def main(argv: list[str]) -> int:
     warnings.simplefilter("ignore")
     logging.disable(logging.CRITICAL)
     source = os.fdopen(descriptor, "rb", closefd=False)
+    source.seek(0)  # the descriptor's offset is shared with whoever opened it
     out = Text(limit)
     try:
         if kind != "pdf":

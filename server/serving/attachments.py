@@ -6,7 +6,9 @@ Uploaded images a Responses ``input_image`` names by ``file_id`` are inlined as 
 Chat ``file`` content parts (and Responses ``input_file`` parts, which the Responses input
 reader turns into the same shape) are copied into the run's workspace, each part replaced by
 a line telling the model where the file is (see :mod:`server.files`). A profile without a
-workspace gets a note instead: its agent has no tool to read a file with.
+workspace has no tool to read a file with, so the model is given the file itself: a
+document's text, an image, a text file's text (see :mod:`server.file_reading`). Either way,
+a ``file_id`` that is not one of the key's uploads is a 404 before the run starts.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from hermes_core.agent import AgentRequest
 from hermes_core.messages import Message
 from server.auth import Principal
 from server.errors import APIError
-from server.files import FileVault, image_data_url, into_workspace, unreadable_note
+from server.file_reading import file_for_model
+from server.files import image_data_url, into_workspace
 from server.services import Services
 
 _FILE_PARTS = ("file", "image_file")
@@ -53,15 +56,14 @@ async def with_files(
                 file = part.get("file")
                 if not isinstance(file, dict):
                     raise APIError(400, "A file part needs a 'file' object.", param="messages")
-                parts.append({"type": "text", "text": await _text(vault, file)})
+                if workspace is None:
+                    parts.append(await file_for_model(vault, principal.name, file))
+                else:
+                    text = await into_workspace(vault, principal.name, file, workspace)
+                    parts.append({"type": "text", "text": text})
             else:
                 parts.append(part)
         return parts
-
-    async def _text(vault: FileVault | None, file: dict[str, Any]) -> str:
-        if workspace is None:
-            return unreadable_note(file)
-        return await into_workspace(vault, principal.name, file, workspace)
 
     history: list[Message] = []
     for message in request.history:
