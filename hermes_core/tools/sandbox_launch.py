@@ -171,10 +171,10 @@ def _bubblewrap(
             options += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             options += ["--ro-bind", path, path]
-    environment = python_environment(policy.python)
-    options += _python_mounts(environment)
     options += ["--dev", "/dev", "--proc", "/proc"]
     options += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+    environment = python_environment(policy.python)
+    options += _python_mounts(environment)  # after /tmp's tmpfs, which would hide one there
     options += ["--bind", str(workspace), WORKDIR, "--chdir", WORKDIR]
     # Root needs no user namespace (one would not map the workspace's user); anyone else
     # needs one to make the others.
