@@ -63,7 +63,12 @@ async def file_for_model(
         kind = document_kind(name, head)
         if kind is not None:
             try:
-                text = await extract_text(descriptor, kind, policy=policy or SandboxPolicy())
+                text = await extract_text(
+                    descriptor,
+                    kind,
+                    policy=policy or SandboxPolicy(),
+                    reuse=not isinstance(source, bytes),
+                )
             except DocumentUnreadable as exc:
                 return _text_part(unreadable_note({**part, "filename": name}, str(exc)))
             return _text_part(_shown(name, reference, text))

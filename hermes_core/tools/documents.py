@@ -73,6 +73,8 @@ def _script() -> str:
     return _SCRIPT.read_text()
 
 
+_recent: collections.OrderedDict[tuple[object, ...], str] = collections.OrderedDict()
+_recent_lock = threading.Lock()
 _sandbox_probe: list[str | None] = []
 _probe_lock = threading.Lock()
 
@@ -91,9 +93,29 @@ async def extract_text(
     *,
     policy: SandboxPolicy,
     limits: SandboxLimits = DOCUMENT_LIMITS,
+    reuse: bool = True,
 ) -> str:
     """The text of the ``kind`` document open at ``descriptor`` (read-only), extracted in the
-    sandbox under ``limits``; :class:`DocumentUnreadable` when it cannot be."""
+    sandbox under ``limits``; :class:`DocumentUnreadable` when it cannot be. With ``reuse``, a
+    recent extraction of the same unchanged file is reused (paging through it, a resent
+    history); not for a file in memory, whose inode says nothing once it is gone."""
+    if not reuse:
+        return await _extract(descriptor, kind, policy, limits)
+    info = os.fstat(descriptor)
+    key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, kind, policy.python, limits)
+    with _recent_lock:
+        if key in _recent:
+            _recent.move_to_end(key)
+            return _recent[key]
+    text = await _extract(descriptor, kind, policy, limits)
+    with _recent_lock:
+        _recent[key] = text
+        while len(_recent) > _CACHED:
+            _recent.popitem(last=False)
+    return text
+
+
+async def _extract(descriptor: int, kind: str, policy: SandboxPolicy, limits: SandboxLimits) -> str:
     if not policy.unsandboxed:
         missing = await asyncio.to_thread(_sandbox_missing)
         if missing is not None:
@@ -130,22 +152,6 @@ async def extract_text(
     return output
 
 
-_recent: collections.OrderedDict[tuple[object, ...], str] = collections.OrderedDict()
-_recent_lock = threading.Lock()
-
-
 def text_of(descriptor: int, kind: str, *, policy: SandboxPolicy) -> str:
-    """:func:`extract_text` from a worker thread (the file tools'), reusing a recent extraction
-    of the same unchanged file."""
-    info = os.fstat(descriptor)
-    key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, kind, policy.python)
-    with _recent_lock:
-        if key in _recent:
-            _recent.move_to_end(key)
-            return _recent[key]
-    text = asyncio.run(extract_text(descriptor, kind, policy=policy))
-    with _recent_lock:
-        _recent[key] = text
-        while len(_recent) > _CACHED:
-            _recent.popitem(last=False)
-    return text
+    """:func:`extract_text` from a worker thread (the file tools')."""
+    return asyncio.run(extract_text(descriptor, kind, policy=policy))
