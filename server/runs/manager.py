@@ -20,9 +20,10 @@ from enum import StrEnum
 from typing import Protocol
 
 from hermes_core.agent import AgentRequest
+from hermes_core.errors import disk_full
 from hermes_core.events import AgentEvent, ExitReason, InterruptSource, RunFinished
 from hermes_core.usage import Usage
-from server.errors import RunLimitExceeded, ServerDraining, storage_full
+from server.errors import RunLimitExceeded, ServerDraining
 
 log = logging.getLogger(__name__)
 
@@ -339,7 +340,7 @@ class RunManager:
                 try:
                     await self.settle()
                 except Exception as exc:
-                    if not storage_full(exc):
+                    if not disk_full(exc):
                         log.exception("settling run %s failed", run.id)
                     else:  # the run is over all the same; its record waits for space, queued
                         log.error("run %s ended while the disk is full: its record waits", run.id)
