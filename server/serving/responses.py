@@ -382,6 +382,10 @@ class ResponsesServing:
         }
         if remote is not None:
             request_record["remote_mcp"] = remote.record()
+        if files is not None and not files.openwebui:
+            # A replay from the store cites the same container (Open WebUI's links, signed
+            # for a time, are not made again).
+            request_record["files_container"] = files.container_id
 
         def save(response: dict[str, Any]) -> None:
             if store is None:
@@ -571,6 +575,7 @@ class ResponsesServing:
             shell,
             progress=stored.request.get("progress", "reasoning"),
             remote_mcp=RemoteMcpTools.from_record(stored.request.get("remote_mcp")),
+            files=_announcer_of(stored.request.get("files_container")),
         )
 
         async def final() -> dict[str, Any]:
@@ -723,6 +728,11 @@ def _not_found(response_id: str) -> APIError:
         404, f"Response with id '{response_id}' not found.", param="response_id",
         code="response_not_found",
     )  # fmt: skip
+
+
+def _announcer_of(container: Any) -> FileAnnouncer | None:
+    """How a stored response cited its files, for a replay of its stream."""
+    return FileAnnouncer(container) if isinstance(container, str) else None
 
 
 def _progress(request: HTTPConnection, profile: Profile) -> Progress:

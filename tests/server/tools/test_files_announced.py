@@ -99,6 +99,24 @@ async def test_a_responses_answer_cites_the_chart_and_the_sdk_downloads_it(
     assert chart.container_id in [c.id async for c in openai.containers.list()]
 
 
+async def test_a_responses_stream_replayed_from_the_store_cites_the_same_files(
+    tool_server: ToolServer, simulator: SimulatorServer, openai: AsyncOpenAI
+) -> None:
+    _script_chart(simulator)
+    response = await openai.responses.create(model=MODEL, input="Plot it.")
+    cited = _files_cited(_answer_text(response))
+
+    replayed = await openai.responses.retrieve(response.id, stream=True)
+    annotations = [
+        event.annotation
+        async for event in replayed
+        if event.type == "response.output_text.annotation.added"
+    ]
+
+    # The stream's annotation is the SDK's loosely typed object: read it by name.
+    assert [getattr(a, "file_id", None) for a in annotations] == [c.file_id for c in cited.values()]
+
+
 async def test_another_keys_container_id_is_not_found(
     tool_server: ToolServer, simulator: SimulatorServer, openai: AsyncOpenAI
 ) -> None:
