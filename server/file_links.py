@@ -118,8 +118,10 @@ class LinkSigner:
         except FileNotFoundError:
             pass
         secret_path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = secret_path.with_name(f".{secret_path.name}.{os.getpid()}.tmp")
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # A name of its own (threads share a pid), and never an existing file: a file once
+        # linked into place is never opened for writing again.
+        temporary = secret_path.with_name(f".{secret_path.name}.{secrets.token_hex(8)}.tmp")
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "w") as handle:
             handle.write(secrets.token_hex(32))
         try:

@@ -244,6 +244,8 @@ class Services:
         for profile in self.profiles:
             if profile.mcp is not None:
                 profile.mcp.start()
+        # The file-link secret is made on the first start, not by the first answer's link.
+        await asyncio.to_thread(self.file_links.signer)
         if self.database_url is None or self.store is not None:
             return
         db_url = self.database_url

@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import secrets
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -82,7 +83,7 @@ def _remember(root: Path, conversation: str) -> None:
     if record.exists():
         return
     record.parent.mkdir(parents=True, exist_ok=True)
-    temporary = record.with_name(f".{record.name}.{os.getpid()}.tmp")
+    temporary = record.with_name(f".{record.name}.{secrets.token_hex(8)}.tmp")
     temporary.write_text(json.dumps({"name": conversation, "created_at": int(time.time())}))
     os.replace(temporary, record)
 

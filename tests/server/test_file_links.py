@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from server.file_links import (
+    FileLinks,
+    FileLinkSettings,
     LinkRefused,
     LinkSigner,
     LinkTarget,
@@ -92,3 +94,9 @@ def test_replicas_starting_together_share_one_secret(tmp_path: Path) -> None:
     assert all(signer.check(token, now=0) == TARGET for signer in signers)
     assert secret_path(tmp_path).stat().st_mode & 0o077 == 0
     assert [p.name for p in tmp_path.iterdir()] == [secret_path(tmp_path).name]
+
+
+def test_links_use_the_public_url_when_one_is_set() -> None:
+    assert FileLinks().base_url("http://10.0.0.5:8000/") == "http://10.0.0.5:8000"
+    public = FileLinks(FileLinkSettings(public_url="https://hermes.example.com/api/"))
+    assert public.base_url("http://10.0.0.5:8000/") == "https://hermes.example.com/api"
