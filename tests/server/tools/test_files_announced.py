@@ -16,7 +16,14 @@ from openai import AsyncOpenAI, NotFoundError
 from openai.types.responses import Response, ResponseOutputMessage, ResponseOutputText
 from openai.types.responses.response_output_text import AnnotationContainerFileCitation
 
-from server.file_links import LinkSigner, LinkTarget, secret_path, signed_url
+from server.file_links import (
+    LinkSigner,
+    LinkTarget,
+    container_id,
+    file_id,
+    secret_path,
+    signed_url,
+)
 from server.simulator import SimulatorServer
 from tests.server.served import sdk_client
 from tests.server.tools.conftest import (
@@ -239,3 +246,26 @@ async def test_an_expired_signed_link_is_refused(
     assert refused.json()["error"]["code"] == "link_expired"
     assert still.status_code == 200
     assert unquote(urlsplit(chart).path).endswith("/chart.png")
+
+
+async def test_a_deleted_container_file_is_gone_and_a_link_out_is_never_served(
+    tool_server: ToolServer, simulator: SimulatorServer, openai: AsyncOpenAI
+) -> None:
+    _script_chart(simulator)
+    await openai.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "Plot it."}],
+        extra_headers={"x-hermes-session-id": "chart-delete"},
+    )
+    workspace = tool_server.workspace("chart-delete")
+    (workspace / "secrets").symlink_to("/etc/passwd")
+    container = container_id("alice", workspace)
+
+    await openai.containers.files.delete(file_id("data.csv"), container_id=container)
+
+    assert not (workspace / "data.csv").exists()
+    for gone in ("data.csv", "secrets", "../../../../etc/passwd"):
+        with pytest.raises(NotFoundError):
+            await openai.containers.files.content.retrieve(file_id(gone), container_id=container)
+    listed = {f.path async for f in openai.containers.files.list(container)}
+    assert listed == {"chart.png"}
