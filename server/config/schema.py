@@ -156,7 +156,6 @@ class ServerConfig(_Model):
     workspace_key_mb: int = Field(default=4096, ge=1)
     """Megabytes all of one key's workspaces may hold together (each is also held to its
     profile's ``sandbox.workspace_mb``)."""
-
     public_url: str | None = Field(default=None, pattern=r"^https?://[^\s]+$")
     """The address browsers reach this server at (e.g. ``https://hermes.example.com``), for
     the signed file links answers carry; None: each request's own base URL."""

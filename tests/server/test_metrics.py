@@ -242,7 +242,7 @@ async def test_ready_names_the_profiles(http: httpx.AsyncClient) -> None:
     ready = response.json()
     # Cooldowns are the process's (other tests in this process may have left some).
     assert isinstance(ready.pop("cooling_providers"), list)
-    assert ready == {"status": "ready", "profiles": 4, "mcp_servers": []}
+    assert ready == {"status": "ready", "profiles": 4, "mcp_servers": [], "sandboxes": None}
     assert (await http.get("/health")).status_code == 200
 
 
