@@ -6,30 +6,25 @@ session id. Paths are confined to the workspace as the file tools' are."""
 from __future__ import annotations
 
 import asyncio
-import mimetypes
-import os
-import stat
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 
 from hermes_core.tools.file_scan import Budget, ScanStopped, regular_files
-from hermes_core.tools.workspace import OutsideWorkspace, Workspace
+from hermes_core.tools.workspace import Workspace
 from server.auth import Principal, require_principal
 from server.errors import APIError
 from server.openapi import BYTES, errors
 from server.protocol.schemas.files import WorkspaceFileList
+from server.routes.file_bytes import file_response, open_file
 from server.services import Services
 from server.serving.common import conversation_owner
 
 router = APIRouter(prefix="/v1/workspaces", tags=["workspaces"])
 
 MAX_LISTED = 10_000
-_CHUNK = 256 * 1024
 
 
 async def _workspace(request: Request, principal: Principal, conversation: str) -> Path:
@@ -91,41 +86,8 @@ async def download_workspace_file(
     request: Request,
     principal: Annotated[Principal, Depends(require_principal)],
 ) -> StreamingResponse:
-    """One file of the workspace (never through a symlink that leads out of it)."""
+    """One file of the workspace (never through a symlink that leads out of it; a FIFO,
+    socket or directory is a 404 without being waited on)."""
     root = await _workspace(request, principal, conversation)
-    try:
-        # A FIFO, socket or directory is refused without being waited on: a 404 like any
-        # other path that is not a file here.
-        descriptor = await asyncio.to_thread(Workspace(root).open, path, os.O_RDONLY)
-    except (OutsideWorkspace, OSError):
-        descriptor = -1
-    if descriptor < 0 or not stat.S_ISREG(os.fstat(descriptor).st_mode):
-        if descriptor >= 0:
-            os.close(descriptor)
-        raise APIError(
-            404, f"No file '{path}' in this workspace.", param="path", code="file_not_found"
-        )
-    size = os.fstat(descriptor).st_size
-    media_type = mimetypes.guess_type(path)[0] or "application/octet-stream"
-    return StreamingResponse(
-        _read(descriptor, size),
-        media_type=media_type,
-        headers={
-            "content-length": str(size),
-            "content-disposition": f"attachment; filename*=utf-8''{quote(Path(path).name)}",
-        },
-    )
-
-
-async def _read(descriptor: int, size: int) -> AsyncIterator[bytes]:
-    """The file's first ``size`` bytes (what content-length promised, should it grow)."""
-    try:
-        left = size
-        while left > 0:
-            chunk = await asyncio.to_thread(os.read, descriptor, min(_CHUNK, left))
-            if not chunk:
-                break
-            left -= len(chunk)
-            yield chunk
-    finally:
-        os.close(descriptor)
+    descriptor, info = await open_file(root, path)
+    return file_response(descriptor, info.st_size, Path(path).name)
