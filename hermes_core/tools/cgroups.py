@@ -110,15 +110,15 @@ class SandboxCgroup:
     def remove(self) -> None:
         """Remove the cgroup (after its processes are gone; killed first if some are not)."""
         for attempt in range(50):
-            left = [d for d in self.directories if d.exists()]
-            if not left:
-                return
-            for directory in left:
+            for directory in self.directories:
                 with contextlib.suppress(FileNotFoundError, OSError):
                     directory.rmdir()
+            if not any(d.exists() for d in self.directories):
+                return
+            # A process of the sandbox is still being torn down: give it a moment.
             if attempt == 10:
                 self.kill()
-            time.sleep(0.01)
+            time.sleep(0.005)
         log.warning("a sandbox cgroup could not be removed: %s", self.directories[0].name)
 
 
