@@ -20,8 +20,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from hermes_core import json_codec
+from hermes_core.persistence.committers import AsyncCommitter, SqliteCommitter
 from hermes_core.persistence.search_index import SearchIndex
-from hermes_core.persistence.writer import AsyncCommitter, SqliteCommitter, WriteBehind
+from hermes_core.persistence.writer import WriteBehind
 
 log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).with_name("migrations")

@@ -12,8 +12,9 @@ import pytest
 from sqlalchemy import func, select, text
 
 from hermes_core.persistence import Store
+from hermes_core.persistence.committers import _JobThread, grouped
 from hermes_core.persistence.sessions import MESSAGES, SESSIONS
-from hermes_core.persistence.writer import Phase, Write, WriteBehind, _JobThread, grouped
+from hermes_core.persistence.writer import Phase, Write, WriteBehind
 from hermes_core.usage import Usage
 from tests.hermes_core.persistence.helpers import assistant, stored, user
 

@@ -14,14 +14,9 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
+from hermes_core.persistence.committers import SqliteCommitter
 from hermes_core.persistence.disk_full import StorageFull, disk_full
-from hermes_core.persistence.writer import (
-    Phase,
-    SqliteCommitter,
-    Write,
-    WriteBehind,
-    WritesHeld,
-)
+from hermes_core.persistence.writer import Phase, Write, WriteBehind, WritesHeld
 
 _WRITE = text("INSERT INTO t VALUES (:x)")
 FAST_RETRY = (0.01, 0.05)
