@@ -119,10 +119,14 @@ def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
         workspace_key_mb=config.server.workspace_key_mb,
     )
     toolsets = build_toolsets(profile.tools, options)
+    vision: FallbackChain | None = None
     if profile.vision_providers and not all(p.vision for p in config.chain(profile)):
         # The main model may not see images: a vision chain looks at them for it.
-        vision = [create_provider(config.provider(name)) for name in profile.vision_providers]
-        toolsets.registry.register(vision_analyze_tool(FallbackChain(vision, retry=retry)))
+        vision = FallbackChain(
+            [create_provider(config.provider(name)) for name in profile.vision_providers],
+            retry=retry,
+        )
+        toolsets.registry.register(vision_analyze_tool(vision))
     for name, reason in toolsets.unavailable.items():
         log.warning("profile %s: toolset %s stays off: %s", profile.id, name, reason)
     if profile.sandbox.unsafe_no_sandbox and {"shell", "code"} & set(toolsets.active):
@@ -135,6 +139,7 @@ def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
         id=profile.id,
         provider=chain,
         auxiliary=auxiliary if auxiliary is not chain else None,
+        vision=vision,
         config=profile.agent_config(),
         tools=toolsets.registry,
         toolsets=toolsets.active,

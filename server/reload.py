@@ -177,8 +177,8 @@ async def _retire(profiles: list[Profile], running: list[asyncio.Task[None]]) ->
     for profile in profiles:
         if profile.mcp is not None:
             await profile.mcp.stop()
-        for provider in (profile.provider, profile.auxiliary):
-            if provider is not None and id(provider) not in closed:
+        for provider in profile.chains:
+            if id(provider) not in closed:
                 closed.add(id(provider))
                 with contextlib.suppress(Exception):
                     await provider.aclose()

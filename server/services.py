@@ -50,6 +50,10 @@ class Profile:
     auxiliary: Provider | None = None
     """The chain for side work such as summarising (context compression, ``/compact``);
     None uses ``provider``."""
+    vision: Provider | None = None
+    """The chain ``vision_analyze`` looks at images with (None: the profile has none). The
+    tool only calls it; the profile holds it so that its clients are closed with the
+    others' (see :attr:`chains`)."""
     config: AgentConfig = field(default_factory=AgentConfig)
     tools: ToolRegistry = field(default_factory=ToolRegistry)
     context: ContextHooks = field(default_factory=ContextHooks)
@@ -78,6 +82,14 @@ class Profile:
     @property
     def summariser(self) -> Provider:
         return self.auxiliary if self.auxiliary is not None else self.provider
+
+    @property
+    def chains(self) -> tuple[Provider, ...]:
+        """Every provider chain whose HTTP clients this profile holds: what closing it (at
+        shutdown, or once a reload replaced it and its runs ended) must close."""
+        return tuple(
+            chain for chain in (self.provider, self.auxiliary, self.vision) if chain is not None
+        )
 
     @property
     def chain_names(self) -> list[str]:
@@ -365,8 +377,8 @@ class Services:
                 await profile.mcp.stop()
         closed: set[int] = set()
         for profile in self.profiles:
-            for provider in (profile.provider, profile.auxiliary):
-                if provider is not None and id(provider) not in closed:
+            for provider in profile.chains:
+                if id(provider) not in closed:
                     closed.add(id(provider))
                     await provider.aclose()
 
