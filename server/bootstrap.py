@@ -10,9 +10,11 @@ from contextlib import contextmanager
 from hermes_core.context import CachingContext, CompressingContext, Compressor, PromptCacheSettings
 from hermes_core.providers import create_provider
 from hermes_core.providers.fallback import FallbackChain
+from hermes_core.tools.egress import EgressPolicy
 from hermes_core.tools.images import vision_analyze_tool
 from hermes_core.tools.isolation import configure_total
 from hermes_core.tools.mcp.toolset import McpToolset
+from hermes_core.tools.sandbox_settings import SandboxPolicy
 from hermes_core.tools.toolsets import build_toolsets
 from hermes_core.tools.web.guard import AddressPolicy
 from server.approvals import ApprovalDesk
@@ -151,7 +153,16 @@ def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
         openwebui=profile.openwebui,
         description=profile.description,
         mcp=McpToolset([s.spec() for s in profile.mcp_servers]) if profile.mcp_servers else None,
+        egress=_egress_of(options.policy),
     )
+
+
+def _egress_of(policy: SandboxPolicy) -> EgressPolicy | None:
+    """The egress policy the profile's commands would start a proxy for (the condition
+    ``tools/sandbox.py`` applies), or None when they never start one."""
+    if policy.network and not policy.unsandboxed:
+        return policy.egress
+    return None
 
 
 @contextmanager

@@ -2,7 +2,8 @@
 
 What a reload changes: API keys, profiles (their providers, toolsets, MCP servers) and the web
 settings. Runs in progress finish on the profile they started with; its provider clients and
-MCP connections are closed once those runs have ended. A new configuration that does not load
+MCP connections, and the egress proxies of sandbox network policies no profile has any more,
+are closed once those runs have ended. A new configuration that does not load
 (invalid YAML, a failed check, keys removed from a server that is not loopback-only) is refused
 with a log line naming the fault, and the running one stays. Settings of the process itself
 (``server.host``, ``port``, ``database_url``, ``redis_url``, data directories, limits) need a
@@ -21,8 +22,10 @@ import logging
 import signal
 import threading
 from collections.abc import Mapping
+from itertools import chain
 from pathlib import Path
 
+from hermes_core.tools.egress.registry import close_unused_egress_proxies
 from hermes_core.tools.web.guard import AddressPolicy
 from server.bootstrap import build_profiles, keyring_of
 from server.config import ConfigError, HermesConfig, load_config
@@ -65,6 +68,10 @@ class ConfigReloader:
         self._mtime = self._modified()
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._retiring: dict[int, list[Profile]] = {}
+        """Replaced profiles whose runs may still be going, by retirement (a run on one of
+        them may still start commands under its egress policy)."""
+        self._retirements = 0
 
     def start(self) -> None:
         """On the event loop: announce the live version, watch the file, take SIGHUP."""
@@ -145,7 +152,20 @@ class ConfigReloader:
             len(config.server.api_keys),
         )
         self.config, self.version = config, version
-        self._spawn(_retire(old, running))
+        self._spawn(self._retire(old, running))
+
+    async def _retire(self, old: list[Profile], running: list[asyncio.Task[None]]) -> None:
+        """Close what ``old`` holds once its runs have ended, then the egress proxies that
+        neither the live profiles nor those of a retirement still waiting use."""
+        self._retirements += 1
+        key = self._retirements
+        self._retiring[key] = old
+        try:
+            await _retire(old, running)
+        finally:
+            del self._retiring[key]
+        in_use = [*self.services.profiles, *chain.from_iterable(self._retiring.values())]
+        await close_unused_egress_proxies(p.egress for p in in_use if p.egress is not None)
 
     async def _watch(self) -> None:
         while True:

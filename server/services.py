@@ -20,7 +20,7 @@ from hermes_core.providers.fallback import FallbackChain
 from hermes_core.providers.retry import PROCESS_COOLDOWNS
 from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
-from hermes_core.tools.egress import close_egress_proxies
+from hermes_core.tools.egress import EgressPolicy, close_egress_proxies
 from hermes_core.tools.mcp.toolset import McpToolset
 from hermes_core.tools.registry import Tool, ToolRegistry
 from hermes_core.tools.toolsets import WORKSPACE_TOOLSETS
@@ -66,6 +66,10 @@ class Profile:
     """Toolsets the configuration asked for that cannot work here, and why."""
     mcp: McpToolset | None = None
     """The profile's MCP servers, whose tools join ``tools`` when a run starts."""
+    egress: EgressPolicy | None = None
+    """The policy its sandboxed commands reach the network under, through the process's
+    egress proxy for it (None: they have no network); a reload closes the proxies no live
+    profile's policy names any more."""
     provider_models: dict[str, str] = field(init=False)
     """Configured name → model of every provider this profile's runs may call."""
     asks_approval: bool = field(init=False)

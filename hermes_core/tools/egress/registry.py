@@ -1,7 +1,9 @@
 """The process's egress proxies: one per distinct policy, started on first use, all closed
 when the server stops.
 
-Profiles (and the profiles of a reloaded configuration) with equal policies share a proxy.
+Profiles (and the profiles of a reloaded configuration) with equal policies share a proxy. A
+reload closes the proxies of the policies no profile uses any more, once the runs on the
+replaced profiles have ended (:func:`close_unused_egress_proxies`).
 Sockets live in a private temporary directory: a Unix socket path must stay under ~100 bytes,
 which a ``data_dir`` deep in a volume may not.
 """
@@ -12,6 +14,7 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from hermes_core.tools.egress.network import SandboxNetwork
@@ -47,17 +50,30 @@ class EgressProxies:
     async def sandbox_network(self, policy: EgressPolicy) -> SandboxNetwork:
         return await self.proxy(policy).sandbox_network()
 
+    async def close_unused(self, in_use: Iterable[EgressPolicy]) -> None:
+        """Close the proxies of every policy but ``in_use``'s; a later use of a closed one's
+        policy starts a new proxy."""
+        keep = set(in_use)
+        unused = [policy for policy in self._proxies if policy not in keep]
+        await self._close([self._proxies.pop(policy) for policy in unused])
+
     async def close(self) -> None:
         proxies = list(self._proxies.values())
         self._proxies.clear()
-        running = asyncio.get_running_loop()
-        for proxy in proxies:
-            if proxy.loop is None or proxy.loop is running:
-                await proxy.close()
+        await self._close(proxies)
         if self._made_root and self._root is not None:
             with contextlib.suppress(OSError):
                 shutil.rmtree(self._root)
             self._root, self._made_root = None, False
+
+    @staticmethod
+    async def _close(proxies: list[EgressProxy]) -> None:
+        running = asyncio.get_running_loop()
+        for proxy in proxies:
+            # One started on another event loop (gone, see :meth:`proxy`) cannot be awaited
+            # here: it is only forgotten.
+            if proxy.loop is None or proxy.loop is running:
+                await proxy.close()
 
 
 _PROCESS = EgressProxies()
@@ -72,3 +88,10 @@ async def sandbox_network(policy: EgressPolicy) -> SandboxNetwork:
 async def close_egress_proxies() -> None:
     """Stop this process's proxies (when the server stops); a later use starts them anew."""
     await _PROCESS.close()
+
+
+async def close_unused_egress_proxies(in_use: Iterable[EgressPolicy]) -> None:
+    """Stop this process's proxies for policies other than ``in_use`` (those of the profiles
+    still live), after a reload: a dropped policy's proxy would otherwise run until the server
+    stops."""
+    await _PROCESS.close_unused(in_use)
