@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -33,6 +36,15 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from hermes_core.tools.web.guard import AddressPolicy, guarded_http_client
 
 log = logging.getLogger("hermes.mcp")
+
+_STOP_GRACE_SECONDS = 2.0
+"""How long :meth:`McpConnection.stop` lets the session close itself before it kills a stdio
+server's processes: the SDK's own shutdown can wait on a server that never answers."""
+_KILL_GRACE_SECONDS = 1.0
+"""Between SIGTERM and SIGKILL, and after SIGKILL for the session to notice."""
+_SPAWN_MARK = "HERMES_MCP_SPAWN"
+"""Set in a stdio server's environment, unique per attempt, to find its pid: the SDK spawns
+the process (in a session of its own) but does not tell us which it is."""
 
 McpApproval = Literal["never", "dangerous", "always"]
 
@@ -130,6 +142,10 @@ class McpConnection:
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
         self._relist: asyncio.Task[None] | None = None
+        self._child: int | None = None
+        """The pid of this attempt's stdio server (its process group's leader), once known."""
+        self._killers: set[asyncio.Task[None]] = set()
+        """Kills the handshake's watchdog started (held so that they are not collected)."""
 
     def start(self) -> None:
         if self._task is None:
@@ -141,13 +157,26 @@ class McpConnection:
             loop.call_later(self.spec.connect_timeout_seconds, self._settled.set)
 
     async def stop(self) -> None:
+        """Stop the supervisor, in bounded time: a session that does not close within a short
+        grace (a stdio server that never answered keeps the SDK waiting on it) has its server
+        killed, and one that still does not end is abandoned rather than waited for, so that a
+        reload's clean-up and a shutdown drain are never held up by one server."""
         self._stopping = True
         self._settled.set()  # nothing is coming: let no run wait for it
         self._broken.set()
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=_STOP_GRACE_SECONDS)
+        if not done:
+            await self._kill_child()
+            done, _ = await asyncio.wait({task}, timeout=_KILL_GRACE_SECONDS)
+        if done:
+            await asyncio.gather(task, return_exceptions=True)
+        else:
+            log.warning("MCP server %s did not close in time; abandoning it", self.spec.name)
+        await self._kill_child()  # whatever the SDK left running
 
     @property
     def settled(self) -> bool:
@@ -235,13 +264,26 @@ class McpConnection:
 
     async def _session(self) -> None:
         self._broken.clear()
-        async with asyncio.timeout(self.spec.connect_timeout_seconds):
-            client = Client(
-                self._transport(),
-                message_handler=self._message,
-                client_info=mcp_types.Implementation(name="hermes-server", version="0.1.0"),
-            )
-            await client.__aenter__()
+        self._child = None
+        # A handshake that times out is cancelled, but the SDK then closes the server's stdin
+        # and waits for it to exit: kill a server that never answered at the same moment, so
+        # the half-open connection is gone when the next attempt starts.
+        loop = asyncio.get_running_loop()
+        watchdog = loop.call_later(
+            self.spec.connect_timeout_seconds,
+            lambda: self._killers.add(loop.create_task(self._kill_child())),
+        )
+        try:
+            async with asyncio.timeout(self.spec.connect_timeout_seconds):
+                client = Client(
+                    self._transport(),
+                    message_handler=self._message,
+                    client_info=mcp_types.Implementation(name="hermes-server", version="0.1.0"),
+                )
+                await client.__aenter__()
+        finally:
+            watchdog.cancel()
+            self._killers = {task for task in self._killers if not task.done()}
         try:
             async with asyncio.timeout(self.spec.connect_timeout_seconds):
                 self.tools = await self._list(client)
@@ -271,14 +313,34 @@ class McpConnection:
                 if isinstance(error, asyncio.CancelledError):
                     raise
                 log.debug("closing MCP server %s: %s", self.spec.name, _describe(error))
+            await self._kill_child()  # a server that outlived the SDK's shutdown
+
+    async def _kill_child(self) -> None:
+        """SIGTERM this attempt's stdio server and its process group, SIGKILL after a grace."""
+        pid, self._child = self._child, None
+        if pid is None or not _alive(pid):
+            return
+        log.info("MCP server %s: terminating process %d", self.spec.name, pid)
+        _signal_group(pid, signal.SIGTERM)
+        # Polled: the process is the SDK's child, so there is nothing of ours to wait on.
+        for _ in range(int(_KILL_GRACE_SECONDS / 0.05)):
+            if not _alive(pid):
+                return
+            await asyncio.sleep(0.05)
+        if _alive(pid):
+            _signal_group(pid, signal.SIGKILL)
 
     def _transport(self) -> AbstractAsyncContextManager[Any]:
         spec = self.spec
         if spec.command:
+            mark = uuid.uuid4().hex
             params = StdioServerParameters(
-                command=spec.command, args=list(spec.args), env=dict(spec.env), cwd=spec.cwd
+                command=spec.command,
+                args=list(spec.args),
+                env={**spec.env, _SPAWN_MARK: mark},
+                cwd=spec.cwd,
             )
-            return stdio_client(params, errlog=self._errlog or sys.stderr)
+            return _Tracked(stdio_client(params, errlog=self._errlog or sys.stderr), mark, self)
         assert spec.url is not None
         timeout = spec.timeout_seconds + 5
         http = (
@@ -339,6 +401,72 @@ class McpConnection:
     def _lost(self, why: str) -> None:
         self.error = why
         self._broken.set()
+
+
+class _Tracked:
+    """A stdio transport that, once the server is spawned, tells its connection the pid."""
+
+    def __init__(
+        self, inner: AbstractAsyncContextManager[Any], mark: str, owner: McpConnection
+    ) -> None:
+        self._inner, self._mark, self._owner = inner, mark, owner
+
+    async def __aenter__(self) -> Any:
+        streams = await self._inner.__aenter__()
+        self._owner._child = _child_marked(self._mark)
+        return streams
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._inner.__aexit__(*exc)
+
+
+def _child_marked(mark: str) -> int | None:
+    """Our child process whose environment carries ``mark`` (Linux /proc; None elsewhere)."""
+    me = os.getpid()
+    wanted = f"{_SPAWN_MARK}={mark}".encode()
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                # The parent pid is the second field after the ")" that ends the command name.
+                parent = int(stat.read().rsplit(b")", 1)[1].split()[1])
+            if parent != me:
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as environ:
+                if wanted in environ.read().split(b"\0"):
+                    return pid
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
+def _alive(pid: int) -> bool:
+    """Still running: not gone, and not a zombie waiting to be reaped."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        pass
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def _signal_group(pid: int, signum: signal.Signals) -> None:
+    """Signal the server's process group (the SDK starts it in a session of its own, so that
+    is the server and its children), or the server alone if it is not a group leader."""
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signum)
+        else:
+            os.kill(pid, signum)
+    except OSError:
+        pass  # gone already
 
 
 class _closing:
