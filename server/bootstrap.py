@@ -154,6 +154,7 @@ def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
         description=profile.description,
         mcp=McpToolset([s.spec() for s in profile.mcp_servers]) if profile.mcp_servers else None,
         egress=_egress_of(options.policy),
+        workspace_quota=options.quota,
     )
 
 

@@ -22,6 +22,7 @@ from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
 from hermes_core.tools.egress import EgressPolicy, close_egress_proxies
 from hermes_core.tools.mcp.toolset import McpToolset
+from hermes_core.tools.quota import WorkspaceQuota
 from hermes_core.tools.registry import Tool, ToolRegistry
 from hermes_core.tools.toolsets import WORKSPACE_TOOLSETS
 from hermes_core.tools.web.guard import AddressPolicy
@@ -66,6 +67,9 @@ class Profile:
     """Toolsets the configuration asked for that cannot work here, and why."""
     mcp: McpToolset | None = None
     """The profile's MCP servers, whose tools join ``tools`` when a run starts."""
+    workspace_quota: WorkspaceQuota = field(default_factory=WorkspaceQuota)
+    """What its workspaces may hold: files a request's messages place there are held to it,
+    as the tools' writes are."""
     egress: EgressPolicy | None = None
     """The policy its sandboxed commands reach the network under, through the process's
     egress proxy for it (None: they have no network); a reload closes the proxies no live

@@ -274,6 +274,17 @@ def admit_write(
         raise QuotaExceeded(verdict.problem)
 
 
+@contextlib.contextmanager
+def quota_in_force(quota: WorkspaceQuota) -> Iterator[None]:
+    """``quota`` in force for the :func:`admit_write` calls made inside (threads started with
+    ``asyncio.to_thread`` inherit it)."""
+    token = _IN_FORCE.set(quota)
+    try:
+        yield
+    finally:
+        _IN_FORCE.reset(token)
+
+
 def bound_to(
     handler: Callable[[dict[str, Any], Any], Any], quota: WorkspaceQuota
 ) -> Callable[[dict[str, Any], Any], Any]:
@@ -281,11 +292,8 @@ def bound_to(
     :func:`admit_write` calls it makes."""
 
     def bound(arguments: dict[str, Any], ctx: Any) -> Any:
-        token = _IN_FORCE.set(quota)
-        try:
+        with quota_in_force(quota):
             return handler(arguments, ctx)
-        finally:
-            _IN_FORCE.reset(token)
 
     bound.__name__ = getattr(handler, "__name__", "handler")
     return bound

@@ -16,6 +16,7 @@ from starlette.requests import HTTPConnection
 from starlette.types import Receive
 
 from hermes_core.agent import Agent, AgentRequest
+from hermes_core.tools.quota import quota_in_force
 from hermes_core.tools.registry import Tool
 from server.approvals import Asker, settle_open_approvals
 from server.auth import Principal
@@ -130,7 +131,8 @@ async def with_files_in_workspace(
 ) -> AgentRequest:
     """``request`` with its run's workspace and the files its messages carry placed in it."""
     placed = with_workspace(services, profile, request, principal, conversation)
-    return await with_files(services, placed, principal=principal)
+    with quota_in_force(profile.workspace_quota):  # uploads placed there count as writes
+        return await with_files(services, placed, principal=principal)
 
 
 async def start_run(

@@ -103,3 +103,41 @@ async def test_a_command_writing_past_the_workspace_quota_is_killed_and_the_next
     assert cleaned.startswith("[exit code 0;")
     assert wrote.startswith("[exit code 0;")
     assert "more" in wrote
+
+
+async def test_an_upload_bigger_than_the_profiles_workspace_quota_is_not_placed(
+    tool_server: ToolServer, http: httpx.AsyncClient
+) -> None:
+    # Within the upload limit (100 MB) and the default workspace quota (1024 MB), but past this
+    # profile's sandbox.workspace_mb: placing it in the workspace is a write like the tools'.
+    size = (WORKSPACE_MB + 8) * MIB
+    upload = await http.post(
+        "/v1/files",
+        files={"file": ("big.bin", b"\0" * size)},
+        data={"purpose": "user_data"},
+        timeout=120,
+    )
+    assert upload.status_code == 200, upload.text
+    conversation = f"big-upload-{uuid.uuid4().hex[:8]}"
+
+    response = await http.post(
+        "/v1/chat/completions",
+        headers={"x-hermes-session-id": conversation},
+        json={
+            "model": MODEL,
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "look at this"},
+                        {"type": "file", "file": {"file_id": upload.json()["id"]}},
+                    ],
+                }
+            ],
+        },
+        timeout=120,
+    )
+
+    assert response.status_code == 413, response.text
+    assert response.json()["error"]["code"] == "workspace_quota_exceeded"
+    assert not (tool_server.workspace(conversation) / "big.bin").exists()
