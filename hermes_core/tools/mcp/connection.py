@@ -322,13 +322,12 @@ class McpConnection:
             return
         log.info("MCP server %s: terminating process %d", self.spec.name, pid)
         _signal_group(pid, signal.SIGTERM)
-        # Polled: the process is the SDK's child, so there is nothing of ours to wait on.
-        for _ in range(int(_KILL_GRACE_SECONDS / 0.05)):
-            if not _alive(pid):
-                return
-            await asyncio.sleep(0.05)
-        if _alive(pid):
+        if not await _gone(pid, _KILL_GRACE_SECONDS):
             _signal_group(pid, signal.SIGKILL)
+            await _gone(pid, _KILL_GRACE_SECONDS)
+        # The SDK's process watcher learns of the exit through a callback on this loop: give it
+        # its turn, or its process object stays "still running" (a ResourceWarning at exit).
+        await asyncio.sleep(0.05)
 
     def _transport(self) -> AbstractAsyncContextManager[Any]:
         spec = self.spec
@@ -516,3 +515,13 @@ def _describe(error: BaseException) -> str:
         return f"MCP error {error.code}: {error.error.message}"[:200]
     text = str(error).strip().splitlines()[0] if str(error).strip() else ""
     return f"{type(error).__name__}: {text}"[:200] if text else type(error).__name__
+
+
+async def _gone(pid: int, seconds: float) -> bool:
+    """Whether ``pid`` has exited (and been reaped) within ``seconds``. Polled: the process is
+    the SDK's child, so there is nothing of ours to wait on."""
+    for _ in range(int(seconds / 0.05)):
+        if not _alive(pid):
+            return True
+        await asyncio.sleep(0.05)
+    return not _alive(pid)
