@@ -11,6 +11,13 @@ tool calls) and compared item by item:
 - otherwise the client edited or regenerated something, and a child session forks where the
   histories part, keeping the stored messages before that point.
 
+A stored assistant turn that showed the client nothing — no text, only the server's own tool
+calls — is covered when the client's history leaves it out and goes on with something else than
+an assistant turn. That is a stopped turn: Open WebUI drops a tool call it marked incomplete when
+its user pressed Stop, and a turn that held nothing else is then not replayed at all. Its calls
+did happen (their stored results say they were cancelled), so the next turn continues after
+them instead of forking them away and asking the model the same thing again.
+
 Pure and synchronous: no I/O, and neither input is mutated.
 """
 
@@ -84,13 +91,14 @@ def reconcile(stored: Sequence[StoredMessage], client: Sequence[Message]) -> Rec
     ]
     stored_items = _project(messages, stored_hidden, hidden_calls)
     client_items = _project(client, client_hidden, hidden_calls)
-    matched = _common_prefix(stored_items, client_items)
+    pairs = _common_prefix(stored_items, client_items)
+    matched = len(pairs)
 
     if matched == len(stored_items):
-        new_from = client_items[matched - 1].end if matched else 0
+        new_from = _client_end(pairs, client_items)
         return Reconciliation(matched=matched, fork_at=None, new_messages=list(client[new_from:]))
 
-    fork_at, new_from = _fork_point(messages, client, stored_items, client_items, matched)
+    fork_at, new_from = _fork_point(messages, client, stored_items, client_items, pairs)
     return Reconciliation(matched=matched, fork_at=fork_at, new_messages=list(client[new_from:]))
 
 
@@ -156,13 +164,47 @@ def _matches(stored: _Item, client: _Item) -> bool:
     return stored.text == client.text and stored.call_id == client.call_id
 
 
-def _common_prefix(stored: Sequence[_Item], client: Sequence[_Item]) -> int:
-    count = 0
-    for stored_item, client_item in zip(stored, client, strict=False):
-        if not _matches(stored_item, client_item):
+def _unseen(item: _Item) -> bool:
+    """An assistant turn that showed the client nothing: no text, no calls of the client's."""
+    return item.kind == "assistant" and not item.text and not item.call_ids
+
+
+def _common_prefix(stored: Sequence[_Item], client: Sequence[_Item]) -> list[int | None]:
+    """For each stored item of the common prefix, the index of the client item it matched, or
+    None for an unseen stored turn the client's history leaves out (see the module's notes)."""
+    pairs: list[int | None] = []
+    at = 0
+    for stored_item in stored:
+        if at >= len(client):
             break
-        count += 1
-    return count
+        client_item = client[at]
+        if _matches(stored_item, client_item):
+            pairs.append(at)
+            at += 1
+        elif _unseen(stored_item) and client_item.kind != "assistant":
+            pairs.append(None)
+        else:
+            break
+    return pairs
+
+
+def _client_end(pairs: Sequence[int | None], client_items: Sequence[_Item]) -> int:
+    """Where the client's messages after the matched prefix start."""
+    seen = [index for index in pairs if index is not None]
+    return client_items[seen[-1]].end if seen else 0
+
+
+def _client_start(
+    pairs: Sequence[int | None], turn: int, client_items: Sequence[_Item], client_len: int
+) -> int:
+    """Where, in the client's messages, the stored item ``turn`` of the prefix or what follows
+    it begins (a left-out turn has no counterpart: what the client has next stands for it)."""
+    following = [index for index in pairs[turn:] if index is not None]
+    if following:
+        return client_items[following[0]].start
+    seen = [index for index in pairs[:turn] if index is not None]
+    at = seen[-1] + 1 if seen else 0
+    return client_items[at].start if at < len(client_items) else client_len
 
 
 def _fork_point(
@@ -170,9 +212,10 @@ def _fork_point(
     client: Sequence[Message],
     stored_items: Sequence[_Item],
     client_items: Sequence[_Item],
-    matched: int,
+    pairs: Sequence[int | None],
 ) -> tuple[int, int]:
     """Where the child branches in ``stored``, and where its messages start in ``client``."""
+    matched = len(pairs)
     first_unmatched = stored_items[matched]
     if first_unmatched.kind == "assistant":
         # Hidden agent messages before a diverging assistant turn belong to that turn: the child
@@ -180,12 +223,13 @@ def _fork_point(
         fork_at = stored_items[matched - 1].end if matched else 0
     else:
         fork_at = first_unmatched.start
-    new_from = client_items[matched].start if matched < len(client_items) else len(client)
+    new_from = _client_start(pairs, matched, client_items, len(client))
     # Never keep an assistant message whose tool results would be left behind: branch before its
     # turn instead, and take that turn from the client's history (it matched the stored one).
     while (split := _split_call(stored, fork_at, client[new_from:])) is not None:
         turn = next(index for index, item in enumerate(stored_items) if item.end > split)
-        fork_at, new_from = stored_items[turn].start, client_items[turn].start
+        fork_at = stored_items[turn].start
+        new_from = _client_start(pairs, turn, client_items, len(client))
     return fork_at, new_from
 
 

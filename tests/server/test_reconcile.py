@@ -233,3 +233,76 @@ def test_inputs_are_not_mutated_and_new_messages_are_the_clients_in_order() -> N
     assert client == client_before
     assert result.new_messages == client[2:]
     assert all(new is old for new, old in zip(result.new_messages, client[2:], strict=True))
+
+
+CANCELLED = "Cancelled: the run was interrupted while this tool was running."
+
+
+def _stopped_turn() -> list[StoredMessage]:
+    """A turn stopped while its only server tool call (s1) ran: no text, a cancelled result."""
+    return [
+        _from_client(_user("Run the long job")),
+        _from_agent(_assistant(None, "s1")),
+        _from_agent(_tool("s1", CANCELLED)),
+    ]
+
+
+def test_a_stopped_turn_the_client_leaves_out_continues_after_it() -> None:
+    # Open WebUI drops the call it marked incomplete, and with it the whole empty turn.
+    client = [_user("Run the long job"), _user("Do something else")]
+    assert reconcile(_stopped_turn(), client) == Reconciliation(
+        matched=2, fork_at=None, new_messages=[_user("Do something else")]
+    )
+
+
+def test_a_stopped_turn_left_out_earlier_in_the_history_still_continues() -> None:
+    stored = [
+        *_stopped_turn(),
+        _from_client(_user("Do something else")),
+        _from_agent(_assistant("Done.")),
+    ]
+    client = [
+        _user("Run the long job"),
+        _user("Do something else"),
+        _assistant("Done."),
+        _user("?"),
+    ]
+    assert reconcile(stored, client) == Reconciliation(
+        matched=4, fork_at=None, new_messages=[_user("?")]
+    )
+
+
+def test_a_stopped_turn_with_text_continues_on_its_text() -> None:
+    stored = [
+        _from_client(_user("Run the long job")),
+        _from_agent(_assistant("Starting it.", "s1")),
+        _from_agent(_tool("s1", CANCELLED)),
+    ]
+    client = [_user("Run the long job"), _assistant("Starting it."), _user("Do something else")]
+    assert reconcile(stored, client).fork_at is None
+
+
+def test_regenerating_a_stopped_turn_forks_after_the_user_message() -> None:
+    client = [_user("Run the long job")]
+    assert reconcile(_stopped_turn(), client) == Reconciliation(
+        matched=1, fork_at=1, new_messages=[]
+    )
+
+
+def test_an_edit_after_a_left_out_stopped_turn_keeps_the_stopped_turn() -> None:
+    stored = [
+        *_stopped_turn(),
+        _from_client(_user("Do something else")),
+        _from_agent(_assistant("Done.")),
+    ]
+    client = [_user("Run the long job"), _user("Do another thing")]
+    assert reconcile(stored, client) == Reconciliation(
+        matched=2, fork_at=3, new_messages=[_user("Do another thing")]
+    )
+
+
+def test_an_assistant_text_in_place_of_a_stopped_turn_forks_before_it() -> None:
+    client = [_user("Run the long job"), _assistant("Edited."), _user("Do something else")]
+    assert reconcile(_stopped_turn(), client) == Reconciliation(
+        matched=1, fork_at=1, new_messages=[_assistant("Edited."), _user("Do something else")]
+    )
