@@ -6,16 +6,26 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from hermes_core.agent import Agent, AgentConfig, ContextHooks
 from hermes_core.events import AgentEvent, InterruptSource, RunFinished
 from hermes_core.memory_stores import InMemoryMemoryStore, InMemoryTodoStore
+from hermes_core.messages import Message, text_of
 from hermes_core.persistence import Store
 from hermes_core.persistence.runs import LIVE_STATUSES
-from hermes_core.providers.base import Provider
+from hermes_core.providers.base import (
+    ApiMode,
+    ModelRequest,
+    ModelResponse,
+    ModelTextDelta,
+    Provider,
+    ProviderEvent,
+    ToolCallDelta,
+)
 from hermes_core.providers.fallback import FallbackChain
 from hermes_core.providers.retry import PROCESS_COOLDOWNS
 from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
@@ -85,7 +95,8 @@ class Profile:
     """The registry runs get, with the MCP tools version it was built for."""
     side_task_provider: Provider = field(init=False)
     """The summariser chain without retries: a side task (a chat title) is not worth
-    retrying against a failing upstream; the next provider, or nothing, will do."""
+    retrying against a failing upstream; the next provider, or nothing, will do. Its members
+    are offered no tools and drop any tool call a model makes anyway (:class:`ToolCallsDropped`)."""
 
     @property
     def summariser(self) -> Provider:
@@ -121,13 +132,13 @@ class Profile:
         summariser = self.summariser
         self.side_task_provider = (
             FallbackChain(
-                summariser.providers,
+                [ToolCallsDropped(member) for member in summariser.providers],
                 retry=dataclasses.replace(summariser.retry, max_attempts=1),
                 cooldowns=summariser.cooldowns,
                 sleep=summariser.sleep,
             )
             if isinstance(summariser, FallbackChain)
-            else summariser
+            else ToolCallsDropped(summariser)
         )
         self.uses_workspace = bool(WORKSPACE_TOOLSETS & set(self.toolsets))
 
@@ -147,7 +158,9 @@ class Profile:
     def plain_agent(self, *, owner: str) -> Agent:
         """An agent for one plain model call on the client's own messages: no instructions,
         no memory, no tools, one iteration (Open WebUI's title, tag and follow-up tasks). It
-        uses the auxiliary chain, the one meant for cheap side work."""
+        uses the auxiliary chain, the one meant for cheap side work, whose replies never hold
+        a tool call: the loop runs the calls of any reply, offered tools or not, and its
+        agent-level tools (memory, todo, delegate_task) are always there."""
         config = AgentConfig(
             core_instructions="", max_iterations=1, max_tokens=self.config.max_tokens
         )
@@ -189,6 +202,64 @@ class Profile:
         if isinstance(agent, McpWaitingAgent) and connecting is not None:
             agent.waits_for(connecting, tools_now)
         return agent
+
+
+SIDE_TASK_NO_ANSWER = "{}"
+"""A side task's answer when its model replied with tool calls alone: Open WebUI reads every
+side task's answer as JSON, and on an empty object keeps its defaults (no title, no tags)."""
+
+
+class ToolCallsDropped:
+    """A provider for side tasks: the call is offered no tools, and a reply's tool calls are
+    dropped (their deltas too), so no tool runs, whatever the model says. A reply that held
+    nothing else becomes :data:`SIDE_TASK_NO_ANSWER`."""
+
+    def __init__(self, provider: Provider) -> None:
+        self.provider = provider
+
+    @property
+    def name(self) -> str:
+        return self.provider.name
+
+    @property
+    def api_mode(self) -> ApiMode:
+        return self.provider.api_mode
+
+    @property
+    def model(self) -> str:
+        return self.provider.model
+
+    @property
+    def context_window(self) -> int:
+        return self.provider.context_window
+
+    async def refresh_credentials(self) -> bool:
+        return await self.provider.refresh_credentials()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        bare = dataclasses.replace(request, tools=(), tool_choice="auto", parallel_tool_calls=None)
+        events = self.provider.stream(bare)
+        try:
+            async for event in events:
+                if isinstance(event, ToolCallDelta):
+                    continue
+                if isinstance(event, ModelResponse) and event.message.get("tool_calls"):
+                    message = cast(
+                        Message,
+                        {key: value for key, value in event.message.items() if key != "tool_calls"},
+                    )
+                    if not text_of(message.get("content")).strip():
+                        message["content"] = SIDE_TASK_NO_ANSWER
+                        yield ModelTextDelta(text=SIDE_TASK_NO_ANSWER)
+                    event = dataclasses.replace(event, message=message, finish_reason="stop")
+                yield event
+        finally:
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()
+
+    async def aclose(self) -> None:
+        """Nothing of its own: the provider it wraps is closed with its profile's chains."""
 
 
 @dataclass(slots=True, kw_only=True)
