@@ -55,22 +55,19 @@ from server.views.chat_wire import (
 )
 from server.views.citations import SourceList
 from server.views.file_citations import FileAnnouncer
+from server.views.openwebui_status import OpenWebUIStatus
 from server.views.progress import (
     UNFINISHED_TOOL_OUTPUT,
     approval_line,
     approval_progress,
-    approval_text,
-    ending_status_text,
+    card_arguments,
+    card_output_text,
     fallback_line,
-    progress_status,
     status_line,
-    status_text,
     subagent_prefix,
     tool_finished_line,
-    tool_output_text,
     tool_progress,
     tool_started_line,
-    tool_status_text,
 )
 
 # Open WebUI appends items with a huge output_index instead of inserting them before the last.
@@ -143,8 +140,8 @@ class ChatStreamView:
     """How the answer announces the files the run made; None: it has no lasting workspace."""
     _open_cards: dict[str, str] = field(default_factory=dict)
     """Open WebUI tool cards shown as running: call id → tool name."""
-    _status_shown: bool = False
-    """An Open WebUI status line was shown: the run's end must leave a final one, done."""
+    _status: OpenWebUIStatus = field(default_factory=OpenWebUIStatus)
+    """Open WebUI's status lines (every one done; see ``openwebui_status.py``)."""
     _sources: SourceList = field(default_factory=SourceList)
     _text: list[str] = field(default_factory=list)
     """The answer so far, kept once a tool found sources: citations point into it."""
@@ -188,9 +185,13 @@ class ChatStreamView:
             case RunFinished():
                 return self._finished(event)
             case FallbackActivated():
+                if self.openwebui:
+                    return _status_frames(self._status.step(event))
                 return [self.chunk({"reasoning_content": fallback_line(event)})]
             case RetryScheduled() | BudgetWarning() | CompressionPerformed():
-                return self._status(event)
+                if self.openwebui:  # once, as a status line: not also in the Thought block
+                    return _status_frames(self._status.step(event))
+                return [self.chunk({"reasoning_content": status_line(event)})]
             case ApprovalRequested() | ApprovalResolved():
                 return self._approval(event)
             case ModelCallStarted() | ToolCallGenerating() | MessageAdded() | StepFinished():
@@ -203,17 +204,14 @@ class ChatStreamView:
         if not self.openwebui:
             line = tool_started_line(event, prefix=prefix)
             return [self.chunk({"reasoning_content": line, "hermes": hermes})]
-        # Open WebUI shows each step once: as a tool card with one status line (a sub-agent's
-        # step: a status line alone), never also as lines in the model's "Thought" block.
+        # Open WebUI shows each step once: as a tool card with status lines (a sub-agent's
+        # step: status lines alone), never also as lines in the model's "Thought" block.
         frames: list[ChatFrame] = [self.chunk({"hermes": hermes})]
-        self._status_shown = True
-        if prefix:
-            frames.append(_status_frame(f"{prefix.strip()} {event.summary}", done=False))
-            return frames
-        self._open_cards[event.call_id] = event.name
-        frames.append(self._card_call(event.call_id, event.name, event.arguments))
-        frames.append(_status_frame(f"Running {event.summary}", done=False))
-        return frames
+        if not prefix:
+            self._open_cards[event.call_id] = event.name
+            refused = self._status.refused(event.call_id)
+            frames.append(self._card_call(event, refused=refused))
+        return frames + _status_frames(self._status.tool_started(event, prefix=prefix))
 
     def _tool_finished(self, event: ToolFinished, *, prefix: str) -> list[ChatFrame]:
         hermes = {"type": "tool", **tool_progress(event)}
@@ -223,14 +221,13 @@ class ChatStreamView:
         frames: list[ChatFrame] = [self.chunk({"hermes": hermes})]
         if event.call_id in self._open_cards:
             del self._open_cards[event.call_id]
-            frames.append(self._card_output(event.call_id, tool_output_text(event)))
-        frames.append(_status_frame(tool_status_text(event, prefix=prefix), done=True))
-        return frames
+            frames.append(self._card_output(event.call_id, card_output_text(event)))
+        return frames + _status_frames(self._status.tool_finished(event, prefix=prefix))
 
     def _tool_progress(self, event: ToolProgress) -> list[ChatFrame]:
         frames: list[ChatFrame] = [self.chunk({"hermes": {"type": "tool", **tool_progress(event)}})]
         if self.openwebui and event.call_id in self._open_cards:
-            frames.append(_status_frame(progress_status(event), done=False))
+            frames += _status_frames(self._status.tool_progress(event))
         return frames
 
     def _sources_found(self, event: SourcesFound) -> list[ChatFrame]:
@@ -287,28 +284,11 @@ class ChatStreamView:
         return []
 
     def _approval(self, event: ApprovalRequested | ApprovalResolved) -> list[ChatFrame]:
-        frames: list[ChatFrame] = [
-            self.chunk(
-                {
-                    "reasoning_content": approval_line(event),
-                    "hermes": {"type": "approval", **approval_progress(event)},
-                }
-            )
-        ]
-        if self.openwebui:
-            self._status_shown = True
-            done = isinstance(event, ApprovalResolved)
-            frames.append(_status_frame(approval_text(event), done=done))
-        return frames
-
-    def _status(
-        self, event: RetryScheduled | BudgetWarning | CompressionPerformed
-    ) -> list[ChatFrame]:
-        frames: list[ChatFrame] = [self.chunk({"reasoning_content": status_line(event)})]
-        if self.openwebui:
-            self._status_shown = True
-            frames.append(_status_frame(status_text(event), done=True))
-        return frames
+        hermes = {"type": "approval", **approval_progress(event)}
+        if not self.openwebui:
+            return [self.chunk({"reasoning_content": approval_line(event), "hermes": hermes})]
+        # The question is the answer's text and a status line; not again in the Thought block.
+        return [self.chunk({"hermes": hermes}), *_status_frames(self._status.approval(event))]
 
     def _finished(self, event: RunFinished) -> list[ChatFrame]:
         frames: list[ChatFrame] = []
@@ -316,10 +296,10 @@ class ChatStreamView:
         for call_id in list(self._open_cards):
             frames.append(self._card_output(call_id, UNFINISHED_TOOL_OUTPUT))
         self._open_cards.clear()
-        if self._status_shown:
-            # The last status line stays on screen: it must say how the run ended, done
-            # (not "Running …" shimmering forever, nor "retrying in 1.8 s" after a failure).
-            frames.append(_status_frame(ending_status_text(event), done=True))
+        if self.openwebui:
+            # The last status line stays on screen: it must say how the run ended (not
+            # "retrying in 1.8 s" after a failure).
+            frames += _status_frames(self._status.ending(event))
         if event.exit_reason is ExitReason.FAILED:
             frames.append({"error": run_failed(event.error)})
             return frames
@@ -342,16 +322,18 @@ class ChatStreamView:
             )
         return frames
 
-    def _card_call(self, call_id: str, name: str, arguments: dict[str, Any]) -> CardItemAdded:
+    def _card_call(self, event: ToolStarted, *, refused: bool = False) -> CardItemAdded:
+        name = event.name
         if name in self.client_tool_names:
             name = f"hermes_{name}"
         item = {
             "type": "function_call",
-            "id": f"fc_{call_id}",
-            "call_id": call_id,
+            "id": f"fc_{event.call_id}",
+            "call_id": event.call_id,
             "name": name,
-            "arguments": json.dumps(arguments),
-            "status": "completed",
+            "arguments": json.dumps(card_arguments(event.name, event.arguments)),
+            # "rejected": Open WebUI draws the card as "Denied <name>".
+            "status": "rejected" if refused else "completed",
         }
         return {
             "type": "response.output_item.added",
@@ -374,8 +356,15 @@ class ChatStreamView:
         }
 
 
-def _status_frame(description: str, *, done: bool) -> StatusFrame:
-    return {"event": {"type": "status", "data": {"description": description, "done": done}}}
+def _status_frames(descriptions: list[str]) -> list[ChatFrame]:
+    """Open WebUI status lines, each done (see ``openwebui_status.py``)."""
+    frames: list[ChatFrame] = []
+    for description in descriptions:
+        status: StatusFrame = {
+            "event": {"type": "status", "data": {"description": description, "done": True}}
+        }
+        frames.append(status)
+    return frames
 
 
 def _source_frame(url: str, title: str, snippet: str) -> SourceFrame:

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from hermes_core.events import (
+    ApprovalDecision,
     ApprovalRequested,
     ApprovalResolved,
     BudgetWarning,
@@ -100,11 +101,18 @@ def tool_progress(event: ToolStarted | ToolProgress | ToolFinished) -> dict[str,
     }
 
 
-def progress_status(event: ToolProgress) -> str:
-    """A running tool's latest output as one status line: its last non-empty line, cut."""
+def progress_status(event: ToolProgress) -> str | None:
+    """A running tool's latest output as one status line (its last non-empty line, cut), or
+    None when it wrote no words. It says what the tool wrote, never that it runs: after a
+    stop it may be the last line left on screen."""
     lines = [line.strip() for line in event.output.splitlines() if line.strip()]
-    last = lines[-1] if lines else ""
-    return f"{event.name}: {last[:120]}" if last else f"{event.name} is running"
+    return f"{event.name}: {lines[-1][:120]}" if lines else None
+
+
+def tool_started_status(event: ToolStarted, *, prefix: str = "") -> str:
+    """``shell ls -la`` / ``↳ [1] read_file README.md``: the step, as a fact (no "running")."""
+    lead = f"{prefix.strip()} " if prefix else ""
+    return f"{lead}{event.summary}"
 
 
 def status_text(event: StatusEvent) -> str:
@@ -121,9 +129,14 @@ def status_line(event: StatusEvent) -> str:
     return f"· {status_text(event)}\n"
 
 
+def fallback_text(event: FallbackActivated) -> str:
+    """``openai failed (rate_limit); continuing on anthropic``"""
+    return f"{event.from_provider} failed ({event.reason}); continuing on {event.to_provider}"
+
+
 def fallback_line(event: FallbackActivated) -> str:
     """``↪ openai failed (rate_limit); continuing on anthropic``"""
-    return f"↪ {event.from_provider} failed ({event.reason}); continuing on {event.to_provider}\n"
+    return f"↪ {fallback_text(event)}\n"
 
 
 def approval_progress(event: ApprovalRequested | ApprovalResolved) -> dict[str, Any]:
@@ -159,6 +172,25 @@ def approval_line(event: ApprovalRequested | ApprovalResolved) -> str:
     return f"{mark} {approval_text(event)}\n"
 
 
+def approval_status(event: ApprovalRequested | ApprovalResolved) -> str:
+    """Open WebUI's status line for an approval step: the question and how to answer it, or
+    what was decided."""
+    if isinstance(event, ApprovalRequested):
+        return f"{event.name} needs your approval: {event.reason} — reply approve or deny"
+    if event.decision is ApprovalDecision.APPROVED:
+        return f"{event.name} approved by the user"
+    if event.decision is ApprovalDecision.DENIED:
+        return f"{event.name} denied by the user: it did not run"
+    return f"{event.name} was not approved in time: it did not run"
+
+
+def awaiting_approval_status(asks: list[ApprovalRequested]) -> str:
+    """The last status line of a run that ends with its question to the user."""
+    if len(asks) == 1:
+        return approval_status(asks[0])
+    return f"{len(asks)} tool calls need your approval — reply approve or deny"
+
+
 def tool_status_text(event: ToolFinished, *, prefix: str = "") -> str:
     """``read_file done`` / ``shell cancelled`` / ``shell failed``: a finished step's status."""
     lead = f"{prefix.strip()} " if prefix else ""
@@ -166,7 +198,41 @@ def tool_status_text(event: ToolFinished, *, prefix: str = "") -> str:
         return f"{lead}{event.name} done"
     if event.outcome is ToolOutcome.CANCELLED:
         return f"{lead}{event.name} cancelled"
+    if event.outcome is ToolOutcome.DENIED:
+        return f"{lead}{event.name} denied: it did not run"
     return f"{lead}{event.name} failed"
+
+
+AWAITING_APPROVAL_OUTPUT = "Not run yet: it waits for your approval. Reply approve or deny."
+"""A tool card's output while its call waits for the user's answer (never ``Error:``, which
+Open WebUI draws as a failure)."""
+
+
+def card_output_text(event: ToolFinished) -> str:
+    """A tool card's output: the tool's, or what became of a call that did not run."""
+    if event.outcome is ToolOutcome.AWAITING_APPROVAL:
+        return AWAITING_APPROVAL_OUTPUT
+    if event.outcome is ToolOutcome.DENIED:
+        return event.error or "Denied: it did not run."
+    return tool_output_text(event)
+
+
+def card_arguments(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A tool card's input. Open WebUI labels a ``delegate_task`` card with its ``task``
+    argument (``Sub-agent: "<task>"``), which our schema calls ``goal`` (or ``tasks``, each
+    with a ``goal``): the card gets the goals as ``task``, the other arguments after it."""
+    if name != "delegate_task":
+        return arguments
+    goals = [arguments.get("goal")]
+    tasks = arguments.get("tasks")
+    if isinstance(tasks, list) and tasks:
+        goals = [t.get("goal") if isinstance(t, dict) else None for t in tasks]
+    said = [" ".join(g.split()) for g in goals if isinstance(g, str) and g.strip()]
+    if not said:
+        return arguments
+    task = said[0] if len(said) == 1 else " | ".join(f"{i}) {g}" for i, g in enumerate(said, 1))
+    rest = {key: value for key, value in arguments.items() if key != "goal"}
+    return {"task": task, **rest}
 
 
 _ENDINGS = {

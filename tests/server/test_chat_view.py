@@ -6,6 +6,7 @@ Every chunk of every stream is also checked against the OpenAI SDK's own model.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -13,6 +14,9 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from hermes_core.events import (
     AgentEvent,
+    ApprovalDecision,
+    ApprovalRequested,
+    ApprovalResolved,
     BudgetWarning,
     ClientToolCallsPending,
     CompressionPerformed,
@@ -253,7 +257,7 @@ def test_a_sub_agents_tool_steps_are_indented_and_numbered_and_its_text_is_not_s
     webui = stream(*events, openwebui=True)
     assert not [f for f in webui if f.get("type") == "response.output_item.added"]  # no card
     assert [f["event"]["data"] for f in webui if "event" in f] == [
-        {"description": "↳ [2] lookup zebra", "done": False}
+        {"description": "↳ [2] lookup zebra", "done": True}
     ]
 
 
@@ -359,9 +363,9 @@ def test_open_webui_gets_a_tool_card_and_status_lines_and_every_card_is_closed()
     ]
     statuses = [f["event"]["data"] for f in frames if "event" in f]
     assert statuses == [
-        {"description": "Running lookup zebra", "done": False},
+        {"description": "lookup zebra", "done": True},
         {"description": "lookup done", "done": True},
-        {"description": "Running lookup zebra", "done": False},
+        {"description": "lookup zebra", "done": True},
         {"description": "Done", "done": True},
     ]
 
@@ -382,7 +386,7 @@ def test_a_running_tools_output_streams_in_delta_hermes_and_as_an_open_webui_sta
         }
     }
     assert "content" not in plain[-1]["choices"][0]["delta"]
-    assert webui[-1]["event"]["data"] == {"description": "lookup: step 2", "done": False}
+    assert webui[-1]["event"]["data"] == {"description": "lookup: step 2", "done": True}
 
 
 def test_the_completion_builder_carries_the_answer_reasoning_client_calls_and_usage() -> None:
@@ -438,3 +442,98 @@ def test_a_server_tools_card_is_renamed_when_the_client_has_a_tool_of_that_name(
 
     (card,) = [f["item"] for f in frames if f.get("type") == "response.output_item.added"]
     assert card["name"] == "hermes_lookup"
+
+
+def webui_statuses(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [f["event"]["data"] for f in frames if "event" in f]
+
+
+def webui_cards(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [f["item"] for f in frames if f.get("type") == "response.output_item.added"]
+
+
+def test_open_webui_shows_a_retry_or_fallback_once_as_a_status_line() -> None:
+    retry = RetryScheduled(RUN, 1, provider="p", attempt=1, delay_s=1.5, reason="rate_limit")
+    fallback = FallbackActivated(RUN, 2, from_provider="p", to_provider="q", reason="rate_limit")
+
+    frames = stream(retry, fallback, openwebui=True)
+
+    assert not [f for f in frames if "choices" in f]  # nothing in the Thought block
+    assert webui_statuses(frames) == [
+        {"description": "p failed (rate_limit); retrying in 1.5 s", "done": True},
+        {"description": "p failed (rate_limit); continuing on q", "done": True},
+    ]
+
+
+def test_open_webui_repeats_no_status_line_the_same_as_the_one_before() -> None:
+    progress = ToolProgress(RUN, 1, call_id="c1", name="lookup", output="step 2\n")
+
+    frames = stream(tool_started("c1"), progress, progress, openwebui=True)
+
+    assert [s["description"] for s in webui_statuses(frames)] == ["lookup zebra", "lookup: step 2"]
+
+
+def test_a_delegate_task_card_shows_the_sub_agents_task() -> None:
+    one = {"goal": "Count the  owls", "context": "in the park"}
+    many = {"tasks": [{"goal": "Count owls"}, {"goal": "Count bats"}]}
+
+    def card_input(arguments: dict[str, Any]) -> Any:
+        started = ToolStarted(
+            RUN, 1, call_id="d1", name="delegate_task", arguments=arguments, summary="d"
+        )
+        (card,) = webui_cards(stream(started, openwebui=True))
+        return json.loads(card["arguments"])
+
+    assert card_input(one) == {"task": "Count the owls", "context": "in the park"}
+    assert card_input(many)["task"] == "1) Count owls | 2) Count bats"
+
+
+def _ask(call_id: str = "c1") -> ApprovalRequested:
+    return ApprovalRequested(
+        RUN, 1, approval_id="apr_1", call_id=call_id, name="lookup",
+        arguments={"word": "zebra"}, reason="looks things up",
+    )  # fmt: skip
+
+
+def _not_run(call_id: str, outcome: ToolOutcome, error: str) -> ToolFinished:
+    return ToolFinished(
+        RUN, 2, call_id=call_id, name="lookup", outcome=outcome, duration_s=0.0,
+        result_preview=error, error=error,
+    )  # fmt: skip
+
+
+def test_open_webui_shows_an_approval_question_as_a_status_line_and_a_card_that_is_no_failure() -> (
+    None
+):
+    waits = _not_run("c1", ToolOutcome.AWAITING_APPROVAL, "Not run yet: this call waits …")
+    question = TextDelta(RUN, 3, text="I need your approval before I go on: …")
+
+    frames = stream(
+        tool_started("c1"), _ask(), waits, question, ended(ExitReason.AWAITING_APPROVAL),
+        openwebui=True,
+    )  # fmt: skip
+
+    (output,) = [c for c in webui_cards(frames) if c["type"] == "function_call_output"]
+    assert not output["output"][0]["text"].startswith("Error")
+    asked = "lookup needs your approval: looks things up — reply approve or deny"
+    assert webui_statuses(frames)[-1] == {"description": asked, "done": True}
+    assert "lookup failed" not in str(webui_statuses(frames))
+    deltas = [f["choices"][0]["delta"] for f in frames if f.get("choices")]
+    assert not any("reasoning_content" in delta for delta in deltas)
+
+
+def test_open_webui_shows_a_call_denied_in_an_earlier_turn_as_denied_never_running() -> None:
+    denied = ApprovalResolved(
+        RUN, 1, approval_id="apr_1", call_id="c1", name="lookup", decision=ApprovalDecision.DENIED
+    )
+    refused = _not_run("c1", ToolOutcome.DENIED, "Denied by the user: lookup did not run.")
+
+    frames = stream(denied, tool_started("c1"), refused, ended(), openwebui=True)
+
+    call, output = webui_cards(frames)
+    assert call["status"] == "rejected"  # Open WebUI: "Denied lookup"
+    assert output["output"][0]["text"] == "Denied by the user: lookup did not run."
+    assert [s["description"] for s in webui_statuses(frames)] == [
+        "lookup denied by the user: it did not run",
+        "Done",
+    ]
