@@ -12,8 +12,11 @@ deltas → ``…done`` → ``output_item.done``), ``output_index`` being the ite
   (``server_label: "hermes"``), answered by an ``mcp_approval_response`` input item.
 - ``progress="events"`` adds structured ``hermes:tool_progress`` and ``hermes:approval``
   events (same sequence counter);
-  ``progress="openwebui"`` adds Open WebUI's tool cards: a completed ``function_call`` item and
-  its ``function_call_output`` item per server tool.
+  ``progress="openwebui"`` shows a run as Open WebUI does on its chat stream: a completed
+  ``function_call`` item and its ``function_call_output`` item per server tool (its tool
+  cards), and ``hermes:status`` events carrying Open WebUI's ``event`` (its status lines,
+  the same lines as on the chat stream) instead of progress lines in reasoning items, so the
+  model's own reasoning items hold only its reasoning.
 
 The output is deterministic — the server resumes a stream by replaying a run's logged events
 through a fresh view — so item ids derive from the response id and the item's position
@@ -60,15 +63,17 @@ from server.errors import ErrorBody, run_failed
 from server.views.chat import hermes_summary
 from server.views.citations import SourceList
 from server.views.file_citations import FileAnnouncer
+from server.views.openwebui_status import OpenWebUIStatus
 from server.views.progress import (
     UNFINISHED_TOOL_OUTPUT,
     approval_line,
     approval_progress,
+    card_arguments,
+    card_output_text,
     fallback_line,
     status_line,
     subagent_prefix,
     tool_finished_line,
-    tool_output_text,
     tool_progress,
     tool_started_line,
 )
@@ -126,6 +131,8 @@ class ResponsesView:
         self._open: OpenItem | None = None
         self._cards: list[str] = []
         """Open WebUI mode: ids of the server tool calls shown as cards awaiting their output."""
+        self._status = OpenWebUIStatus()
+        """Open WebUI mode: its status lines (see ``openwebui_status.py``)."""
         self._next_sequence = _OPENING_EVENTS
         self._done = False
         self._asked: dict[str, ApprovalRequested] = {}
@@ -193,6 +200,8 @@ class ResponsesView:
                 frames = self._mcp_open(event.call_id) if event.call_id in self._mcp_calls else []
                 if self._progress == "events":
                     frames.append({"type": "hermes:tool_progress", **tool_progress(event)})
+                if self._openwebui and event.call_id in self._cards:
+                    frames += _status_events(self._status.tool_progress(event))
                 return frames
             case MessageAdded():
                 return self._mcp_result(event)
@@ -207,8 +216,12 @@ class ResponsesView:
                     )
                 ]
             case FallbackActivated():
+                if self._openwebui:
+                    return _status_events(self._status.step(event))
                 return self._line(fallback_line(event))
             case RetryScheduled() | BudgetWarning() | CompressionPerformed():
+                if self._openwebui:
+                    return _status_events(self._status.step(event))
                 return self._line(status_line(event))
             case RunFinished():
                 return self._finished(event)
@@ -226,13 +239,24 @@ class ResponsesView:
         self._response["status"] = "in_progress"
         return [{"type": "response.in_progress", "response": self.response}]
 
+    @property
+    def _openwebui(self) -> bool:
+        return self._progress == "openwebui"
+
     def _tool_started(self, event: ToolStarted, *, prefix: str) -> list[Frame]:
+        if self._openwebui:
+            frames: list[Frame] = []
+            if not prefix:
+                self._cards.append(event.call_id)
+                arguments = json.dumps(card_arguments(event.name, event.arguments))
+                # "rejected": Open WebUI draws the card as "Denied <name>".
+                refused = self._status.refused(event.call_id)
+                status = "rejected" if refused else "completed"
+                frames += self._function_call(event.call_id, event.name, arguments, status)
+            return frames + _status_events(self._status.tool_started(event, prefix=prefix))
         frames = self._line(tool_started_line(event, prefix=prefix))
         if self._progress == "events":
             frames.append({"type": "hermes:tool_progress", **tool_progress(event)})
-        if self._progress == "openwebui" and not prefix:
-            self._cards.append(event.call_id)
-            frames += self._function_call(event.call_id, event.name, json.dumps(event.arguments))
         return frames
 
     def _approval(self, event: ApprovalRequested | ApprovalResolved) -> list[Frame]:
@@ -242,6 +266,8 @@ class ResponsesView:
             # The item says it all: a request, then (approved) the call itself.
             approved = isinstance(event, ApprovalResolved) and event.approved
             return self._mcp_open(event.call_id) if approved else []
+        if self._openwebui:
+            return _status_events(self._status.approval(event))
         frames = self._line(approval_line(event))
         if self._progress == "events":
             frames.append({"type": "hermes:approval", **approval_progress(event)})
@@ -269,9 +295,11 @@ class ResponsesView:
         ask = self._asked.get(event.call_id)
         if event.outcome is ToolOutcome.AWAITING_APPROVAL and ask is not None and not prefix:
             frames += self._approval_request(ask)
-        if self._progress == "openwebui" and not prefix and event.call_id in self._cards:
-            self._cards.remove(event.call_id)
-            frames += self._function_call_output(event.call_id, tool_output_text(event))
+        if self._openwebui:
+            if not prefix and event.call_id in self._cards:
+                self._cards.remove(event.call_id)
+                frames += self._function_call_output(event.call_id, card_output_text(event))
+            return frames + _status_events(self._status.tool_finished(event, prefix=prefix))
         frames += self._line(tool_finished_line(event, prefix=prefix))
         if self._progress == "events":
             frames.append({"type": "hermes:tool_progress", **tool_progress(event)})
@@ -300,6 +328,8 @@ class ResponsesView:
         for call_id in self._cards:
             frames += self._function_call_output(call_id, UNFINISHED_TOOL_OUTPUT)
         self._cards.clear()
+        if self._openwebui:
+            frames += _status_events(self._status.ending(end))
         self._response["usage"] = response_usage(end.usage)
         self._response["hermes"] = hermes_summary(end)
         terminal = self._settle(end)
@@ -419,8 +449,11 @@ class ResponsesView:
 
     # --- function call items ----------------------------------------------------------------
 
-    def _function_call(self, call_id: str, name: str, arguments: str) -> list[Frame]:
-        """A complete ``function_call`` item: added, its arguments in one delta, done."""
+    def _function_call(
+        self, call_id: str, name: str, arguments: str, status: str = "completed"
+    ) -> list[Frame]:
+        """A complete ``function_call`` item: added, its arguments in one delta, done (with
+        ``status``)."""
         frames = self._close_item()
         item = {
             "type": "function_call",
@@ -438,7 +471,7 @@ class ResponsesView:
             added,
             {"type": "response.function_call_arguments.delta", **where, "delta": arguments},
             {"type": "response.function_call_arguments.done", **where, "arguments": arguments},
-            self._item_done(added["output_index"]),
+            self._item_done(added["output_index"], status),
         ]
 
     def _function_call_output(self, call_id: str, text: str) -> list[Frame]:
@@ -554,10 +587,10 @@ class ResponsesView:
         added = {"type": "response.output_item.added", "output_index": len(output) - 1}
         return {**added, "item": copy.deepcopy(item)}
 
-    def _item_done(self, index: int) -> Frame:
+    def _item_done(self, index: int, status: str = "completed") -> Frame:
         item = self._response["output"][index]
         if "status" in item:  # mcp_list_tools and mcp_approval_request items have none
-            item["status"] = "completed"
+            item["status"] = status
         return {
             "type": "response.output_item.done",
             "output_index": index,
@@ -573,6 +606,19 @@ class ResponsesView:
             )
             self._next_sequence += 1
         return numbered
+
+
+def _status_events(descriptions: list[str]) -> list[Frame]:
+    """Open WebUI's status lines on a Responses stream: it passes any line's ``event`` to its
+    event emitter before looking at the ``type`` (every line done: see
+    ``openwebui_status.py``)."""
+    return [
+        {
+            "type": "hermes:status",
+            "event": {"type": "status", "data": {"description": d, "done": True}},
+        }
+        for d in descriptions
+    ]
 
 
 def _error_event(error: ErrorBody) -> Frame:

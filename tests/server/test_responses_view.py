@@ -596,15 +596,44 @@ def test_openwebui_mode_shows_server_tools_as_cards_each_with_its_output() -> No
         [{"type": "input_text", "text": "a striped horse"}],
         [{"type": "input_text", "text": "Error: slow"}],
     ]
-    lines = [
-        text for item in items(view) if item["type"] == "reasoning" for text in summaries(item)
+    assert "reasoning" not in [item["type"] for item in items(view)]  # steps are status lines
+
+
+def statuses(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Open WebUI's status lines in a stream (``hermes:status`` events)."""
+    return [f["event"]["data"] for f in frames if f["type"] == "hermes:status"]
+
+
+def test_openwebui_mode_shows_tool_steps_as_status_lines_all_done() -> None:
+    progress = ToolProgress(run_id=RUN, seq=0, call_id="call_1", name="lookup", output="step 2\n")
+
+    frames, _ = stream(started(), progress, finished(), text("Done."), end(), progress="openwebui")
+
+    assert statuses(frames) == [
+        {"description": "lookup zebra", "done": True},
+        {"description": "lookup: step 2", "done": True},
+        {"description": "lookup done", "done": True},
+        {"description": "Done", "done": True},
     ]
-    assert lines == [
-        "→ lookup zebra\n",
-        "→ wait zebra\n",
-        "✓ lookup (12 ms)\n",
-        "✗ wait (12 ms): slow\n",
-    ]
+
+
+def test_openwebui_mode_keeps_the_models_reasoning_apart_from_tool_steps() -> None:
+    _, view = stream(
+        thought("Let me look."), started(), finished(), thought("Found it."), text("Zebra."),
+        end(), progress="openwebui",
+    )  # fmt: skip
+
+    reasoning = [summaries(item) for item in items(view) if item["type"] == "reasoning"]
+    assert reasoning == [["Let me look."], ["Found it."]]
+
+
+def test_openwebui_mode_shows_a_retry_once_as_a_status_line() -> None:
+    retry = RetryScheduled(RUN, 0, provider="sim", attempt=1, delay_s=1.5, reason="rate_limit")
+
+    frames, view = stream(retry, text("Hi."), end(), progress="openwebui")
+
+    assert statuses(frames)[0]["description"] == "sim failed (rate_limit); retrying in 1.5 s"
+    assert [item["type"] for item in items(view)] == ["message"]
 
 
 def test_openwebui_mode_answers_a_tool_still_running_at_the_end() -> None:
@@ -625,7 +654,7 @@ def test_openwebui_mode_shows_no_cards_for_sub_agent_tools() -> None:
         end(),
         progress="openwebui",
     )
-    assert [item["type"] for item in items(view)] == ["reasoning"]
+    assert items(view) == []  # the step is a status line
 
 
 def test_a_refusal_streams_as_a_refusal_part_of_a_message_item() -> None:

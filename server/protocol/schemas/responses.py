@@ -74,7 +74,8 @@ class FunctionCallItem(Open):
     name: str
     arguments: str
     """The arguments as a JSON string."""
-    status: ItemStatus
+    status: ItemStatus | Literal["rejected"]
+    """``rejected`` (Open WebUI mode): a server call the user denied; it did not run."""
 
 
 class FunctionCallOutputItem(Open):
@@ -237,6 +238,7 @@ ResponseEventType = Literal[
     "error",
     "hermes:tool_progress",
     "hermes:approval",
+    "hermes:status",
 ]
 
 
@@ -253,7 +255,8 @@ class ResponseStreamEvent(Open):
     event, ``response.completed``, ``response.incomplete`` or ``response.failed`` (after an
     ``error`` event); then ``data: [DONE]``. ``: keep-alive`` comments fill quiet spells.
     ``hermes:tool_progress`` events (only with ``X-Hermes-Progress: events``) carry the fields
-    of ``ToolProgress`` at the top level.
+    of ``ToolProgress`` at the top level; ``hermes:status`` events (only in Open WebUI mode)
+    carry a status line as Open WebUI's ``event``.
     """
 
     type: ResponseEventType
@@ -285,6 +288,8 @@ class ResponseStreamEvent(Open):
     param: Omittable[str | None] = None
     error: Omittable[ErrorBody | str | None] = None
     """The error on ``error`` events; the tool's error on ``hermes:tool_progress``."""
+    event: Omittable[dict[str, Any]] = None
+    """On ``hermes:status``: ``{"type": "status", "data": {"description", "done"}}``."""
 
 
 class ResponseDeleted(Shape):
