@@ -15,6 +15,7 @@ from hermes_core.agent import AgentRequest
 from hermes_core.messages import Message, ToolCall
 from hermes_core.providers.base import ForcedTool, ToolChoice, ToolSchema
 from server.errors import APIError
+from server.protocol.openwebui_tasks import is_task_prompt
 from server.protocol.output_formats import chat_output_format
 
 
@@ -99,13 +100,15 @@ class ChatCompletionRequest(_Open):
 
     @property
     def is_openwebui_task(self) -> bool:
-        """Open WebUI's side requests (title, tags, follow-ups): one ``### Task:`` prompt."""
+        """Open WebUI's side requests (title, tags, follow-ups), by their prompt: a
+        non-streamed ``### Task:`` prompt that is not the RAG template (see
+        :mod:`server.protocol.openwebui_tasks`; a header, where sent, decides instead)."""
         last = self.messages[-1]
         return (
             not self.stream
             and last.role == "user"
             and isinstance(last.content, str)
-            and last.content.lstrip().startswith("### Task:")
+            and is_task_prompt(last.content)
         )
 
     def client_tools(self) -> list[ToolSchema]:

@@ -26,6 +26,7 @@ from pydantic import (
 from hermes_core.agent import AgentRequest
 from hermes_core.providers.base import ForcedTool, ToolChoice, ToolSchema
 from server.errors import APIError
+from server.protocol.openwebui_tasks import is_task_prompt
 from server.protocol.output_formats import responses_output_format
 from server.protocol.remote_mcp import echo_mcp_tool, remote_mcp_tools
 from server.protocol.response_input import (
@@ -131,7 +132,9 @@ class ResponseCreateRequest(_Open):
 
     @property
     def is_openwebui_task(self) -> bool:
-        """Open WebUI's side requests (title, tags, follow-ups): one ``### Task:`` prompt."""
+        """Open WebUI's side requests (title, tags, follow-ups), by their prompt: a
+        non-streamed ``### Task:`` prompt that is not the RAG template (see
+        :mod:`server.protocol.openwebui_tasks`; a header, where sent, decides instead)."""
         if self.stream or self.background:
             return False
         items = self.input_items()
@@ -141,7 +144,7 @@ class ResponseCreateRequest(_Open):
         if not isinstance(parts, list):
             return False  # not a message the input reader takes: it will say why
         text = "".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
-        return text.lstrip().startswith("### Task:")
+        return is_task_prompt(text)
 
     def client_tools(self) -> list[ToolSchema]:
         """The client's function tools, restricted by an ``allowed_tools`` tool_choice."""

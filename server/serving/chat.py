@@ -15,6 +15,7 @@ from server.auth import Principal
 from server.errors import run_failed_response
 from server.json_response import FastJSONResponse
 from server.protocol.chat import ChatCompletionRequest
+from server.protocol.openwebui_tasks import is_side_task
 from server.runs.manager import Run, Runnable, new_id
 from server.services import Services
 from server.serving.common import (
@@ -46,7 +47,7 @@ class ChatServing:
         services = self.services
         approval_wait = wait_seconds_of(request, services.approvals.expiry_seconds)
         run_id = new_id("run_")
-        side_task = body.is_openwebui_task
+        side_task = is_side_task(request.headers, prompt_says=body.is_openwebui_task)
         if side_task:
             # Open WebUI's title, tag and follow-up prompts: one plain model call, in a run.
             agent = profile.plain_agent(owner=principal.name)

@@ -48,6 +48,7 @@ from server.errors import (
     run_failed_response,
 )
 from server.json_response import FastJSONResponse
+from server.protocol.openwebui_tasks import is_side_task
 from server.protocol.remote_mcp import remote_mcp_tools
 from server.protocol.response_input import approval_answers, encode_compaction
 from server.protocol.responses import ResponseCreateRequest
@@ -184,7 +185,9 @@ class ResponsesServing:
         previous = None if earlier is not None else await self._previous(body, principal)
         await resolve_item_references(services.store, principal.name, body.input_items())
         progress = _progress(request, profile)
-        side_task = body.is_openwebui_task and previous is None
+        side_task = previous is None and is_side_task(
+            request.headers, prompt_says=body.is_openwebui_task
+        )
         if side_task:
             # Open WebUI's title, tag and follow-up prompts: one plain model call, in a run,
             # as on chat (no tools, no session, no retries).

@@ -88,3 +88,49 @@ async def test_a_side_task_on_responses_runs_no_tool_the_model_calls(
     assert [item["type"] for item in output] == ["message"]
     assert output[0]["content"][0]["text"] == "{}"
     assert len(simulator.state.requests(scenario=UPSTREAM_MODEL)) == 1
+
+
+async def _a_conversation_turn(
+    simulator: SimulatorServer, response: httpx.Response, answer: str
+) -> None:
+    """``response`` came from a run of the agent on the conversation, not a side task."""
+    assert response.headers["x-hermes-session-id"] == OPENWEBUI["x-openwebui-chat-id"]
+    (upstream,) = simulator.state.requests(scenario=UPSTREAM_MODEL)
+    assert "lookup" in str(upstream.body["tools"])  # the agent's own tools were offered
+    assert answer in response.text
+
+
+async def test_a_non_streamed_rag_turn_is_a_turn_of_the_conversation(
+    simulator: SimulatorServer, hermes: ThreadedServer
+) -> None:
+    _script(simulator, Reply(text="Sales rose by 20% [1]."))
+    response = await _post(hermes, "/v1/chat/completions", _chat(RAG_TURN))
+    await _a_conversation_turn(simulator, response, "Sales rose by 20% [1].")
+
+
+async def test_a_non_streamed_rag_turn_on_responses_is_a_turn_of_the_conversation(
+    simulator: SimulatorServer, hermes: ThreadedServer
+) -> None:
+    _script(simulator, Reply(text="Sales rose by 20% [1]."))
+    response = await _post(hermes, "/v1/responses", _responses(RAG_TURN))
+    await _a_conversation_turn(simulator, response, "Sales rose by 20% [1].")
+
+
+async def test_a_task_header_makes_any_prompt_a_side_task(
+    simulator: SimulatorServer, hermes: ThreadedServer
+) -> None:
+    _script(simulator, Reply(text='{"title": "Report"}'))
+    headers = {"x-openwebui-task": "title_generation"}
+    response = await _post(hermes, "/v1/chat/completions", _chat("Title, please."), headers)
+    assert "x-hermes-session-id" not in response.headers
+    (upstream,) = simulator.state.requests(scenario=UPSTREAM_MODEL)
+    assert "tools" not in upstream.body
+
+
+async def test_an_empty_task_header_makes_a_task_prompt_a_conversation_turn(
+    simulator: SimulatorServer, hermes: ThreadedServer
+) -> None:
+    _script(simulator, Reply(text="A title is not what I will give."))
+    headers = {"x-openwebui-task": ""}
+    response = await _post(hermes, "/v1/responses", _responses(TITLE_TASK), headers)
+    await _a_conversation_turn(simulator, response, "A title is not what I will give.")
