@@ -9,9 +9,11 @@ BIN := $(VENV)/bin
 HOST ?=
 PORT ?=
 SANDBOX_PYTHON := .sandbox-python
+# Open WebUI for the browser suite (make e2e-openwebui): a venv of its own, reused across runs.
+OPENWEBUI_VENV ?= $(HOME)/.cache/hermes-server/open-webui-0.12.4
 
 .PHONY: serve simulate test fast lint fmt typecheck unit openapi openapi-check lock clean bench \
-	sandbox-python sandbox-python-lock
+	sandbox-python sandbox-python-lock e2e-openwebui
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +61,19 @@ test: lint typecheck openapi-check unit
 fast: install sandbox-python
 	$(BIN)/pytest -q -m "not slow and not postgres"
 
+# The browser suite: real Open WebUI in headless Chromium against a real server and the
+# simulator (tests/e2e/openwebui; CONTRIBUTING.md). Builds what it needs once: Playwright into
+# $(VENV) (the `e2e` extra), Open WebUI into $(OPENWEBUI_VENV), Debian's chromium when root.
+# One test: make e2e-openwebui PYTEST_ARGS='-k reasoning'.
+$(VENV)/.installed-e2e: $(VENV)/.installed
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,e2e]'
+	touch $@
+
+e2e-openwebui: install sandbox-python $(VENV)/.installed-e2e
+	PYTHON=$(PYTHON) tests/e2e/openwebui/build-env $(OPENWEBUI_VENV)
+	OPENWEBUI_VENV=$(OPENWEBUI_VENV) HERMES_REQUIRE_OPENWEBUI=1 \
+		$(BIN)/pytest -m openwebui tests/e2e/openwebui $(PYTEST_ARGS)
+
 openapi: install
 	$(BIN)/python -m server.openapi_dump openapi/openapi.json
 
@@ -75,7 +90,7 @@ bench: install
 lock:
 	rm -rf .lockenv && $(PYTHON) -m venv .lockenv
 	.lockenv/bin/pip install -q --upgrade pip
-	.lockenv/bin/pip install -q '.[dev]'
+	.lockenv/bin/pip install -q '.[dev,e2e]'
 	.lockenv/bin/pip freeze --exclude hermes-server | grep -v '^-e' > constraints.txt
 	rm -rf .lockenv
 
