@@ -4,6 +4,9 @@ Both views write these lines where a UI shows thinking (Chat: ``delta.reasoning_
 Responses: a ``reasoning`` item's summary), never into the answer. They are pure functions, so
 the two endpoints word a run's progress identically. Every line ends with ``\\n``: readers that
 join the pieces without a separator still get one step per line.
+
+For Open WebUI the same steps are worded as bare phrases for its status lines (``…_status``,
+``…_text``; ``openwebui_status.py`` picks them) and its tool cards (``card_…``).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from tests.server.test_openwebui_progress import (
     cards,
     chat,
     openwebui_server,
+    respond,
     says,
     script,
     statuses,
@@ -92,3 +93,22 @@ async def test_an_approved_call_runs_on_the_next_turn_and_its_card_shows_the_out
     said = [s["description"] for s in statuses(frames)]
     assert said[0] == "remove approved by the user"
     assert said[-2:] == ["remove done", "Done"]
+
+
+async def test_on_a_responses_connection_a_denied_call_shows_as_denied_by_the_user(
+    simulator: SimulatorServer, server: ThreadedServer
+) -> None:
+    script(simulator, calls("remove", what="junk"), says("unreached"))
+    first = await respond(server, "owui-responses-deny", "remove the junk")
+    asked = statuses(first)[-1]["description"]
+    question = first[-1]["response"]["output"][-1]["content"][0]["text"]
+    script(simulator, says("I left the junk alone."))
+
+    events = await respond(server, "owui-responses-deny", "remove the junk", question, "deny")
+
+    assert asked == ASKED
+    output = events[-1]["response"]["output"]
+    (call,) = [item for item in output if item["type"] == "function_call"]
+    assert call["status"] == "rejected"  # Open WebUI: "Denied remove"
+    said = [s["description"] for s in statuses(events)]
+    assert "remove denied by the user: it did not run" in said

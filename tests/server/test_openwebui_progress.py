@@ -129,9 +129,12 @@ async def chat(server: ThreadedServer, chat_id: str, *said: str) -> list[dict[st
         return [f async for f in frames_of(http, "/v1/chat/completions", body, chat_id)]
 
 
-async def respond(server: ThreadedServer, chat_id: str, said: str) -> list[dict[str, Any]]:
-    """Every event of one streamed Responses turn (Open WebUI's ``api_type: responses``)."""
-    body = {"model": MODEL, "stream": True, "input": [{"role": "user", "content": said}]}
+async def respond(server: ThreadedServer, chat_id: str, *said: str) -> list[dict[str, Any]]:
+    """Every event of one streamed Responses turn (Open WebUI's ``api_type: responses``);
+    ``said`` alternates user and assistant."""
+    roles = ("user", "assistant")
+    history = [{"role": roles[i % 2], "content": text} for i, text in enumerate(said)]
+    body = {"model": MODEL, "stream": True, "input": history}
     async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
         return [f async for f in frames_of(http, "/v1/responses", body, chat_id)]
 
