@@ -31,6 +31,11 @@ POLL_MS = 200
 STOP = 'button[aria-label="Stop"]'
 ASSISTANT = ".chat-assistant"
 ANSWER = "#response-content-container"
+TOOL_CARD = '[id$="-tool-call"]'
+
+
+def _grown(now: str, before: str) -> str | None:
+    return now if len(now) > len(before) else None
 
 
 class WebUI:
@@ -136,10 +141,24 @@ class WebUI:
         text: str = self.last_answer().locator(ANSWER).inner_text()
         return text
 
+    def answer_prose(self) -> str:
+        """The last answer's own text only (its Markdown), without reasoning, cards or
+        status."""
+        parts: list[str] = self.last_answer().locator(f"{ANSWER} .markdown-prose").all_inner_texts()
+        return "\n".join(parts)
+
     def tool_cards(self, tool: str | None = None) -> Locator:
-        """The last answer's tool cards (``tool``'s only, when given)."""
-        cards = self.last_answer().locator("[data-tool-call], .tool-call, details")
+        """The last answer's tool cards (``tool``'s only, when given): rows reading
+        "Executing shell..." while the tool runs, "View Result from shell" once it is done."""
+        cards = self.last_answer().locator(TOOL_CARD)
         return cards if tool is None else cards.filter(has_text=tool)
+
+    def open_card(self, card: Locator) -> str:
+        """Expand a tool card and return what it then shows (its input and output)."""
+        before: str = card.inner_text()
+        card.get_by_role("button").first.click()
+        expanded: str = self.until("the card expanded", lambda: _grown(card.inner_text(), before))
+        return expanded
 
     def status_text(self) -> str:
         """The last answer's status line ('' when it has none)."""

@@ -1,0 +1,38 @@
+"""A tool the server ran shows as exactly one Open WebUI tool card, with its output, and is
+stored as one call and its output (Open WebUI never runs it itself)."""
+
+from __future__ import annotations
+
+from server.simulator import SimulatorServer
+from tests.e2e.openwebui.conftest import script
+from tests.e2e.openwebui.webui import WebUI
+from tests.server.served import answer, call
+
+
+def test_a_shell_call_shows_one_card_with_its_output(
+    webui: WebUI, simulator: SimulatorServer
+) -> None:
+    script(
+        simulator, call("shell", command="echo hello-from-the-sandbox"), answer("It said hello.")
+    )
+
+    webui.ask("Say hello from the shell")
+
+    assert webui.answer_prose() == "It said hello."
+    cards = webui.tool_cards()
+    assert cards.count() == 1
+    assert "View Result from shell" in cards.first.inner_text()
+    shown = webui.open_card(cards.first)
+    assert "echo hello-from-the-sandbox" in shown  # its input
+    assert "[exit code 0;" in shown
+    assert "hello-from-the-sandbox" in shown.split("OUTPUT", 1)[1]
+    output = webui.stored_answer()["output"]
+    kinds = [item["type"] for item in output]
+    assert kinds.count("function_call") == 1
+    assert kinds.count("function_call_output") == 1
+    (started,) = [item for item in output if item["type"] == "function_call"]
+    (ended,) = [item for item in output if item["type"] == "function_call_output"]
+    assert ended["call_id"] == started["call_id"]
+    assert "hello-from-the-sandbox" in ended["output"][0]["text"]
+    # One model call for the tool, one for the answer: Open WebUI called nothing back.
+    assert len(simulator.state.requests()) == 2
