@@ -16,7 +16,10 @@ calls — is covered when the client's history leaves it out and goes on with so
 an assistant turn. That is a stopped turn: Open WebUI drops a tool call it marked incomplete when
 its user pressed Stop, and a turn that held nothing else is then not replayed at all. Its calls
 did happen (their stored results say they were cancelled), so the next turn continues after
-them instead of forking them away and asking the model the same thing again.
+them instead of forking them away and asking the model the same thing again. Likewise, when the
+last run ended on its own tool result without an answer (stopped or failed as its reply
+streamed), a client turn holding that turn plus the start of a reply continues, with that
+partial reply kept as the client's.
 
 Pure and synchronous: no I/O, and neither input is mutated.
 """
@@ -92,10 +95,20 @@ def reconcile(stored: Sequence[StoredMessage], client: Sequence[Message]) -> Rec
     stored_items = _project(messages, stored_hidden, hidden_calls)
     client_items = _project(client, client_hidden, hidden_calls)
     pairs = _common_prefix(stored_items, client_items)
+    new_from: int | None = None
+    if len(pairs) == len(stored_items) - 1 and stored_hidden[-1]:
+        # The last run ended on its own tool result, without an answer (it was stopped, or it
+        # failed): the client may hold part of a reply the server never stored.
+        at = _next_client(pairs)
+        if at < len(client_items):
+            new_from = _stopped_reply(stored_items[-1], client_items[at], client)
+            if new_from is not None:
+                pairs.append(at)
     matched = len(pairs)
 
     if matched == len(stored_items):
-        new_from = _client_end(pairs, client_items)
+        if new_from is None:
+            new_from = _client_end(pairs, client_items)
         return Reconciliation(matched=matched, fork_at=None, new_messages=list(client[new_from:]))
 
     fork_at, new_from = _fork_point(messages, client, stored_items, client_items, pairs)
@@ -194,6 +207,12 @@ def _client_end(pairs: Sequence[int | None], client_items: Sequence[_Item]) -> i
     return client_items[seen[-1]].end if seen else 0
 
 
+def _next_client(pairs: Sequence[int | None]) -> int:
+    """The first client item after those ``pairs`` matched."""
+    seen = [index for index in pairs if index is not None]
+    return seen[-1] + 1 if seen else 0
+
+
 def _client_start(
     pairs: Sequence[int | None], turn: int, client_items: Sequence[_Item], client_len: int
 ) -> int:
@@ -202,9 +221,25 @@ def _client_start(
     following = [index for index in pairs[turn:] if index is not None]
     if following:
         return client_items[following[0]].start
-    seen = [index for index in pairs[:turn] if index is not None]
-    at = seen[-1] + 1 if seen else 0
+    at = _next_client(pairs[:turn])
     return client_items[at].start if at < len(client_items) else client_len
+
+
+def _stopped_reply(stored: _Item, client_item: _Item, client: Sequence[Message]) -> int | None:
+    """Whether the client's assistant turn is the stored unanswered one, plus the text of the
+    reply that was stopped (or failed) as it streamed: then where the client's messages to
+    keep start (that reply's message, which the server never stored), else None."""
+    if client_item.kind != "assistant" or stored.kind != "assistant":
+        return None
+    if client_item.call_ids != stored.call_ids:
+        return None
+    if client_item.text == stored.text:
+        return client_item.end
+    last = client[client_item.end - 1]
+    if last["role"] != "assistant" or last.get("tool_calls"):
+        return None
+    reply = _normalise(text_of(last.get("content")))
+    return client_item.end - 1 if client_item.text == stored.text + reply else None
 
 
 def _fork_point(

@@ -301,8 +301,46 @@ def test_an_edit_after_a_left_out_stopped_turn_keeps_the_stopped_turn() -> None:
     )
 
 
-def test_an_assistant_text_in_place_of_a_stopped_turn_forks_before_it() -> None:
-    client = [_user("Run the long job"), _assistant("Edited."), _user("Do something else")]
+def test_text_after_the_last_stopped_turn_is_kept_as_its_reply() -> None:
+    # The reply streamed after the cancelled call, and was stopped too: the client has it.
+    client = [_user("Run the long job"), _assistant("Stopped."), _user("Do something else")]
     assert reconcile(_stopped_turn(), client) == Reconciliation(
+        matched=2, fork_at=None, new_messages=[_assistant("Stopped."), _user("Do something else")]
+    )
+
+
+def test_an_assistant_text_in_place_of_an_earlier_stopped_turn_forks_before_it() -> None:
+    stored = [
+        *_stopped_turn(),
+        _from_client(_user("Do something else")),
+        _from_agent(_assistant("Done.")),
+    ]
+    client = [_user("Run the long job"), _assistant("Edited."), _user("Do something else")]
+    assert reconcile(stored, client) == Reconciliation(
         matched=1, fork_at=1, new_messages=[_assistant("Edited."), _user("Do something else")]
     )
+
+
+def test_a_reply_stopped_as_it_streamed_after_its_tools_continues_with_the_text_shown() -> None:
+    # The server stores the reply only once it is whole: here the run ended on c1's result.
+    stored = [
+        _from_client(_user("Weather in Paris?")),
+        _from_agent(_assistant("Let me check.", "c1")),
+        _from_agent(_tool("c1", "sunny, 21C")),
+    ]
+    client = [
+        _user("Weather in Paris?"),
+        _assistant("Let me check.", "c1"),
+        _tool("c1", "sunny, 21C"),
+        _assistant("It is sun"),
+        _user("Go on"),
+    ]
+    assert reconcile(stored, client) == Reconciliation(
+        matched=2, fork_at=None, new_messages=[_assistant("It is sun"), _user("Go on")]
+    )
+
+
+def test_more_text_than_a_finished_answer_forks_before_it() -> None:
+    stored = [_from_client(_user("hi")), _from_agent(_assistant("hello"))]
+    client = [_user("hi"), _assistant("hello"), _assistant("world"), _user("?")]
+    assert reconcile(stored, client).fork_at == 1

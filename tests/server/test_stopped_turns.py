@@ -19,7 +19,7 @@ import pytest
 from hermes_core.persistence import Store, sqlite_url
 from hermes_core.tools.registry import ToolContext, ToolRegistry
 from server.app import create_app
-from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from server.threaded import ThreadedServer
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL, make_services
 
@@ -40,6 +40,10 @@ def _tools() -> ToolRegistry:
     async def long_job(arguments: dict[str, Any], ctx: ToolContext) -> str:
         await asyncio.sleep(120)
         return "finished"
+
+    @registry.tool(description="Look the weather up.", parameters={"type": "object"})
+    async def weather(arguments: dict[str, Any], ctx: ToolContext) -> str:
+        return "sunny, 21C"
 
     return registry
 
@@ -80,6 +84,12 @@ async def _stop_once_the_tool_runs(http: httpx.AsyncClient, path: str, body: Mes
         async for line in response.aiter_lines():
             if line.startswith("data: {") and '"function_call"' in line:
                 break
+    await _until_ended(http, run_id)
+    return run_id
+
+
+async def _until_ended(http: httpx.AsyncClient, run_id: str) -> None:
+    """Wait until the run has ended, stopped by its client's leaving."""
     deadline = time.monotonic() + 30
     while True:
         run = (await http.get(f"/v1/runs/{run_id}", headers=OPENWEBUI)).json()
@@ -88,7 +98,6 @@ async def _stop_once_the_tool_runs(http: httpx.AsyncClient, path: str, body: Mes
         assert time.monotonic() < deadline, run
         await asyncio.sleep(0.05)
     assert run["status"] == "interrupted", run
-    return run_id
 
 
 def _last_model_request(simulator: SimulatorServer) -> list[Message]:
@@ -187,3 +196,54 @@ async def test_the_stored_transcript_of_a_stopped_turn_answers_its_call_as_cance
     (call,) = stored[1]["tool_calls"]
     assert stored[2]["tool_call_id"] == call["id"]
     assert "interrupted" in json.dumps(stored[2]["content"])
+
+
+async def test_a_reply_stopped_as_it_streamed_after_a_tool_is_kept_as_the_client_saw_it(
+    simulator: SimulatorServer, http: httpx.AsyncClient, database: str
+) -> None:
+    reply = "It is sunny in Paris today, and rather warm for the season."
+    steps = [
+        Step(reply=Reply(tool_calls=[ToolCallSpec(name="weather", arguments={})])),
+        Step(reply=Reply(text=reply, chunk_count=12), fault=Fault(chunk_delay=0.2)),
+        Step(reply=Reply(text="Hello.")),
+    ]
+    simulator.state.script(UPSTREAM_MODEL, Scenario(steps=steps))
+    first = [{"role": "user", "content": FIRST}]
+    body = {"model": "hermes-agent", "stream": True, "messages": first}
+    shown, call_id = "", ""
+    async with http.stream("POST", "/v1/chat/completions", headers=OPENWEBUI, json=body) as sent:
+        run_id = sent.headers["x-hermes-run-id"]
+        async for line in sent.aiter_lines():
+            frame = json.loads(line[6:]) if line.startswith("data: {") else {}
+            item = frame.get("item") or {}
+            call_id = item.get("call_id", call_id)
+            for choice in frame.get("choices") or ():
+                shown += choice["delta"].get("content") or ""
+            if shown:
+                break  # Stop, as the answer streams
+    await _until_ended(http, run_id)
+    # Open WebUI's next history: the call and its result, then the text it got.
+    history = [
+        *first,
+        {"role": "assistant", "content": "", "tool_calls": [_call(call_id, "weather")]},
+        {"role": "tool", "tool_call_id": call_id, "content": "sunny, 21C"},
+        {"role": "assistant", "content": shown},
+        {"role": "user", "content": SECOND},
+    ]
+    second = await http.post(
+        "/v1/chat/completions",
+        headers=OPENWEBUI,
+        json={"model": "hermes-agent", "messages": history},
+    )
+    assert second.status_code == 200, second.text
+    messages = _last_model_request(simulator)
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant", "user"]
+    assert messages[3]["content"] == shown
+    assert reply.startswith(shown)
+    assert shown != reply  # stopped part way
+    roles = await _one_branch(database)
+    assert roles == ["user", "assistant", "tool", "assistant", "user", "assistant"]
+
+
+def _call(call_id: str, name: str) -> Message:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
