@@ -8,7 +8,8 @@ A message may refer to a file (chat: a ``file`` content part; Responses: ``input
 or carry it inline (``file_data``, base64). For a profile with a workspace, the file is copied
 into the conversation's workspace and the part becomes a line telling the model where it is;
 a file already copied there (the same upload, or the same inline bytes, in a later turn's
-resent history) is not copied again, so what the agent made of it is not overwritten.
+resent history; or the same bytes under the same name, uploaded again) is not copied again,
+so what the agent made of it is not overwritten.
 Without a workspace, the model is given the file itself (``server/file_reading.py``).
 """
 
@@ -244,10 +245,16 @@ def _place(root: Path, key: str, name: str, source: Path | bytes) -> tuple[str, 
         size = _size_if_file(workspace, placed)
         if size is not None:
             return placed, size
+    size = len(source) if isinstance(source, bytes) else source.stat().st_size
     for candidate in _candidates(name):
         if not os.path.lexists(root / candidate):
             break
-    size = len(source) if isinstance(source, bytes) else source.stat().st_size
+        if _holds(workspace, candidate, source, size):
+            # The same file under the same name, placed from another upload (a client that
+            # uploads a file again for a later turn): not a second copy.
+            manifest[key] = candidate
+            manifest_path.write_text(json.dumps(manifest))
+            return candidate, size
     admit_write(root, size)  # the key's workspaces and the disk are held to their quotas
     descriptor = workspace.open(candidate, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     with os.fdopen(descriptor, "wb") as out:
@@ -260,6 +267,24 @@ def _place(root: Path, key: str, name: str, source: Path | bytes) -> tuple[str, 
     manifest[key] = candidate
     manifest_path.write_text(json.dumps(manifest))
     return candidate, size
+
+
+def _holds(workspace: Workspace, relative: str, source: Path | bytes, size: int) -> bool:
+    """Whether ``relative`` is a regular file of the workspace with ``source``'s bytes."""
+    try:
+        descriptor = workspace.open(relative, os.O_RDONLY)
+    except (OutsideWorkspace, OSError):
+        return False
+    with os.fdopen(descriptor, "rb") as placed:  # a regular file: Workspace.open says so
+        if os.fstat(descriptor).st_size != size:
+            return False
+        if isinstance(source, bytes):
+            return placed.read(size + 1) == source
+        with source.open("rb") as original:
+            while chunk := original.read(_CHUNK):
+                if placed.read(len(chunk)) != chunk:
+                    return False
+            return not placed.read(1)
 
 
 def _size_if_file(workspace: Workspace, relative: str) -> int | None:
