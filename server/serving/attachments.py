@@ -9,15 +9,23 @@ a line telling the model where the file is (see :mod:`server.files`). A profile 
 workspace has no tool to read a file with, so the model is given the file itself: a
 document's text, an image, a text file's text (see :mod:`server.file_reading`). Either way,
 a ``file_id`` that is not one of the key's uploads is a 404 before the run starts.
+
+Open WebUI sends no file parts of its own: it gives the model the text it extracted from an
+attached file, in ``<source … name="sales.csv">`` blocks of its RAG template. That text is not
+the file (a CSV's rows as ``column: value`` lines, often only the passages it retrieved), so it
+is never written into the workspace as if it were; the model is told instead that the file is
+not there, and how it could be (the filter ``deploy/openwebui/hermes_attachments.py``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
+from pathlib import Path
 from typing import Any
 
 from hermes_core.agent import AgentRequest
-from hermes_core.messages import Message
+from hermes_core.messages import Message, text_of
 from server.auth import Principal
 from server.errors import APIError
 from server.file_reading import file_for_model
@@ -39,6 +47,7 @@ async def with_files(
     """``request`` with every file part replaced by what the model should read of it (files
     placed in ``request.workspace`` when it has one). Nothing to do, and nothing read, for a
     request without file parts."""
+    request = _with_note_on_extracted_files(request)
     history_has = any(_has_files(m.get("content")) for m in request.history)
     if not history_has and not _has_files(request.user_message):
         return request
@@ -73,3 +82,52 @@ async def with_files(
     return dataclasses.replace(
         request, history=history, user_message=await read(request.user_message)
     )
+
+
+# A source block of Open WebUI's RAG template: ``<source id="1" name="sales.csv" …>``.
+_SOURCE_NAME = re.compile(r'<source id="\d+" name="([^"]+)"')
+
+
+def _with_note_on_extracted_files(request: AgentRequest) -> AgentRequest:
+    """``request`` with a note after the user's new message when it (or the system message,
+    where Open WebUI may put it) carries Open WebUI's extracts of files that are not in the
+    run's workspace: the model would otherwise look for them there, or take the extract for
+    the whole file."""
+    workspace, history = request.workspace, list(request.history)
+    asked: Any = request.user_message
+    if asked is None and history and history[-1]["role"] == "user":
+        asked = history[-1].get("content")
+    if workspace is None or not asked:
+        return request
+    names = _extracted_files(text_of(asked), request.system_message or "")
+    missing = [name for name in names if not _is_placed(workspace, name)]
+    if not missing:
+        return request
+    note = (
+        f"[Open WebUI gave the text it extracted from {', '.join(missing)} (the <source> blocks "
+        "above), not the file: it is not in your workspace, so commands cannot open it. That "
+        "text may be partial (the passages Open WebUI retrieved) and is not the file's own "
+        "format. For the file itself, Open WebUI needs the hermes-server attachments filter "
+        "(deploy/openwebui/README.md); say so if the task needs the file.]"
+    )
+    parts = [{"type": "text", "text": asked}] if isinstance(asked, str) else list(asked)
+    noted = [*parts, {"type": "text", "text": note}]
+    if request.user_message is not None:
+        return dataclasses.replace(request, user_message=noted)
+    history[-1] = {**history[-1], "content": noted}
+    return dataclasses.replace(request, history=history)
+
+
+def _extracted_files(*texts: str) -> list[str]:
+    """The names of the files whose extracts ``texts`` carry (web pages left out)."""
+    names: dict[str, None] = {}
+    for text in texts:
+        if "<source" in text:
+            for name in _SOURCE_NAME.findall(text):
+                if "://" not in name:
+                    names[name] = None
+    return list(names)
+
+
+def _is_placed(workspace: Path, name: str) -> bool:
+    return "/" not in name and (workspace / name).is_file()
