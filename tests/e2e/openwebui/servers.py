@@ -48,13 +48,18 @@ profiles:
 """
 
 
+ACCESS_LOG = "uvicorn.protocols.http"
+"""Open WebUI logs every request the page makes; a failure message leaves those out."""
+
+
 def tail(path: Path, lines: int = 40) -> str:
-    """The end of a log, for a failure message."""
+    """The end of a log, for a failure message (without Open WebUI's access log)."""
     try:
         text = path.read_text(errors="replace")
     except OSError:
         return f"({path} unreadable)"
-    return "\n".join(text.splitlines()[-lines:])
+    kept = [line for line in text.splitlines() if ACCESS_LOG not in line]
+    return "\n".join(kept[-lines:])
 
 
 @dataclass(frozen=True, slots=True)
