@@ -50,7 +50,8 @@ def unfinished(answer: dict[str, Any]) -> list[str]:
 
 def shimmering(webui: WebUI) -> int:
     """Lines of the last answer drawn as under way (Open WebUI shimmers them)."""
-    return webui.last_answer().locator(".shimmer").count()
+    lines: int = webui.last_answer().locator(".shimmer").count()
+    return lines
 
 
 def test_a_stop_during_a_command_leaves_nothing_running_on_the_page_or_in_the_store(
