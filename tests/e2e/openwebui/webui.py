@@ -168,6 +168,20 @@ class WebUI:
         text: str = status.first.inner_text()
         return text
 
+    def usage_text(self) -> str:
+        """The token usage Open WebUI shows for the last answer: the tooltip of its (i)
+        button, which exists only while the pointer is over the button."""
+        self.page.locator('button[id^="info-"]').last.hover()  # below .chat-assistant
+        tooltip = self.page.locator("[data-tippy-root]").filter(has_text="tokens")
+
+        def shown() -> str | None:
+            if tooltip.count() == 0:
+                return None
+            text: str = tooltip.first.inner_text()
+            return text
+
+        return self.until("the usage tooltip", shown)
+
     def images(self) -> Locator:
         """The images inside the last answer's text."""
         return self.last_answer().locator(f"{ANSWER} img")
