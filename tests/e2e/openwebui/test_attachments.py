@@ -1,8 +1,9 @@
 """A file attached in Open WebUI's page reaches the agent's workspace through the filter function
 ``deploy/openwebui/hermes_attachments.py``, installed as its README says (through Open WebUI's
 API, enabled on the hermes models): the agent's command reads the file's own bytes, on a Chat
-Completions and on a Responses connection; the file stays for later turns without being uploaded
-again; and a file the filter cannot place is said in the chat while the turn goes on."""
+Completions and on a Responses connection; the file stays for later turns, and a regenerated
+answer has it, without a second upload; and a file the filter cannot place is said in the chat
+while the turn goes on."""
 
 from __future__ import annotations
 
@@ -202,3 +203,25 @@ def test_a_file_the_filter_cannot_place_is_said_and_the_turn_goes_on(
     assert f"The user attached {sales_csv.name}, but it could not be put in your workspace" in seen
     assert "hermes-server could not be reached" in seen
     assert not (hermes.workspace(webui.chat_id()) / sales_csv.name).exists()
+
+
+def test_a_regenerated_answer_has_the_file_without_a_second_upload(
+    admin: OpenWebUIAdmin,
+    webui: WebUI,
+    simulator: SimulatorServer,
+    hermes: Hermes,
+    sales_csv: Path,
+) -> None:
+    script(simulator, says("First answer."), says("Second answer."))
+    webui.attach(sales_csv)
+    webui.ask("Keep this file.")
+
+    webui.page.locator('button[aria-label="Regenerate"]').last.click()
+    webui.page.get_by_text("Try Again", exact=True).click()
+
+    webui.until("the regenerated answer", lambda: "Second answer." in webui.answer_text())
+    webui.wait_turn_end()
+    assert f"it is in your workspace at {sales_csv.name}" in model_saw(simulator)
+    assert uploads_named(hermes, sales_csv.name) == 1
+    workspace = hermes.workspace(webui.chat_id())
+    assert sorted(p.name for p in workspace.iterdir()) == [sales_csv.name]
