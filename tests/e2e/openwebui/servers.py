@@ -127,7 +127,12 @@ def openwebui_environment(data: Path, hermes_url: str) -> dict[str, str]:
             {"1": {"api_type": "responses", "prefix_id": RESPONSES_PREFIX}}
         ),
         "DEFAULT_MODELS": MODEL,
+        # Embeddings (of attached files) through the OpenAI API, not a local model; and at
+        # this server, not the default api.openai.com: nothing may leave the machine (the
+        # server has no embeddings endpoint, so Open WebUI's own retrieval finds nothing).
         "RAG_EMBEDDING_ENGINE": "openai",
+        "RAG_OPENAI_API_BASE_URL": base,
+        "RAG_OPENAI_API_KEY": KEY,
         "ENABLE_PERSISTENT_CONFIG": "False",
         "DEFAULT_MODEL_METADATA": json.dumps(
             {"capabilities": {"builtin_tools": False, "usage": True}}

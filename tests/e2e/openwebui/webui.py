@@ -230,10 +230,12 @@ class WebUI:
         return answers[-1]
 
     def _last_done(self) -> bool:
+        """Whether the store holds every answer the page shows, the last one done."""
         if self._url_chat_id() is None:
             return False
-        answer = self.stored_answer()
-        return bool(answer.get("done"))
+        answers = [m for m in self.stored_messages() if m.get("role") == "assistant"]
+        shown: int = self.page.locator(ASSISTANT).count()
+        return len(answers) == shown and bool(answers[-1].get("done"))
 
     # --- attachments --------------------------------------------------------------------------
 
