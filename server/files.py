@@ -145,15 +145,27 @@ class FileVault:
 
 
 async def into_workspace(
-    vault: FileVault | None, owner: str, part: dict[str, Any], workspace: Path
+    vault: FileVault | None,
+    owner: str,
+    part: dict[str, Any],
+    workspace: Path,
+    *,
+    earlier: bool = False,
 ) -> str:
     """Copy the file a message's file ``part`` names (``file_id``: one of ``owner``'s uploads;
-    or inline ``file_data``) into ``workspace``; the line the model reads instead."""
+    or inline ``file_data``) into ``workspace``; the line the model reads instead. In an
+    ``earlier`` message (history), an upload deleted since is no error: the conversation goes
+    on with the copy placed then, if it is still there."""
     file_id = part.get("file_id")
     if isinstance(file_id, str) and file_id:
         if vault is None:
             raise APIError(400, "This server keeps no files: send file_data instead.")
-        record = await vault.get(owner, file_id)
+        try:
+            record = await vault.get(owner, file_id)
+        except APIError as exc:
+            if not earlier or exc.status != 404:
+                raise
+            return await asyncio.to_thread(_placed_before, workspace, file_id, part)
         source: Path | bytes = vault.path(record)
         key, name = file_id, part.get("filename") or record.filename
     else:
@@ -203,6 +215,11 @@ def inline_bytes(part: dict[str, Any]) -> bytes:
         raise APIError(400, "A file part's file_data is not valid base64.") from exc
 
 
+def deleted_note(part: dict[str, Any]) -> str:
+    """What the model reads of an earlier message's file whose upload was deleted since."""
+    return unreadable_note(part, "it has been deleted since")
+
+
 def unreadable_note(part: dict[str, Any], why: str) -> str:
     """What the model reads of a file it cannot be given, and ``why``."""
     name = clean_filename(part.get("filename") if isinstance(part.get("filename"), str) else None)
@@ -235,7 +252,7 @@ def _place(root: Path, key: str, name: str, source: Path | bytes) -> tuple[str, 
     taken), unless ``key`` was placed there before and is still there; (path, size)."""
     workspace = Workspace(root)
     workspace.ensure()
-    manifest_path = root.parent / f"{root.name}.uploads.json"
+    manifest_path = _manifest_path(root)
     try:
         manifest: dict[str, str] = json.loads(manifest_path.read_text())
     except (OSError, ValueError):
@@ -267,6 +284,28 @@ def _place(root: Path, key: str, name: str, source: Path | bytes) -> tuple[str, 
     manifest[key] = candidate
     manifest_path.write_text(json.dumps(manifest))
     return candidate, size
+
+
+def _placed_before(root: Path, key: str, part: dict[str, Any]) -> str:
+    """The line for an earlier message's file whose upload is gone: where it was placed, if
+    it is still there."""
+    try:
+        manifest: dict[str, str] = json.loads(_manifest_path(root).read_text())
+    except (OSError, ValueError):
+        manifest = {}
+    placed = manifest.get(key)
+    size = _size_if_file(Workspace(root), placed) if placed is not None else None
+    if placed is None or size is None:
+        return deleted_note(part)
+    given = part.get("filename")
+    name = clean_filename(given if isinstance(given, str) else placed)
+    return f"[The user attached {name} ({size} bytes): it is in your workspace at {placed}.]"
+
+
+def _manifest_path(root: Path) -> Path:
+    """Which uploads were placed in the workspace at ``root``, and where (beside it: the
+    agent cannot change it)."""
+    return root.parent / f"{root.name}.uploads.json"
 
 
 def _holds(workspace: Workspace, relative: str, source: Path | bytes, size: int) -> bool:

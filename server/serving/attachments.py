@@ -29,7 +29,7 @@ from hermes_core.messages import Message, text_of
 from server.auth import Principal
 from server.errors import APIError
 from server.file_reading import file_for_model
-from server.files import image_data_url, into_workspace
+from server.files import deleted_note, image_data_url, into_workspace
 from server.services import Services
 
 _FILE_PARTS = ("file", "image_file")
@@ -53,7 +53,7 @@ async def with_files(
         return request
     vault, workspace = services.files, request.workspace
 
-    async def read(content: Any) -> Any:
+    async def read(content: Any, *, earlier: bool) -> Any:
         if not _has_files(content):
             return content
         parts = []
@@ -65,23 +65,45 @@ async def with_files(
                 file = part.get("file")
                 if not isinstance(file, dict):
                     raise APIError(400, "A file part needs a 'file' object.", param="messages")
-                if workspace is None:
-                    parts.append(await file_for_model(vault, principal.name, file))
-                else:
-                    text = await into_workspace(vault, principal.name, file, workspace)
-                    parts.append({"type": "text", "text": text})
+                parts.append(await _file_for_run(services, principal, file, workspace, earlier))
             else:
                 parts.append(part)
         return parts
 
+    # The request's newest message: its own user message, or (chat) the history's last. A file
+    # of an earlier one was placed when that message was new; its upload may be gone since.
+    newest = len(request.history) - 1 if request.user_message is None else None
     history: list[Message] = []
-    for message in request.history:
+    for index, message in enumerate(request.history):
         if _has_files(message.get("content")):
-            message = {**message, "content": await read(message.get("content"))}
+            content = await read(message.get("content"), earlier=index != newest)
+            message = {**message, "content": content}
         history.append(message)
     return dataclasses.replace(
-        request, history=history, user_message=await read(request.user_message)
+        request, history=history, user_message=await read(request.user_message, earlier=False)
     )
+
+
+async def _file_for_run(
+    services: Services,
+    principal: Principal,
+    file: dict[str, Any],
+    workspace: Path | None,
+    earlier: bool,
+) -> dict[str, Any]:
+    """What the model reads of a message's ``file``: a line saying where it was placed in the
+    workspace, or without one the file itself. A file of an ``earlier`` message whose upload
+    was deleted since is a note, not an error: the conversation goes on."""
+    vault = services.files
+    if workspace is not None:
+        text = await into_workspace(vault, principal.name, file, workspace, earlier=earlier)
+        return {"type": "text", "text": text}
+    try:
+        return await file_for_model(vault, principal.name, file)
+    except APIError as exc:
+        if not earlier or exc.status != 404:
+            raise
+        return {"type": "text", "text": deleted_note(file)}
 
 
 # A source block of Open WebUI's RAG template: ``<source id="1" name="sales.csv" …>``.
