@@ -276,3 +276,64 @@ async def test_no_note_when_the_extracted_file_is_already_in_the_workspace(
     )
 
     assert model_saw(simulator) == RAG_TURN
+
+
+def first_user_text(simulator: SimulatorServer) -> str:
+    """The text of the first user message in the model's last request."""
+    calls = [r for r in simulator.state.requests() if r.model == UPSTREAM_MODEL]
+    content: Any = next(m for m in calls[-1].body["messages"] if m["role"] == "user")["content"]
+    return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+
+
+async def test_an_upload_deleted_after_its_turn_leaves_the_chat_with_the_placed_copy(
+    alice: httpx.AsyncClient, simulator: SimulatorServer
+) -> None:
+    file_id = await upload(alice, "sales.csv")
+    chat = from_openwebui("chat-deleted-upload")
+    await alice.post(
+        "/v1/chat/completions",
+        json=chat_body(with_file("Keep.", file_id, "sales.csv")),
+        headers=chat,
+    )
+    assert (await alice.delete(f"/v1/files/{file_id}")).status_code == 200
+
+    answer = await alice.post(
+        "/v1/chat/completions",
+        json=chat_body(
+            {"role": "user", "content": "Keep."},
+            {"role": "assistant", "content": "Kept."},
+            {"role": "user", "content": "Still there?"},
+        ),
+        headers=chat,
+    )
+
+    assert answer.status_code == 200, answer.text
+    assert "it is in your workspace at sales.csv" in first_user_text(simulator)
+
+
+async def test_an_upload_deleted_with_its_copy_gone_too_is_said_to_be_deleted(
+    alice: httpx.AsyncClient, served: Served, simulator: SimulatorServer
+) -> None:
+    file_id = await upload(alice, "sales.csv")
+    chat = from_openwebui("chat-deleted-both")
+    await alice.post(
+        "/v1/chat/completions",
+        json=chat_body(with_file("Keep.", file_id, "sales.csv")),
+        headers=chat,
+    )
+    await alice.delete(f"/v1/files/{file_id}")
+    (served.workspace("chat-deleted-both") / "sales.csv").unlink()
+
+    answer = await alice.post(
+        "/v1/chat/completions",
+        json=chat_body(
+            {"role": "user", "content": "Keep."},
+            {"role": "assistant", "content": "Kept."},
+            {"role": "user", "content": "Still there?"},
+        ),
+        headers=chat,
+    )
+
+    assert answer.status_code == 200, answer.text
+    assert "sales.csv" in first_user_text(simulator)
+    assert "it has been deleted since" in first_user_text(simulator)
