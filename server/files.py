@@ -153,9 +153,9 @@ async def into_workspace(
     earlier: bool = False,
 ) -> str:
     """Copy the file a message's file ``part`` names (``file_id``: one of ``owner``'s uploads;
-    or inline ``file_data``) into ``workspace``; the line the model reads instead. In an
-    ``earlier`` message (history), an upload deleted since is no error: the conversation goes
-    on with the copy placed then, if it is still there."""
+    or inline ``file_data``) into ``workspace``; the line the model reads instead. An upload
+    deleted after it was placed here reads as its copy, if that is still there; in an
+    ``earlier`` message (history) one that is not is a note, not an error."""
     file_id = part.get("file_id")
     if isinstance(file_id, str) and file_id:
         if vault is None:
@@ -163,9 +163,16 @@ async def into_workspace(
         try:
             record = await vault.get(owner, file_id)
         except APIError as exc:
-            if not earlier or exc.status != 404:
+            if exc.status != 404:
                 raise
-            return await asyncio.to_thread(_placed_before, workspace, file_id, part)
+            # Deleted since it was placed (the stored history still names it): the copy is
+            # what the conversation refers to. Else only a new message's file is an error.
+            line = await asyncio.to_thread(_placed_before, workspace, file_id, part)
+            if line is not None:
+                return line
+            if earlier:
+                return deleted_note(part)
+            raise
         source: Path | bytes = vault.path(record)
         key, name = file_id, part.get("filename") or record.filename
     else:
@@ -286,9 +293,9 @@ def _place(root: Path, key: str, name: str, source: Path | bytes) -> tuple[str, 
     return candidate, size
 
 
-def _placed_before(root: Path, key: str, part: dict[str, Any]) -> str:
-    """The line for an earlier message's file whose upload is gone: where it was placed, if
-    it is still there."""
+def _placed_before(root: Path, key: str, part: dict[str, Any]) -> str | None:
+    """The line for a file whose upload is gone but whose copy is still where it was placed;
+    None when it was never placed here, or its copy is gone."""
     try:
         manifest: dict[str, str] = json.loads(_manifest_path(root).read_text())
     except (OSError, ValueError):
@@ -296,7 +303,7 @@ def _placed_before(root: Path, key: str, part: dict[str, Any]) -> str:
     placed = manifest.get(key)
     size = _size_if_file(Workspace(root), placed) if placed is not None else None
     if placed is None or size is None:
-        return deleted_note(part)
+        return None
     given = part.get("filename")
     name = clean_filename(given if isinstance(given, str) else placed)
     return f"[The user attached {name} ({size} bytes): it is in your workspace at {placed}.]"

@@ -15,7 +15,11 @@ license: same as hermes-server
 # - ``file_handler = True`` tells Open WebUI to leave these files out of its own retrieval, so
 #   the model is not also sent their extracted text;
 # - a file that cannot be placed becomes a line in the message saying so (and a warning in the
-#   chat), and the chat goes on.
+#   chat), and the chat goes on;
+# - once the answer is done (``outlet``), the uploads are deleted: the workspace keeps its copy,
+#   and the connection's key, which all of Open WebUI's users share, does not fill its quota.
+#   Regenerating an answer uploads the file again; the server sees the same bytes under the
+#   same name and does not copy them twice.
 #
 # It uses only what Open WebUI itself has installed (aiohttp, pydantic) and never blocks the
 # event loop: storage reads run in a thread, uploads stream through aiohttp.
@@ -23,7 +27,6 @@ license: same as hermes-server
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -35,9 +38,11 @@ from pydantic import BaseModel, Field
 log = logging.getLogger("hermes_attachments")
 
 Emitter = Callable[[dict[str, Any]], Awaitable[None]]
-_REMEMBERED = 4096
-"""Uploads remembered (Open WebUI file → hermes-server file), so that regenerating an answer
-does not upload the same file again."""
+Upload = tuple[str, str, str]
+"""(base URL, key, file id) of a file uploaded to hermes-server for one answer."""
+_UNFINISHED = 1024
+"""Answers whose uploads are remembered until their outlet deletes them (a stopped answer
+never gets one: its uploads are forgotten, and stay on the server, past this many)."""
 
 
 class PlacementFailed(Exception):
@@ -62,7 +67,7 @@ class Filter:
 
     def __init__(self) -> None:
         self.valves = self.Valves()
-        self._uploads: OrderedDict[tuple[str, str, str], str] = OrderedDict()
+        self._uploads: OrderedDict[tuple[str, ...], list[Upload]] = OrderedDict()
 
     async def inlet(
         self,
@@ -95,13 +100,15 @@ class Filter:
                 try:
                     if unusable:
                         raise PlacementFailed(unusable)
-                    file_id = await self._hermes_file(http, base_url, key, item, __user__)
+                    path = await _stored_path(item, __user__)
+                    file_id = await _upload(http, base_url, path, name)
                 except Exception as exc:  # the chat goes on, and says so
                     why = str(exc) if isinstance(exc, PlacementFailed) else repr(exc)
                     parts.append(_failure_note(name, why))
                     await _warn(__event_emitter__, f"{name} is not in the agent's workspace: {why}")
                     continue
                 parts.append({"type": "file", "file": {"file_id": file_id, "filename": name}})
+                self._remember(__metadata__ or {}, (base_url, key, file_id))
         content = message.get("content")
         text = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
         message["content"] = [*text, *parts]
@@ -123,30 +130,33 @@ class Filter:
         url, key, _config = await get_openai_connection(index)
         return (self.valves.base_url or url).rstrip("/"), key or ""
 
-    async def _hermes_file(
-        self,
-        http: aiohttp.ClientSession,
-        base_url: str,
-        key: str,
-        item: dict[str, Any],
-        user: dict[str, Any],
-    ) -> str:
-        """The id of the attached file's copy on hermes-server: the one uploaded before if
-        the server still has it, else a new upload."""
-        remembered = (base_url, hashlib.sha256(key.encode()).hexdigest(), str(item["id"]))
-        known = self._uploads.get(remembered)
-        if known is not None:
-            try:
-                async with http.get(f"{base_url}/files/{known}") as response:
-                    if response.status == 200:
-                        return known
-            except aiohttp.ClientError:
-                pass  # the upload below says what is wrong
-        file_id = await _upload(http, base_url, await _stored_path(item, user), _name_of(item))
-        self._uploads[remembered] = file_id
-        while len(self._uploads) > _REMEMBERED:
+    async def outlet(
+        self, body: dict[str, Any], __metadata__: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """After the answer: delete the files uploaded for it (their copies were placed when
+        the request arrived, and stay in the workspace)."""
+        uploads = self._uploads.pop(_answer_of(__metadata__ or {}), [])
+        if not uploads:
+            return body
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+            for base_url, key, file_id in uploads:
+                headers = {"Authorization": f"Bearer {key}"} if key else {}
+                try:
+                    async with http.delete(f"{base_url}/files/{file_id}", headers=headers) as gone:
+                        await gone.read()
+                except Exception:  # it stays on the server; nothing the user need hear of
+                    log.warning("could not delete %s from hermes-server", file_id, exc_info=True)
+        return body
+
+    def _remember(self, metadata: dict[str, Any], upload: Upload) -> None:
+        self._uploads.setdefault(_answer_of(metadata), []).append(upload)
+        while len(self._uploads) > _UNFINISHED:
             self._uploads.popitem(last=False)
-        return file_id
+
+
+def _answer_of(metadata: dict[str, Any]) -> tuple[str, ...]:
+    """Which answer a request is for (Open WebUI gives inlet and outlet the same metadata)."""
+    return tuple(str(metadata.get(k) or "") for k in ("chat_id", "message_id", "task_id"))
 
 
 def _attached_files(body: dict[str, Any], metadata: dict[str, Any]) -> list[dict[str, Any]]:

@@ -337,3 +337,17 @@ async def test_an_upload_deleted_with_its_copy_gone_too_is_said_to_be_deleted(
     assert answer.status_code == 200, answer.text
     assert "sales.csv" in first_user_text(simulator)
     assert "it has been deleted since" in first_user_text(simulator)
+
+
+async def test_a_regenerated_turn_naming_an_upload_deleted_since_uses_the_placed_copy(
+    alice: httpx.AsyncClient, simulator: SimulatorServer
+) -> None:
+    file_id = await upload(alice, "sales.csv")
+    chat, asked = from_openwebui("chat-regenerated"), with_file("Keep.", file_id, "sales.csv")
+    await alice.post("/v1/chat/completions", json=chat_body(asked), headers=chat)
+    await alice.delete(f"/v1/files/{file_id}")  # the filter deletes it after the answer
+
+    answer = await alice.post("/v1/chat/completions", json=chat_body(asked), headers=chat)
+
+    assert answer.status_code == 200, answer.text
+    assert "it is in your workspace at sales.csv" in model_saw(simulator)

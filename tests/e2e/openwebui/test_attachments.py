@@ -7,6 +7,7 @@ while the turn goes on."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,6 +119,14 @@ def card_shows(webui: WebUI, text: str) -> bool:
     return text in webui.last_answer().inner_text()
 
 
+def placed_uploads(workspace: Path) -> dict[str, str]:
+    """The uploads the server placed in ``workspace``, and where (its manifest, beside it)."""
+    placed: dict[str, str] = json.loads(
+        (workspace.parent / f"{workspace.name}.uploads.json").read_text()
+    )
+    return placed
+
+
 def uploads_named(hermes: Hermes, name: str) -> int:
     files = httpx.get(
         f"{hermes.base_url}/v1/files", headers={"authorization": f"Bearer {KEY}"}
@@ -156,7 +165,7 @@ def test_a_csv_attached_in_the_page_is_read_by_the_agents_command(
     assert "<source" not in model_saw(simulator)  # Open WebUI's retrieval stayed out
 
 
-def test_a_file_attached_in_the_first_turn_is_there_in_the_third_uploaded_once(
+def test_a_file_attached_in_the_first_turn_is_there_in_the_third_uploaded_once_then_deleted(
     admin: OpenWebUIAdmin,
     webui: WebUI,
     simulator: SimulatorServer,
@@ -177,9 +186,10 @@ def test_a_file_attached_in_the_first_turn_is_there_in_the_third_uploaded_once(
     webui.ask("Show me the file.")
 
     assert "south,30" in last_tool_output(webui)
-    assert uploads_named(hermes, sales_csv.name) == 1
     workspace = hermes.workspace(webui.chat_id())
     assert sorted(p.name for p in workspace.iterdir()) == [sales_csv.name]
+    assert list(placed_uploads(workspace).values()) == [sales_csv.name]  # uploaded once
+    webui.until("the upload deleted", lambda: uploads_named(hermes, sales_csv.name) == 0)
 
 
 def test_a_file_the_filter_cannot_place_is_said_and_the_turn_goes_on(
@@ -205,7 +215,7 @@ def test_a_file_the_filter_cannot_place_is_said_and_the_turn_goes_on(
     assert not (hermes.workspace(webui.chat_id()) / sales_csv.name).exists()
 
 
-def test_a_regenerated_answer_has_the_file_without_a_second_upload(
+def test_a_regenerated_answer_has_the_file_without_a_second_copy(
     admin: OpenWebUIAdmin,
     webui: WebUI,
     simulator: SimulatorServer,
@@ -222,6 +232,7 @@ def test_a_regenerated_answer_has_the_file_without_a_second_upload(
     webui.until("the regenerated answer", lambda: "Second answer." in webui.answer_text())
     webui.wait_turn_end()
     assert f"it is in your workspace at {sales_csv.name}" in model_saw(simulator)
-    assert uploads_named(hermes, sales_csv.name) == 1
     workspace = hermes.workspace(webui.chat_id())
     assert sorted(p.name for p in workspace.iterdir()) == [sales_csv.name]
+    assert set(placed_uploads(workspace).values()) == {sales_csv.name}
+    webui.until("the uploads deleted", lambda: uploads_named(hermes, sales_csv.name) == 0)
