@@ -2,8 +2,8 @@
 ``deploy/openwebui/hermes_attachments.py``, installed as its README says (through Open WebUI's
 API, enabled on the hermes models): the agent's command reads the file's own bytes, on a Chat
 Completions and on a Responses connection; the file stays for later turns, and a regenerated
-answer has it, without a second upload; and a file the filter cannot place is said in the chat
-while the turn goes on."""
+answer has it, without a second copy; the filter's uploads are deleted after the answer; and a
+file the filter cannot place is said in the chat while the turn goes on."""
 
 from __future__ import annotations
 
