@@ -2,7 +2,7 @@
 title: hermes-server attachments
 description: Puts the files attached to a message in the hermes-server agent's workspace.
 version: 0.1.0
-license: same as hermes-server
+license: MIT
 """
 
 # An Open WebUI filter function (Admin → Functions; see deploy/openwebui/README.md). It runs
@@ -41,8 +41,9 @@ Emitter = Callable[[dict[str, Any]], Awaitable[None]]
 Upload = tuple[str, str, str]
 """(base URL, key, file id) of a file uploaded to hermes-server for one answer."""
 _UNFINISHED = 1024
-"""Answers whose uploads are remembered until their outlet deletes them (a stopped answer
-never gets one: its uploads are forgotten, and stay on the server, past this many)."""
+"""Answers whose uploads are remembered until their outlet deletes them (a stopped or failed
+answer may never get one: past this many, the oldest are forgotten, and their uploads stay
+on the server)."""
 
 
 class PlacementFailed(Exception):
