@@ -50,6 +50,8 @@ fmt: install
 
 typecheck: install
 	$(BIN)/mypy
+	# The Open WebUI filter in deploy/ is no package; it imports Open WebUI only inside Open WebUI.
+	$(BIN)/mypy deploy/openwebui/hermes_attachments.py
 
 unit: install sandbox-python
 	$(BIN)/pytest -q
