@@ -48,9 +48,10 @@ fmt: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# The Open WebUI filter in deploy/ is no package (it imports Open WebUI only inside Open WebUI),
+# so it is checked on its own.
 typecheck: install
 	$(BIN)/mypy
-	# The Open WebUI filter in deploy/ is no package; it imports Open WebUI only inside Open WebUI.
 	$(BIN)/mypy deploy/openwebui/hermes_attachments.py
 
 unit: install sandbox-python
