@@ -16,7 +16,7 @@ from hermes_core import json_codec
 from hermes_core.errors import ErrorKind, ProviderError
 from hermes_core.messages import Message, ToolCall
 from hermes_core.providers._configured import ConfiguredProvider
-from hermes_core.providers._sdk_errors import (
+from hermes_core.providers._wire_errors import (
     error_from_status,
     error_from_stream_frame,
     unreadable_response,

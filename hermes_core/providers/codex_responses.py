@@ -20,7 +20,8 @@ from openai.types import responses as wire
 from hermes_core.errors import ErrorKind, ProviderError
 from hermes_core.messages import Message, ToolCall, text_of
 from hermes_core.providers._configured import ConfiguredProvider
-from hermes_core.providers._sdk_errors import redact, sdk_errors
+from hermes_core.providers._sdk_errors import sdk_errors
+from hermes_core.providers._wire_errors import redact
 from hermes_core.providers.base import (
     ApiMode,
     FinishReason,

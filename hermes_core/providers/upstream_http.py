@@ -17,7 +17,7 @@ from urllib.request import getproxies, proxy_bypass
 
 import aiohttp
 
-from hermes_core.providers._sdk_errors import connection_failed, timed_out
+from hermes_core.providers._wire_errors import connection_failed, timed_out
 
 
 class UpstreamSession:
