@@ -23,7 +23,7 @@ from pathlib import Path
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from hermes_core.tools.mcp.connection import McpServerSpec
+from hermes_core.tools.mcp.spec import McpServerSpec
 from hermes_core.tools.mcp.toolset import McpToolset
 from hermes_core.tools.registry import ToolContext
 

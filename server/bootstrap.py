@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from hermes_core.context import CachingContext, CompressingContext, Compressor, PromptCacheSettings
 from hermes_core.providers import create_provider
@@ -13,13 +14,11 @@ from hermes_core.providers.fallback import FallbackChain
 from hermes_core.tools.egress import EgressPolicy
 from hermes_core.tools.images import vision_analyze_tool
 from hermes_core.tools.isolation import configure_total
-from hermes_core.tools.mcp.toolset import McpToolset
 from hermes_core.tools.sandbox_settings import SandboxPolicy
 from hermes_core.tools.toolsets import build_toolsets
 from hermes_core.tools.web.guard import AddressPolicy
 from server.approvals import ApprovalDesk
 from server.auth import KeyRing, Principal
-from server.cluster import Cluster
 from server.config import SIMULATOR_PROVIDER, HermesConfig, ProfileConfig
 from server.file_links import FileLinks, FileLinkSettings
 from server.files import FileLimits
@@ -28,6 +27,10 @@ from server.runs.manager import RunManager
 from server.services import Profile, Services
 from server.sessions.service import SessionSettings
 from server.simulator import SimulatorServer, SimulatorState
+
+if TYPE_CHECKING:
+    from hermes_core.tools.mcp.toolset import McpToolset
+    from server.cluster import Cluster
 
 log = logging.getLogger("hermes.bootstrap")
 
@@ -66,15 +69,7 @@ def build_services(config: HermesConfig) -> Services:
             max_files=config.server.files.max_files,
         ),
         instance=instance,
-        cluster=(
-            Cluster(
-                config.server.redis_url.get_secret_value(),
-                instance=instance,
-                lease_seconds=config.server.lease_seconds,
-            )
-            if config.server.redis_url is not None
-            else None
-        ),
+        cluster=_cluster_of(config, instance),
         migrate_on_start=config.server.migrate_on_start,
         responses_max_count=config.server.responses_max_count,
         responses_max_age_seconds=(
@@ -152,10 +147,33 @@ def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
         ),
         openwebui=profile.openwebui,
         description=profile.description,
-        mcp=McpToolset([s.spec() for s in profile.mcp_servers]) if profile.mcp_servers else None,
+        mcp=_mcp_of(profile),
         egress=_egress_of(options.policy),
         workspace_quota=options.quota,
     )
+
+
+def _cluster_of(config: HermesConfig, instance: str) -> Cluster | None:
+    """The replica set this server joins, when Redis is configured (only then is the Redis
+    client imported)."""
+    if config.server.redis_url is None:
+        return None
+    from server.cluster import Cluster
+
+    return Cluster(
+        config.server.redis_url.get_secret_value(),
+        instance=instance,
+        lease_seconds=config.server.lease_seconds,
+    )
+
+
+def _mcp_of(profile: ProfileConfig) -> McpToolset | None:
+    """The profile's MCP servers, when it has any (only then is the MCP SDK imported)."""
+    if not profile.mcp_servers:
+        return None
+    from hermes_core.tools.mcp.toolset import McpToolset
+
+    return McpToolset([s.spec() for s in profile.mcp_servers])
 
 
 def _egress_of(policy: SandboxPolicy) -> EgressPolicy | None:

@@ -31,7 +31,6 @@ from server.config import (
     describe,
     load_config,
 )
-from server.config.mcp_probe import probe_mcp_servers
 from server.http_limits import HttpLimits, guarded_protocol
 from server.instance import instance_name
 from server.reload import ConfigReloader
@@ -149,6 +148,8 @@ def _check_config(args: argparse.Namespace) -> int:
         return EXIT_INVALID_CONFIG
     print(describe(config, source=_config_path(args, os.environ)), end="")
     if any(profile.mcp_servers for profile in config.profiles):
+        from server.config.mcp_probe import probe_mcp_servers  # the MCP SDK, only here
+
         print("\nMCP servers (connected to now, to check them)")
         with open(os.devnull, "w") as quiet:  # the servers' own logs are not the report
             for line in asyncio.run(probe_mcp_servers(config, quiet)):

@@ -33,14 +33,15 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
-
-import redis.asyncio as aioredis
+from typing import TYPE_CHECKING, Any
 
 from hermes_core.events import AgentEvent, ExitReason, InterruptSource, RunFinished
 from hermes_core.providers.retry import Cooldowns
 from hermes_core.usage import Usage
 from server.runs.event_codec import encode, from_json
+
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
 
 log = logging.getLogger("hermes.cluster")
 
@@ -80,6 +81,8 @@ class Cluster:
     def __init__(self, url: str, *, instance: str, lease_seconds: float) -> None:
         self.instance = instance
         self.lease_seconds = lease_seconds
+        import redis.asyncio as aioredis  # only replicas pay for importing it
+
         self._redis: aioredis.Redis = aioredis.from_url(url)
         self._reserve = self._redis.register_script(_RESERVE)
         self._tasks: list[asyncio.Task[None]] = []

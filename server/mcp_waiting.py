@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from hermes_core.agent import Agent, AgentRequest
 from hermes_core.events import AgentEvent
-from hermes_core.tools.mcp.toolset import McpToolset
 from hermes_core.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from hermes_core.tools.mcp.toolset import McpToolset
 
 
 class McpWaitingAgent(Agent):

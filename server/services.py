@@ -9,7 +9,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from hermes_core.agent import Agent, AgentConfig, ContextHooks
 from hermes_core.events import AgentEvent, InterruptSource, RunFinished
@@ -31,14 +31,12 @@ from hermes_core.providers.retry import PROCESS_COOLDOWNS
 from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
 from hermes_core.tools.egress import EgressPolicy, close_egress_proxies
-from hermes_core.tools.mcp.toolset import McpToolset
 from hermes_core.tools.quota import WorkspaceQuota
 from hermes_core.tools.registry import Tool, ToolRegistry
 from hermes_core.tools.toolsets import WORKSPACE_TOOLSETS
 from hermes_core.tools.web.guard import AddressPolicy
 from server.approvals import ApprovalDesk
 from server.auth import KeyRing
-from server.cluster import Cluster
 from server.errors import RunLimitExceeded
 from server.file_links import FileLinks
 from server.files import FileLimits, FileVault
@@ -47,6 +45,10 @@ from server.metrics import Metrics
 from server.runs.manager import RunInfo, RunManager
 from server.sessions.service import SessionService, SessionSettings
 from server.workspaces import conversation_workspace
+
+if TYPE_CHECKING:
+    from hermes_core.tools.mcp.toolset import McpToolset
+    from server.cluster import Cluster
 
 log = logging.getLogger("hermes.services")
 

@@ -25,7 +25,7 @@ from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
 from hermes_core.tools.cgroups import CgroupLimits
 from hermes_core.tools.egress.policy import EgressPolicy
 from hermes_core.tools.isolation import default_total
-from hermes_core.tools.mcp.connection import McpServerSpec
+from hermes_core.tools.mcp.spec import McpServerSpec
 from hermes_core.tools.quota import WorkspaceQuota
 from hermes_core.tools.sandbox import SandboxLimits, SandboxPolicy
 from hermes_core.tools.toolsets import TOOLSETS, ApprovalPolicy, ToolsetOptions

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from hermes_core.tools.mcp.connection import McpApproval, McpServerSpec, ToolFilter
+from hermes_core.tools.mcp.spec import McpApproval, McpServerSpec, ToolFilter
 from hermes_core.tools.web.guard import AddressPolicy
 from server.errors import APIError
 

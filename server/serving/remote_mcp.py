@@ -4,15 +4,19 @@ tools offered to its run, closed when the run ends."""
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from hermes_core.tools.mcp.toolset import McpToolset, tool_name
+from hermes_core.tools.mcp.spec import tool_name
 from hermes_core.tools.web.guard import AddressRefused, checked_addresses, system_lookup
 from server.errors import APIError
 from server.protocol.remote_mcp import CONNECT_SECONDS, RemoteMcpTool
 from server.runs.manager import Run
 from server.services import Profile, Services
 from server.views.response_mcp import RemoteMcpTools, RemoteTool
+
+if TYPE_CHECKING:
+    from hermes_core.tools.mcp.toolset import McpToolset
 
 _closing: set[asyncio.Task[None]] = set()
 """Connections waiting for their run to end (held so that they are not collected)."""
@@ -41,6 +45,8 @@ async def connect_remote_mcp(
             raise APIError(400, f"mcp tool {tool.label!r}: {refused}", param="tools") from None
         except OSError as error:
             raise _unavailable(tool.label, str(error)) from None
+    from hermes_core.tools.mcp.toolset import McpToolset  # the MCP SDK: loaded on first use
+
     toolset = McpToolset([tool.spec(policy) for tool in remote])
     toolset.start()
     try:

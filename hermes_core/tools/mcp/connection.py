@@ -19,8 +19,7 @@ import time
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
-from typing import Any, Literal, TextIO
+from typing import Any, TextIO
 
 import anyio
 import httpx2
@@ -33,7 +32,8 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from hermes_core.tools.web.guard import AddressPolicy, guarded_http_client
+from hermes_core.tools.mcp.spec import McpServerSpec
+from hermes_core.tools.web.guard import guarded_http_client
 
 log = logging.getLogger("hermes.mcp")
 
@@ -45,69 +45,6 @@ _KILL_GRACE_SECONDS = 1.0
 _SPAWN_MARK = "HERMES_MCP_SPAWN"
 """Set in a stdio server's environment, unique per attempt, to find its pid: the SDK spawns
 the process (in a session of its own) but does not tell us which it is."""
-
-McpApproval = Literal["never", "dangerous", "always"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolFilter:
-    """Tools by name and by the server's read-only hint (a filter of the Responses API's
-    ``allowed_tools`` and ``require_approval``); an unset criterion matches every tool."""
-
-    names: frozenset[str] | None = None
-    read_only: bool | None = None
-
-    def matches(self, tool: mcp_types.Tool) -> bool:
-        if self.names is not None and tool.name not in self.names:
-            return False
-        return self.read_only is None or read_only(tool) == self.read_only
-
-
-def read_only(tool: mcp_types.Tool) -> bool:
-    return bool(tool.annotations and tool.annotations.read_only_hint)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class McpServerSpec:
-    """How to reach one MCP server and what of it a profile uses."""
-
-    name: str
-    command: str | None = None
-    """stdio: the program to start (with ``args``, ``env``, ``cwd``)."""
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
-    cwd: str | None = None
-    url: str | None = None
-    """Streamable HTTP: the server's endpoint (with ``headers``)."""
-    headers: dict[str, str] = field(default_factory=dict)
-    include: tuple[str, ...] = ()
-    """Only these tools (all when empty)."""
-    exclude: tuple[str, ...] = ()
-    allowed: ToolFilter | None = None
-    """Only the tools this matches (with ``include`` and ``exclude``)."""
-    approval: McpApproval = "never"
-    """``dangerous`` asks before tools the server does not mark read-only."""
-    never_ask: ToolFilter | None = None
-    """Tools that never ask, whatever ``approval`` says (checked first)."""
-    always_ask: ToolFilter | None = None
-    """Tools that always ask, whatever ``approval`` says."""
-    policy: AddressPolicy | None = None
-    """Where an HTTP server may be: a client's server URL is held to the tools' address policy;
-    None for the operator's own servers."""
-    timeout_seconds: float = 60.0
-    """Per call; the call is cancelled on the server beyond it."""
-    connect_timeout_seconds: float = 15.0
-
-    @property
-    def transport(self) -> Literal["stdio", "http"]:
-        return "stdio" if self.command else "http"
-
-    def wants(self, tool: mcp_types.Tool) -> bool:
-        if self.include and tool.name not in self.include:
-            return False
-        if self.allowed is not None and not self.allowed.matches(tool):
-            return False
-        return tool.name not in self.exclude
 
 
 class McpUnavailable(Exception):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import re
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
@@ -20,23 +19,10 @@ import mcp_types
 from mcp.shared.exceptions import MCPError
 
 from hermes_core.events import ToolProgress
-from hermes_core.tools.mcp.connection import (
-    McpConnection,
-    McpServerSpec,
-    McpUnavailable,
-    read_only,
-)
+from hermes_core.tools.mcp.connection import McpConnection, McpUnavailable
+from hermes_core.tools.mcp.spec import McpServerSpec, read_only, tool_name
 from hermes_core.tools.registry import ApprovalCheck, Tool, ToolContext
 from hermes_core.tools.results import ImagePart, ToolOutput
-
-MAX_TOOL_NAME = 64
-"""Longest tool name the OpenAI and Anthropic APIs accept."""
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-
-
-def tool_name(server: str, tool: str) -> str:
-    """The agent's name for ``tool`` of ``server``: prefixed, and within the APIs' rules."""
-    return _UNSAFE.sub("_", f"{server}__{tool}")[:MAX_TOOL_NAME]
 
 
 class McpToolset:

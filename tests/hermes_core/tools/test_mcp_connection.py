@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_core.tools.mcp.connection import McpConnection, McpServerSpec, McpUnavailable
+from hermes_core.tools.mcp.connection import McpConnection, McpUnavailable
+from hermes_core.tools.mcp.spec import McpServerSpec
 
 REPO = Path(__file__).parents[3]
 

@@ -11,7 +11,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from hermes_core.tools.mcp.connection import McpConnection, McpServerSpec
+from hermes_core.tools.mcp.connection import McpConnection
+from hermes_core.tools.mcp.spec import McpServerSpec
 
 
 def running(marker: str) -> set[int]:

@@ -6,8 +6,9 @@ import base64
 
 import mcp_types
 
-from hermes_core.tools.mcp.connection import McpApproval, McpConnection, McpServerSpec
-from hermes_core.tools.mcp.toolset import _as_tool, result_text, tool_name
+from hermes_core.tools.mcp.connection import McpConnection
+from hermes_core.tools.mcp.spec import McpApproval, McpServerSpec, tool_name
+from hermes_core.tools.mcp.toolset import _as_tool, result_text
 from hermes_core.tools.registry import Tool
 
 

@@ -11,7 +11,7 @@ import pytest
 from hermes_core.agent import Agent, AgentRequest
 from hermes_core.events import ExitReason, InterruptSource
 from hermes_core.providers.scripted import ScriptedProvider
-from hermes_core.tools.mcp.connection import McpServerSpec
+from hermes_core.tools.mcp.spec import McpServerSpec
 from hermes_core.tools.mcp.toolset import McpToolset
 from server.mcp_waiting import McpWaitingAgent
 from server.runs.manager import RunManager
