@@ -35,6 +35,7 @@ from server.routes import metrics as metrics_routes
 from server.services import Services
 from server.serving.chat import ChatServing
 from server.serving.responses import ResponsesServing
+from server.telemetry.tracing import install_tracing
 
 VERSION = "0.1.0"
 
@@ -63,6 +64,7 @@ def create_app(services: Services) -> FastAPI:
     app.state.metrics = services.metrics
     if services.metrics.observe not in services.runs.observers:
         services.runs.observers.append(services.metrics.observe)
+    install_tracing(services)  # nothing at all unless OTEL_EXPORTER_OTLP_* asks for traces
     profiles = services.profiles
     services.metrics.name_toolsets(
         {
@@ -76,6 +78,7 @@ def create_app(services: Services) -> FastAPI:
             profile.mcp.listeners.append(
                 lambda mcp: services.metrics.add_toolsets({t.name: t.toolset for t in mcp.tools()})
             )
+    services.metrics.watch(lambda: metrics_routes.live_state(services))
     services.metrics.start_at_zero(
         models={name: model for p in profiles for name, model in p.provider_models.items()},
         chains=[p.chain_names for p in profiles],

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar, assert_never
 
@@ -56,6 +56,7 @@ from hermes_core.events import (
     ToolStarted,
 )
 from hermes_core.usage import Usage
+from server.metrics.live import LiveCollector, LiveState, RunsNow
 from server.runs.manager import RunInfo
 
 OTHER = "other"
@@ -93,6 +94,8 @@ class _RunScratch:
     """A model call is in flight: ModelCallStarted without its StepFinished yet."""
     grace: bool = False
     """The budget ran out and the grace call was made."""
+    approvals_pending: int = 0
+    """Approvals asked for and not answered yet (they end with the run at the latest)."""
 
     def labels(self, provider: str) -> tuple[str, str]:
         """Bounded ``(provider, model)`` of a call served by ``provider``: the configured model,
@@ -258,6 +261,23 @@ class Metrics:
             "Context compressions (summary: a summary was written; prune: old outputs cut).",
             "method",
         )
+        self._live = LiveCollector(self._runs_now)
+        r.register(self._live)
+
+    def watch(self, state: Callable[[], LiveState]) -> None:
+        """Read ``state`` at each scrape: the providers cooling down, the MCP servers up."""
+        self._live.state = state
+
+    def _runs_now(self) -> RunsNow:
+        """The runs in progress, at scrape time: one pass over the live runs' scratch."""
+        now = time.monotonic()
+        oldest = now
+        pending = 0
+        for scratch in self._runs.values():
+            if scratch.started is not None and scratch.started < oldest:
+                oldest = scratch.started
+            pending += scratch.approvals_pending
+        return RunsNow(oldest_age_seconds=now - oldest, approvals_pending=pending)
 
     def start_at_zero(
         self,
@@ -325,11 +345,17 @@ class Metrics:
                 | ToolStarted()
                 | ToolProgress()
                 | SourcesFound()
-                | ApprovalRequested()
                 | ClientToolCallsPending()
             ):
                 pass
+            case ApprovalRequested():
+                scratch = self._runs.get(event.run_id)
+                if scratch is not None:
+                    scratch.approvals_pending += 1
             case ApprovalResolved():
+                scratch = self._runs.get(event.run_id)
+                if scratch is not None and scratch.approvals_pending:
+                    scratch.approvals_pending -= 1
                 toolset, tool = self._tool_labels(event.name)
                 self.approvals.labels(toolset, tool, event.decision.value).inc()
             case ModelCallStarted():

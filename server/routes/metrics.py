@@ -10,11 +10,12 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
+from hermes_core.providers.fallback import FallbackChain
 from hermes_core.providers.retry import PROCESS_COOLDOWNS
 from hermes_core.tools.isolation import isolation
 from server.errors import APIError
 from server.input_text import StrictJSONRoute
-from server.metrics import Metrics
+from server.metrics import LiveState, McpServerUp, Metrics
 from server.openapi import errors
 from server.services import Services
 
@@ -89,6 +90,28 @@ async def ready(request: Request) -> Readiness:
         cooling_providers=PROCESS_COOLDOWNS.cooling(),
         sandboxes=_sandboxes(services),
     )
+
+
+def live_state(services: Services) -> LiveState:
+    """What ``/metrics`` reads at each scrape (as ``/ready`` reports it): every configured
+    provider and whether it is cooling down, every MCP server and whether it is up. Memory
+    only: the profiles live now (a reload replaces them), their cooldowns and connections."""
+    cooling: dict[str, bool] = {}
+    for profile in services.profiles:
+        for chain in profile.chains:
+            if isinstance(chain, FallbackChain):
+                now = set(chain.cooldowns.cooling())
+                for member in chain.providers:
+                    cooling[member.name] = cooling.get(member.name, False) or member.name in now
+            else:
+                cooling.setdefault(chain.name, False)
+    servers = [
+        McpServerUp(profile=profile.id, server=name, up=error is None)
+        for profile in services.profiles
+        if profile.mcp is not None
+        for name, error in profile.mcp.status().items()
+    ]
+    return LiveState(cooling=cooling, mcp_servers=servers)
 
 
 def _sandboxes(services: Services) -> SandboxIsolation | None:
