@@ -36,6 +36,12 @@ from server.instance import instance_name
 from server.reload import ConfigReloader
 from server.runtime import ExitAwareServer, tune_garbage_collector
 from server.simulator import SimulatorState, create_simulator_app
+from server.telemetry.json_logs import (
+    LOG_FORMAT_ENV,
+    secrets_of,
+    use_log_format,
+    uvicorn_log_config,
+)
 
 log = logging.getLogger("hermes.cli")
 
@@ -74,6 +80,7 @@ def _serve(args: argparse.Namespace) -> int:
     config = _load(args)
     if config is None:
         return EXIT_INVALID_CONFIG
+    use_log_format(args.log_format, secrets_of(config))
     for warning in config_warnings(config):
         log.warning("%s", warning)
     if not config.server.api_keys and not config.server.loopback_only:
@@ -117,7 +124,9 @@ def _serve(args: argparse.Namespace) -> int:
             host=server.host,
             port=server.port,
             log_level=args.log_level,
-            access_log=False,  # per-request logging belongs in metrics, off the hot path
+            # Per-request logging belongs in metrics, off the hot path, unless asked for.
+            access_log=args.access_log,
+            log_config=uvicorn_log_config(args.log_format),
             http=guarded_protocol(limits),
             timeout_keep_alive=int(server.keep_alive_seconds),
             # The drain already let the runs finish (server.drain_seconds): a connection still
@@ -132,7 +141,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _worker_args(args: argparse.Namespace) -> list[str]:
     """The command line of one worker: this one's, the listening socket aside."""
-    command = ["--log-level", args.log_level, "serve"]
+    command = ["--log-level", args.log_level, "serve", "--log-format", args.log_format]
+    if args.access_log:
+        command.append("--access-log")
     if args.config:
         command += ["--config", args.config]
     if args.host is not None:
@@ -237,6 +248,18 @@ def build_parser() -> argparse.ArgumentParser:
     # Set by `serve --workers N` on the processes it starts: not for people.
     serve.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)
     serve.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
+    serve.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default=os.environ.get(LOG_FORMAT_ENV) or "text",
+        help=f"text, or one JSON object per line with the run's ids (default: ${LOG_FORMAT_ENV}"
+        ", else text)",
+    )
+    serve.add_argument(
+        "--access-log",
+        action="store_true",
+        help="a line per HTTP request (off: metrics count them)",
+    )
     _add_config_option(serve)
     serve.set_defaults(handler=_serve)
 

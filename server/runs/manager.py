@@ -85,6 +85,9 @@ class RunInfo:
     providers: Mapping[str, str] = field(default_factory=dict)
     """Configured provider name → model of every provider the run may call: the only values
     a metric label of a model call may take (what an upstream reports is unbounded)."""
+    trace_parent: object = None
+    """The trace the client's ``traceparent`` names (an OpenTelemetry context), when runs
+    are traced (``server/telemetry/``); None otherwise."""
 
 
 RunObserver = Callable[[RunInfo, AgentEvent], None]
@@ -274,6 +277,7 @@ class RunManager:
         completion_id: str = "",
         session_id: str | None = None,
         providers: Mapping[str, str] | None = None,
+        trace_parent: object = None,
     ) -> Run:
         self.admit(owner)
         info = RunInfo(
@@ -284,6 +288,7 @@ class RunManager:
             completion_id=completion_id,
             session_id=session_id,
             providers=providers or {},
+            trace_parent=trace_parent,
         )
         run = Run(info=info, agent=agent, session_id=session_id)
         self._runs[run.id] = run

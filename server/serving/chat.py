@@ -117,6 +117,7 @@ class ChatServing:
             completion_id=completion_id,
             session_id=session_id,
             conversation=conversation,
+            headers=request.headers,
         )
         headers = {"x-hermes-run-id": run.id}
         if session_id is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import shutil
 from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -16,15 +17,20 @@ from starlette.requests import HTTPConnection
 from starlette.types import Receive
 
 from hermes_core.agent import Agent, AgentRequest
+from hermes_core.events import ExitReason
 from hermes_core.tools.quota import quota_in_force
 from hermes_core.tools.registry import Tool
 from server.approvals import Asker, settle_open_approvals
 from server.auth import Principal
 from server.errors import APIError
-from server.runs.manager import Run, Runnable
+from server.runs.manager import Run, Runnable, new_id
 from server.services import Profile, Services
 from server.serving.attachments import with_files
 from server.sessions.service import MAX_NAME_LENGTH, valid_name
+from server.telemetry.run_context import bind_run
+from server.telemetry.tracing import incoming_trace
+
+log = logging.getLogger("hermes.runs")
 
 
 def resolve_profile(services: Services, model: str, principal: Principal) -> Profile:
@@ -146,11 +152,19 @@ async def start_run(
     completion_id: str,
     session_id: str | None,
     conversation: tuple[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Run:
     """Start the run; if it cannot start, give back the session turn it was given.
 
     ``conversation`` (owner, session name) is where the run's workspace is kept; a run of no
-    conversation gets a workspace of its own, removed when it ends."""
+    conversation gets a workspace of its own, removed when it ends. ``headers``: the request's,
+    whose ``traceparent`` the run's trace continues.
+
+    From here on, this task's log lines (and the run's, in the task it gets) are about the
+    run: its ids ride in a context variable the run's task inherits."""
+    if request.run_id is None:
+        request = dataclasses.replace(request, run_id=new_id("run_"))
+    bind_run(request.run_id or "", session_id, principal.name)
     request = with_workspace(services, profile, request, principal, conversation)
     temporary = request.workspace if conversation is None else None
     with turn_given_back_on_failure(services, request.run_id):
@@ -164,10 +178,20 @@ async def start_run(
             completion_id=completion_id,
             session_id=session_id,
             providers=profile.provider_models,
+            trace_parent=incoming_trace(headers),
         )
-    if temporary is not None and run.task is not None:
-        run.task.add_done_callback(lambda _: _remove_soon(temporary))
+    if run.task is not None:
+        if temporary is not None:
+            run.task.add_done_callback(lambda _: _remove_soon(temporary))
+        run.task.add_done_callback(lambda _: _log_failure(run))
     return run
+
+
+def _log_failure(run: Run) -> None:
+    """One line for a run that failed (in the run's log context: it carries its ids)."""
+    end = run.finished
+    if end is not None and end.exit_reason is ExitReason.FAILED:
+        log.warning("run failed: %s", end.error or "no reason given")
 
 
 def _remove_soon(directory: Path) -> None:

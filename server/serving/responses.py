@@ -269,6 +269,7 @@ class ResponsesServing:
                 completion_id=response_id,
                 session_id=session_id,
                 conversation=workspace_of,
+                headers=request.headers,
             )
             if remote:
                 close_after(run, toolset)
