@@ -12,8 +12,9 @@ not understand is never silently passed over.
 run), the scrape
 holds at least one sample of that exact name — ``_bucket`` for a quantile, ``_total`` for a
 counter; a family's HELP/TYPE lines alone do not count, because a query over them returns
-nothing. Every label a selector matches on is one the samples carry, and every literal value
-it matches (``exit_reason="failed"``) is one some sample has.
+nothing. Every label a selector matches on is one the samples carry, every literal value it
+matches (``exit_reason="failed"``) is one some sample has, and every label it groups by
+(``sum by (provider)``) is one some series it reads has.
 """
 
 from __future__ import annotations
@@ -96,6 +97,16 @@ def series_read(expr: str) -> set[str]:
     return names
 
 
+def grouping_labels(expr: str) -> set[str]:
+    """The labels ``expr`` groups or matches on: ``by (…)``, ``on (…)``, ``group_left (…)``…"""
+    return {
+        label.strip()
+        for clause in _GROUPING.finditer(expr)
+        for label in clause.group(0).split("(", 1)[1].rstrip(")").split(",")
+        if label.strip()
+    }
+
+
 def selectors(expr: str) -> list[tuple[str, list[Matcher]]]:
     """Each ``name{…}`` in ``expr`` with its matchers (values unquoted)."""
     found = []
@@ -115,6 +126,7 @@ def test_the_tokenizer_finds_metrics_and_nothing_else() -> None:
         "and up == 0 or vector(1) * $price"
     )
     assert series_read(expr) == {"hermes_x_bucket", "hermes_y_total", "up"}
+    assert grouping_labels(expr) == {"le", "endpoint", "job"}
     assert selectors(expr)[0] == (
         "hermes_x_bucket",
         [Matcher("job", "=~", "$job"), Matcher("status", "=", "200")],
@@ -300,6 +312,12 @@ async def test_every_series_the_dashboard_and_rules_read_is_in_metrics(
                     for m in matchers
                     if m.label not in TARGET_LABELS and not _matches(samples[name], m)
                 )
+            # A label no series it reads has would group everything under "" silently.
+            carried = {label for name in series_read(expr) for ls in samples[name] for label in ls}
+            missing.extend(
+                f"{source}: groups by {label!r}, which none of its series has (in {expr})"
+                for label in grouping_labels(expr) - TARGET_LABELS - carried
+            )
     assert not missing, "\n".join(missing)
     # Every row of the dashboard reads something: the check above saw all of them.
     assert {
