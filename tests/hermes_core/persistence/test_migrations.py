@@ -16,7 +16,7 @@ from sqlalchemy import Connection, inspect
 from sqlmodel import SQLModel
 
 from hermes_core.persistence import Database, SchemaOutOfDate, Store, sqlite_url
-from hermes_core.persistence.database import MIGRATIONS
+from hermes_core.persistence.database import MIGRATIONS, SCHEMA_HEAD
 from hermes_core.persistence.search import PG_VECTOR
 from tests.hermes_core.persistence.helpers import new_session, user
 
@@ -133,3 +133,29 @@ async def test_messages_stay_searchable_across_the_batched_index_migration(
         assert [hit.session_id for hit in pangolins] == ["before"]
     finally:
         await store.close()
+
+
+def test_the_schema_head_a_start_compares_with_is_the_newest_migration() -> None:
+    # A start skips alembic when the database is at SCHEMA_HEAD: a new migration must move it.
+    assert _head() == SCHEMA_HEAD
+
+
+async def test_a_database_behind_is_migrated_at_open_or_refused_when_it_may_not_be(
+    database_url: str,
+) -> None:
+    store = await Store.open(database_url)
+    try:
+        session = await new_session(store, user("kept across the upgrade"))
+        async with store.db.engine.begin() as conn:
+            await conn.run_sync(_downgrade_to("0004"))
+    finally:
+        await store.close()
+
+    with pytest.raises(SchemaOutOfDate, match="revision 0004"):
+        await Store.open(database_url, migrate=False)
+    upgraded = await Store.open(database_url, migrate=True)
+    try:
+        assert await upgraded.db.current_revision() == SCHEMA_HEAD
+        assert await upgraded.sessions.get("alice", session.id) == session
+    finally:
+        await upgraded.close()
