@@ -15,8 +15,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from jsonschema import exceptions, validators
-
 from hermes_core.providers.base import OutputFormat
 
 _FENCED = re.compile(r"^```[a-zA-Z]*\s*\n(.*?)\n?```$", re.DOTALL)
@@ -28,6 +26,9 @@ class InvalidSchema(ValueError):
 
 def check_schema(schema: Mapping[str, Any]) -> None:
     """Raise :class:`InvalidSchema` unless ``schema`` is a valid JSON Schema."""
+    # jsonschema is loaded by the first request that asks for a schema, not by every start.
+    from jsonschema import exceptions, validators
+
     try:
         validators.validator_for(schema).check_schema(dict(schema))
     except exceptions.SchemaError as exc:
@@ -62,6 +63,8 @@ def check_answer(text: str, output: OutputFormat) -> tuple[str, str | None]:
         if not isinstance(value, dict):
             return text, "it is JSON, but not a JSON object"
         return candidate, None
+    from jsonschema import exceptions, validators
+
     schema = dict(output.schema or {})
     validator = validators.validator_for(schema)(schema)
     error = exceptions.best_match(validator.iter_errors(value))

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from urllib.parse import urljoin
 
 import aiohttp
-import trafilatura
 
 from hermes_core.tools.web.guard import (
     AddressPolicy,
@@ -171,6 +170,9 @@ async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> tuple[by
 def _readable_html(body: bytes, url: str, charset: str) -> tuple[str, str]:
     """The page's title and its main content as Markdown (the whole text when extraction
     finds no main content, e.g. a page that is all navigation)."""
+    # trafilatura (and lxml under it, ~0.15 s) is loaded by the first page read, not at start.
+    import trafilatura
+
     html = body.decode(charset, errors="replace")
     metadata = trafilatura.extract_metadata(html, default_url=url)
     title = (metadata.title if metadata is not None else None) or ""
