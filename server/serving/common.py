@@ -178,7 +178,7 @@ async def start_run(
             completion_id=completion_id,
             session_id=session_id,
             providers=profile.provider_models,
-            trace_parent=incoming_trace(headers),
+            trace_parent=incoming_trace(headers, request),
         )
     if run.task is not None:
         if temporary is not None:

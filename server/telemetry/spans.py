@@ -68,6 +68,7 @@ from hermes_core.messages import Message
 from hermes_core.usage import Usage
 from server.runs.manager import RunInfo
 from server.telemetry import genai
+from server.telemetry.tracing import TraceStart
 
 _SKIPPED = frozenset({TextDelta, ReasoningDelta, ToolCallGenerating, ToolProgress, SourcesFound})
 """Events no span needs: the per-token ones cost one set lookup each."""
@@ -115,6 +116,8 @@ class _Agent:
     """The last upstream error kind seen in the run (a retry's or a fallback's reason)."""
     model: str = ""
     """The model of the last call that answered."""
+    turn_start: int = 0
+    """Where this turn's own messages begin in ``messages`` (after the history's last answer)."""
 
 
 class RunSpans:
@@ -153,9 +156,21 @@ class RunSpans:
         if agent is None:
             if not isinstance(event, RunStarted | RunFinished):
                 return  # a run that began before tracing did (a reload): not traced
-            parent = info.trace_parent if isinstance(info.trace_parent, Context) else None
+            begun = info.trace_parent if isinstance(info.trace_parent, TraceStart) else None
+            parent = begun.parent if begun is not None else None
             start = min(int(info.created_at * 1e9), now)
-            agent = self._start_run(info.model, event.run_id, info.session_id, parent, start)
+            agent = self._start_run(
+                info.model,
+                event.run_id,
+                info.session_id,
+                parent if isinstance(parent, Context) else None,
+                start,
+            )
+            if agent.messages is not None and begun is not None and begun.history:
+                agent.messages.extend(begun.history)
+                agent.turn_start = _turn_start(begun.history)
+            if begun is not None:
+                begun.history = None  # the run's record keeps no transcript for us
             agent.span.set_attribute("hermes.endpoint", info.endpoint)
             if info.completion_id:
                 agent.span.set_attribute(genai.RESPONSE_ID, info.completion_id)
@@ -338,7 +353,8 @@ class RunSpans:
             attributes["hermes.session.id"] = event.session_id  # moved by a compression
         if agent.messages is not None:
             if agent.messages:
-                attributes[genai.INPUT_MESSAGES] = genai.message_json(_turn_input(agent.messages))
+                turn = _turn_input(agent.messages[agent.turn_start :])
+                attributes[genai.INPUT_MESSAGES] = genai.message_json(turn)
             attributes[genai.OUTPUT_MESSAGES] = genai.output_json(
                 None, _finish_of(event.exit_reason), event.refusal or event.final_text
             )
@@ -510,6 +526,14 @@ def _turn_input(messages: list[Message]) -> list[Message]:
             break
         turn.append(message)
     return turn
+
+
+def _turn_start(history: list[Message]) -> int:
+    """The index after the last assistant message: where the turn's new input begins."""
+    for index in range(len(history) - 1, -1, -1):
+        if history[index]["role"] == "assistant":
+            return index + 1
+    return 0
 
 
 def _finish_of(exit_reason: ExitReason) -> str:

@@ -13,11 +13,14 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from hermes_core.messages import Message
 from server.telemetry import genai, run_context
 
 if TYPE_CHECKING:
+    from hermes_core.agent import AgentRequest
     from server.services import Services
     from server.telemetry.spans import RunSpans
 
@@ -29,6 +32,8 @@ _CAPTURE_ON = frozenset({"true", "1", "yes", "span_only", "span_and_event"})
 
 _extract: Callable[[Mapping[str, str]], object] | None = None
 """The W3C trace-context extractor, once tracing is on."""
+_capture = False
+"""Message content goes on spans."""
 
 
 def tracing_requested(environ: Mapping[str, str]) -> bool:
@@ -52,7 +57,7 @@ def install_tracing(
     services: Services, environ: Mapping[str, str] | None = None
 ) -> RunSpans | None:
     """Trace every run of ``services`` when the environment asks for it; None otherwise."""
-    global _extract
+    global _extract, _capture
     env = os.environ if environ is None else environ
     if not tracing_requested(env):
         return None
@@ -78,16 +83,30 @@ def install_tracing(
     services.runs.observers.append(spans.observe)
     run_context.use_span_ids(spans.span_ids)
     _extract = TraceContextTextMapPropagator().extract
+    _capture = spans.capture_content
     log.info("tracing runs over OTLP%s", " with message content" if spans.capture_content else "")
     return spans
 
 
-def incoming_trace(headers: Mapping[str, str] | None) -> object:
-    """The trace a request's ``traceparent`` (and ``tracestate``) continues, as an
-    OpenTelemetry context for ``RunInfo.trace_parent``; None when tracing is off."""
-    if _extract is None or headers is None:
+@dataclass(slots=True)
+class TraceStart:
+    """What a run's trace needs from the request that started it (``RunInfo.trace_parent``)."""
+
+    parent: object
+    """The OpenTelemetry context of the client's ``traceparent`` (an empty one without)."""
+    history: list[Message] | None = None
+    """The conversation as the run starts, when message content is captured: the events
+    carry only what the run adds. The span view takes it (and lets go of it) at the start."""
+
+
+def incoming_trace(headers: Mapping[str, str] | None, request: AgentRequest) -> TraceStart | None:
+    """What the trace of ``request``'s run starts from: the trace the request's
+    ``traceparent`` (and ``tracestate``) continues, and its history when content is captured;
+    None when tracing is off."""
+    if _extract is None:
         return None
-    return _extract(headers)
+    parent = _extract(headers) if headers is not None else None
+    return TraceStart(parent, list(request.history) if _capture else None)
 
 
 def _provider_names(services: Services) -> Callable[[str], str]:

@@ -33,6 +33,7 @@ from hermes_core.events import (
 from hermes_core.usage import Usage
 from server.runs.manager import RunInfo
 from server.telemetry.spans import RunSpans
+from server.telemetry.tracing import TraceStart
 
 RUN = "run_parent"
 CHILD = "run_child"
@@ -126,7 +127,7 @@ def test_a_run_with_a_tool_and_a_sub_agent_is_one_trace_of_nested_spans(
     spans = view(exporter)
     parent, child = Run(RUN), Run(CHILD)
     carrier = {"traceparent": f"00-{TRACE_ID}-{PARENT_SPAN}-01"}
-    run_info = info(TraceContextTextMapPropagator().extract(carrier))
+    run_info = info(TraceStart(TraceContextTextMapPropagator().extract(carrier)))
 
     def sub(event: AgentEvent) -> AgentEvent:
         return parent(SubagentEvent, call_id="call_d", child_index=0, event=event)
