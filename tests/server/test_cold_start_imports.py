@@ -1,0 +1,81 @@
+"""A start on the embedded defaults imports nothing it does not use (#27: cold start ≤ 1 s).
+
+The heavy packages — the MCP SDK, trafilatura and lxml, alembic, the provider SDKs, jsonschema,
+the Redis client — are loaded on first use (a profile's MCP servers, a page read, a schema
+behind, a provider of that protocol, a structured answer, a replica set). One import placed at
+the top of a module again would cost every start, silently: this test says where.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hermes_core.persistence import Store
+from server.config import load_config
+
+REPO = Path(__file__).parents[2]
+NOT_AT_START = (
+    "mcp",
+    "mcp_types",
+    "trafilatura",
+    "lxml",
+    "alembic",
+    "anthropic",
+    "openai",
+    "jsonschema",
+    "redis",
+    "pandas",
+    "numpy",
+)
+START_AS_SERVE_DOES = """
+import asyncio, os, sys
+from server.app import create_app
+from server.bootstrap import build_services, upstreams
+from server.config import load_config
+
+with upstreams(load_config(None, os.environ)) as running:
+    services = build_services(running)
+    create_app(services)
+
+    async def open_and_close():
+        await services.open()
+        await services.close()
+
+    asyncio.run(open_and_close())
+print(" ".join(sorted(sys.modules)))
+"""
+"""What ``hermes-server serve`` does before it answers (cli.py), less the listening socket."""
+
+
+async def _create_schema(url: str) -> None:
+    store = await Store.open(url)
+    await store.close()
+
+
+def test_a_start_on_the_embedded_defaults_imports_no_heavy_package_it_does_not_use(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "OPENAI_"))}
+    env.pop("ANTHROPIC_API_KEY", None)
+    env["HERMES_DATA_DIR"] = str(tmp_path / "data")
+    # A restart: the database exists at the newest schema, so nothing is migrated.
+    asyncio.run(_create_schema(load_config(None, env).server.resolved_database_url))
+
+    started = subprocess.run(
+        [sys.executable, "-c", START_AS_SERVE_DOES],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert started.returncode == 0, started.stderr[-3000:]
+    loaded = set(started.stdout.split())
+    assert "server.app" in loaded  # the probe did start the server
+    assert [name for name in NOT_AT_START if name in loaded] == []
