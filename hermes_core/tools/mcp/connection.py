@@ -33,7 +33,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from hermes_core.tools.mcp.spec import McpServerSpec
-from hermes_core.tools.web.guard import guarded_http_client
+from hermes_core.tools.web.guard_httpx import guarded_http_client
 
 log = logging.getLogger("hermes.mcp")
 

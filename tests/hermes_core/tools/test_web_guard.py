@@ -15,10 +15,10 @@ from hermes_core.tools.web.guard import (
     AddressPolicy,
     AddressRefused,
     IPAddress,
-    guarded_http_client,
     is_local_address,
     parse_allow_entry,
 )
+from hermes_core.tools.web.guard_httpx import guarded_http_client
 from tests.web_site import WebSite, web_site
 
 
