@@ -184,8 +184,26 @@ def _delegate_tool(parent: ToolOwner, budget: IterationBudget) -> Tool:
         ),
         parameters=_DELEGATE_SCHEMA,
         handler=delegate,
-        summarize=lambda args: f"delegate_task {len(args.get('tasks') or [1])} task(s)",
+        summarize=_delegation_summary,
     )
+
+
+def _delegation_summary(arguments: dict[str, Any]) -> str:
+    """``delegate_task "Count the owls"``, or ``delegate_task 2 tasks: "…", "…"``: the step
+    line names what the sub-agents were asked, not only how many there are."""
+    tasks = arguments.get("tasks")
+    goals = [t.get("goal") for t in tasks if isinstance(t, dict)] if isinstance(tasks, list) else []
+    if not goals:
+        goals = [arguments.get("goal")]
+    quoted = ", ".join(f'"{_shorten(str(goal), 60)}"' for goal in goals if goal)
+    if len(goals) == 1:
+        return f"delegate_task {quoted}" if quoted else "delegate_task"
+    return f"delegate_task {len(goals)} tasks: {quoted}"
+
+
+def _shorten(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _clarify_tool(agent: ToolOwner) -> Tool:

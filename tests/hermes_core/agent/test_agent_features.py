@@ -19,6 +19,7 @@ from hermes_core.events import (
     RunFinished,
     SubagentEvent,
     TextDelta,
+    ToolStarted,
 )
 from hermes_core.memory_stores import InMemoryMemoryStore, InMemorySessionIndex, InMemoryTodoStore
 from hermes_core.providers.base import ToolSchema
@@ -139,6 +140,8 @@ async def test_delegated_children_run_in_parallel_and_their_events_are_nested(
     events = await run_events(agent, AgentRequest(user_message="summarise A and B"))
     nested = [e for e in events if isinstance(e, SubagentEvent)]
     assert {e.child_index for e in nested} == {0, 1}
+    step = next(e for e in events if isinstance(e, ToolStarted))
+    assert step.summary == 'delegate_task 2 tasks: "summarise A", "summarise B"'
     child_ends = [e.event for e in nested if isinstance(e.event, RunFinished)]
     assert [e.exit_reason for e in child_ends] == [ExitReason.COMPLETED] * 2
     report = json.loads(
@@ -172,6 +175,8 @@ async def test_a_child_stops_with_its_parent_and_says_so(
         e.event for e in events if isinstance(e, SubagentEvent) and isinstance(e.event, RunFinished)
     )
     assert child_end.exit_reason is ExitReason.INTERRUPTED
+    step = next(e for e in events if isinstance(e, ToolStarted))
+    assert step.summary == 'delegate_task "talk slowly"'
     assert child_end.interrupt_source is InterruptSource.PARENT
     end = finished(events)
     assert (end.exit_reason, end.interrupt_source) == (
