@@ -21,9 +21,9 @@ with an error status and ``error.type``; an interrupted or otherwise incomplete 
 error, and says how it ended in ``hermes.exit_reason`` (and ``hermes.interrupt_source``).
 
 Message content (``gen_ai.input.messages``, ``gen_ai.output.messages``, tool arguments and
-results) is recorded only when ``capture_content`` is on. A chat span's input is what this run
-added to the conversation before the call (the turn's messages, then its tool calls and
-results): earlier turns were earlier runs', in their own traces.
+results) is recorded only when ``capture_content`` is on. A chat span's input is the
+conversation as the run started (``TraceStart.history``: the events carry only what the run
+adds) followed by what the run added before the call; the system prompt is not in it.
 """
 
 from __future__ import annotations
