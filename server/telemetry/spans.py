@@ -68,7 +68,7 @@ from hermes_core.messages import Message
 from hermes_core.usage import Usage
 from server.runs.manager import RunInfo
 from server.telemetry import genai
-from server.telemetry.tracing import TraceStart
+from server.telemetry.trace_start import TraceStart
 
 _SKIPPED = frozenset({TextDelta, ReasoningDelta, ToolCallGenerating, ToolProgress, SourcesFound})
 """Events no span needs: the per-token ones cost one set lookup each."""

@@ -13,11 +13,10 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hermes_core.messages import Message
 from server.telemetry import genai, run_context
+from server.telemetry.trace_start import TraceStart
 
 if TYPE_CHECKING:
     from hermes_core.agent import AgentRequest
@@ -86,17 +85,6 @@ def install_tracing(
     _capture = spans.capture_content
     log.info("tracing runs over OTLP%s", " with message content" if spans.capture_content else "")
     return spans
-
-
-@dataclass(slots=True)
-class TraceStart:
-    """What a run's trace needs from the request that started it (``RunInfo.trace_parent``)."""
-
-    parent: object
-    """The OpenTelemetry context of the client's ``traceparent`` (an empty one without)."""
-    history: list[Message] | None = None
-    """The conversation as the run starts, when message content is captured: the events
-    carry only what the run adds. The span view takes it (and lets go of it) at the start."""
 
 
 def incoming_trace(headers: Mapping[str, str] | None, request: AgentRequest) -> TraceStart | None:

@@ -33,7 +33,7 @@ from hermes_core.events import (
 from hermes_core.usage import Usage
 from server.runs.manager import RunInfo
 from server.telemetry.spans import RunSpans
-from server.telemetry.tracing import TraceStart
+from server.telemetry.trace_start import TraceStart
 
 RUN = "run_parent"
 CHILD = "run_child"
