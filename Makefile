@@ -60,9 +60,13 @@ unit: install sandbox-python
 test: lint typecheck openapi-check unit
 
 # The inner loop: the tests without their PostgreSQL runs and without those that start server
-# processes (markers in pyproject.toml). `make test` is what CI runs.
+# processes (markers in pyproject.toml), on every core (pytest-xdist; FAST_WORKERS=0 runs them
+# in one process). Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: pytest would
+# otherwise rewrite every test module's asserts again in each worker (~4 s of CPU each).
+# `make test` is what CI runs.
+FAST_WORKERS ?= auto
 fast: install sandbox-python
-	$(BIN)/pytest -q -m "not slow and not postgres"
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -m "not slow and not postgres" -n $(FAST_WORKERS)
 
 # The browser suite: real Open WebUI in headless Chromium against a real server and the
 # simulator (tests/e2e/openwebui; CONTRIBUTING.md). Builds what it needs once: Playwright into
