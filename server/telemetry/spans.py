@@ -78,6 +78,7 @@ _NOT_ERRORS = frozenset({ToolOutcome.SUCCESS, ToolOutcome.AWAITING_APPROVAL})
 
 RECENT_RUNS = 1024
 """Ended runs whose trace ids log lines may still ask for (a run's last lines follow its end)."""
+EMPTY: Mapping[str, AttributeValue] = {}
 
 
 @dataclass(slots=True)
@@ -159,21 +160,22 @@ class RunSpans:
             begun = info.trace_parent if isinstance(info.trace_parent, TraceStart) else None
             parent = begun.parent if begun is not None else None
             start = min(int(info.created_at * 1e9), now)
+            extra: dict[str, AttributeValue] = {"hermes.endpoint": info.endpoint}
+            if info.completion_id:
+                extra[genai.RESPONSE_ID] = info.completion_id
             agent = self._start_run(
                 info.model,
-                event.run_id,
+                event,
                 info.session_id,
                 parent if isinstance(parent, Context) else None,
                 start,
+                extra,
             )
             if agent.messages is not None and begun is not None and begun.history:
                 agent.messages.extend(begun.history)
                 agent.turn_start = _turn_start(begun.history)
             if begun is not None:
                 begun.history = None  # the run's record keeps no transcript for us
-            agent.span.set_attribute("hermes.endpoint", info.endpoint)
-            if info.completion_id:
-                agent.span.set_attribute(genai.RESPONSE_ID, info.completion_id)
             self._runs[info.id] = agent
         self._handle(info, agent, event, now)
         if isinstance(event, RunFinished):
@@ -183,29 +185,46 @@ class RunSpans:
                 del self._ended[next(iter(self._ended))]
 
     def _start_run(
-        self, name: str, run_id: str, conversation: str | None, parent: Context | None, start: int
+        self,
+        name: str,
+        first: RunStarted | RunFinished,
+        conversation: str | None,
+        parent: Context | None,
+        start: int,
+        extra: Mapping[str, AttributeValue] = EMPTY,
     ) -> _Agent:
-        attributes: dict[str, AttributeValue] = {}
-        if conversation:
-            attributes[genai.CONVERSATION] = conversation
+        """A run's span, with all it is known by at its start (given at once: every attribute
+        set later costs the SDK a lock and a validation of its own)."""
+        if isinstance(first, RunStarted) and first.session_id and not conversation:
+            conversation = first.session_id
+        shared: dict[str, AttributeValue] = (
+            {genai.CONVERSATION: conversation} if conversation else {}
+        )
+        attributes: dict[str, AttributeValue] = {
+            genai.OPERATION: genai.INVOKE_AGENT,
+            genai.AGENT_NAME: name,
+            "hermes.run.id": first.run_id,
+            **shared,
+            **extra,
+        }
+        if isinstance(first, RunStarted):
+            attributes[genai.REQUEST_MODEL] = first.model
+            attributes[genai.PROVIDER] = self.provider_name(first.provider)
+            attributes["hermes.provider"] = first.provider
+            attributes["hermes.budget"] = first.budget
         span = self.tracer.start_span(
             f"{genai.INVOKE_AGENT} {name}",
             context=parent,
             kind=SpanKind.INTERNAL,
             start_time=start,
-            attributes={
-                genai.OPERATION: genai.INVOKE_AGENT,
-                genai.AGENT_NAME: name,
-                "hermes.run.id": run_id,
-                **attributes,
-            },
+            attributes=attributes,
         )
-        return _Agent(span, name, attributes, messages=[] if self.capture_content else None)
+        return _Agent(span, name, shared, messages=[] if self.capture_content else None)
 
     def _handle(self, info: RunInfo, agent: _Agent, event: AgentEvent, now: int) -> None:
         match event:
             case RunStarted():
-                self._started(agent, event)
+                pass  # what it says is on the run's span from its start
             case ModelCallStarted() | RetryScheduled() | FallbackActivated() | StepFinished():
                 self._model_call(info, agent, event, now)
             case MessageAdded():
@@ -250,10 +269,9 @@ class RunSpans:
         match event:
             case ModelCallStarted():
                 self._release(agent)
-                agent.call = self._open_call(agent, event.provider, event.model, now)
-                if event.grace:
-                    agent.call.span.set_attribute("hermes.grace", True)
-                agent.call.span.set_attribute("hermes.iteration", event.iteration)
+                agent.call = self._open_call(
+                    agent, event.provider, event.model, now, event.iteration, event.grace
+                )
             case RetryScheduled():
                 agent.failure = event.reason
                 if agent.call is not None:
@@ -282,19 +300,6 @@ class RunSpans:
 
     # --- runs ---------------------------------------------------------------------------------
 
-    def _started(self, agent: _Agent, event: RunStarted) -> None:
-        agent.span.set_attributes(
-            {
-                genai.REQUEST_MODEL: event.model,
-                genai.PROVIDER: self.provider_name(event.provider),
-                "hermes.provider": event.provider,
-                "hermes.budget": event.budget,
-            }
-        )
-        if event.session_id and genai.CONVERSATION not in agent.attributes:
-            agent.attributes[genai.CONVERSATION] = event.session_id
-            agent.span.set_attribute(genai.CONVERSATION, event.session_id)
-
     def _subagent(self, info: RunInfo, parent: _Agent, event: SubagentEvent, now: int) -> None:
         key = (event.call_id, event.child_index)
         child = parent.children.get(key)
@@ -307,12 +312,12 @@ class RunSpans:
             conversation = parent.attributes.get(genai.CONVERSATION)
             child = self._start_run(
                 parent.name,
-                inner.run_id,
+                inner,
                 str(conversation) if conversation else None,
                 trace.set_span_in_context(under),
                 now,
+                {"hermes.subagent.index": event.child_index},
             )
-            child.span.set_attribute("hermes.subagent.index", event.child_index)
             parent.children[key] = child
         self._handle(info, child, inner, now)
         if isinstance(inner, RunFinished):
@@ -365,7 +370,15 @@ class RunSpans:
 
     # --- model calls --------------------------------------------------------------------------
 
-    def _open_call(self, agent: _Agent, provider: str, model: str, now: int) -> _Call:
+    def _open_call(
+        self,
+        agent: _Agent,
+        provider: str,
+        model: str,
+        now: int,
+        iteration: int = 0,
+        grace: bool = False,
+    ) -> _Call:
         attributes: dict[str, AttributeValue] = {
             genai.OPERATION: genai.CHAT,
             genai.PROVIDER: self.provider_name(provider),
@@ -373,6 +386,10 @@ class RunSpans:
             "hermes.provider": provider,
             **agent.attributes,
         }
+        if iteration:
+            attributes["hermes.iteration"] = iteration
+        if grace:
+            attributes["hermes.grace"] = True
         if agent.messages:
             attributes[genai.INPUT_MESSAGES] = genai.message_json(agent.messages)
         span = self.tracer.start_span(
