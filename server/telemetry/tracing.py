@@ -83,7 +83,7 @@ def install_tracing(
     run_context.use_span_ids(spans.span_ids)
     _extract = TraceContextTextMapPropagator().extract
     _capture = spans.capture_content
-    log.info("tracing runs over OTLP%s", " with message content" if spans.capture_content else "")
+    log.info("tracing runs%s", " with message content" if spans.capture_content else "")
     return spans
 
 
