@@ -30,6 +30,7 @@ from hermes_core.tools.web.guard import AddressPolicy
 from server.bootstrap import build_profiles, keyring_of
 from server.config import ConfigError, HermesConfig, load_config
 from server.services import Profile, Services
+from server.telemetry.json_logs import mask_secrets, secrets_of
 
 log = logging.getLogger("hermes.reload")
 
@@ -129,6 +130,7 @@ class ConfigReloader:
         ]
         if ignored:
             log.warning("config reload: %s change(s) need a restart", ", ".join(ignored))
+        mask_secrets(secrets_of(config, self.environ))  # the log never shows a new key
         old = list(services.profiles)
         running = services.runs.live_tasks()
         services.profiles = profiles

@@ -47,8 +47,14 @@ class Redactor:
     """Masks known secrets and credential-looking strings in a line."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        # Longest first, so a secret containing another is masked whole.
-        known = {s for s in secrets if len(s) >= MIN_SECRET_CHARS}
+        self.secrets: list[str] = []
+        self.add(secrets)
+
+    def add(self, secrets: Iterable[str]) -> None:
+        """Mask these too (a reloaded configuration's), from the next line on."""
+        known = {*self.secrets, *(s for s in secrets if len(s) >= MIN_SECRET_CHARS)}
+        # Longest first, so a secret containing another is masked whole; swapped in whole,
+        # so a line being written on another thread sees the old list or the new one.
         self.secrets = sorted(known, key=len, reverse=True)
 
     def __call__(self, text: str) -> str:
@@ -110,9 +116,14 @@ def _utc(created: float) -> str:
 TEXT_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 
+_redactor: Redactor | None = None
+"""The masking of the formatter in use, once :func:`use_log_format` chose one."""
+
+
 def use_log_format(log_format: LogFormat, secrets: Iterable[str] = ()) -> None:
     """Format the root logger's lines (``text`` or ``json``), masking ``secrets``."""
-    redact = Redactor(secrets)
+    global _redactor
+    redact = _redactor = Redactor(secrets)
     formatter: logging.Formatter = (
         JsonFormatter(redact) if log_format == "json" else TextFormatter(redact, TEXT_FORMAT)
     )
@@ -121,6 +132,12 @@ def use_log_format(log_format: LogFormat, secrets: Iterable[str] = ()) -> None:
         logging.basicConfig(level=logging.INFO)
     for handler in root.handlers:
         handler.setFormatter(formatter)
+
+
+def mask_secrets(secrets: Iterable[str]) -> None:
+    """Mask these secrets too (a configuration reload's new keys), if lines are masked."""
+    if _redactor is not None:
+        _redactor.add(secrets)
 
 
 def uvicorn_log_config(log_format: LogFormat) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from server.simulator import Fault, Scenario, SimulatorServer, Step
+from server.telemetry import json_logs
 from server.telemetry.json_logs import JsonFormatter, Redactor, TextFormatter
 from server.telemetry.run_context import bind_run, current_run
 from tests.processes import free_port, hermes_command
@@ -164,3 +165,10 @@ def test_known_secrets_and_credentials_are_masked_in_both_formats() -> None:
         )
     assert shown["run_id"] == "run_1"
     assert "session_id" not in shown
+
+
+def test_a_reloaded_configurations_new_key_is_masked_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    redact = Redactor(["first-key-123456"])
+    monkeypatch.setattr(json_logs, "_redactor", redact)
+    json_logs.mask_secrets(["second-key-654321"])
+    assert redact("first-key-123456 second-key-654321") == "*** ***"
