@@ -117,6 +117,7 @@ TEXT_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 
 _redactor: Redactor | None = None
+_PATTERNS_ONLY = Redactor()
 """The masking of the formatter in use, once :func:`use_log_format` chose one."""
 
 
@@ -132,6 +133,12 @@ def use_log_format(log_format: LogFormat, secrets: Iterable[str] = ()) -> None:
         logging.basicConfig(level=logging.INFO)
     for handler in root.handlers:
         handler.setFormatter(formatter)
+
+
+def mask(text: str) -> str:
+    """``text`` as a log line would show it: what else leaves the process (a span's error
+    description) is masked alike."""
+    return (_redactor or _PATTERNS_ONLY)(text)
 
 
 def mask_secrets(secrets: Iterable[str]) -> None:

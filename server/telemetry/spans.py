@@ -68,6 +68,7 @@ from hermes_core.messages import Message
 from hermes_core.usage import Usage
 from server.runs.manager import RunInfo
 from server.telemetry import genai
+from server.telemetry.json_logs import mask
 from server.telemetry.trace_start import TraceStart
 
 _SKIPPED = frozenset({TextDelta, ReasoningDelta, ToolCallGenerating, ToolProgress, SourcesFound})
@@ -518,7 +519,8 @@ def _end_tool(span: Span, event: ToolFinished, capture_content: bool, now: int) 
 
 def _fail(span: Span, error_type: str, description: str | None) -> None:
     span.set_attribute(genai.ERROR_TYPE, error_type)
-    span.set_status(Status(StatusCode.ERROR, description or error_type))
+    # An upstream's error may quote the key it refused: masked as the log masks it.
+    span.set_status(Status(StatusCode.ERROR, mask(description) if description else error_type))
 
 
 def _usage(usage: Usage) -> Mapping[str, AttributeValue]:

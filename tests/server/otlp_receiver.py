@@ -37,6 +37,7 @@ class ReceivedSpan:
     end_ns: int
     attributes: dict[str, Any]
     status_code: int
+    status_message: str
     resource: dict[str, Any]
     events: list[str]
 
@@ -76,6 +77,7 @@ class OtlpReceiver(ThreadedServer):
                             end_ns=span.end_time_unix_nano,
                             attributes=_attributes(span.attributes),
                             status_code=span.status.code,
+                            status_message=span.status.message,
                             resource=resource,
                             events=[event.name for event in span.events],
                         )

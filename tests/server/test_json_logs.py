@@ -134,6 +134,9 @@ profiles:
     assert failure["message"].startswith("run failed:")
     assert "***" in failure["message"]  # the echoed key, masked
     assert failure["trace_id"] == _traced_runs(receiver)[failed_run]
+    (failed_span,) = [s for s in receiver.spans(failure["trace_id"]) if s.name.startswith("invoke")]
+    assert failed_span.status_message.endswith("Incorrect API key: ***")
+    assert UPSTREAM_KEY not in repr(receiver.spans())
 
 
 def test_a_line_outside_any_run_has_no_run_ids() -> None:
