@@ -24,6 +24,7 @@ from hermes_core.errors import disk_full
 from hermes_core.events import AgentEvent, ExitReason, InterruptSource, RunFinished
 from hermes_core.usage import Usage
 from server.errors import RunLimitExceeded, ServerDraining
+from server.telemetry.json_logs import mask
 
 log = logging.getLogger(__name__)
 
@@ -334,6 +335,10 @@ class RunManager:
             # Called inside the agent loop for every event: record and count it right there.
             nonlocal ending
             if isinstance(event, RunFinished):
+                if event.error:
+                    # The error reaches the client, the store and the metrics from here: an
+                    # upstream that echoes its key in a refusal must not hand it to them.
+                    event = dataclasses.replace(event, error=mask(event.error))
                 ending = event  # followers hear of it once the observers' writes are durable
             else:
                 run.record(event)

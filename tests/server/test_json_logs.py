@@ -175,3 +175,38 @@ def test_a_reloaded_configurations_new_key_is_masked_too(monkeypatch: pytest.Mon
     monkeypatch.setattr(json_logs, "_redactor", redact)
     json_logs.mask_secrets(["second-key-654321"])
     assert redact("first-key-123456 second-key-654321") == "*** ***"
+
+
+async def test_a_failed_runs_answer_and_record_never_show_the_upstreams_key(
+    simulator: SimulatorServer, tmp_path: Path
+) -> None:
+    config = tmp_path / "hermes.yaml"
+    config.write_text(
+        f"""
+server:
+  data_dir: {tmp_path / "data"}
+  api_keys: [{{principal: alice, key: {CLIENT_KEY}}}]
+providers:
+  - {{name: sim, model: {UPSTREAM}, base_url: "{simulator.base_url}/v1",
+      api_mode: chat_completions, api_key: {UPSTREAM_KEY}}}
+profiles:
+  - {{id: {MODEL}, providers: [sim]}}
+"""
+    )
+    simulator.state.script(UPSTREAM, Scenario(steps=[Step(fault=ECHOED_KEY, repeat=10)]))
+    port, log = free_port(), tmp_path / "server.log"
+    with hermes_command("serve", "--config", str(config), port=port, log=log):
+        auth = {"authorization": f"Bearer {CLIENT_KEY}"}
+        body = {"model": MODEL, "messages": [{"role": "user", "content": "hello"}]}
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+            failed = await http.post("/v1/chat/completions", json=body, headers=auth)
+            streamed = await http.post(
+                "/v1/chat/completions", json={**body, "stream": True}, headers=auth
+            )
+            record = await http.get(f"/v1/runs/{failed.headers['x-hermes-run-id']}", headers=auth)
+    assert failed.status_code == 502
+    assert "Incorrect API key: ***" in failed.json()["error"]["message"]
+    assert '"error"' in streamed.text
+    assert record.status_code == 200, record.text
+    for answer_text in (failed.text, streamed.text, record.text):
+        assert UPSTREAM_KEY not in answer_text
