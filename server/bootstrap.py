@@ -27,6 +27,7 @@ from server.runs.manager import RunManager
 from server.services import Profile, Services
 from server.sessions.service import SessionSettings
 from server.simulator import SimulatorServer, SimulatorState
+from server.telemetry.json_logs import mask
 
 if TYPE_CHECKING:
     from hermes_core.tools.mcp.toolset import McpToolset
@@ -49,6 +50,7 @@ def build_services(config: HermesConfig) -> Services:
         runs=RunManager(
             max_runs=config.server.max_concurrent_runs,
             max_runs_per_owner=config.server.max_concurrent_runs_per_key,
+            redact=mask,
         ),
         stop_on_disconnect=config.server.stop_on_disconnect,
         drain_seconds=config.server.drain_seconds,

@@ -24,7 +24,6 @@ from hermes_core.errors import disk_full
 from hermes_core.events import AgentEvent, ExitReason, InterruptSource, RunFinished
 from hermes_core.usage import Usage
 from server.errors import RunLimitExceeded, ServerDraining
-from server.telemetry.json_logs import mask
 
 log = logging.getLogger(__name__)
 
@@ -244,6 +243,7 @@ class RunManager:
         keep_finished: int = 1000,
         observers: Sequence[RunObserver] = (),
         settle: Callable[[], Awaitable[None]] | None = None,
+        redact: Callable[[str], str] = str,
     ) -> None:
         self.observers = list(observers)
         """Called with every event of every run (metrics, persistence); must not block."""
@@ -251,6 +251,8 @@ class RunManager:
         """Awaited after the observers saw a run's ending and before any follower does: what
         they queued (the final message, the run's record) is durable before a client hears
         the run is over."""
+        self.redact = redact
+        """Masks secrets in a failed run's error (the log's masking), before anyone hears it."""
         self._runs: dict[str, Run] = {}
         self._aliases: dict[str, str] = {}
         # Kept incrementally so admission and clean-up cost O(1) per run, not O(runs kept).
@@ -338,7 +340,7 @@ class RunManager:
                 if event.error:
                     # The error reaches the client, the store and the metrics from here: an
                     # upstream that echoes its key in a refusal must not hand it to them.
-                    event = dataclasses.replace(event, error=mask(event.error))
+                    event = dataclasses.replace(event, error=self.redact(event.error))
                 ending = event  # followers hear of it once the observers' writes are durable
             else:
                 run.record(event)
