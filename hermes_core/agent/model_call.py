@@ -10,14 +10,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, assert_never
+from typing import Concatenate, ParamSpec, TypeVar, assert_never
 
 from hermes_core import events
 from hermes_core.errors import ErrorKind, ProviderError
+from hermes_core.events import Emit
 from hermes_core.providers import base as provider_events
 from hermes_core.providers.base import ModelRequest, ModelResponse, Provider, ProviderEvent
 
-Emit = Callable[..., object]
+P = ParamSpec("P")
+E = TypeVar("E", bound=events.AgentEvent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,12 +94,14 @@ class InterruptibleCall:
 
 
 def _without_text(emit: Emit) -> Emit:
-    """``emit``, except for answer text (held back by the caller)."""
+    """``emit``, except for answer text (held back by the caller: the event is made, so the
+    call is checked and typed as any other, and dropped)."""
 
-    def emit_but_text(event_class: Any, /, *args: Any, **fields: Any) -> object:
-        if event_class is events.TextDelta:
-            return None
-        return emit(event_class, *args, **fields)
+    def emit_but_text(
+        event_class: Callable[Concatenate[str, int, P], E], /, *args: P.args, **fields: P.kwargs
+    ) -> E:
+        held = event_class is events.TextDelta
+        return (events.emit_nowhere if held else emit)(event_class, *args, **fields)
 
     return emit_but_text
 
