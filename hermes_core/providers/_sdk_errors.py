@@ -1,18 +1,20 @@
 """Translate the openai and anthropic SDKs' exceptions into ProviderError, in one place.
 
-Only the adapters that call an SDK import this (and so the SDKs); what reads the wire without
-one is in ``_wire_errors.py``.
+Only the adapters that call an SDK use this; what reads the wire without one is in
+``_wire_errors.py``. Neither SDK is imported here: an adapter imports its own, and an exception
+of an SDK that was never imported cannot be raised, so only the loaded ones are checked (an
+Anthropic-only server never imports openai, ~0.3 s).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, NamedTuple
 
-import anthropic
 import httpx2
-import openai
 
 from hermes_core.errors import ErrorKind, ProviderError
 from hermes_core.providers._wire_errors import (
@@ -26,26 +28,71 @@ from hermes_core.providers._wire_errors import (
     unreadable_response,
 )
 
+if TYPE_CHECKING:
+    import anthropic
+    import openai
+
+
+class _SdkErrors(NamedTuple):
+    """The exception classes of the SDKs loaded, kind by kind."""
+
+    base: tuple[type[openai.OpenAIError] | type[anthropic.AnthropicError], ...]
+    timeout: tuple[type[openai.APITimeoutError] | type[anthropic.APITimeoutError], ...]
+    connection: tuple[type[openai.APIConnectionError] | type[anthropic.APIConnectionError], ...]
+    invalid: tuple[
+        type[openai.APIResponseValidationError] | type[anthropic.APIResponseValidationError], ...
+    ]
+    status: tuple[type[openai.APIStatusError] | type[anthropic.APIStatusError], ...]
+    api: tuple[type[openai.APIError] | type[anthropic.APIError], ...]
+
+
+def _loaded_sdk_errors() -> _SdkErrors:
+    errors = _SdkErrors((), (), (), (), (), ())
+    if "openai" in sys.modules:
+        import openai
+
+        errors = _SdkErrors(
+            (*errors.base, openai.OpenAIError),
+            (*errors.timeout, openai.APITimeoutError),
+            (*errors.connection, openai.APIConnectionError),
+            (*errors.invalid, openai.APIResponseValidationError),
+            (*errors.status, openai.APIStatusError),
+            (*errors.api, openai.APIError),
+        )
+    if "anthropic" in sys.modules:
+        import anthropic
+
+        errors = _SdkErrors(
+            (*errors.base, anthropic.AnthropicError),
+            (*errors.timeout, anthropic.APITimeoutError),
+            (*errors.connection, anthropic.APIConnectionError),
+            (*errors.invalid, anthropic.APIResponseValidationError),
+            (*errors.status, anthropic.APIStatusError),
+            (*errors.api, anthropic.APIError),
+        )
+    return errors
+
 
 def _from_sdk_error(exc: Exception, provider: str) -> ProviderError:
-    if isinstance(exc, openai.APITimeoutError | anthropic.APITimeoutError):
+    sdk = _loaded_sdk_errors()
+    if isinstance(exc, sdk.timeout):
         return ProviderError(
             f"{provider}: upstream timed out", kind=ErrorKind.TIMEOUT, provider=provider
         )
-    if isinstance(exc, openai.APIConnectionError | anthropic.APIConnectionError):
+    if isinstance(exc, sdk.connection):
         return ProviderError(
             f"{provider}: connection to upstream failed ({exc.__cause__ or exc})",
             kind=ErrorKind.CONNECTION,
             provider=provider,
         )
-    if isinstance(exc, openai.APIResponseValidationError | anthropic.APIResponseValidationError):
+    if isinstance(exc, sdk.invalid):
         return ProviderError(
             f"{provider}: upstream answered an invalid response: {exc.message}",
             kind=ErrorKind.INVALID_RESPONSE,
             provider=provider,
             status_code=exc.status_code,
         )
-    if isinstance(exc, openai.APIStatusError | anthropic.APIStatusError) and exc.status_code >= 400:
+    if isinstance(exc, sdk.status) and exc.status_code >= 400:
         error_type, error_message = body_error(exc.body)
         detail = error_message or exc.message
         return ProviderError(
@@ -57,7 +104,7 @@ def _from_sdk_error(exc: Exception, provider: str) -> ProviderError:
             status_code=exc.status_code,
             retry_after=parse_retry_after(exc.response.headers),
         )
-    if isinstance(exc, openai.APIError | anthropic.APIError):
+    if isinstance(exc, sdk.api):
         # An error frame inside an already-started (HTTP 200) stream.
         return error_from_stream_frame(provider, exc.body or {"message": exc.message})
     return unreadable_response(provider, type(exc).__name__)
@@ -68,7 +115,7 @@ def sdk_errors(provider: str) -> Iterator[None]:
     """Run SDK calls; re-raise any SDK failure as a ProviderError naming ``provider``."""
     try:
         yield
-    except (openai.OpenAIError, anthropic.AnthropicError, json.JSONDecodeError) as exc:
+    except json.JSONDecodeError as exc:
         raise _from_sdk_error(exc, provider) from exc
     except httpx2.TimeoutException as exc:
         # The anthropic SDK lets transport errors raised while reading a stream body through
@@ -76,3 +123,7 @@ def sdk_errors(provider: str) -> Iterator[None]:
         raise timed_out(provider) from exc
     except httpx2.TransportError as exc:
         raise connection_failed(provider, exc) from exc
+    except Exception as exc:
+        if not isinstance(exc, _loaded_sdk_errors().base):
+            raise  # not an SDK's: as it is
+        raise _from_sdk_error(exc, provider) from exc

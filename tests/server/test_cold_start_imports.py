@@ -79,3 +79,18 @@ def test_a_start_on_the_embedded_defaults_imports_no_heavy_package_it_does_not_u
     loaded = set(started.stdout.split())
     assert "server.app" in loaded  # the probe did start the server
     assert [name for name in NOT_AT_START if name in loaded] == []
+
+
+def test_an_anthropic_provider_does_not_import_the_openai_sdk() -> None:
+    # One module maps both SDKs' exceptions; it must not load the SDK nobody configured.
+    probe = "import sys, hermes_core.providers.anthropic_messages; print('openai' in sys.modules)"
+    started = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert started.returncode == 0, started.stderr[-3000:]
+    assert started.stdout.split() == ["False"]
