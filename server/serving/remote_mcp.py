@@ -4,13 +4,14 @@ tools offered to its run, closed when the run ends."""
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from hermes_core.tools.mcp.spec import tool_name
+from hermes_core.tools.registry import Tool
 from hermes_core.tools.web.guard import AddressRefused, checked_addresses, system_lookup
 from server.errors import APIError
-from server.protocol.remote_mcp import CONNECT_SECONDS, RemoteMcpTool
+from server.protocol.remote_mcp import CONNECT_SECONDS, RemoteMcpTool, remote_mcp_tools
 from server.runs.manager import Run
 from server.services import Profile, Services
 from server.views.response_mcp import RemoteMcpTools, RemoteTool
@@ -57,6 +58,40 @@ async def connect_remote_mcp(
         await toolset.stop()
         raise
     return toolset, _rendering(toolset)
+
+
+class RemoteMcp:
+    """The MCP servers a request's ``tools`` name, as the tools it brings to its turn (a
+    :class:`~server.serving.turn.RequestTools`); ``rendering``: how its stream shows them
+    (None: it named none)."""
+
+    def __init__(
+        self, services: Services, profile: Profile, tools: list[dict[str, Any]] | None
+    ) -> None:
+        self._services, self._profile, self._tools = services, profile, tools
+        self._toolset: McpToolset | None = None
+        self.rendering: RemoteMcpTools | None = None
+
+    @property
+    def asks(self) -> bool:
+        return self.rendering is not None and self.rendering.asks
+
+    async def connect(self) -> list[Tool]:
+        remote = remote_mcp_tools(self._tools)
+        if not remote:
+            return []
+        self._toolset, self.rendering = await connect_remote_mcp(
+            self._services, self._profile, remote
+        )
+        return self._toolset.tools()
+
+    async def stop(self) -> None:
+        if self._toolset is not None:
+            await self._toolset.stop()
+
+    def close_after(self, run: Run) -> None:
+        if self._toolset is not None:
+            close_after(run, self._toolset)
 
 
 def close_after(run: Run, toolset: McpToolset) -> None:

@@ -38,9 +38,8 @@ from hermes_core.events import (
     MessageAdded,
     RunFinished,
 )
-from hermes_core.messages import Message, text_of
+from hermes_core.messages import Message
 from hermes_core.persistence import StoredResponse
-from server.approvals import Asker, wait_seconds_of
 from server.auth import Principal
 from server.errors import (
     APIError,
@@ -49,27 +48,20 @@ from server.errors import (
 )
 from server.json_response import FastJSONResponse
 from server.protocol.openwebui_tasks import is_side_task
-from server.protocol.remote_mcp import remote_mcp_tools
 from server.protocol.response_input import approval_answers, encode_compaction
 from server.protocol.responses import ResponseCreateRequest
 from server.runs.manager import Run, new_id
 from server.services import Profile, Services
 from server.serving.common import (
-    conversation_owner,
     is_openwebui,
-    new_agent,
     resolve_profile,
-    session_name_of,
     start_run,
-    turn_given_back_on_failure,
     unless_client_leaves,
-    with_approvals,
-    with_files_in_workspace,
 )
-from server.serving.file_announcements import file_announcer, watched
 from server.serving.item_references import resolve_item_references
-from server.serving.remote_mcp import close_after, connect_remote_mcp
-from server.sessions.service import SessionPoint
+from server.serving.remote_mcp import RemoteMcp
+from server.serving.turn import Joined, JoinSession, TurnSpec, begin_turn, join_by_name
+from server.sessions.service import SessionPoint, SessionService
 from server.sse import DONE, named_frame, sse_response
 from server.views.file_citations import FileAnnouncer
 from server.views.response_mcp import RemoteMcpTools
@@ -181,114 +173,53 @@ class ResponsesServing:
         ``earlier``: the transcript the response continues, when no store holds it."""
         services = self.services
         profile = resolve_profile(services, body.model, principal)
-        approval_wait = wait_seconds_of(request, services.approvals.expiry_seconds)
         previous = None if earlier is not None else await self._previous(body, principal)
         await resolve_item_references(services.store, principal.name, body.input_items())
         progress = _progress(request, profile)
         side_task = previous is None and is_side_task(
             request.headers, prompt_says=body.is_openwebui_task
         )
-        if side_task:
-            # Open WebUI's title, tag and follow-up prompts: one plain model call, in a run,
-            # as on chat (no tools, no session, no retries).
-            agent = profile.plain_agent(owner=principal.name)
-            agent_request = dataclasses.replace(
-                body.to_agent_request(with_client_tools=False), offer_tools=False
-            )
-            owner = principal.name
-        else:
-            agent_request = body.to_agent_request(with_client_tools=progress != "openwebui")
-            if earlier is not None:
-                history = [*earlier, *agent_request.history]
-                agent_request = dataclasses.replace(agent_request, history=history)
-            owner = conversation_owner(request, principal)
-            agent = new_agent(services, profile, owner)
-        agent.check(agent_request)
-        response_id, run_id = new_id("resp_"), new_id("run_")
-        services.runs.admit(principal.name)
-        remote = remote_mcp_tools(body.tools) if not side_task else []
-        rendering: RemoteMcpTools | None = None
-        async with contextlib.AsyncExitStack() as on_failure:
-            if remote:
-                # The request's own MCP servers: connected now, their tools beside the
-                # profile's, closed when the run ends (or now, if it never starts).
-                toolset, rendering = await connect_remote_mcp(services, profile, remote)
-                on_failure.push_async_callback(toolset.stop)
-                agent = new_agent(services, profile, owner, extra_tools=toolset.tools())
-            # Else no approval work at all: the hot path stays bare.
-            remote_asks = rendering is not None and rendering.asks
-            asks = (profile.asks_approval or remote_asks) and not side_task
-            answers = approval_answers(body.input_items()) if asks else {}
-            spoken = text_of(agent_request.user_message) if asks else ""
-            session_name = session_name_of(request) if previous is None else None
-            if side_task:
-                session_id, conversation, forked = None, None, False
-            else:
-                session_id, conversation, forked, agent_request = await self._on_session(
-                    body, agent, agent_request, owner, profile, run_id, previous, session_name
-                )
-            agent_request = dataclasses.replace(agent_request, run_id=run_id)
-            workspace_of = (owner, conversation) if conversation is not None else None
-            with turn_given_back_on_failure(services, run_id):
-                if asks:
-                    # A turn of store=false keeps nothing: it can neither answer nor leave a
-                    # question.
-                    asker = Asker(
-                        owner=principal.name,
-                        conversation=workspace_of if body.store else None,
-                        session_id=session_id,
-                        profile=profile.id,
-                        wait_seconds=approval_wait,
-                    )
-                    agent_request = await with_approvals(
-                        services,
-                        agent,
-                        agent_request,
-                        asker,
-                        forked=forked,
-                        answers=answers,
-                        spoken=spoken,
-                    )
-                agent_request = await with_files_in_workspace(
-                    services, profile, agent_request, principal, workspace_of
-                )
-                files = await file_announcer(
-                    services,
-                    request,
-                    agent_request,
-                    workspace_of,
-                    openwebui=progress == "openwebui",
-                )
-            run = await start_run(
-                services,
-                watched(agent, agent_request, workspace_of),
-                agent_request,
-                principal=principal,
-                profile=profile,
+
+        def agent_request(client_tools: bool) -> AgentRequest:
+            made = body.to_agent_request(with_client_tools=client_tools)
+            if earlier is None or side_task:
+                return made
+            return dataclasses.replace(made, history=[*earlier, *made.history])
+
+        tools = RemoteMcp(services, profile, body.tools)
+        response_id = new_id("resp_")
+        turn = await begin_turn(
+            services,
+            request,
+            principal,
+            profile,
+            TurnSpec(
                 endpoint="responses",
                 completion_id=response_id,
-                session_id=session_id,
-                conversation=workspace_of,
-                headers=request.headers,
-            )
-            if remote:
-                close_after(run, toolset)
-                on_failure.pop_all()
-            shell = body.shell(
-                response_id=response_id,
-                created_at=int(time.time()),
-                model=profile.id,
-                status="queued" if body.background else "in_progress",
-            )
-            recorder = self._recorder(run, body, shell, principal, progress, rendering, files)
-            live = _Live(run, shell, progress, recorder, rendering, files)
-            if body.store:  # `store: false` keeps nothing, not even for retrieval while it runs
-                self._remember(live)
-            headers = {"x-hermes-run-id": run.id}
-            if session_id is not None:
-                headers["x-hermes-session-id"] = session_name or session_id
-            history = list(agent_request.history)
-            return _Begun(run, shell, progress, recorder, headers, history, rendering, files)
+                agent_request=agent_request,
+                side_task=side_task,
+                openwebui=progress == "openwebui",
+                join=_joining(previous, store=body.store),
+                named=previous is None,
+                answers=lambda: approval_answers(body.input_items()),
+                keeps_questions=body.store,
+                tools=tools,
+                side_task_files=True,
+            ),
+        )
+        run, rendering = turn.run, tools.rendering
+        shell = body.shell(
+            response_id=response_id,
+            created_at=int(time.time()),
+            model=profile.id,
+            status="queued" if body.background else "in_progress",
+        )
+        recorder = self._recorder(run, body, shell, principal, progress, rendering, turn.files)
+        live = _Live(run, shell, progress, recorder, rendering, turn.files)
+        if body.store:  # `store: false` keeps nothing, not even for retrieval while it runs
+            self._remember(live)
+        history = list(turn.request.history)
+        return _Begun(run, shell, progress, recorder, turn.headers, history, rendering, turn.files)
 
     async def _previous(
         self, body: ResponseCreateRequest, principal: Principal
@@ -316,56 +247,6 @@ class ResponsesServing:
                 code="previous_response_in_progress",
             )
         return found
-
-    async def _on_session(
-        self,
-        body: ResponseCreateRequest,
-        agent: Agent,
-        request: AgentRequest,
-        owner: str,
-        profile: Profile,
-        run_id: str,
-        previous: StoredResponse | None,
-        name: str | None,
-    ) -> tuple[str | None, str | None, bool, AgentRequest]:
-        """The session the turn continues, as ``owner`` (the key, or a scope inside it); the
-        conversation (session name) it belongs to; whether the turn forked it; the request
-        on its transcript. A turn with no ``previous_response_id`` but a session name (the
-        ``X-Hermes-Session-Id`` header, or Open WebUI's chat id) continues that named session
-        as a chat turn would: its input is the visible history."""
-        sessions = self.services.sessions
-        if sessions is None:
-            return None, None, False, request
-        after = (
-            SessionPoint(previous.session_id, previous.transcript_length)
-            if previous is not None and previous.session_id is not None
-            else None
-        )
-        try:
-            if after is None and name is not None:
-                turn = await sessions.begin(
-                    agent, request, owner=owner, profile=profile.id, run_id=run_id, name=name
-                )
-            elif not body.store:
-                if after is None:
-                    return None, None, False, request
-                peeked, conversation = await sessions.peek_after(
-                    agent, request, owner=owner, after=after
-                )
-                return None, conversation, False, peeked
-            else:
-                turn = await sessions.begin_after(
-                    agent, request, owner=owner, profile=profile.id, run_id=run_id, after=after
-                )
-        except LookupError as exc:
-            raise APIError(
-                404,
-                "The session of the previous response no longer exists.",
-                param="previous_response_id",
-                code="previous_response_not_found",
-            ) from exc
-        forked = turn.forked_from is not None
-        return turn.session_id, turn.conversation, forked, turn.request
 
     def _recorder(
         self,
@@ -737,6 +618,61 @@ def _not_found(response_id: str) -> APIError:
 def _announcer_of(container: Any) -> FileAnnouncer | None:
     """How a stored response cited its files, for a replay of its stream."""
     return FileAnnouncer(container) if isinstance(container, str) else None
+
+
+def _joining(previous: StoredResponse | None, *, store: bool) -> JoinSession:
+    """How a turn joins its session: after ``previous`` (the response it continues), forking
+    the session when that was not its last; with none, the session the client names, as a
+    chat turn would (its input is the visible history), or a new one. A turn of
+    ``store: false`` keeps nothing: it reads the session it continues, and joins none."""
+    after = (
+        SessionPoint(previous.session_id, previous.transcript_length)
+        if previous is not None and previous.session_id is not None
+        else None
+    )
+
+    async def join(
+        sessions: SessionService,
+        agent: Agent,
+        request: AgentRequest,
+        *,
+        owner: str,
+        profile: str,
+        run_id: str,
+        name: str | None,
+    ) -> Joined:
+        try:
+            if after is None and name is not None:
+                return await join_by_name(
+                    sessions,
+                    agent,
+                    request,
+                    owner=owner,
+                    profile=profile,
+                    run_id=run_id,
+                    name=name,
+                )
+            if not store:
+                if after is None:
+                    return Joined(request)
+                peeked, conversation = await sessions.peek_after(
+                    agent, request, owner=owner, after=after
+                )
+                return Joined(peeked, None, conversation)
+            turn = await sessions.begin_after(
+                agent, request, owner=owner, profile=profile, run_id=run_id, after=after
+            )
+        except LookupError as exc:
+            raise APIError(
+                404,
+                "The session of the previous response no longer exists.",
+                param="previous_response_id",
+                code="previous_response_not_found",
+            ) from exc
+        forked = turn.forked_from is not None
+        return Joined(turn.request, turn.session_id, turn.conversation, forked)
+
+    return join
 
 
 def _progress(request: HTTPConnection, profile: Profile) -> Progress:

@@ -1,0 +1,248 @@
+"""Beginning a turn: what every endpoint that answers a conversation does between a request
+and its started run, once. Chat Completions and Responses each say what is theirs in a
+:class:`TurnSpec` (how the request becomes an ``AgentRequest``, how the turn joins its session,
+the request's own tools) and render the :class:`BegunTurn` their own way.
+
+The steps, in order: the approval wait a client allows; the agent (a plain one for Open WebUI's
+side tasks: no tools, no session); the request checked and the run admitted; the request's own
+tools connected; the session joined; open approvals settled; the files placed in the workspace;
+the run started (its trace continuing the request's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from starlette.requests import HTTPConnection
+
+from hermes_core.agent import Agent, AgentRequest
+from hermes_core.messages import text_of
+from hermes_core.tools.registry import Tool
+from server.approvals import Asker, wait_seconds_of
+from server.auth import Principal
+from server.runs.manager import Run, Runnable, new_id
+from server.services import Profile, Services
+from server.serving.common import (
+    conversation_owner,
+    new_agent,
+    session_name_of,
+    start_run,
+    turn_given_back_on_failure,
+    with_approvals,
+    with_files_in_workspace,
+)
+from server.serving.file_announcements import file_announcer, watched
+from server.views.file_citations import FileAnnouncer
+
+if TYPE_CHECKING:
+    from server.sessions.service import SessionService
+
+
+@dataclass(frozen=True, slots=True)
+class Joined:
+    """The session a turn joined: its request on the session's transcript."""
+
+    request: AgentRequest
+    session_id: str | None = None
+    """None: the turn is kept in no session."""
+    conversation: str | None = None
+    """The session's name: where its workspace and open approvals are kept."""
+    forked: bool = False
+    """Whether the turn forked the session (it continued an earlier point of it)."""
+
+
+class JoinSession(Protocol):
+    """How a turn joins its session (``name``: the one the client names, if any)."""
+
+    async def __call__(
+        self,
+        sessions: SessionService,
+        agent: Agent,
+        request: AgentRequest,
+        *,
+        owner: str,
+        profile: str,
+        run_id: str,
+        name: str | None,
+    ) -> Joined: ...
+
+
+async def join_by_name(
+    sessions: SessionService,
+    agent: Agent,
+    request: AgentRequest,
+    *,
+    owner: str,
+    profile: str,
+    run_id: str,
+    name: str | None,
+) -> Joined:
+    """A chat turn's: the named session continued (its visible history the transcript), or a
+    new one."""
+    turn = await sessions.begin(
+        agent, request, owner=owner, profile=profile, run_id=run_id, name=name
+    )
+    forked = turn.forked_from is not None
+    return Joined(turn.request, turn.session_id, turn.conversation, forked)
+
+
+class RequestTools(Protocol):
+    """Tools a request brings of its own (the Responses ``mcp`` tool): connected once its run
+    is admitted, offered beside the profile's, closed when the run ends (or at once, if it
+    never starts)."""
+
+    @property
+    def asks(self) -> bool:
+        """Whether any of them asks approval (known once connected)."""
+        ...
+
+    async def connect(self) -> Sequence[Tool]: ...
+
+    async def stop(self) -> None: ...
+
+    def close_after(self, run: Run) -> None: ...
+
+
+def _no_answers() -> Mapping[str, bool]:
+    return {}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnSpec:
+    """What an endpoint says about the turn it begins; :func:`begin_turn` does the rest."""
+
+    endpoint: str
+    """The run's endpoint, as runs and metrics name it."""
+    completion_id: str
+    """The id of the answer (``chatcmpl-…``, ``resp_…``)."""
+    agent_request: Callable[[bool], AgentRequest]
+    """The request's ``AgentRequest``, with the client's tools or without (the argument)."""
+    side_task: bool
+    """Open WebUI's title, tag and follow-up prompts: one plain model call, in a run."""
+    openwebui: bool
+    """Open WebUI's own tools come with every request, not ours to run; its file links."""
+    join: JoinSession = join_by_name
+    named: bool = True
+    """Whether the session headers name the turn's session (not when a Responses turn
+    continues a previous response)."""
+    answers: Callable[[], Mapping[str, bool]] = _no_answers
+    """Approval answers the request's input carries (asked only when the turn may ask)."""
+    keeps_questions: bool = True
+    """Whether the turn's conversation keeps what it leaves awaiting approval (not a
+    Responses turn of ``store: false``: it keeps nothing)."""
+    tools: RequestTools | None = None
+    side_task_files: bool = False
+    """Whether a side task's files are placed as a turn's are (Responses) or left as sent."""
+
+
+@dataclass(frozen=True, slots=True)
+class BegunTurn:
+    """A turn under way: its run, the request it started from, and its answer's headers."""
+
+    run: Run
+    request: AgentRequest
+    session_id: str | None
+    headers: dict[str, str]
+    """``x-hermes-run-id``, and ``x-hermes-session-id`` for a turn of a session."""
+    files: FileAnnouncer | None
+    """How its answer names the files its run made (None: no lasting workspace)."""
+
+
+async def begin_turn(
+    services: Services,
+    connection: HTTPConnection,
+    principal: Principal,
+    profile: Profile,
+    spec: TurnSpec,
+) -> BegunTurn:
+    """Start the run of one turn of ``profile`` for ``principal``, as ``spec`` says."""
+    approval_wait = wait_seconds_of(connection, services.approvals.expiry_seconds)
+    run_id = new_id("run_")
+    side = spec.side_task
+    agent: Agent
+    if side:
+        agent = profile.plain_agent(owner=principal.name)
+        request = spec.agent_request(False)
+        request = dataclasses.replace(request, offer_tools=False, run_id=run_id)
+        owner, name = principal.name, None
+    else:
+        request = dataclasses.replace(spec.agent_request(not spec.openwebui), run_id=run_id)
+        name = session_name_of(connection) if spec.named else None
+        owner = conversation_owner(connection, principal)
+        agent = new_agent(services, profile, owner)
+    agent.check(request)
+    services.runs.admit(principal.name)
+    tools = None if side else spec.tools
+    async with contextlib.AsyncExitStack() as on_failure:
+        if tools is not None:
+            on_failure.push_async_callback(tools.stop)
+            extra = await tools.connect()
+            if extra:
+                agent = new_agent(services, profile, owner, extra_tools=extra)
+        # Else no approval work at all: the hot path stays bare.
+        asks = (profile.asks_approval or (tools is not None and tools.asks)) and not side
+        answers, spoken = (spec.answers(), text_of(request.user_message)) if asks else ({}, "")
+        joined = Joined(request)
+        if services.sessions is not None and not side:
+            joined = await spec.join(
+                services.sessions,
+                agent,
+                request,
+                owner=owner,
+                profile=profile.id,
+                run_id=run_id,
+                name=name,
+            )
+        request, session_id = joined.request, joined.session_id
+        conversation = (owner, joined.conversation) if joined.conversation is not None else None
+        runnable: Runnable = agent
+        files = None
+        if not side or spec.side_task_files:
+            with turn_given_back_on_failure(services, run_id):
+                if asks:
+                    asker = Asker(
+                        owner=principal.name,
+                        conversation=conversation if spec.keeps_questions else None,
+                        session_id=session_id,
+                        profile=profile.id,
+                        wait_seconds=approval_wait,
+                    )
+                    request = await with_approvals(
+                        services,
+                        agent,
+                        request,
+                        asker,
+                        forked=joined.forked,
+                        answers=answers,
+                        spoken=spoken,
+                    )
+                request = await with_files_in_workspace(
+                    services, profile, request, principal, conversation
+                )
+                runnable = watched(agent, request, conversation)
+                files = await file_announcer(
+                    services, connection, request, conversation, openwebui=spec.openwebui
+                )
+        run = await start_run(
+            services,
+            runnable,
+            request,
+            principal=principal,
+            profile=profile,
+            endpoint=spec.endpoint,
+            completion_id=spec.completion_id,
+            session_id=session_id,
+            conversation=conversation,
+            headers=connection.headers,
+        )
+        if tools is not None:
+            tools.close_after(run)
+        on_failure.pop_all()
+    headers = {"x-hermes-run-id": run.id}
+    if session_id is not None:
+        headers["x-hermes-session-id"] = name or session_id
+    return BegunTurn(run, request, session_id, headers, files)
