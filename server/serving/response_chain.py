@@ -1,0 +1,120 @@
+"""Continuing a response: the one ``previous_response_id`` names, the session a turn joins
+after it, and (for a connection's ``store: false`` turns) the transcript it continues."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hermes_core.agent import Agent, AgentRequest
+from hermes_core.events import AgentEvent, CompressionPerformed, MessageAdded
+from hermes_core.messages import Message
+from hermes_core.persistence import StoredResponse
+from server.auth import Principal
+from server.errors import APIError
+from server.protocol.responses import ResponseCreateRequest
+from server.services import Services
+from server.serving.turn import Joined, JoinSession, join_by_name
+from server.sessions.service import SessionPoint, SessionService
+
+
+async def previous_response(
+    services: Services, body: ResponseCreateRequest, principal: Principal
+) -> StoredResponse | None:
+    """The response ``previous_response_id`` names (None: it names none), if it has ended."""
+    if body.previous_response_id is None:
+        return None
+    store = services.store
+    found = (
+        await store.responses.get(principal.name, body.previous_response_id)
+        if store is not None
+        else None
+    )
+    if found is None:
+        raise APIError(
+            404,
+            f"Previous response with id '{body.previous_response_id}' not found.",
+            param="previous_response_id",
+            code="previous_response_not_found",
+        )
+    if found.status in ("queued", "in_progress"):
+        raise APIError(
+            409,
+            f"Response '{found.id}' is still in progress; continue it once it has ended.",
+            param="previous_response_id",
+            code="previous_response_in_progress",
+        )
+    return found
+
+
+def joining(previous: StoredResponse | None, *, store: bool) -> JoinSession:
+    """How a turn joins its session: after ``previous`` (the response it continues), forking
+    the session when that was not its last; with none, the session the client names, as a
+    chat turn would (its input is the visible history), or a new one. A turn of
+    ``store: false`` keeps nothing: it reads the session it continues, and joins none."""
+    after = (
+        SessionPoint(previous.session_id, previous.transcript_length)
+        if previous is not None and previous.session_id is not None
+        else None
+    )
+
+    async def join(
+        sessions: SessionService,
+        agent: Agent,
+        request: AgentRequest,
+        *,
+        owner: str,
+        profile: str,
+        run_id: str,
+        name: str | None,
+    ) -> Joined:
+        try:
+            if after is None and name is not None:
+                return await join_by_name(
+                    sessions,
+                    agent,
+                    request,
+                    owner=owner,
+                    profile=profile,
+                    run_id=run_id,
+                    name=name,
+                )
+            if not store:
+                if after is None:
+                    return Joined(request)
+                peeked, conversation = await sessions.peek_after(
+                    agent, request, owner=owner, after=after
+                )
+                return Joined(peeked, None, conversation)
+            turn = await sessions.begin_after(
+                agent, request, owner=owner, profile=profile, run_id=run_id, after=after
+            )
+        except LookupError as exc:
+            raise APIError(
+                404,
+                "The session of the previous response no longer exists.",
+                param="previous_response_id",
+                code="previous_response_not_found",
+            ) from exc
+        forked = turn.forked_from is not None
+        return Joined(turn.request, turn.session_id, turn.conversation, forked)
+
+    return join
+
+
+MAX_UNSTORED = 64
+"""``store: false`` responses one WebSocket connection keeps to continue from, at most."""
+
+
+def transcript_of(history: Sequence[Message], events: Sequence[AgentEvent]) -> list[Message]:
+    """A run's transcript at its end: ``history`` and the messages the run added (a
+    compression's result replacing what it compressed)."""
+    transcript = list(history)
+    for event in events:
+        if isinstance(event, MessageAdded):
+            if event.index < len(transcript):
+                transcript[event.index] = event.message
+            else:
+                transcript.append(event.message)
+        elif isinstance(event, CompressionPerformed):
+            transcript = list(event.messages)
+    return transcript

@@ -1,0 +1,222 @@
+"""A response once begun: retrieved (as an object, or its stream again), cancelled, deleted,
+its input items listed; while it runs from its live state, once it ended from the store."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from fastapi.responses import Response
+
+from hermes_core.events import AgentEvent, InterruptSource
+from hermes_core.persistence import StoredResponse
+from server.auth import Principal
+from server.errors import APIError
+from server.json_response import FastJSONResponse
+from server.protocol.responses import ResponseCreateRequest
+from server.services import Services
+from server.serving.response_live import Live, LiveResponses, response_frames
+from server.sse import sse_response
+from server.views.file_citations import FileAnnouncer
+from server.views.response_mcp import RemoteMcpTools
+from server.views.responses import ResponsesView
+
+CANCEL_WAIT_SECONDS = 30.0
+
+
+class StoredResponses:
+    """``GET``, ``DELETE``, ``cancel`` and ``input_items`` of ``/v1/responses/{id}``."""
+
+    def __init__(self, services: Services, live: LiveResponses) -> None:
+        self.services = services
+        self.live = live
+
+    async def retrieve(
+        self, response_id: str, principal: Principal, *, stream: bool, starting_after: int
+    ) -> Response:
+        live = self.live.get(response_id, principal)
+        if stream:
+            return await self._replay(response_id, principal, live, starting_after)
+        if live is not None:
+            view = ResponsesView(
+                live.shell, progress=live.progress, remote_mcp=live.remote, files=live.files
+            )
+            for event in list(live.run.events):
+                view.handle(event)
+            return FastJSONResponse(view.response)
+        return FastJSONResponse((await self._stored(response_id, principal)).body)
+
+    async def _replay(
+        self, response_id: str, principal: Principal, live: Live | None, starting_after: int
+    ) -> Response:
+        """The response's stream again: while it runs from its live state, once it ended from
+        the store (its request) and its run's logged events, while the run is remembered."""
+        if live is not None:
+            run, recorder = live.run, live.recorder
+            view = ResponsesView(
+                live.shell, progress=live.progress, remote_mcp=live.remote, files=live.files
+            )
+            frames = response_frames(
+                self.services,
+                run,
+                view,
+                lambda: asyncio.shield(recorder),
+                leave_running=True,
+                starting_after=starting_after,
+            )
+            return sse_response(
+                frames,
+                headers={"x-hermes-run-id": run.id},
+                keepalive_seconds=self.services.keepalive_seconds,
+            )
+        stored = await self._stored(response_id, principal)  # 404 when there is none at all
+        ended = self.services.runs.get(stored.run_id or "", owner=principal.name)
+        logged = await self._logged_elsewhere(stored) if ended is None else None
+        if (ended is None and logged is None) or "body" not in stored.request:
+            raise APIError(
+                409,
+                "This response's event stream is no longer available; retrieve it "
+                "without stream=true.",
+                param="stream",
+                code="stream_unavailable",
+            )
+        request = ResponseCreateRequest.model_validate(stored.request["body"])
+        shell = request.shell(
+            response_id=stored.id,
+            created_at=stored.body["created_at"],
+            model=stored.body["model"],
+            status="queued" if request.background else "in_progress",
+        )
+        view = ResponsesView(
+            shell,
+            progress=stored.request.get("progress", "reasoning"),
+            remote_mcp=RemoteMcpTools.from_record(stored.request.get("remote_mcp")),
+            files=_announcer_of(stored.request.get("files_container")),
+        )
+
+        async def final() -> dict[str, Any]:
+            return stored.body
+
+        frames = response_frames(
+            self.services,
+            ended,
+            view,
+            final,
+            leave_running=True,
+            starting_after=starting_after,
+            events=logged,
+        )
+        return sse_response(
+            frames,
+            headers={"x-hermes-run-id": stored.run_id or ""},
+            keepalive_seconds=self.services.keepalive_seconds,
+        )
+
+    async def _logged_elsewhere(self, stored: StoredResponse) -> AsyncIterator[AgentEvent] | None:
+        """The events of a response's run another replica ran (or runs), from its log."""
+        cluster = self.services.cluster
+        if cluster is None or stored.run_id is None or not await cluster.has_events(stored.run_id):
+            return None
+        return cluster.events(stored.run_id)
+
+    async def cancel(self, response_id: str, principal: Principal) -> Response:
+        live = self.live.get(response_id, principal)
+        if live is None or live.run.status.finished:
+            stored = await self._stored(response_id, principal)
+            if live is None and await self._stopped_elsewhere(stored, principal, "cancel"):
+                return FastJSONResponse(await self._final_elsewhere(stored, principal))
+            raise APIError(
+                409,
+                f"Response '{response_id}' is not in progress ({stored.status}).",
+                code="response_not_cancellable",
+            )
+        self.services.runs.stop(live.run, InterruptSource.CANCEL_API)
+        final = await asyncio.wait_for(asyncio.shield(live.recorder), CANCEL_WAIT_SECONDS)
+        return FastJSONResponse(final)
+
+    async def delete(self, response_id: str, principal: Principal) -> dict[str, Any]:
+        live = self.live.get(response_id, principal)
+        if live is None and self.services.cluster is not None:
+            with contextlib.suppress(APIError):  # nothing stored: the 404 comes below
+                stored = await self._stored(response_id, principal)
+                if await self._stopped_elsewhere(stored, principal, "delete"):
+                    await self._final_elsewhere(stored, principal)
+        if live is not None:
+            if not live.run.status.finished:
+                self.services.runs.stop(live.run, InterruptSource.DELETE_API)
+                await asyncio.wait_for(asyncio.shield(live.recorder), CANCEL_WAIT_SECONDS)
+            self.live.forget(response_id)
+        store = self.services.store
+        deleted = store is not None and await store.responses.delete(principal.name, response_id)
+        if not deleted and live is None:
+            raise _not_found(response_id)
+        return {"id": response_id, "object": "response.deleted", "deleted": True}
+
+    async def _stopped_elsewhere(
+        self, stored: StoredResponse, principal: Principal, why: Literal["cancel", "delete"]
+    ) -> bool:
+        """Stop the response's run on the replica running it; False when none does."""
+        if stored.status not in ("queued", "in_progress") or stored.run_id is None:
+            return False
+        source = InterruptSource.CANCEL_API if why == "cancel" else InterruptSource.DELETE_API
+        return await self.services.stop_anywhere(stored.run_id, principal.name, source) is not None
+
+    async def _final_elsewhere(
+        self, stored: StoredResponse, principal: Principal
+    ) -> dict[str, Any]:
+        """The response once the replica that ran it stored it final (or as it is, after
+        ``CANCEL_WAIT_SECONDS``)."""
+        deadline = time.monotonic() + CANCEL_WAIT_SECONDS
+        while stored.status in ("queued", "in_progress") and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            stored = await self._stored(stored.id, principal)
+        return stored.body
+
+    async def input_items(
+        self,
+        response_id: str,
+        principal: Principal,
+        *,
+        after: str | None,
+        limit: int,
+        order: Literal["asc", "desc"],
+    ) -> dict[str, Any]:
+        stored = await self._stored(response_id, principal)
+        items: list[dict[str, Any]] = list(stored.request.get("input_items", []))
+        if order == "desc":
+            items.reverse()
+        if after is not None:
+            ids = [item.get("id") for item in items]
+            if after not in ids:
+                raise APIError(404, f"No input item '{after}' in this response.", param="after")
+            items = items[ids.index(after) + 1 :]
+        page = items[:limit]
+        return {
+            "object": "list",
+            "data": page,
+            "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None,
+            "has_more": len(items) > limit,
+        }
+
+    async def _stored(self, response_id: str, principal: Principal) -> StoredResponse:
+        store = self.services.store
+        found = await store.responses.get(principal.name, response_id) if store else None
+        if found is None:
+            raise _not_found(response_id)
+        return found
+
+
+def _not_found(response_id: str) -> APIError:
+    return APIError(
+        404, f"Response with id '{response_id}' not found.", param="response_id",
+        code="response_not_found",
+    )  # fmt: skip
+
+
+def _announcer_of(container: Any) -> FileAnnouncer | None:
+    """How a stored response cited its files, for a replay of its stream."""
+    return FileAnnouncer(container) if isinstance(container, str) else None
