@@ -78,6 +78,13 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=5, help="measurements per server and mode")
     parser.add_argument("--redis-url", default=None, help="also measure hermes with this Redis")
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        metavar="DIR",
+        help="also measure hermes from this checkout (git worktree add DIR REV): before/after, "
+        "interleaved",
+    )
     args = parser.parse_args()
     cores = sorted(os.sched_getaffinity(0))
     server_core, other_cores = {cores[0]}, set(cores[1:]) or {cores[0]}
@@ -94,12 +101,14 @@ def main() -> int:
     servers["hermes"] = [*serve, "--port", str(_free_port())]
     if args.redis_url:
         servers["hermes+redis"] = [*serve, "--port", str(_free_port())]
+    if args.baseline:
+        servers["hermes@baseline"] = [*serve, "--port", str(_free_port())]
     env_redis = os.environ.pop("REDIS_URL", None)  # hermes alone unless asked
     ports = {name: int(argv[-1]) for name, argv in servers.items()}
     with _process(simulate, simulator + "/health"):
         scenario = {"steps": [{"reply": {"text": ANSWER, "chunk_count": 20}, "repeat": 10_000}]}
         script = f"{simulator}/_sim/scenarios/{UPSTREAM}"  # installed again before each batch
-        with _servers(servers, ports, args.redis_url) as pids:
+        with _servers(servers, ports, args.redis_url, args.baseline) as pids:
             for pid in pids.values():
                 _pin(pid, server_core)
             messages = [{"role": "user", "content": "Say something."}]
@@ -139,7 +148,7 @@ def _report(
         f"server CPU per one-call run, ms (median of {args.repeat} x {args.requests} runs, "
         f"concurrency {args.concurrency}, each server pinned to one core)"
     )
-    print(f"  {'server':14s}" + "".join(f"{mode:>28s}" for mode in MODES))
+    print(f"  {'server':16s}" + "".join(f"{mode:>28s}" for mode in MODES))
     median = {key: statistics.median(values) for key, values in samples.items()}
     for name in names:
         cells = []
@@ -149,7 +158,12 @@ def _report(
             cells.append(
                 f"{median[(name, mode)]:6.3f} ({min(values):.2f}-{max(values):.2f}) {ratio:4.1f}x"
             )
-        print(f"  {name:14s}" + "".join(f"{cell:>28s}" for cell in cells))
+        print(f"  {name:16s}" + "".join(f"{cell:>28s}" for cell in cells))
+    if "hermes@baseline" in names:
+        change = [median[("hermes", m)] / median[("hermes@baseline", m)] - 1 for m in MODES]
+        print(
+            f"  this tree vs the baseline: {change[0]:+.1%} (non-stream), {change[1]:+.1%} (stream)"
+        )
     if "hermes+redis" in names:
         extra = [median[("hermes+redis", m)] - median[("hermes", m)] for m in MODES]
         print(f"  Redis adds {extra[0]:+.3f} ms (non-stream), {extra[1]:+.3f} ms (stream) per run")
@@ -159,17 +173,27 @@ def _report(
 
 @contextlib.contextmanager
 def _servers(
-    servers: dict[str, list[str]], ports: dict[str, int], redis: str | None
+    servers: dict[str, list[str]],
+    ports: dict[str, int],
+    redis: str | None,
+    baseline: str | None,
 ) -> Iterator[dict[str, int]]:
-    """Every server started (hermes+redis with REDIS_URL set); their pids while inside."""
+    """Every server started (hermes+redis with REDIS_URL set, hermes@baseline in the baseline's
+    directory); their pids while inside."""
     with contextlib.ExitStack() as stack:
         pids: dict[str, int] = {}
+        here = os.getcwd()
         for name, argv in servers.items():
             if name == "hermes+redis" and redis:
                 os.environ["REDIS_URL"] = redis
+            if name == "hermes@baseline" and baseline:
+                os.chdir(baseline)  # `-m server.cli` imports from the current directory
             ready = f"http://127.0.0.1:{ports[name]}/health"
-            pids[name] = stack.enter_context(_process(argv, ready)).pid
-            os.environ.pop("REDIS_URL", None)
+            try:
+                pids[name] = stack.enter_context(_process(argv, ready)).pid
+            finally:
+                os.environ.pop("REDIS_URL", None)
+                os.chdir(here)
         yield pids
 
 
