@@ -51,3 +51,46 @@ async def test_frames_are_sent_without_a_cancel_scope_per_chunk(
         response = await client.get("/")
     assert response.text == "".join(f'data: {{"n":{n}}}\n\n' for n in range(5)) + "data: [DONE]\n\n"
     assert scopes == []  # the library would enter one per send: the override is in use
+
+
+async def test_a_client_that_leaves_ends_the_stream_and_closes_its_frames() -> None:
+    closed = anyio.Event()
+
+    async def frames() -> AsyncIterator[bytes]:
+        try:
+            yield data_frame({"n": 0})
+            await anyio.sleep(60)  # a quiet run (tools working)
+            yield DONE
+        finally:
+            closed.set()
+
+    sent: list[Any] = []
+
+    async def receive() -> Any:
+        await anyio.sleep(0.05)
+        return {"type": "http.disconnect"}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    scope: Any = {"type": "http", "method": "POST", "path": "/"}
+    with anyio.fail_after(5):
+        await sse_response(frames(), headers={}, keepalive_seconds=60)(scope, receive, send)
+    assert closed.is_set()
+    assert [m.get("body") for m in sent[1:]] == [b'data: {"n":0}\n\n']
+
+
+async def test_an_error_in_the_frames_reaches_the_caller() -> None:
+    async def frames() -> AsyncIterator[bytes]:
+        yield data_frame({"n": 0})
+        raise RuntimeError("broken view")
+
+    async def receive() -> Any:
+        await anyio.sleep(60)
+
+    async def send(message: Any) -> None:
+        pass
+
+    scope: Any = {"type": "http", "method": "POST", "path": "/"}
+    with anyio.fail_after(5), pytest.raises(RuntimeError, match="broken view"):
+        await sse_response(frames(), headers={}, keepalive_seconds=60)(scope, receive, send)
