@@ -43,8 +43,8 @@ class ChatServing:
             TurnSpec(
                 endpoint="chat.completions",
                 completion_id=completion_id,
-                agent_request=lambda client_tools: body.to_agent_request(
-                    with_client_tools=client_tools
+                agent_request=lambda *, client_tools, offer_tools, run_id: body.to_agent_request(
+                    with_client_tools=client_tools, offer_tools=offer_tools, run_id=run_id
                 ),
                 side_task=side_task,
                 openwebui=openwebui,

@@ -146,11 +146,11 @@ class ResponsesServing:
             request.headers, prompt_says=body.is_openwebui_task
         )
 
-        def agent_request(client_tools: bool) -> AgentRequest:
+        def agent_request(*, client_tools: bool, offer_tools: bool, run_id: str) -> AgentRequest:
             made = body.to_agent_request(with_client_tools=client_tools)
-            if earlier is None or side_task:
-                return made
-            return dataclasses.replace(made, history=[*earlier, *made.history])
+            if earlier is not None and not side_task:
+                made = dataclasses.replace(made, history=[*earlier, *made.history])
+            return dataclasses.replace(made, offer_tools=offer_tools, run_id=run_id)
 
         tools = RemoteMcp(services, profile, body.tools)
         response_id = new_id("resp_")

@@ -11,8 +11,6 @@ the run started (its trace continuing the request's).
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -107,6 +105,13 @@ class RequestTools(Protocol):
     def close_after(self, run: Run) -> None: ...
 
 
+class BuildRequest(Protocol):
+    """How an endpoint's body becomes the turn's ``AgentRequest``: with the client's tools or
+    without them, offering the agent's own tools or none (a side task), for run ``run_id``."""
+
+    def __call__(self, *, client_tools: bool, offer_tools: bool, run_id: str) -> AgentRequest: ...
+
+
 def _no_answers() -> Mapping[str, bool]:
     return {}
 
@@ -119,8 +124,7 @@ class TurnSpec:
     """The run's endpoint, as runs and metrics name it."""
     completion_id: str
     """The id of the answer (``chatcmpl-…``, ``resp_…``)."""
-    agent_request: Callable[[bool], AgentRequest]
-    """The request's ``AgentRequest``, with the client's tools or without (the argument)."""
+    agent_request: BuildRequest
     side_task: bool
     """Open WebUI's title, tag and follow-up prompts: one plain model call, in a run."""
     openwebui: bool
@@ -166,20 +170,19 @@ async def begin_turn(
     agent: Agent
     if side:
         agent = profile.plain_agent(owner=principal.name)
-        request = spec.agent_request(False)
-        request = dataclasses.replace(request, offer_tools=False, run_id=run_id)
+        request = spec.agent_request(client_tools=False, offer_tools=False, run_id=run_id)
         owner, name = principal.name, None
     else:
-        request = dataclasses.replace(spec.agent_request(not spec.openwebui), run_id=run_id)
+        client_tools = not spec.openwebui
+        request = spec.agent_request(client_tools=client_tools, offer_tools=True, run_id=run_id)
         name = session_name_of(connection) if spec.named else None
         owner = conversation_owner(connection, principal)
         agent = new_agent(services, profile, owner)
     agent.check(request)
     services.runs.admit(principal.name)
     tools = None if side else spec.tools
-    async with contextlib.AsyncExitStack() as on_failure:
+    try:
         if tools is not None:
-            on_failure.push_async_callback(tools.stop)
             extra = await tools.connect()
             if extra:
                 agent = new_agent(services, profile, owner, extra_tools=extra)
@@ -239,9 +242,12 @@ async def begin_turn(
             conversation=conversation,
             headers=connection.headers,
         )
-        if tools is not None:
-            tools.close_after(run)
-        on_failure.pop_all()
+    except BaseException:
+        if tools is not None:  # the run never started: nothing else closes them
+            await tools.stop()
+        raise
+    if tools is not None:
+        tools.close_after(run)
     headers = {"x-hermes-run-id": run.id}
     if session_id is not None:
         headers["x-hermes-session-id"] = name or session_id
