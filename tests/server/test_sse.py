@@ -94,3 +94,19 @@ async def test_an_error_in_the_frames_reaches_the_caller() -> None:
     scope: Any = {"type": "http", "method": "POST", "path": "/"}
     with anyio.fail_after(5), pytest.raises(RuntimeError, match="broken view"):
         await sse_response(frames(), headers={}, keepalive_seconds=60)(scope, receive, send)
+
+
+async def test_a_quiet_stream_gets_keepalive_comments() -> None:
+    async def frames() -> AsyncIterator[bytes]:
+        yield data_frame({"n": 0})
+        await anyio.sleep(0.35)  # a quiet run (tools working)
+        yield DONE
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await sse_response(frames(), headers={}, keepalive_seconds=0.1)(scope, receive, send)
+
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        response = await client.get("/")
+    assert response.text.startswith('data: {"n":0}\n\n: keep-alive\n\n')
+    assert response.text.endswith(": keep-alive\n\ndata: [DONE]\n\n")
