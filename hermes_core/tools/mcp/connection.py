@@ -42,6 +42,9 @@ _STOP_GRACE_SECONDS = 2.0
 server's processes: the SDK's own shutdown can wait on a server that never answers."""
 _KILL_GRACE_SECONDS = 1.0
 """Between SIGTERM and SIGKILL, and after SIGKILL for the session to notice."""
+_REAP_GRACE_SECONDS = 5.0
+"""After a stdio server exited, how long to wait for the SDK's watcher to reap it (generous:
+it is a thread, and a loaded machine may not run it at once; it returns as soon as it did)."""
 _SPAWN_MARK = "HERMES_MCP_SPAWN"
 """Set in a stdio server's environment, unique per attempt, to find its pid: the SDK spawns
 the process (in a session of its own) but does not tell us which it is."""
@@ -254,17 +257,29 @@ class McpConnection:
 
     async def _kill_child(self) -> None:
         """SIGTERM this attempt's stdio server and its process group, SIGKILL after a grace."""
-        pid, self._child = self._child, None
-        if pid is None or not _alive(pid):
-            return
-        log.info("MCP server %s: terminating process %d", self.spec.name, pid)
-        _signal_group(pid, signal.SIGTERM)
-        if not await _gone(pid, _KILL_GRACE_SECONDS):
-            _signal_group(pid, signal.SIGKILL)
-            await _gone(pid, _KILL_GRACE_SECONDS)
-        # The SDK's process watcher learns of the exit through a callback on this loop: give it
-        # its turn, or its process object stays "still running" (a ResourceWarning at exit).
+        pid = self._child
+        if pid is None or not _in_process_table(pid):
+            self._child = None
+            return  # never started, or exited and reaped: its process object has heard
+        if _alive(pid):
+            log.info("MCP server %s: terminating process %d", self.spec.name, pid)
+            _signal_group(pid, signal.SIGTERM)
+            if not await _gone(pid, _KILL_GRACE_SECONDS):
+                _signal_group(pid, signal.SIGKILL)
+                await _gone(pid, _KILL_GRACE_SECONDS)
+        # Exited (by us or by the SDK's own kill) but maybe not yet reaped: the SDK's process
+        # watcher, a thread blocked in waitpid, reaps it and then tells its process object
+        # through a callback on this loop. On a busy machine that thread may not have run yet,
+        # and a process object that never heard is "still running" when collected (a
+        # ResourceWarning, an error under pytest). So wait until the pid is reaped, then give
+        # the callback its turn.
+        await _reaped(pid, _REAP_GRACE_SECONDS)
         await asyncio.sleep(0.05)
+        # Forgotten only now: a stop can cancel the supervisor in the middle of this (a
+        # cancellation the SDK's shutdown swallowed comes back at the next await), and the
+        # stop's own call must then find the pid still to see to.
+        if self._child == pid:
+            self._child = None
 
     def _transport(self) -> AbstractAsyncContextManager[Any]:
         spec = self.spec
@@ -452,6 +467,21 @@ def _describe(error: BaseException) -> str:
         return f"MCP error {error.code}: {error.error.message}"[:200]
     text = str(error).strip().splitlines()[0] if str(error).strip() else ""
     return f"{type(error).__name__}: {text}"[:200] if text else type(error).__name__
+
+
+async def _reaped(pid: int, seconds: float) -> bool:
+    """Whether ``pid`` is gone from the process table (exited *and* waited for) within
+    ``seconds``: a zombie counts as gone for :func:`_gone`, not here."""
+    for _ in range(int(seconds / 0.05)):
+        if not _in_process_table(pid):
+            return True
+        await asyncio.sleep(0.05)
+    return not _in_process_table(pid)
+
+
+def _in_process_table(pid: int) -> bool:
+    """Running or a zombie (not yet waited for). /proc is in memory: no I/O to move off the loop."""
+    return os.path.exists(f"/proc/{pid}")
 
 
 async def _gone(pid: int, seconds: float) -> bool:
