@@ -25,6 +25,7 @@ from server.auth import Principal, require_principal
 from server.errors import APIError
 from server.file_links import container_id, container_root, file_id, path_of
 from server.openapi import BYTES, errors
+from server.protocol.pages import list_page
 from server.protocol.schemas.containers import (
     ContainerDeleted,
     ContainerFileDeleted,
@@ -90,14 +91,7 @@ def _page(
     if after is not None:
         ids = [item["id"] for item in items]
         items = items[ids.index(after) + 1 :] if after in ids else []
-    page = items[:limit]
-    return {
-        "object": "list",
-        "data": page,
-        "first_id": page[0]["id"] if page else None,
-        "last_id": page[-1]["id"] if page else None,
-        "has_more": len(items) > limit,
-    }
+    return list_page(items[:limit], has_more=len(items) > limit)
 
 
 @router.get("", response_model=ContainerList, responses=errors(400, 401))

@@ -13,6 +13,7 @@ from server.auth import Principal, require_principal
 from server.errors import APIError
 from server.files import FileVault
 from server.openapi import BYTES, errors
+from server.protocol.pages import list_page
 from server.protocol.schemas.files import FileDeleted, FileList, FileObject
 from server.services import Services
 
@@ -75,14 +76,8 @@ async def list_files(
     records = await vault.store.files.list(
         principal.name, purpose=purpose, after=past, limit=limit + 1, newest_first=order == "desc"
     )
-    page = records[:limit]
-    return {
-        "object": "list",
-        "data": [file_object(record) for record in page],
-        "first_id": page[0].id if page else None,
-        "last_id": page[-1].id if page else None,
-        "has_more": len(records) > limit,
-    }
+    data = [file_object(record) for record in records[:limit]]
+    return list_page(data, has_more=len(records) > limit)
 
 
 @router.get("/{file_id}", response_model=FileObject, responses=errors(401, 404))

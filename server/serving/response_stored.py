@@ -16,6 +16,7 @@ from hermes_core.persistence import StoredResponse
 from server.auth import Principal
 from server.errors import APIError
 from server.json_response import FastJSONResponse
+from server.protocol.pages import list_page
 from server.protocol.responses import ResponseCreateRequest
 from server.services import Services
 from server.serving.response_live import Live, LiveResponses, response_frames
@@ -193,14 +194,7 @@ class StoredResponses:
             if after not in ids:
                 raise APIError(404, f"No input item '{after}' in this response.", param="after")
             items = items[ids.index(after) + 1 :]
-        page = items[:limit]
-        return {
-            "object": "list",
-            "data": page,
-            "first_id": page[0]["id"] if page else None,
-            "last_id": page[-1]["id"] if page else None,
-            "has_more": len(items) > limit,
-        }
+        return list_page(items[:limit], has_more=len(items) > limit)
 
     async def _stored(self, response_id: str, principal: Principal) -> StoredResponse:
         store = self.services.store
