@@ -36,6 +36,7 @@ from bench.server_overhead import (
     _drive,
     _free_port,
     _process,
+    serve_config,
 )
 
 UPSTREAM = "bench-relay-upstream"
@@ -43,23 +44,7 @@ MODES = ("non-stream", "stream (20 chunks)")
 
 
 def _config(directory: Path, simulator: str) -> Path:
-    config = directory / "hermes.yaml"
-    config.write_text(
-        f"""
-server:
-  data_dir: {directory / "data"}
-  max_concurrent_runs: 4096
-  max_concurrent_runs_per_key: 4096
-providers:
-  - name: sim
-    model: {UPSTREAM}
-    base_url: "{simulator}/v1"
-    api_mode: chat_completions
-profiles:
-  - {{id: hermes-agent, providers: [sim]}}
-"""
-    )
-    return config
+    return serve_config(directory, simulator, UPSTREAM)
 
 
 def _for(server: str, body: dict[str, object]) -> dict[str, object]:

@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 
 import aiohttp
 import httpx
@@ -32,6 +33,28 @@ from bench._serve import BENCH_MODEL
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 TRANSPORT_ERRORS: list[str] = []
 ANSWER = "The quick brown fox jumps over the lazy dog again and again. " * 2
+
+
+def serve_config(directory: Path, simulator: str, upstream: str) -> Path:
+    """A ``serve --config`` file for a benchmark: one profile on the simulator's ``upstream``
+    model, the run limits lifted so the load generator, not admission, sets the pace."""
+    config = directory / "hermes.yaml"
+    config.write_text(
+        f"""
+server:
+  data_dir: {directory / "data"}
+  max_concurrent_runs: 4096
+  max_concurrent_runs_per_key: 4096
+providers:
+  - name: sim
+    model: {upstream}
+    base_url: "{simulator}/v1"
+    api_mode: chat_completions
+profiles:
+  - {{id: hermes-agent, providers: [sim]}}
+"""
+    )
+    return config
 
 
 def _free_port() -> int:

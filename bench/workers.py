@@ -27,29 +27,13 @@ from pathlib import Path
 
 import httpx
 
-from bench.server_overhead import ANSWER, _cpu_seconds, _drive, _free_port, _process
+from bench.server_overhead import ANSWER, _cpu_seconds, _drive, _free_port, _process, serve_config
 
 UPSTREAM = "bench-workers-upstream"
 
 
 def _config(directory: Path, simulator: str) -> Path:
-    config = directory / "hermes.yaml"
-    config.write_text(
-        f"""
-server:
-  data_dir: {directory / "data"}
-  max_concurrent_runs: 4096
-  max_concurrent_runs_per_key: 4096
-providers:
-  - name: sim
-    model: {UPSTREAM}
-    base_url: "{simulator}/v1"
-    api_mode: chat_completions
-profiles:
-  - {{id: hermes-agent, providers: [sim]}}
-"""
-    )
-    return config
+    return serve_config(directory, simulator, UPSTREAM)
 
 
 def measure(workers: int, config: Path, requests: int, concurrency: int) -> tuple[float, float]:
