@@ -15,9 +15,9 @@ from pydantic import SecretStr
 from hermes_core.persistence import sqlite_url
 from hermes_core.providers import ProviderConfig, create_provider
 from server.app import create_app
-from server.http_limits import HttpLimits, guarded_protocol
+from server.http.connection_limits import HttpLimits, guarded_protocol
+from server.process.runtime import tune_garbage_collector
 from server.runs.manager import RunManager
-from server.runtime import tune_garbage_collector
 from server.services import Profile, Services
 
 BENCH_MODEL = "bench-upstream"

@@ -9,14 +9,14 @@ from fastapi import FastAPI
 
 from hermes_core.tools.agent_tools import AGENT_LEVEL_TOOLS
 from hermes_core.tools.toolsets import AGENT_TOOLSET
-from server.auth import RequireKey
-from server.drain import install_drain
 from server.errors import install_error_handlers
-from server.hot_path import HotPath, HotRoute
-from server.input_text import RefuseNulInURL
-from server.limits import UPLOAD_ENVELOPE_BYTES, BodySizeLimit
+from server.http.auth import RequireKey
+from server.http.body_limit import UPLOAD_ENVELOPE_BYTES, BodySizeLimit
+from server.http.hot_path import HotPath, HotRoute
+from server.http.input_text import RefuseNulInURL
+from server.http.openapi import install_openapi
 from server.metrics import RequestMetrics
-from server.openapi import install_openapi
+from server.process.drain import install_drain
 from server.protocol.chat import ChatCompletionRequest
 from server.protocol.responses import ResponseCreateRequest
 from server.routes import (

@@ -17,12 +17,12 @@ from hermes_core.tools.isolation import configure_total
 from hermes_core.tools.sandbox_settings import SandboxPolicy
 from hermes_core.tools.toolsets import build_toolsets
 from hermes_core.tools.web.guard import AddressPolicy
-from server.approvals import ApprovalDesk
-from server.auth import KeyRing, Principal
 from server.config import SIMULATOR_PROVIDER, HermesConfig, ProfileConfig
-from server.file_links import FileLinks, FileLinkSettings
-from server.files import FileLimits
-from server.instance import instance_name
+from server.files.links import FileLinks, FileLinkSettings
+from server.files.uploads import FileLimits
+from server.http.auth import KeyRing, Principal
+from server.replicas.instance import instance_name
+from server.runs.approvals import ApprovalDesk
 from server.runs.manager import RunManager
 from server.services import Profile, Services
 from server.sessions.service import SessionSettings
@@ -31,7 +31,7 @@ from server.telemetry.json_logs import mask
 
 if TYPE_CHECKING:
     from hermes_core.tools.mcp.toolset import McpToolset
-    from server.cluster import Cluster
+    from server.replicas.cluster import Cluster
 
 log = logging.getLogger("hermes.bootstrap")
 
@@ -160,7 +160,7 @@ def _cluster_of(config: HermesConfig, instance: str) -> Cluster | None:
     client imported)."""
     if config.server.redis_url is None:
         return None
-    from server.cluster import Cluster
+    from server.replicas.cluster import Cluster
 
     return Cluster(
         config.server.redis_url.get_secret_value(),

@@ -20,7 +20,6 @@ import uvicorn
 from sqlalchemy.exc import SQLAlchemyError
 
 from hermes_core.persistence import Database
-from server import workers
 from server.app import create_app
 from server.bootstrap import build_services, upstreams
 from server.config import (
@@ -31,10 +30,11 @@ from server.config import (
     describe,
     load_config,
 )
-from server.http_limits import HttpLimits, guarded_protocol
-from server.instance import instance_name
-from server.reload import ConfigReloader
-from server.runtime import ExitAwareServer, tune_garbage_collector
+from server.http.connection_limits import HttpLimits, guarded_protocol
+from server.process import workers
+from server.process.reload import ConfigReloader
+from server.process.runtime import ExitAwareServer, tune_garbage_collector
+from server.replicas.instance import instance_name
 from server.simulator import SimulatorState, create_simulator_app
 from server.telemetry.json_logs import (
     LOG_FORMAT_ENV,

@@ -35,20 +35,20 @@ from hermes_core.tools.quota import WorkspaceQuota
 from hermes_core.tools.registry import Tool, ToolRegistry
 from hermes_core.tools.toolsets import WORKSPACE_TOOLSETS
 from hermes_core.tools.web.guard import AddressPolicy
-from server.approvals import ApprovalDesk
-from server.auth import KeyRing
 from server.errors import RunLimitExceeded
-from server.file_links import FileLinks
-from server.files import FileLimits, FileVault
-from server.mcp_waiting import McpWaitingAgent
+from server.files.links import FileLinks
+from server.files.uploads import FileLimits, FileVault
+from server.files.workspaces import conversation_workspace
+from server.http.auth import KeyRing
 from server.metrics import Metrics
+from server.runs.approvals import ApprovalDesk
 from server.runs.manager import RunInfo, RunManager
+from server.runs.mcp_waiting import McpWaitingAgent
 from server.sessions.service import SessionService, SessionSettings
-from server.workspaces import conversation_workspace
 
 if TYPE_CHECKING:
     from hermes_core.tools.mcp.toolset import McpToolset
-    from server.cluster import Cluster
+    from server.replicas.cluster import Cluster
 
 log = logging.getLogger("hermes.services")
 
@@ -309,8 +309,8 @@ class Services:
         )
     )
     instance: str | None = None
-    """This server's name among the processes sharing the database (see server/instance.py);
-    None: the host name."""
+    """This server's name among the processes sharing the database
+    (see server/replicas/instance.py); None: the host name."""
     migrate_on_start: bool | None = None
     """Apply schema migrations at start; None: only on SQLite (PostgreSQL schemas are
     upgraded deliberately, with ``hermes-server db upgrade``)."""

@@ -9,7 +9,7 @@ prints is the text, with page, sheet and slide markers; a document it cannot rea
 hits a limit, is a :class:`DocumentUnreadable` whose message tells the model why.
 
 ``read_file`` (through :func:`text_of`, from its worker thread) and the files a request
-attaches on a profile without file tools (``server/file_reading.py``) both read documents
+attaches on a profile without file tools (``server/files/reading.py``) both read documents
 this way. Recent extractions are kept, so paging through a long document extracts it once.
 """
 

@@ -5,7 +5,7 @@ two conversations of one key writing at once. So a workspace is *measured*: a bo
 its directory (symlinks never followed, ``lstat`` only, allocated blocks counted so that a
 sparse file is not a loophole, stopped at the file cap and after a time budget). A key's
 workspaces sit in one directory (``<root>/<owner>/<conversation>``, see
-``server/workspaces.py``): its total is the sum of its workspaces' usage, remembered per
+``server/files/workspaces.py``): its total is the sum of its workspaces' usage, remembered per
 workspace (:class:`UsageBook`) so that checking it does not walk every one each time.
 
 The data volume itself keeps a reserve free (the database needs room to record runs): when

@@ -5,9 +5,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from server.auth import Principal, require_principal
-from server.input_text import StrictJSONRoute
-from server.openapi import errors, success
+from server.http.auth import Principal, require_principal
+from server.http.input_text import StrictJSONRoute
+from server.http.openapi import errors, success
 from server.protocol.chat import ChatCompletionRequest
 from server.protocol.schemas.chat import ChatCompletion, ChatCompletionChunk
 from server.serving.chat import ChatServing

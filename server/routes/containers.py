@@ -1,7 +1,7 @@
 """``/v1/containers``: each conversation's workspace as an OpenAI container, so the SDKs'
 ``client.containers`` calls reach the files an answer's ``container_file_citation`` names.
 
-Ids are described in ``server/file_links.py``: a container id resolves only under the
+Ids are described in ``server/files/links.py``: a container id resolves only under the
 caller's own key (and ``X-Hermes-Memory-Scope``), so another key's id is a 404. Containers
 come into being with their conversation's first run; they cannot be created here, nor files
 uploaded (attach files to a message instead).
@@ -21,10 +21,12 @@ from fastapi.responses import StreamingResponse
 
 from hermes_core.tools.file_scan import Budget, ScanStopped, regular_files
 from hermes_core.tools.workspace import OutsideWorkspace, Workspace
-from server.auth import Principal, require_principal
 from server.errors import APIError
-from server.file_links import container_id, container_root, file_id, path_of
-from server.openapi import BYTES, errors
+from server.files.links import container_id, container_root, file_id, path_of
+from server.files.workspace_changes import container_record, read_container_record
+from server.files.workspaces import conversation_workspace
+from server.http.auth import Principal, require_principal
+from server.http.openapi import BYTES, errors
 from server.protocol.pages import list_page
 from server.protocol.schemas.containers import (
     ContainerDeleted,
@@ -37,8 +39,6 @@ from server.protocol.schemas.containers import (
 from server.routes.file_bytes import file_response, open_file
 from server.services import Services
 from server.serving.common import conversation_owner
-from server.workspace_changes import container_record, read_container_record
-from server.workspaces import conversation_workspace
 
 router = APIRouter(prefix="/v1/containers", tags=["containers"])
 

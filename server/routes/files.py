@@ -9,10 +9,10 @@ from fastapi import APIRouter, Depends, File, Form, Query, Request, UploadFile
 from fastapi.responses import FileResponse
 
 from hermes_core.persistence import FileRecord
-from server.auth import Principal, require_principal
 from server.errors import APIError
-from server.files import FileVault
-from server.openapi import BYTES, errors
+from server.files.uploads import FileVault
+from server.http.auth import Principal, require_principal
+from server.http.openapi import BYTES, errors
 from server.protocol.pages import list_page
 from server.protocol.schemas.files import FileDeleted, FileList, FileObject
 from server.services import Services

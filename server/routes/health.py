@@ -3,7 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from server.input_text import StrictJSONRoute
+from server.http.input_text import StrictJSONRoute
 
 router = APIRouter(tags=["health"], route_class=StrictJSONRoute)
 

@@ -14,9 +14,9 @@ from hermes_core.providers.fallback import FallbackChain
 from hermes_core.providers.retry import PROCESS_COOLDOWNS
 from hermes_core.tools.isolation import isolation
 from server.errors import APIError
-from server.input_text import StrictJSONRoute
+from server.http.input_text import StrictJSONRoute
+from server.http.openapi import errors
 from server.metrics import LiveState, McpServerUp, Metrics
-from server.openapi import errors
 from server.services import Services
 
 router = APIRouter(tags=["health"], route_class=StrictJSONRoute)

@@ -6,10 +6,10 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel
 
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
-from server.auth import Principal, require_principal
 from server.errors import APIError
-from server.input_text import StrictJSONRoute
-from server.openapi import errors
+from server.http.auth import Principal, require_principal
+from server.http.input_text import StrictJSONRoute
+from server.http.openapi import errors
 from server.services import Profile, Services
 
 router = APIRouter(prefix="/v1", tags=["models"], route_class=StrictJSONRoute)

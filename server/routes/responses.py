@@ -8,9 +8,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
-from server.auth import Principal, require_principal
-from server.input_text import StrictJSONRoute
-from server.openapi import errors, success
+from server.http.auth import Principal, require_principal
+from server.http.input_text import StrictJSONRoute
+from server.http.openapi import errors, success
 from server.protocol.responses import ResponseCreateRequest
 from server.protocol.schemas.responses import (
     InputItemList,

@@ -14,11 +14,11 @@ from fastapi.responses import JSONResponse, Response
 from hermes_core.events import AgentEvent, InterruptSource
 from hermes_core.persistence import RunRecord
 from hermes_core.persistence.disk_full import StorageFull
-from server.approvals import answer_pending, approval_object
-from server.auth import Principal, require_principal
 from server.errors import APIError
-from server.input_text import StrictJSONRoute
-from server.openapi import errors, success
+from server.http.auth import Principal, require_principal
+from server.http.input_text import StrictJSONRoute
+from server.http.openapi import errors, success
+from server.http.sse import sse_response
 from server.protocol.schemas.runs import (
     Approval,
     ApprovalAnswer,
@@ -26,9 +26,9 @@ from server.protocol.schemas.runs import (
     RunObject,
     RunStopped,
 )
+from server.runs.approvals import answer_pending, approval_object
 from server.runs.manager import Run
 from server.services import Services
-from server.sse import sse_response
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], route_class=StrictJSONRoute)
 

@@ -1,7 +1,7 @@
 """``/v1/workspaces/signed/{token}/{name}``: a workspace file through a signed link, for a
 browser that has no API key (Open WebUI showing a chart inline, a user opening a report).
 
-The token is the only authority (``server/file_links.py``): it names one path of one
+The token is the only authority (``server/files/links.py``): it names one path of one
 workspace until it expires. This is the one file route the API key middleware lets through
 without a key; a forged, altered or expired token is a 403, a file gone since is a 404.
 """
@@ -16,8 +16,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from server.errors import APIError
-from server.file_links import SIGNED_PREFIX, LinkRefused
-from server.openapi import BYTES, errors
+from server.files.links import LinkRefused
+from server.http.auth import SIGNED_PREFIX
+from server.http.openapi import BYTES, errors
 from server.protocol.schemas.common import ErrorEnvelope
 from server.routes.file_bytes import file_response, open_file
 from server.services import Services

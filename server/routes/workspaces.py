@@ -14,9 +14,9 @@ from fastapi.responses import StreamingResponse
 
 from hermes_core.tools.file_scan import Budget, ScanStopped, regular_files
 from hermes_core.tools.workspace import Workspace
-from server.auth import Principal, require_principal
 from server.errors import APIError
-from server.openapi import BYTES, errors
+from server.http.auth import Principal, require_principal
+from server.http.openapi import BYTES, errors
 from server.protocol.schemas.files import WorkspaceFileList
 from server.routes.file_bytes import file_response, open_file
 from server.services import Services

@@ -5,9 +5,9 @@ Uploaded images a Responses ``input_image`` names by ``file_id`` are inlined as 
 
 Chat ``file`` content parts (and Responses ``input_file`` parts, which the Responses input
 reader turns into the same shape) are copied into the run's workspace, each part replaced by
-a line telling the model where the file is (see :mod:`server.files`). A profile without a
+a line telling the model where the file is (see :mod:`server.files.uploads`). A profile without a
 workspace has no tool to read a file with, so the model is given the file itself: a
-document's text, an image, a text file's text (see :mod:`server.file_reading`). Either way,
+document's text, an image, a text file's text (see :mod:`server.files.reading`). Either way,
 a ``file_id`` that is not one of the key's uploads is a 404 before the run starts.
 
 Open WebUI sends no file parts of its own: it gives the model the text it extracted from an
@@ -26,10 +26,10 @@ from typing import Any
 
 from hermes_core.agent import AgentRequest
 from hermes_core.messages import Message, text_of
-from server.auth import Principal
 from server.errors import APIError
-from server.file_reading import file_for_model
-from server.files import deleted_note, image_data_url, into_workspace
+from server.files.reading import file_for_model
+from server.files.uploads import deleted_note, image_data_url, into_workspace
+from server.http.auth import Principal
 from server.services import Services
 
 _FILE_PARTS = ("file", "image_file")

@@ -9,16 +9,16 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from hermes_core.events import ExitReason
-from server.auth import Principal
 from server.errors import run_failed_response
-from server.json_response import FastJSONResponse
+from server.http.auth import Principal
+from server.http.json_response import FastJSONResponse
+from server.http.sse import DONE, data_frame, sse_response
 from server.protocol.chat import ChatCompletionRequest
 from server.protocol.openwebui_tasks import is_side_task
 from server.runs.manager import Run, new_id
 from server.services import Services
 from server.serving.common import is_openwebui, resolve_profile, unless_client_leaves
 from server.serving.turn import TurnSpec, begin_turn
-from server.sse import DONE, data_frame, sse_response
 from server.views.chat import ChatCompletionBuilder, ChatStreamView
 from server.views.file_citations import FileAnnouncer
 

@@ -20,9 +20,9 @@ from hermes_core.agent import Agent, AgentRequest
 from hermes_core.events import ExitReason
 from hermes_core.tools.quota import quota_in_force
 from hermes_core.tools.registry import Tool
-from server.approvals import Asker, settle_open_approvals
-from server.auth import Principal
 from server.errors import APIError
+from server.http.auth import Principal
+from server.runs.approvals import Asker, settle_open_approvals
 from server.runs.manager import Run, Runnable, new_id
 from server.services import Profile, Services
 from server.serving.attachments import with_files

@@ -10,11 +10,11 @@ from pathlib import Path
 from starlette.requests import HTTPConnection
 
 from hermes_core.agent import AgentRequest
-from server.file_links import LinkTarget, container_id, signed_url
+from server.files.links import LinkTarget, container_id, signed_url
+from server.files.workspace_changes import WorkspaceWatch
 from server.runs.manager import Runnable
 from server.services import Services
 from server.views.file_citations import FileAnnouncer
-from server.workspace_changes import WorkspaceWatch
 
 
 def watched(

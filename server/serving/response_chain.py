@@ -9,8 +9,8 @@ from hermes_core.agent import Agent, AgentRequest
 from hermes_core.events import AgentEvent, CompressionPerformed, MessageAdded
 from hermes_core.messages import Message
 from hermes_core.persistence import StoredResponse
-from server.auth import Principal
 from server.errors import APIError
+from server.http.auth import Principal
 from server.protocol.responses import ResponseCreateRequest
 from server.services import Services
 from server.serving.turn import Joined, JoinSession, join_by_name

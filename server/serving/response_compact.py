@@ -8,9 +8,9 @@ from hermes_core.agent import AgentRequest
 from hermes_core.agent.compaction import CompactionRun
 from hermes_core.context import Compressor
 from hermes_core.events import CompressionPerformed, ExitReason
-from server.auth import Principal
 from server.errors import error_response
-from server.json_response import FastJSONResponse
+from server.http.auth import Principal
+from server.http.json_response import FastJSONResponse
 from server.protocol.response_input import encode_compaction
 from server.protocol.responses import ResponseCreateRequest
 from server.runs.manager import new_id

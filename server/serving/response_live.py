@@ -12,11 +12,11 @@ from typing import Any, Literal
 
 from hermes_core.events import AgentEvent, RunFinished
 from hermes_core.persistence import StoredResponse
-from server.auth import Principal
+from server.http.auth import Principal
+from server.http.sse import DONE, named_frame
 from server.protocol.responses import ResponseCreateRequest
 from server.runs.manager import Run
 from server.services import Services
-from server.sse import DONE, named_frame
 from server.views.file_citations import FileAnnouncer
 from server.views.response_mcp import RemoteMcpTools
 from server.views.responses import ResponsesView

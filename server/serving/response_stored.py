@@ -13,14 +13,14 @@ from fastapi.responses import Response
 
 from hermes_core.events import AgentEvent, InterruptSource
 from hermes_core.persistence import StoredResponse
-from server.auth import Principal
 from server.errors import APIError
-from server.json_response import FastJSONResponse
+from server.http.auth import Principal
+from server.http.json_response import FastJSONResponse
+from server.http.sse import sse_response
 from server.protocol.pages import list_page
 from server.protocol.responses import ResponseCreateRequest
 from server.services import Services
 from server.serving.response_live import Live, LiveResponses, response_frames
-from server.sse import sse_response
 from server.views.file_citations import FileAnnouncer
 from server.views.response_mcp import RemoteMcpTools
 from server.views.responses import ResponsesView

@@ -27,9 +27,10 @@ from starlette.requests import HTTPConnection
 
 from hermes_core.agent import AgentRequest
 from hermes_core.messages import Message
-from server.auth import Principal
 from server.errors import run_failed_response
-from server.json_response import FastJSONResponse
+from server.http.auth import Principal
+from server.http.json_response import FastJSONResponse
+from server.http.sse import sse_response
 from server.protocol.openwebui_tasks import is_side_task
 from server.protocol.response_input import approval_answers
 from server.protocol.responses import ResponseCreateRequest
@@ -43,7 +44,6 @@ from server.serving.response_compact import compact
 from server.serving.response_live import Live, LiveResponses, Progress, record, response_frames
 from server.serving.response_stored import StoredResponses
 from server.serving.turn import TurnSpec, begin_turn
-from server.sse import sse_response
 from server.views.file_citations import FileAnnouncer
 from server.views.response_mcp import RemoteMcpTools
 from server.views.responses import ResponsesView

@@ -20,8 +20,8 @@ from starlette.requests import HTTPConnection
 from hermes_core.agent import Agent, AgentRequest
 from hermes_core.messages import text_of
 from hermes_core.tools.registry import Tool
-from server.approvals import Asker, wait_seconds_of
-from server.auth import Principal
+from server.http.auth import Principal
+from server.runs.approvals import Asker, wait_seconds_of
 from server.runs.manager import Run, Runnable, new_id
 from server.services import Profile, Services
 from server.serving.common import (

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from server.http.threaded import ThreadedServer
 from server.simulator.app import create_simulator_app
 from server.simulator.state import SimulatorState
-from server.threaded import ThreadedServer
 
 
 class SimulatorServer(ThreadedServer):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hermes_core.events import WorkspaceFile
-from server.file_links import file_id
+from server.files.links import file_id
 
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".gif", ".webp", ".svg"})
 

@@ -17,11 +17,11 @@ from hermes_core.providers.fallback import FallbackChain
 from hermes_core.providers.retry import Cooldowns, RetryPolicy
 from hermes_core.tools.registry import ToolContext, ToolRegistry
 from server.app import create_app
-from server.auth import KeyRing, Principal
+from server.http.auth import KeyRing, Principal
+from server.http.threaded import ThreadedServer
 from server.runs.manager import RunManager
 from server.services import Profile, Services
 from server.simulator import SimulatorServer
-from server.threaded import ThreadedServer
 
 UPSTREAM_MODEL = "upstream-agent"
 """The model id the agent profile sends upstream: tests script the simulator under it."""

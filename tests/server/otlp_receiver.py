@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from server.threaded import ThreadedServer
+from server.http.threaded import ThreadedServer
 
 STATUS_ERROR = 2
 """``Status.code`` of a span that ended in error (OTLP's ``STATUS_CODE_ERROR``)."""

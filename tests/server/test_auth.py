@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from server.threaded import ThreadedServer
+from server.http.threaded import ThreadedServer
 from tests.server.conftest import KEY_ALICE
 
 

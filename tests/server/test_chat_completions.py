@@ -12,8 +12,8 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
+from server.http.threaded import ThreadedServer
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
-from server.threaded import ThreadedServer
 from tests.server.conftest import KEY_ALICE, KEY_BOB, UPSTREAM_MODEL
 
 HELLO: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hello"}]

@@ -40,11 +40,11 @@ from hermes_core.providers.retry import Cooldowns, RetryPolicy
 from hermes_core.tools.mcp.toolset import McpToolset
 from hermes_core.tools.registry import ToolContext, ToolRegistry
 from server.app import create_app
-from server.auth import KeyRing
+from server.http.auth import KeyRing
+from server.http.threaded import ThreadedServer
 from server.runs.manager import RunManager
 from server.services import Profile, Services
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
-from server.threaded import ThreadedServer
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "hermes-server.json"

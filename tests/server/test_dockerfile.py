@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from server.threaded import ThreadedServer
+from server.http.threaded import ThreadedServer
 
 DOCKERFILE = Path(__file__).resolve().parents[2] / "Dockerfile"
 

@@ -20,7 +20,7 @@ from hermes_core.tools.egress import (
 from hermes_core.tools.egress.network import SandboxNetwork
 from server.bootstrap import build_profiles
 from server.config import load_config
-from server.reload import ConfigReloader
+from server.process.reload import ConfigReloader
 from server.services import Profile, Services
 
 DEADLINE = 30.0

@@ -9,8 +9,8 @@ import httpx
 import openai
 import pytest
 
+from server.http.threaded import ThreadedServer
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step
-from server.threaded import ThreadedServer
 from tests.server.conftest import KEY_ALICE, KEY_CAROL, UPSTREAM_MODEL
 
 HELLO = [{"role": "user", "content": "hello"}]

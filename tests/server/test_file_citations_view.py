@@ -11,7 +11,7 @@ from openai.types.responses import ResponseStreamEvent
 
 from hermes_core.events import ExitReason, RunFinished, RunStarted, TextDelta, WorkspaceFile
 from hermes_core.usage import Usage
-from server.file_links import file_id
+from server.files.links import file_id
 from server.views.chat import ChatCompletionBuilder, ChatStreamView
 from server.views.file_citations import FileAnnouncer
 from server.views.responses import ResponsesView

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from server.file_links import (
+from server.files.links import (
     FileLinks,
     FileLinkSettings,
     LinkRefused,
@@ -19,7 +19,7 @@ from server.file_links import (
     path_of,
     secret_path,
 )
-from server.workspaces import conversation_workspace
+from server.files.workspaces import conversation_workspace
 
 TARGET = LinkTarget("0123abcd/89ef", "charts/sales q1.png")
 

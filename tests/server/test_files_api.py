@@ -15,9 +15,9 @@ import pytest
 
 from hermes_core.persistence import sqlite_url
 from server.app import create_app
-from server.files import FileLimits
+from server.files.uploads import FileLimits
+from server.http.threaded import ThreadedServer
 from server.simulator import SimulatorServer
-from server.threaded import ThreadedServer
 from tests.server.conftest import KEY_ALICE, KEY_BOB, make_services
 
 LIMITS = FileLimits(max_file_bytes=64 * 1024, quota_bytes=100 * 1024, max_files=4)

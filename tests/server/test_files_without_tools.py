@@ -14,8 +14,8 @@ import pytest
 
 from hermes_core.persistence import sqlite_url
 from server.app import create_app
+from server.http.threaded import ThreadedServer
 from server.simulator import SimulatorServer
-from server.threaded import ThreadedServer
 from tests.documents import pdf, require_data_python
 from tests.server.conftest import KEY_ALICE, KEY_BOB, UPSTREAM_MODEL, make_services
 

@@ -8,8 +8,8 @@ import httpx
 import openai
 import pytest
 
+from server.http.threaded import ThreadedServer
 from server.openapi_dump import render
-from server.threaded import ThreadedServer
 from tests.server.conftest import KEY_ALICE
 
 

@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from server.app import create_app
+from server.http.threaded import ThreadedServer
 from server.simulator import Reply, Scenario, SimulatorServer, Step
-from server.threaded import ThreadedServer
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL, make_services
 
 CREATE_PATHS = ("/v1/chat/completions", "/v1/responses")

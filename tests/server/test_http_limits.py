@@ -1,4 +1,4 @@
-"""What a slow or hostile client may hold of the server (server/http_limits.py), over raw
+"""What a slow or hostile client may hold of the server (server/http/connection_limits.py), over raw
 sockets against a real uvicorn server with small limits."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from server.http_limits import HttpLimits
-from server.threaded import ThreadedServer
+from server.http.connection_limits import HttpLimits
+from server.http.threaded import ThreadedServer
 
 LIMITS = HttpLimits(
     head_timeout=0.5, max_head_bytes=4096, body_idle_timeout=0.5, body_min_bytes_per_second=1024

@@ -11,7 +11,7 @@ import pytest
 from hermes_core.persistence import Store
 from server.bootstrap import build_services
 from server.config import load_config
-from server.instance import instance_name
+from server.replicas.instance import instance_name
 
 
 def test_the_instance_id_is_made_once_and_kept_in_the_data_directory(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import httpx
 import openai
 
+from server.http.threaded import ThreadedServer
 from server.simulator import Reply, Scenario, SimulatorServer, Step
-from server.threaded import ThreadedServer
 from tests.server.conftest import KEY_ALICE, KEY_BOB, UPSTREAM_MODEL
 
 

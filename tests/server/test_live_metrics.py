@@ -29,13 +29,13 @@ from hermes_core.providers.scripted import ScriptedProvider
 from hermes_core.tools.mcp.toolset import McpToolset
 from hermes_core.usage import Usage
 from server.app import create_app
-from server.auth import KeyRing
+from server.http.auth import KeyRing
+from server.http.threaded import ThreadedServer
 from server.metrics import Metrics
 from server.routes.metrics import live_state
 from server.runs.manager import RunInfo, RunManager
 from server.services import Profile, Services
 from server.simulator import Fault, Scenario, SimulatorServer, Step
-from server.threaded import ThreadedServer
 
 KEY = "sk-live-metrics-0123456789abcdef"
 AUTH = {"authorization": f"Bearer {KEY}"}

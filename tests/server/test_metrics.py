@@ -42,13 +42,13 @@ from hermes_core.providers.retry import Cooldowns, RetryPolicy
 from hermes_core.tools.registry import ToolContext, ToolRegistry
 from hermes_core.usage import Usage
 from server.app import create_app
-from server.auth import KeyRing
+from server.http.auth import KeyRing
+from server.http.threaded import ThreadedServer
 from server.metrics import Metrics, RequestMetrics, path_endpoint
 from server.routes import metrics as metrics_routes
 from server.runs.manager import RunInfo, RunManager
 from server.services import Profile, Services
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
-from server.threaded import ThreadedServer
 
 KEY = "sk-metrics-0123456789abcdef"
 AUTH = {"authorization": f"Bearer {KEY}"}

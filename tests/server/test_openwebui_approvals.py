@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from server.http.threaded import ThreadedServer
 from server.simulator import SimulatorServer
-from server.threaded import ThreadedServer
 from tests.server.test_openwebui_progress import (
     calls,
     cards,

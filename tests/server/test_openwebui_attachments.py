@@ -19,9 +19,9 @@ from hermes_core.persistence import sqlite_url
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
 from hermes_core.tools.quota import WorkspaceQuota
 from server.app import create_app
+from server.files.workspaces import conversation_workspace
+from server.http.threaded import ThreadedServer
 from server.simulator import SimulatorServer
-from server.threaded import ThreadedServer
-from server.workspaces import conversation_workspace
 from tests.server.conftest import KEY_ALICE, KEY_BOB, UPSTREAM_MODEL, make_services
 
 CSV = b"region,total\nnorth,12\nsouth,30\n"

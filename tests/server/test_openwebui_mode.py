@@ -11,9 +11,9 @@ from pydantic import SecretStr
 from hermes_core.providers import ProviderConfig, create_provider
 from hermes_core.providers.fallback import FallbackChain
 from hermes_core.providers.retry import RetryPolicy
+from server.http.threaded import ThreadedServer
 from server.services import Profile
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
-from server.threaded import ThreadedServer
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL
 
 OPENWEBUI = {"authorization": f"Bearer {KEY_ALICE}", "x-openwebui-chat-id": "chat-123"}

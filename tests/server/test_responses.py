@@ -11,8 +11,8 @@ import httpx
 import openai
 import pytest
 
+from server.http.threaded import ThreadedServer
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
-from server.threaded import ThreadedServer
 from tests.server.conftest import KEY_ALICE, KEY_BOB, UPSTREAM_MODEL
 
 WEATHER_TOOL: Any = {

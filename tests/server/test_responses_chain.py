@@ -8,8 +8,8 @@ import openai
 import pytest
 
 from server.app import create_app
+from server.http.threaded import ThreadedServer
 from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
-from server.threaded import ThreadedServer
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL, make_services
 
 

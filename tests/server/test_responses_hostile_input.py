@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from server.threaded import ThreadedServer
+from server.http.threaded import ThreadedServer
 from tests.server.conftest import KEY_ALICE
 
 M = "hermes-agent"

@@ -14,8 +14,8 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from server.http.threaded import ThreadedServer
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step
-from server.threaded import ThreadedServer
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL
 
 

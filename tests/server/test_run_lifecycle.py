@@ -12,8 +12,8 @@ import pytest
 
 from hermes_core.persistence import Store, sqlite_url
 from server.app import create_app
+from server.http.threaded import ThreadedServer
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
-from server.threaded import ThreadedServer
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL, make_services
 
 AUTH = {"authorization": f"Bearer {KEY_ALICE}"}

@@ -14,9 +14,9 @@ import pytest
 from hermes_core.context import CachingContext, CompressingContext, Compressor
 from hermes_core.persistence import sqlite_url
 from server.app import create_app
+from server.http.threaded import ThreadedServer
 from server.services import Services
 from server.simulator import SimulatorServer
-from server.threaded import ThreadedServer
 from tests.server.conftest import KEY_ALICE, make_services
 
 REPO = Path(__file__).parents[2]

@@ -17,9 +17,9 @@ from hermes_core.context import CompressingContext, Compressor
 from hermes_core.context.compression import CompressionSettings
 from hermes_core.persistence import Store
 from server.app import create_app
+from server.http.threaded import ThreadedServer
 from server.sessions.service import SessionSettings
 from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
-from server.threaded import ThreadedServer
 from tests.databases import drop_database, fresh_database
 from tests.server.conftest import KEY_ALICE, KEY_BOB, UPSTREAM_MODEL, make_services
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.approvals import parse_spoken_answer
+from server.runs.approvals import parse_spoken_answer
 
 
 @pytest.mark.parametrize("words", ["approve", "Yes", "ok, go ahead", "Approved!"])

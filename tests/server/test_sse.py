@@ -1,4 +1,4 @@
-"""The SSE encoder (server/sse.py), against the library it builds on.
+"""The SSE encoder (server/http/sse.py), against the library it builds on.
 
 ``_EventSource`` overrides a private method of sse-starlette to skip a cancel scope per chunk.
 If a new sse-starlette renames or reshapes that method, the override silently stops working
@@ -17,7 +17,7 @@ import pytest
 from sse_starlette.sse import EventSourceResponse
 from starlette.types import Receive, Scope, Send
 
-from server.sse import DONE, _EventSource, data_frame, sse_response
+from server.http.sse import DONE, _EventSource, data_frame, sse_response
 
 
 def test_the_overridden_method_still_exists_with_the_same_signature() -> None:

@@ -19,8 +19,8 @@ import pytest
 from hermes_core.persistence import Store, sqlite_url
 from hermes_core.tools.registry import ToolContext, ToolRegistry
 from server.app import create_app
+from server.http.threaded import ThreadedServer
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
-from server.threaded import ThreadedServer
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL, make_services
 
 Message = dict[str, Any]

@@ -11,8 +11,8 @@ import httpx
 import openai
 from pydantic import BaseModel
 
+from server.http.threaded import ThreadedServer
 from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
-from server.threaded import ThreadedServer
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL
 
 

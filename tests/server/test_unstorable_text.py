@@ -12,9 +12,9 @@ import pytest
 
 from hermes_core.persistence import Store
 from server.app import create_app
+from server.http.threaded import ThreadedServer
 from server.services import Services
 from server.simulator import Reply, Scenario, SimulatorServer, Step
-from server.threaded import ThreadedServer
 from tests.server.conftest import KEY_ALICE, KEY_BOB, UPSTREAM_MODEL, make_services
 
 ALICE = {"authorization": f"Bearer {KEY_ALICE}"}

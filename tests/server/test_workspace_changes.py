@@ -16,7 +16,7 @@ from hermes_core.events import (
     WorkspaceFile,
 )
 from hermes_core.usage import Usage
-from server.workspace_changes import (
+from server.files.workspace_changes import (
     WorkspaceWatch,
     changes,
     read_container_record,

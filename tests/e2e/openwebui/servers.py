@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from server.workspaces import conversation_workspace
+from server.files.workspaces import conversation_workspace
 from tests.e2e.openwebui.environment import openwebui_program
 from tests.server.served import pid_alive
 

@@ -17,8 +17,8 @@ import pytest
 from openai import AsyncOpenAI
 
 from hermes_core.tools.toolsets import sandbox_missing
+from server.files.workspaces import conversation_workspace
 from server.simulator import Scenario, SimulatorServer, Step
-from server.workspaces import conversation_workspace
 from tests.processes import free_port, hermes_command
 from tests.server.served import (
     answer,

@@ -16,7 +16,7 @@ from openai import AsyncOpenAI, NotFoundError
 from openai.types.responses import Response, ResponseOutputMessage, ResponseOutputText
 from openai.types.responses.response_output_text import AnnotationContainerFileCitation
 
-from server.file_links import (
+from server.files.links import (
     LinkSigner,
     LinkTarget,
     container_id,

@@ -15,9 +15,11 @@ from fastapi import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server.errors import APIError, error_response
-from server.file_links import SIGNED_PREFIX
 
 LOCAL_PRINCIPAL = "local"
+
+SIGNED_PREFIX = "/v1/workspaces/signed/"
+"""Where signed links point (server/files/links.py): the one file route that needs no API key."""
 
 
 @dataclass(frozen=True, slots=True)

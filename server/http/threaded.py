@@ -18,7 +18,7 @@ from typing import Self
 import uvicorn
 from starlette.types import ASGIApp
 
-from server.http_limits import HttpLimits, guarded_protocol
+from server.http.connection_limits import HttpLimits, guarded_protocol
 
 
 class _PromptServer(uvicorn.Server):
@@ -70,7 +70,7 @@ class ThreadedServer:
             access_log=False,
             lifespan="on",
             timeout_graceful_shutdown=1,
-            # What `serve` enforces on clients (server/http_limits.py), by default.
+            # What `serve` enforces on clients (server/http/connection_limits.py), by default.
             http=guarded_protocol(limits if limits is not None else HttpLimits()),
         )
         self._server = _PromptServer(config)

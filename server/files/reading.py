@@ -22,7 +22,7 @@ from hermes_core.tools.documents import DocumentUnreadable, document_kind, extra
 from hermes_core.tools.file_scan import is_binary
 from hermes_core.tools.sandbox import SandboxPolicy
 from server.errors import APIError
-from server.files import (
+from server.files.uploads import (
     MAX_INLINE_IMAGE_BYTES,
     FileVault,
     clean_filename,

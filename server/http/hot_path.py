@@ -26,7 +26,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server.auth import Principal, principal_of
+from server.http.auth import Principal, principal_of
 
 Body = TypeVar("Body", bound=BaseModel)
 Handler = Callable[[Request, Any], Response | Awaitable[Response]]
@@ -113,7 +113,7 @@ def _parse(model: type[BaseModel], request: Request, body: bytes) -> BaseModel |
     maintype, _, subtype = media.partition("/")
     if maintype != "application" or not (subtype == "json" or subtype.endswith("+json")):
         return None
-    if not body or b"\\u0000" in body:  # text the route refuses (see server/input_text.py)
+    if not body or b"\\u0000" in body:  # text the route refuses (see server/http/input_text.py)
         return None
     try:
         return model.model_validate_json(body)

@@ -28,10 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from server.workspaces import conversation_workspace
+from server.files.workspaces import conversation_workspace
+from server.http.auth import SIGNED_PREFIX
 
-SIGNED_PREFIX = "/v1/workspaces/signed/"
-"""Where signed links point: the one file route that needs no API key."""
 DEFAULT_LINK_SECONDS = 7 * 24 * 3600
 _SECRET_FILE = "file-link-secret"
 _CONTEXT = b"hermes-file-link-v1\n"

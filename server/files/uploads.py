@@ -10,7 +10,7 @@ into the conversation's workspace and the part becomes a line telling the model 
 a file already copied there (the same upload, or the same inline bytes, in a later turn's
 resent history; or the same bytes under the same name, uploaded again) is not copied again,
 so what the agent made of it is not overwritten.
-Without a workspace, the model is given the file itself (``server/file_reading.py``).
+Without a workspace, the model is given the file itself (``server/files/reading.py``).
 """
 
 from __future__ import annotations
