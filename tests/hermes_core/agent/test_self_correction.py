@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from hermes_core.agent import Agent
-from hermes_core.agent.loop import EMPTY_NUDGE
+from hermes_core.agent.text_reply import EMPTY_NUDGE
 from hermes_core.providers import base as p
 from hermes_core.providers.base import ApiMode, ModelRequest
 from hermes_core.tools.registry import ToolContext, ToolRegistry

@@ -1,0 +1,157 @@
+"""What every step of one run shares: its state, its one way into the transcript, its one exit.
+
+The loop (``loop.py``) is a few kinds of step — a model call, a reply's tool calls, a text
+reply, the limits — each in a module of its own. They all read and change the same run, so
+the run lives here, apart from all of them: :class:`RunState` (what the run accumulates),
+:class:`LoopOwner` (what it needs of its agent) and :class:`ActiveRun`, which holds the two
+and offers :meth:`ActiveRun.append` and :meth:`ActiveRun.finish`, the only ways a step records
+a message or ends the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from hermes_core.agent.budget import IterationBudget
+from hermes_core.agent.config import AgentConfig, AgentRequest
+from hermes_core.agent.emitter import Emitter
+from hermes_core.agent.structured import format_instructions
+from hermes_core.context.hooks import ContextHooks
+from hermes_core.events import (
+    CallRecord,
+    ExitReason,
+    InterruptSource,
+    MessageAdded,
+    RunFinished,
+)
+from hermes_core.messages import Message
+from hermes_core.providers.base import Provider
+from hermes_core.tools.registry import ApprovalCallback, ToolRegistry
+from hermes_core.usage import Usage
+
+
+@dataclass(slots=True)
+class RunState:
+    """Everything a run accumulates; the transcript is the record of the conversation."""
+
+    transcript: list[Message]
+    iterations: int = 0
+    model_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    calls: list[CallRecord] = field(default_factory=list)
+    invalid_json_retries: int = 0
+    unknown_tool_turns: int = 0
+    nudged: bool = False
+    reshaped: bool = False
+    """The answer was asked for again once, for not having the requested shape."""
+    shown_text: bool = False
+    """Some answer text of this run has been shown: a later step's text starts on a new
+    paragraph (not "Let me check.Found it.")."""
+    tool_calls: int = 0
+    """Server tool calls executed so far (for ``max_tool_calls``)."""
+    last_prompt_tokens: int | None = None
+    warned: set[str] = field(default_factory=set)
+
+
+class LoopOwner(Protocol):
+    """What the loop needs of the agent that runs it (``Agent``, seen without importing it)."""
+
+    @property
+    def config(self) -> AgentConfig: ...
+    @property
+    def context(self) -> ContextHooks: ...
+    @property
+    def checkpoint(self) -> Callable[[], Awaitable[None]] | None: ...
+    @property
+    def approval_callback(self) -> ApprovalCallback | None: ...
+    @property
+    def interrupt_event(self) -> asyncio.Event: ...
+    @property
+    def interrupt_reason(self) -> str | None: ...
+    @property
+    def interrupt_source(self) -> InterruptSource | None: ...
+
+
+class ActiveRun:
+    """One run in progress: what it was asked, what it has, and how it records and ends."""
+
+    def __init__(
+        self,
+        agent: LoopOwner,
+        request: AgentRequest,
+        *,
+        provider: Provider,
+        emitter: Emitter,
+        task_id: str,
+        budget: IterationBudget,
+        tools: ToolRegistry,
+        system_prompt: str,
+    ) -> None:
+        self.agent = agent
+        self.provider = provider
+        """This turn's provider: a fallback chain's view that remembers a switch."""
+        self.request = request
+        self.emitter = emitter
+        self.emit = emitter.emit
+        self.task_id = task_id
+        self.budget = budget
+        self.tools = tools
+        self.output_format = request.output_format
+        if self.output_format is not None:
+            system_prompt = f"{system_prompt}\n\n{format_instructions(self.output_format)}"
+        self.system_prompt = system_prompt
+        self.state = RunState(transcript=list(request.history))
+        self.session_id = request.session_id
+        """The session the run is in now (a compression moves it to a child)."""
+        self.client_tools = {tool.name: tool for tool in request.client_tools}
+
+    # --- transcript -------------------------------------------------------------------------
+
+    def append(self, message: Message) -> None:
+        self.state.transcript.append(message)
+        self.emit(MessageAdded, index=len(self.state.transcript) - 1, message=message)
+
+    def last_role(self) -> str | None:
+        return self.state.transcript[-1]["role"] if self.state.transcript else None
+
+    # --- endings ----------------------------------------------------------------------------
+
+    def finish_interrupted(self, partial_text: str) -> None:
+        reason = self.agent.interrupt_reason or "interrupted"
+        self.finish(
+            ExitReason.INTERRUPTED,
+            partial_text,
+            partial=bool(partial_text),
+            error=f"Interrupted: {reason}",
+        )
+
+    def finish(
+        self,
+        reason: ExitReason,
+        text: str,
+        *,
+        error: str | None = None,
+        partial: bool = False,
+        refusal: str | None = None,
+    ) -> None:
+        interrupted = reason is ExitReason.INTERRUPTED
+        self.emit(
+            RunFinished,
+            exit_reason=reason,
+            final_text=text,
+            partial=partial,
+            iterations=self.state.iterations,
+            usage=self.state.usage,
+            model_calls=self.state.model_calls,
+            error=error,
+            interrupt_source=(self.agent.interrupt_source or InterruptSource.OTHER)
+            if interrupted
+            else None,
+            session_id=self.session_id,
+            transcript_length=len(self.state.transcript),
+            calls=list(self.state.calls),
+            refusal=refusal,
+        )
