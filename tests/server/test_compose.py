@@ -52,3 +52,34 @@ def test_the_load_balancer_spreads_over_both_replicas_and_does_not_buffer_stream
     assert "server hermes-b:8000" in conf
     assert "proxy_buffering off;" in conf
     assert "proxy_read_timeout 3600s;" in conf
+
+
+def test_every_long_running_service_restarts_and_the_migration_runs_once() -> None:
+    services = _compose()["services"]
+    for name, service in services.items():
+        if name == "migrate":
+            assert "restart" not in service  # a one-shot job: its success starts the replicas
+        else:
+            assert service["restart"] == "unless-stopped", name
+
+
+def test_redis_is_persisted_capped_and_never_evicts_a_lease() -> None:
+    redis = _compose()["services"]["redis"]
+    arguments = redis["command"][1:]
+    settings = dict(zip(arguments[::2], arguments[1::2], strict=True))
+    assert settings["--appendonly"] == "yes"
+    assert settings["--maxmemory-policy"] == "noeviction"
+    assert settings["--maxmemory"].endswith("mb")
+    assert redis["volumes"] == ["redis:/data"]
+    # The tests' Redis (.ci/redis) runs with the same settings.
+    script = (ROOT / ".ci" / "redis").read_text()
+    for option, value in settings.items():
+        assert f"{option} {value}" in script
+
+
+def test_the_load_balancer_starts_once_the_replicas_are_ready() -> None:
+    depends = _compose()["services"]["lb"]["depends_on"]
+    assert depends == {
+        "hermes-a": {"condition": "service_healthy"},
+        "hermes-b": {"condition": "service_healthy"},
+    }
