@@ -4,7 +4,8 @@ What a reload changes: API keys, profiles (their providers, toolsets, MCP server
 settings. Runs in progress finish on the profile they started with; its provider clients and
 MCP connections, and the egress proxies of sandbox network policies no profile has any more,
 are closed once those runs have ended. A new configuration that does not load
-(invalid YAML, a failed check, keys removed from a server that is not loopback-only) is refused
+(invalid YAML, a failed check, keys removed from a server that is not loopback-only, no upstream
+on a server that did not start with the built-in simulator) is refused
 with a log line naming the fault, and the running one stays. Settings of the process itself
 (``server.host``, ``port``, ``database_url``, ``redis_url``, data directories, limits) need a
 restart: a reload that changes them says so in the log and leaves them as they are.
@@ -28,7 +29,7 @@ from pathlib import Path
 from hermes_core.tools.egress.registry import close_unused_egress_proxies
 from hermes_core.tools.web.guard import AddressPolicy
 from server.bootstrap import build_profiles, keyring_of
-from server.config import ConfigError, HermesConfig, load_config
+from server.config import SIMULATOR_PROVIDER, ConfigError, HermesConfig, load_config
 from server.services import Profile, Services
 from server.telemetry.json_logs import mask_secrets, secrets_of
 
@@ -108,13 +109,27 @@ class ConfigReloader:
         return False
 
     def _check(self, config: HermesConfig) -> None:
+        problems = []
         if not config.server.api_keys and not self.config.server.loopback_only:
-            raise ConfigError(
-                [
-                    "server.api_keys: would be empty, on a server not bound to loopback only "
-                    "(it would serve anyone)"
-                ]
+            problems.append(
+                "server.api_keys: would be empty, on a server not bound to loopback only "
+                "(it would serve anyone)"
             )
+        if config.uses_simulator and not self._runs_simulator():
+            # The built-in simulator stands in for a missing upstream only in a server that
+            # started with it: here every run would go nowhere and answer 502.
+            problems.append(
+                "providers: the file configures no upstream model (no providers and no "
+                "HERMES_UPSTREAM_* / vendor key variables), and this server did not start "
+                "with the built-in simulator"
+            )
+        if problems:
+            raise ConfigError(problems)
+
+    def _runs_simulator(self) -> bool:
+        return any(
+            p.name == SIMULATOR_PROVIDER and p.base_url is not None for p in self.config.providers
+        )
 
     def _with_running_simulator(self, config: HermesConfig) -> HermesConfig:
         """``config`` with the address of the simulator this process started, if any."""
