@@ -1,0 +1,110 @@
+"""The volume the replicas share, and a replica that does not see it.
+
+Uploaded files (``files/``) and conversations' workspaces (``workspaces/``) live under
+``server.shared_dir``, one volume every replica mounts (a network filesystem; in Kubernetes a
+ReadWriteMany volume), so that any replica serves any conversation. A replica that mounted
+another volume, or none (its own disk in its place), would answer a file uploaded through
+another replica with a 404 and lose between two turns what the agent wrote. Nothing would say
+so; hence a mark:
+
+- the volume holds a random id (``.hermes-volume``, written once, by the first replica);
+- Redis holds the id of the volume the live replicas use, for as long as one of them renews it
+  (it lapses with the last one, so a deployment can move to a new volume by a full restart);
+- a replica compares the two at start, and refuses to start when they differ, and again for
+  each ``/ready``, which turns 503 when the volume went away or was swapped under it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
+
+MARK = ".hermes-volume"
+KEY = "hermes:shared-volume"
+
+
+class VolumeNotShared(Exception):
+    """This replica's shared directory is not the volume the other replicas use."""
+
+
+def volume_id(directory: Path) -> str:
+    """The id the volume at ``directory`` holds, written (once, atomically) if it has none."""
+    path = directory / MARK
+    try:
+        existing = path.read_text().strip()
+    except FileNotFoundError:
+        existing = ""
+    if existing:
+        return existing
+    directory.mkdir(parents=True, exist_ok=True)
+    made = f"vol_{secrets.token_hex(8)}"
+    try:
+        # O_EXCL: of two replicas starting at once on one volume, one writes, both read it.
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return path.read_text().strip() or made
+    with os.fdopen(descriptor, "w") as file:
+        file.write(made + "\n")
+    return made
+
+
+def _mark_of(directory: Path) -> str | None:
+    """The id the volume holds now; None if it cannot be read (unmounted, gone)."""
+    try:
+        return (directory / MARK).read_text().strip() or None
+    except OSError:
+        return None
+
+
+class SharedVolume:
+    """One replica's check that it sees the volume the others use."""
+
+    def __init__(
+        self, redis: aioredis.Redis, directory: Path, *, lease_seconds: float, key: str = KEY
+    ) -> None:
+        self._redis = redis
+        self._key = key
+        self.directory = directory
+        self._ttl_ms = int(lease_seconds * 2 * 1000)
+        self.id = ""
+
+    async def claim(self) -> None:
+        """Read (or write) the volume's id and compare it with the live replicas'; raise
+        :class:`VolumeNotShared` when they differ."""
+        self.id = await asyncio.to_thread(volume_id, self.directory)
+        await self._redis.set(self._key, self.id, nx=True, px=self._ttl_ms)
+        await self._compare()
+
+    async def renew(self) -> None:
+        """Keep the live replicas' id from lapsing (with each lease renewal)."""
+        await self._redis.set(self._key, self.id, nx=True, px=self._ttl_ms)
+        await self._redis.pexpire(self._key, self._ttl_ms)
+
+    async def problem(self) -> str | None:
+        """What is wrong with the volume now, for ``/ready``; None when all is well."""
+        mark = await asyncio.to_thread(_mark_of, self.directory)
+        if mark is None:
+            return f"The shared volume at {self.directory} cannot be read."
+        if mark != self.id:
+            return f"The volume at {self.directory} was replaced while this server ran."
+        try:
+            await self._compare()
+        except VolumeNotShared as refused:
+            return str(refused)
+        return None
+
+    async def _compare(self) -> None:
+        recorded = await self._redis.get(self._key)
+        theirs = recorded.decode() if isinstance(recorded, bytes) else recorded
+        if theirs is not None and theirs != self.id:
+            raise VolumeNotShared(
+                f"server.shared_dir ({self.directory}) is not the volume the other replicas "
+                f"use: it holds {self.id}, theirs is {theirs}. Mount the deployment's shared "
+                "volume there (see docs/deployment.md)."
+            )
