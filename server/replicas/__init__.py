@@ -1,2 +1,3 @@
 """Replicas of one deployment: each process's instance name, and what they share through Redis
-(liveness, stop requests, the event log) so any of them can serve any run."""
+(stop requests and cooldowns, run reservations, the event log, liveness) so any of them can
+serve any run. ``cluster.Cluster`` is a replica's link to the others."""

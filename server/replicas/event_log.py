@@ -1,0 +1,116 @@
+"""Runs' event logs in Redis, so that any replica can replay any run's events.
+
+Each replica writes its runs' events to a Redis stream per run (batched, off the runs' path),
+so that a stream can be resumed on any replica, live or after the run ended, for an hour
+(``/v1/runs/{id}/events``, a resumed Responses stream); a dead replica's runs get an
+``interrupted`` ending in their logs from the replica that recovers them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from hermes_core.events import AgentEvent, ExitReason, InterruptSource, RunFinished
+from hermes_core.usage import Usage
+from server.runs.event_codec import encode, from_json
+
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
+
+log = logging.getLogger("hermes.cluster")
+
+EVENTS_KEY = "hermes:events:{}"
+"""A run's events, as a Redis stream whose entry ids are ``0-<seq + 1>``: another replica
+replays them (a resumed stream) while the run is live and for ``EVENTS_KEPT_SECONDS`` after."""
+EVENTS_KEPT_SECONDS = 3600
+
+
+class EventLog:
+    """The runs' logs: this replica's runs written, any replica's runs read."""
+
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self._redis = redis
+        self._outbox: list[tuple[str, int, bytes]] = []
+        self._outbox_filled = asyncio.Event()
+
+    def record(self, event: AgentEvent) -> None:
+        """Queue ``event`` for the run's log in Redis (sent in batches, off the run's path)."""
+        self._outbox.append((event.run_id, event.seq, encode(event)))
+        self._outbox_filled.set()
+
+    async def send_forever(self) -> None:
+        """Send what :meth:`record` queued, a batch at a time."""
+        while True:
+            await self._outbox_filled.wait()
+            self._outbox_filled.clear()
+            batch, self._outbox = self._outbox, []
+            # One stream entry per run per batch (its id: the batch's last seq + 1): a command
+            # per event would cost the process more than the events themselves.
+            by_run: dict[str, list[tuple[int, bytes]]] = {}
+            for run_id, seq, text in batch:
+                by_run.setdefault(run_id, []).append((seq, text))
+            try:
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for run_id, logged in by_run.items():
+                        key = EVENTS_KEY.format(run_id)
+                        entry = b"[" + b",".join(text for _, text in logged) + b"]"
+                        pipe.xadd(key, {"e": entry}, id=f"0-{logged[-1][0] + 1}")
+                        pipe.expire(key, EVENTS_KEPT_SECONDS)
+                    await pipe.execute(raise_on_error=False)
+            except Exception as error:  # Redis away: these events are missing from the log
+                log.warning("event log: %d event(s) not sent: %s", len(batch), error)
+
+    async def has_events(self, run_id: str) -> bool:
+        return bool(await self._redis.exists(EVENTS_KEY.format(run_id)))
+
+    async def events(self, run_id: str, *, after: int = -1) -> AsyncIterator[AgentEvent]:
+        """The run's logged events with ``seq > after``, then new ones as they are logged,
+        until its ``run_finished``."""
+        key = EVENTS_KEY.format(run_id)
+        last = f"0-{after + 1}"
+        while True:
+            found: Any = await self._redis.xread({key: last}, block=1000, count=100)
+            for _stream, entries in found:
+                for entry_id, fields in entries:
+                    last = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+                    for event in _entry(fields):
+                        if event.seq <= after:
+                            continue
+                        yield event
+                        if isinstance(event, RunFinished):
+                            return
+
+    async def close_log(self, run_id: str, error: str) -> None:
+        """End the log of a run whose replica died mid-run with an honest ``run_finished``
+        (interrupted), so that streams resumed on other replicas end too."""
+        key = EVENTS_KEY.format(run_id)
+        newest: Any = await self._redis.xrevrange(key, count=1)
+        if not newest:
+            return
+        logged = _entry(newest[0][1])
+        if not logged or isinstance(logged[-1], RunFinished):
+            return
+        seq = logged[-1].seq + 1
+        finish = RunFinished(
+            run_id=run_id,
+            seq=seq,
+            exit_reason=ExitReason.INTERRUPTED,
+            final_text="",
+            partial=True,
+            iterations=0,
+            usage=Usage(),
+            model_calls=0,
+            error=error,
+            interrupt_source=InterruptSource.SHUTDOWN,
+        )
+        await self._redis.xadd(key, {"e": b"[" + encode(finish) + b"]"}, id=f"0-{seq + 1}")
+        await self._redis.expire(key, EVENTS_KEPT_SECONDS)
+
+
+def _entry(fields: Any) -> list[AgentEvent]:
+    """The events of one log entry (a JSON array of them)."""
+    return [from_json(item) for item in json.loads(fields[b"e"])]
