@@ -6,13 +6,15 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import sqlite3
 import threading
+from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select, text
 
 from hermes_core.persistence import Store
-from hermes_core.persistence.committers import _JobThread, grouped
+from hermes_core.persistence.committers import SqliteCommitter, _JobThread, grouped
 from hermes_core.persistence.sessions import MESSAGES, SESSIONS
 from hermes_core.persistence.writer import Phase, Write, WriteBehind
 from hermes_core.usage import Usage
@@ -199,3 +201,15 @@ async def test_a_commit_that_raises_wakes_its_waiters_and_the_writer_goes_on(
     await asyncio.wait_for(writer.flush(), timeout=5)
     assert [len(batch) for batch in committer.batches] == [1, 1]
     assert writer.failures == 1
+
+
+async def test_the_sqlite_committer_binds_none_and_bools_as_the_driver_did(
+    tmp_path: Path,
+) -> None:
+    committer = SqliteCommitter(str(tmp_path / "a.db"), setup=lambda _connection: None)
+    await committer.close()  # its adapters stay: they are the driver's, for every connection
+    connection = sqlite3.connect(":memory:")
+    row = connection.execute(
+        "SELECT ? IS NULL, typeof(?), ?, ?, typeof(?)", (None, None, True, False, True)
+    ).fetchone()
+    assert row == (1, "null", 1, 0, "integer")
