@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.types import Receive, Scope, Send
 
 from hermes_core.tools.agent_tools import AGENT_LEVEL_TOOLS
 from hermes_core.tools.toolsets import AGENT_TOOLSET
@@ -15,7 +16,7 @@ from server.http.body_limit import UPLOAD_ENVELOPE_BYTES, BodySizeLimit
 from server.http.hot_path import HotPath, HotRoute
 from server.http.input_text import RefuseNulInURL
 from server.http.openapi import install_openapi
-from server.metrics import RequestMetrics
+from server.metrics import RequestMetrics, path_endpoint
 from server.process.drain import install_drain
 from server.protocol.chat import ChatCompletionRequest
 from server.protocol.responses import ResponseCreateRequest
@@ -40,7 +41,27 @@ from server.telemetry.tracing import install_tracing
 VERSION = "0.1.0"
 
 
-def create_app(services: Services) -> FastAPI:
+class HermesApp(FastAPI):
+    """FastAPI, with the hot path in front of its whole middleware stack (see
+    server/http/hot_path.py): the two create routes' common case pays for none of it."""
+
+    hot_path: HotPath | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        hot = self.hot_path
+        route = hot.route_of(scope) if hot is not None and not self.root_path else None
+        if route is None or hot is None:
+            await super().__call__(scope, receive, send)
+            return
+        scope["app"] = self  # as Starlette sets it, for ``request.app``
+        await hot.serve(route, scope, receive, send)
+
+
+async def _whole_app(app: FastAPI, scope: Scope, receive: Receive, send: Send) -> None:
+    await FastAPI.__call__(app, scope, receive, send)
+
+
+def create_app(services: Services) -> HermesApp:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await services.open()
@@ -51,7 +72,7 @@ def create_app(services: Services) -> FastAPI:
         await services.runs.shutdown()
         await services.close()
 
-    app = FastAPI(
+    app = HermesApp(
         title="hermes-server",
         version=VERSION,
         summary="An OpenAI-compatible HTTP server whose model is a whole agent.",
@@ -88,26 +109,30 @@ def create_app(services: Services) -> FastAPI:
     app.state.responses = ResponsesServing(services)
     install_error_handlers(app)
     install_openapi(app)
-    # Added first, so innermost: inside the body limit and the request metrics.
-    app.add_middleware(
-        HotPath,
-        routes={
-            "/v1/chat/completions": HotRoute(ChatCompletionRequest, app.state.chat.create),
-            "/v1/responses": HotRoute(ResponseCreateRequest, app.state.responses.create),
-        },
-        handlers=app.exception_handlers,
-    )
-    app.add_middleware(
-        BodySizeLimit,
-        max_bytes=services.max_body_bytes,
-        # An upload may be as large as a file may be, with room for the multipart envelope.
-        per_path={"/v1/files": services.file_limits.max_file_bytes + UPLOAD_ENVELOPE_BYTES},
-    )
+    # An upload may be as large as a file may be, with room for the multipart envelope.
+    per_path = {"/v1/files": services.file_limits.max_file_bytes + UPLOAD_ENVELOPE_BYTES}
+    max_body_bytes = services.max_body_bytes
+    app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes, per_path=per_path)
     # Outside the body limit: a request without a key is refused before its body is read.
     app.add_middleware(RequireKey, keyring=services.keyring)
     app.add_middleware(RefuseNulInURL)
     # Added last, so outermost: it also counts 413s and requests that crash.
     app.add_middleware(RequestMetrics, metrics=services.metrics)
+    # In front of all of them; it does what they would for the requests it serves.
+    app.hot_path = HotPath(
+        lambda scope, receive, send: _whole_app(app, scope, receive, send),
+        routes={
+            path: HotRoute(model, create, path_endpoint(path) or path)
+            for path, model, create in (
+                ("/v1/chat/completions", ChatCompletionRequest, app.state.chat.create),
+                ("/v1/responses", ResponseCreateRequest, app.state.responses.create),
+            )
+        },
+        handlers=app.exception_handlers,
+        keyring=services.keyring,
+        body_limit=lambda path: per_path.get(path, max_body_bytes),
+        record=services.metrics.record_request,
+    )
     app.include_router(chat.router)
     app.include_router(responses.router)
     app.include_router(responses_socket.router)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.errors import error_response
@@ -49,10 +50,14 @@ class BodySizeLimit:
             await self._refuse(scope, receive, send, limit)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
-        response = error_response(
-            413, f"The request body is larger than {limit} bytes.", code="body_too_large"
-        )
-        await response(scope, receive, send)
+        await too_large(limit)(scope, receive, send)
+
+
+def too_large(limit: int) -> Response:
+    """The answer to a body over ``limit`` bytes."""
+    return error_response(
+        413, f"The request body is larger than {limit} bytes.", code="body_too_large"
+    )
 
 
 class _TooLarge(Exception):

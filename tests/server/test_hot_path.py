@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from typing import NoReturn
 
 import httpx
@@ -11,6 +12,7 @@ import pytest
 
 from server.app import create_app
 from server.http.threaded import ThreadedServer
+from server.metrics import Metrics
 from server.simulator import Reply, Scenario, SimulatorServer, Step
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL, make_services
 
@@ -91,3 +93,75 @@ async def test_a_body_the_hot_path_hands_on_reaches_the_route_whole(
         response = await http.post("/v1/chat/completions", content=pieces(), headers=headers)
     assert response.status_code == 400, response.text
     assert response.json()["error"]["param"] == "temperature", response.text
+
+
+class _Crashing:
+    async def create(self, *_: object) -> NoReturn:
+        raise RuntimeError("a bug while serving")
+
+
+@pytest.fixture
+def crashing(simulator: SimulatorServer) -> Iterator[tuple[ThreadedServer, Metrics]]:
+    """A server whose serving objects crash on every create the hot path takes."""
+    services = make_services(simulator)
+    app = create_app(services)
+    assert app.hot_path is not None
+    app.hot_path.routes = {
+        path: replace(route, create=_Crashing().create)
+        for path, route in app.hot_path.routes.items()
+    }
+    with ThreadedServer(app) as server:
+        yield server, services.metrics
+
+
+async def test_a_crash_while_serving_is_the_apps_500_envelope_and_counted(
+    crashing: tuple[ThreadedServer, Metrics],
+) -> None:
+    server, metrics = crashing
+    auth = {"authorization": f"Bearer {KEY_ALICE}"}
+    labels = {"endpoint": "chat_completions", "status": "500"}
+    async with httpx.AsyncClient(base_url=server.base_url) as http:
+        response = await http.post(
+            "/v1/chat/completions", json=_bodies()["/v1/chat/completions"], headers=auth
+        )
+    assert response.status_code == 500
+    assert response.json()["error"]["type"] == "server_error"
+    assert metrics.registry.get_sample_value("hermes_requests_total", labels) == 1
+
+
+async def test_a_served_create_is_counted_once_by_endpoint_and_status(
+    simulator: SimulatorServer,
+) -> None:
+    simulator.state.script(UPSTREAM_MODEL, Scenario(steps=[Step(reply=Reply(text="Hello!"))]))
+    services = make_services(simulator)
+    auth = {"authorization": f"Bearer {KEY_ALICE}"}
+    labels = {"endpoint": "responses", "status": "200"}
+    with ThreadedServer(create_app(services)) as server:
+        async with httpx.AsyncClient(base_url=server.base_url) as http:
+            served = await http.post("/v1/responses", json=_bodies()["/v1/responses"], headers=auth)
+        assert served.status_code == 200, served.text
+        assert services.metrics.registry.get_sample_value("hermes_requests_total", labels) == 1
+
+
+async def test_the_apps_own_refusals_still_answer_what_the_hot_path_hands_on(
+    hermes: ThreadedServer,
+) -> None:
+    auth = {"authorization": f"Bearer {KEY_ALICE}"}
+    body = _bodies()["/v1/chat/completions"]
+    huge = {**body, "messages": [{"role": "user", "content": "x" * 300_000}]}
+
+    async def unannounced() -> AsyncIterator[bytes]:  # no content-length: counted as it comes
+        encoded = json.dumps(huge).encode()
+        for start in range(0, len(encoded), 65_536):
+            yield encoded[start : start + 65_536]
+
+    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+        nul = await http.post("/v1/chat/completions?x=%00", json=body, headers=auth)
+        assert nul.status_code == 400
+        assert nul.json()["error"]["code"] == "invalid_url"
+        headers = {**auth, "content-type": "application/json"}
+        streamed = await http.post("/v1/chat/completions", content=unannounced(), headers=headers)
+        assert streamed.status_code == 413, streamed.text
+        assert streamed.json()["error"]["code"] == "body_too_large"
+        announced = await http.post("/v1/chat/completions", json=huge, headers=auth)
+        assert announced.status_code == 413
