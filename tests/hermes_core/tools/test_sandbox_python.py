@@ -20,7 +20,7 @@ from hermes_core.tools.sandbox import (
 )
 from hermes_core.tools.sandbox_python import environment_contents, python_executable
 from tests.documents import require_data_python
-from tests.server.config.test_config import run_check_config, write
+from tests.server.config.test_config import check_config, write
 
 LIMITS = SandboxLimits(timeout_seconds=30, max_output_bytes=10_000)
 
@@ -78,7 +78,7 @@ def test_check_config_lists_the_interpreter_and_its_packages(tmp_path: Path) -> 
         tmp_path, "profiles:\n  - id: analyst\n    providers: [simulator]\n    tools: [code]\n"
     )
 
-    result = run_check_config(config, PATH=os.environ["PATH"])
+    result = check_config(config, PATH=os.environ["PATH"])
 
     assert result.returncode == 0, result.stderr
     version = environment_contents().version
@@ -95,7 +95,7 @@ def test_check_config_says_when_a_named_environment_is_missing(tmp_path: Path) -
         "    sandbox: {python: /nowhere/env}\n",
     )
 
-    result = run_check_config(config, PATH=os.environ["PATH"])
+    result = check_config(config, PATH=os.environ["PATH"])
 
     assert result.returncode == 0, result.stderr
     assert "environment       MISSING: no bin/python3 in /nowhere/env" in result.stdout

@@ -1,17 +1,23 @@
 """Configuration: the YAML file, ${VAR} substitution, environment overrides, validation
-messages, the masked description, and the ``check-config`` command run as a real process."""
+messages, the masked description, and the ``check-config`` command (in this process, and once
+as a real process for its exit status)."""
 
 from __future__ import annotations
 
+import io
+import logging
 import os
 import subprocess
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
 from hermes_core.tools.toolsets import sandbox_missing
+from server import cli
 from server.bootstrap import build_services
 from server.config import (
     SIMULATOR_PROVIDER,
@@ -425,19 +431,25 @@ def test_a_key_can_be_restricted_to_some_profiles(tmp_path: Path) -> None:
     assert anyone.may_use("hermes-admin")
 
 
-# --- hermes-server check-config, as a real process ---------------------------------------------
+# --- hermes-server check-config -----------------------------------------------------------------
 
 
-def run_check_config(path: Path, **environ: str) -> subprocess.CompletedProcess[str]:
+def _environ_of_a_fresh_shell(**environ: str) -> dict[str, str]:
+    """This process's variables without those that configure the server, plus ``environ``."""
     inherited = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("HERMES_", "ANTHROPIC_", "OPENAI_")) and k != "DATABASE_URL"
     }
+    return {**inherited, **environ}
+
+
+def run_check_config(path: Path, **environ: str) -> subprocess.CompletedProcess[str]:
+    """``hermes-server check-config`` as a real process (~1.5 s of CPU importing the server)."""
     return subprocess.run(
         [sys.executable, "-m", "server.cli", "check-config", "--config", str(path)],
         cwd=REPO,
-        env={**inherited, **environ},
+        env=_environ_of_a_fresh_shell(**environ),
         capture_output=True,
         text=True,
         timeout=60,
@@ -445,8 +457,33 @@ def run_check_config(path: Path, **environ: str) -> subprocess.CompletedProcess[
     )
 
 
+def check_config(path: Path, **environ: str) -> subprocess.CompletedProcess[str]:
+    """The same command's ``main`` in this process, where the server is imported already: what
+    it prints and returns (the process around it is run_check_config's test)."""
+    argv = ["check-config", "--config", str(path)]
+    out, err = io.StringIO(), io.StringIO()
+    # main sets up logging as a process's first act does, so what it logs reaches the stderr
+    # read here as it would a terminal's (pytest's own handlers set aside meanwhile); later
+    # tests get this process's logging back.
+    loggers = [logging.getLogger(name) for name in ("", "httpx", "httpx2", "httpcore", "httpcore2")]
+    levels, handlers = [logger.level for logger in loggers], logging.root.handlers[:]
+    logging.root.handlers.clear()
+    try:
+        with (
+            mock.patch.dict(os.environ, _environ_of_a_fresh_shell(**environ), clear=True),
+            redirect_stdout(out),
+            redirect_stderr(err),
+        ):
+            status = cli.main(argv)
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+        logging.root.handlers[:] = handlers
+    return subprocess.CompletedProcess(argv, status, out.getvalue(), err.getvalue())
+
+
 def test_check_config_prints_the_resolved_configuration(tmp_path: Path) -> None:
-    result = run_check_config(write(tmp_path, TWO_PROVIDERS), **TWO_PROVIDERS_ENV)
+    result = check_config(write(tmp_path, TWO_PROVIDERS), **TWO_PROVIDERS_ENV)
 
     assert result.returncode == 0, result.stderr
     assert "hermes-agent — General agent" in result.stdout
@@ -463,7 +500,7 @@ profiles: [{id: agent, providers: [sim], tools: [shell]}]
 """
     if sandbox_missing() is not None:
         pytest.skip(f"no sandbox here: {sandbox_missing()}")
-    result = run_check_config(write(tmp_path, text))
+    result = check_config(write(tmp_path, text))
 
     assert result.returncode == 0, result.stderr
     line = next(row for row in result.stdout.splitlines() if row.strip().startswith("isolation"))

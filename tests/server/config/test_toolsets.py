@@ -12,7 +12,7 @@ from hermes_core.tools.sandbox import SandboxPolicy
 from hermes_core.tools.toolsets import ToolsetOptions, build_toolsets, sandbox_missing
 from server.bootstrap import build_services
 from server.config import load_config
-from tests.server.config.test_config import run_check_config, write
+from tests.server.config.test_config import check_config, run_check_config, write
 
 TOOLED = """\
 profiles:
@@ -52,6 +52,7 @@ def test_an_unknown_toolset_cannot_be_built() -> None:
 
 
 def test_a_sandboxed_toolset_stays_off_without_the_sandbox(tmp_path: Path) -> None:
+    # A process of its own: the sandbox is probed once per process, and this one's has bwrap.
     result = run_check_config(write(tmp_path, TOOLED), PATH=str(tmp_path))  # no bwrap on it
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -64,7 +65,7 @@ def test_a_sandboxed_toolset_stays_off_without_the_sandbox(tmp_path: Path) -> No
 
 @pytest.mark.skipif(sandbox_missing() is not None, reason="no sandbox on this machine")
 def test_check_config_shows_the_toolsets_on_and_their_approval_policies(tmp_path: Path) -> None:
-    result = run_check_config(write(tmp_path, TOOLED), PATH=os.environ["PATH"])
+    result = check_config(write(tmp_path, TOOLED), PATH=os.environ["PATH"])
     assert result.returncode == 0, result.stderr
     assert "files, shell, code, todo, memory, session_search, delegate_task" in result.stdout
     assert "shell             approval: always" in result.stdout
