@@ -60,7 +60,10 @@ class InterruptibleCall:
         shown = _without_text(emit) if hold_text else emit
 
         async def consume() -> ModelResponse:
+            response: ModelResponse | None = None
             async for event in provider.stream(request):
+                if response is not None:
+                    continue  # the final response is the last event: nothing to forward
                 if (
                     pending_lead
                     and isinstance(event, provider_events.ModelTextDelta)
@@ -68,8 +71,12 @@ class InterruptibleCall:
                 ):
                     emit(events.TextDelta, text=pending_lead.pop())
                 response = forward(event, shown, text)
-                if response is not None:
-                    return response
+            # The stream is read to its end rather than left at the response: a generator
+            # left suspended is finalised later by the event loop, each one of a chain
+            # (fallback turn, its attempts, the adapter) costing a task and a wake-up of the
+            # loop through its self-pipe; run to the end, they all finish here, at once.
+            if response is not None:
+                return response
             raise ProviderError(
                 f"{provider.name}: the stream ended without a final response",
                 kind=ErrorKind.INVALID_RESPONSE,
