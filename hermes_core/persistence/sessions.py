@@ -11,7 +11,6 @@ compared with the logical one; forks copy from the actual ones.
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import Any
 from sqlalchemy import bindparam, delete, insert, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from hermes_core.ids import token_hex
 from hermes_core.persistence.database import Database
 from hermes_core.persistence.rows import StoredMessage, message_row, stored_message
 from hermes_core.persistence.tables import MessageRow, SessionLockRow, SessionRow
@@ -78,7 +78,7 @@ TITLE_CHARS = 80
 
 
 def new_session_id() -> str:
-    return f"sess_{secrets.token_hex(12)}"
+    return f"sess_{token_hex(12)}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import secrets
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -22,6 +21,7 @@ from typing import Protocol
 from hermes_core.agent import AgentRequest
 from hermes_core.errors import disk_full
 from hermes_core.events import AgentEvent, ExitReason, InterruptSource, RunFinished
+from hermes_core.ids import token_hex
 from hermes_core.usage import Usage
 from server.errors import RunLimitExceeded, ServerDraining
 
@@ -106,7 +106,7 @@ class Runnable(Protocol):
 
 
 def new_id(prefix: str) -> str:
-    return f"{prefix}{secrets.token_hex(12)}"
+    return f"{prefix}{token_hex(12)}"
 
 
 @dataclass(slots=True, eq=False)
