@@ -12,7 +12,7 @@ created) and on an **existing** one (a restart: the schema is already current), 
 case. The server process's own CPU time up to the first 200 is reported too: unlike the wall
 time, it hardly moves when the machine is busy. ``--load N`` keeps N extra processes spinning
 meanwhile (a loaded machine, as CI is when its tests start servers in parallel). Last, the
-heaviest imports of ``import server.cli`` (``python -X importtime``), by top-level package, and
+heaviest of serve's imports (``python -X importtime``), by top-level package, and
 which of the modules a server need not import at start it does import.
 
     .venv/bin/python -m bench.cold_start [--runs 7] [--load 0] [--scenario defaults]
@@ -54,8 +54,8 @@ LAZY_MODULES = (
     "pandas",
     "numpy",
 )
-"""Modules the embedded defaults need not import to answer /health: the bench lists those a
-plain ``import server.cli`` loads (``tests/server/test_cold_start_imports.py`` guards it)."""
+"""Modules the embedded defaults need not import to answer /health: the bench lists those
+serve's imports load (``tests/server/test_cold_start_imports.py`` guards it)."""
 
 CONFIGURED = """\
 server:
@@ -199,10 +199,22 @@ def spinning(processes: int) -> Iterator[None]:
 _IMPORT_LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
 
 
-def import_offenders(module: str = "server.cli", top: int = 15) -> tuple[list[str], list[str]]:
-    """The heaviest top-level packages ``import module`` loads (self time summed, ms), and
-    which of :data:`LAZY_MODULES` it loads."""
-    probe = f"import {module}, sys; print(' '.join(sorted(sys.modules)))"
+SERVE_IMPORTS = (
+    "server.cli",
+    "server.app",
+    "server.bootstrap",
+    "server.process.reload",
+    "server.process.workers",
+    "server.http.connection_limits",
+    "uvicorn",
+)
+"""What ``serve`` imports before it starts (``server.cli`` itself imports them in ``_serve``)."""
+
+
+def import_offenders(top: int = 15) -> tuple[list[str], list[str]]:
+    """The heaviest top-level packages serve's imports load (self time summed, ms), and which
+    of :data:`LAZY_MODULES` they load."""
+    probe = f"import {', '.join(SERVE_IMPORTS)}, sys; print(' '.join(sorted(sys.modules)))"
     result = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", probe],
         cwd=REPO,
@@ -241,7 +253,7 @@ def main() -> None:
                 print(f"{name:10} {label:8}: {summary(starts)}", flush=True)
     if not args.no_imports:
         rows, loaded = import_offenders()
-        print("\nimport server.cli, by top-level package (self time):")
+        print("\nserve's imports, by top-level package (self time):")
         for row in rows:
             print(f"  {row}")
         print(f"loaded though not needed at start: {', '.join(loaded) or 'none'}")
