@@ -9,7 +9,6 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from hermes_core.context import CachingContext, CompressingContext, Compressor, PromptCacheSettings
-from hermes_core.providers import create_provider
 from hermes_core.providers.fallback import FallbackChain
 from hermes_core.tools.egress import EgressPolicy
 from hermes_core.tools.images import vision_analyze_tool
@@ -18,6 +17,7 @@ from hermes_core.tools.sandbox_settings import SandboxPolicy
 from hermes_core.tools.toolsets import build_toolsets
 from hermes_core.tools.web.guard import AddressPolicy
 from server.config import SIMULATOR_PROVIDER, HermesConfig, ProfileConfig
+from server.deferred_providers import provider_of
 from server.files.links import FileLinks, FileLinkSettings
 from server.files.uploads import FileLimits
 from server.http.auth import KeyRing, Principal
@@ -104,12 +104,11 @@ def build_profiles(config: HermesConfig) -> list[Profile]:
 
 
 def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
+    # An SDK-backed provider is built on its first use or serve's warm-up, after /health answers.
     retry = profile.retry.to_policy()
-    chain = FallbackChain([create_provider(p) for p in config.chain(profile)], retry=retry)
+    chain = FallbackChain([provider_of(p) for p in config.chain(profile)], retry=retry)
     auxiliary = (
-        FallbackChain(
-            [create_provider(p) for p in config.chain(profile, auxiliary=True)], retry=retry
-        )
+        FallbackChain([provider_of(p) for p in config.chain(profile, auxiliary=True)], retry=retry)
         if profile.auxiliary_providers
         else chain
     )
@@ -122,7 +121,7 @@ def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
     if profile.vision_providers and not all(p.vision for p in config.chain(profile)):
         # The main model may not see images: a vision chain looks at them for it.
         vision = FallbackChain(
-            [create_provider(config.provider(name)) for name in profile.vision_providers],
+            [provider_of(config.provider(name)) for name in profile.vision_providers],
             retry=retry,
         )
         toolsets.registry.register(vision_analyze_tool(vision))

@@ -107,6 +107,7 @@ def _serve_config(args: argparse.Namespace, config: HermesConfig) -> int:
 
     from server.app import create_app
     from server.bootstrap import build_services, upstreams
+    from server.deferred_providers import deferred_in, warm_up
     from server.http.connection_limits import HttpLimits, guarded_protocol
     from server.process import workers
     from server.process.reload import ConfigReloader
@@ -119,6 +120,13 @@ def _serve_config(args: argparse.Namespace, config: HermesConfig) -> int:
         services = build_services(running)
         reloader = ConfigReloader(services, running, _config_path(args, os.environ), _environ(args))
         services.startup_hooks.append(reloader.start)
+        # The SDKs of Anthropic and Responses providers load while the server answers.
+        chains = [chain for profile in services.profiles for chain in profile.chains]
+
+        def warm_up_providers() -> None:
+            warm_up(deferred_in(chains))
+
+        services.startup_hooks.append(warm_up_providers)
         app = create_app(services)
         tune_garbage_collector()
         limits = HttpLimits(
