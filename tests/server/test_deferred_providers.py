@@ -37,7 +37,8 @@ async def test_a_deferred_provider_builds_at_its_first_call_and_answers(
 ) -> None:
     provider = provider_of(_anthropic(simulator))
     assert isinstance(provider, DeferredProvider)
-    assert not provider.built
+    built_before = provider.built
+    assert not built_before
     assert (provider.name, provider.api_mode) == ("claude", "anthropic_messages")
 
     events = [event async for event in provider.stream(_request())]
