@@ -65,11 +65,13 @@ test: lint typecheck openapi-check unit
 # (timeouts, sleeps, processes starting), ~80 s of CPU in ~150 s of tests, so a second worker
 # per core fills the waits (2 cores: ~85 s with 2 workers, ~60 s with 4). Bytecode is cached
 # even where PYTHONDONTWRITEBYTECODE is set: pytest would otherwise rewrite every test
-# module's asserts again in each worker (~4 s of CPU each). `make test` is what CI runs.
+# module's asserts again in each worker (~4 s of CPU each). --dist loadgroup hands out tests one
+# at a time, as `load` does, but keeps an xdist_group together: the tests of an SDK that they
+# alone import (the Agents SDK, ~1.5 s) then pay for it in one worker. `make test` is what CI runs.
 FAST_WORKERS ?= $(shell echo $$(( 2 * $$(nproc 2>/dev/null || echo 1) )))
 fast: install sandbox-python
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -m "not slow and not postgres" --ignore=tests/e2e \
-		-n $(FAST_WORKERS)
+		-n $(FAST_WORKERS) --dist loadgroup
 
 # The browser suite: real Open WebUI in headless Chromium against a real server and the
 # simulator (tests/e2e/openwebui; CONTRIBUTING.md). Builds what it needs once: Playwright into

@@ -4,19 +4,27 @@ must see, run, and send back)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import openai
 import pytest
-from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
 from pydantic import BaseModel
 
 from server.http.threaded import ThreadedServer
 from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL
 
+if TYPE_CHECKING:
+    from agents import Agent
+
+# The SDK is imported by these tests, not at collection: every test process collects every
+# module, and the Agents SDK takes ~1.5 s of CPU to import. The group keeps the tests in one
+# process under `make fast` (--dist loadgroup), so one process pays for it.
+pytestmark = pytest.mark.xdist_group("openai_agents_sdk")
+
 CALLS: list[str] = []
 
 
-@function_tool
 def get_weather(city: str) -> str:
     """The weather in a city."""
     CALLS.append(city)
@@ -25,6 +33,8 @@ def get_weather(city: str) -> str:
 
 @pytest.fixture(autouse=True)
 def _no_tracing() -> None:
+    from agents import set_tracing_disabled
+
     set_tracing_disabled(True)  # the SDK would upload traces to OpenAI
     CALLS.clear()
 
@@ -41,13 +51,18 @@ def _script(simulator: SimulatorServer) -> None:
 
 
 def _agent(hermes: ThreadedServer, sdk: openai.AsyncOpenAI) -> Agent:
+    from agents import Agent, OpenAIResponsesModel, function_tool
+
     model = OpenAIResponsesModel(model="hermes-agent", openai_client=sdk)
-    return Agent(name="assistant", instructions="Be brief.", model=model, tools=[get_weather])
+    weather = function_tool(get_weather)
+    return Agent(name="assistant", instructions="Be brief.", model=model, tools=[weather])
 
 
 async def test_runner_run_completes_with_a_server_tool_and_a_client_tool(
     simulator: SimulatorServer, hermes: ThreadedServer
 ) -> None:
+    from agents import Runner
+
     _script(simulator)
     async with openai.AsyncOpenAI(base_url=hermes.base_url + "/v1", api_key=KEY_ALICE) as sdk:
         result = await Runner.run(_agent(hermes, sdk), "What is the weather in Paris?")
@@ -58,6 +73,8 @@ async def test_runner_run_completes_with_a_server_tool_and_a_client_tool(
 async def test_runner_run_streamed_completes_too(
     simulator: SimulatorServer, hermes: ThreadedServer
 ) -> None:
+    from agents import Runner
+
     _script(simulator)
     async with openai.AsyncOpenAI(base_url=hermes.base_url + "/v1", api_key=KEY_ALICE) as sdk:
         result = Runner.run_streamed(_agent(hermes, sdk), "What is the weather in Paris?")
@@ -75,6 +92,8 @@ class Forecast(BaseModel):
 async def test_an_agent_with_an_output_type_gets_a_typed_final_output(
     simulator: SimulatorServer, hermes: ThreadedServer
 ) -> None:
+    from agents import Agent, OpenAIResponsesModel, Runner
+
     steps = [
         Step(reply=Reply(tool_calls=[ToolCallSpec(name="lookup", arguments={"word": "Paris"})])),
         Step(reply=Reply(text='{"city": "Paris", "celsius": 21}')),
