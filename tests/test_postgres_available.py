@@ -9,6 +9,9 @@ from sqlalchemy.engine import make_url
 from tests.postgres import postgres_url, require_postgres
 
 
+# Under the store runs' marker: `make fast`, which leaves those out, would start a cluster (~6 s)
+# for this test alone; `make test` runs it with them.
+@pytest.mark.postgres
 async def test_postgres_answers() -> None:
     url = postgres_url()
     if url is None:
