@@ -142,7 +142,9 @@ class WriteBehind:
         self._waiters.append(waiter)
         self._start()
         _resolve(self._hurry, None)
-        if not await asyncio.shield(waiter):
+        # Not shielded: a caller cancelled here cancels only its own waiter, which the commit
+        # loop then skips (a shield cost every run's ending a second future and callbacks).
+        if not await waiter:
             raise StorageFull(self.waiting_for_space)
 
     async def close(self) -> None:
