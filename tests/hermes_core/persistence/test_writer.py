@@ -11,10 +11,17 @@ import threading
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select, text
+from sqlalchemy import JSON, func, null, select, text
+from sqlalchemy.dialects.sqlite.pysqlite import dialect as sqlite_dialect
 
+from hermes_core import json_codec
 from hermes_core.persistence import Store
-from hermes_core.persistence.committers import SqliteCommitter, _JobThread, grouped
+from hermes_core.persistence.committers import (
+    SqliteCommitter,
+    _bind_processor,
+    _JobThread,
+    grouped,
+)
 from hermes_core.persistence.sessions import MESSAGES, SESSIONS
 from hermes_core.persistence.writer import Phase, Write, WriteBehind
 from hermes_core.usage import Usage
@@ -213,3 +220,17 @@ async def test_the_sqlite_committer_binds_none_and_bools_as_the_driver_did(
         "SELECT ? IS NULL, typeof(?), ?, ?, typeof(?)", (None, None, True, False, True)
     ).fetchone()
     assert row == (1, "null", 1, 0, "integer")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, JSON.NULL, null(), {"a": [1, "é"]}, [1, 2.5], "text", 2**70, {1: "a"}],
+    ids=["none", "json-null", "sql-null", "object", "list", "string", "big-int", "int-key"],
+)
+def test_the_sqlite_committer_binds_json_as_sqlalchemy_would(value: object) -> None:
+    dialect = sqlite_dialect(json_serializer=json_codec.dumps_text)
+    sqlalchemys = JSON().bind_processor(dialect)  # type: ignore[no-untyped-call]
+    ours = _bind_processor(JSON(), dialect)
+    assert sqlalchemys is not None
+    assert ours is not None
+    assert ours(value) == sqlalchemys(value)
