@@ -22,12 +22,14 @@ from hermes_core.agent.builtins import (
     AGENT_LEVEL_TOOLS,
     CHILD_EXCLUDED,
     ClarifyCallback,
-    agent_level_tools,
+    bind_builtin,
+    builtin_templates,
 )
 from hermes_core.agent.callbacks import AgentCallbacks
 from hermes_core.agent.config import AgentConfig, AgentRequest
 from hermes_core.agent.emitter import Deliver, Emitter
 from hermes_core.agent.loop import RunDriver
+from hermes_core.agent.run_tools import RunTools
 from hermes_core.context.hooks import ContextHooks
 from hermes_core.errors import InvalidRequestError, disk_full
 from hermes_core.events import (
@@ -45,7 +47,7 @@ from hermes_core.providers.base import ModelRequest, Provider
 from hermes_core.providers.fallback import ChainTurn, FallbackChain
 from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
 from hermes_core.tools.agent_tools import memory_snapshot
-from hermes_core.tools.registry import ApprovalCallback, ToolRegistry
+from hermes_core.tools.registry import ApprovalCallback, Tool, ToolRegistry
 from hermes_core.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -267,23 +269,18 @@ class Agent:
 
     def _tools_for_run(
         self, request: AgentRequest, *, task_id: str, session_id: str, budget: IterationBudget
-    ) -> ToolRegistry:
-        registry = ToolRegistry()
-        registry.pre_hooks = list(self.tools.pre_hooks)
-        registry.post_hooks = list(self.tools.post_hooks)
-        builtins = agent_level_tools(self, task_id=task_id, session_id=session_id, budget=budget)
-        for tool in builtins:
-            registry.register(tool)
-        for tool in self.tools.tools():
-            if tool.name not in registry:
-                registry.register(tool)
-        return registry
+    ) -> RunTools:
+        """The agent-level tools over the registry's (they win a clash of names)."""
+
+        def bind(name: str) -> Tool:
+            return bind_builtin(self, name, session_id=session_id, budget=budget)
+
+        return RunTools(self.tools.overlaid(builtin_templates(self)), bind)
 
     def check(self, request: AgentRequest) -> None:
         """Raise :class:`InvalidRequestError` now if ``request`` cannot run as asked."""
-        taken = AGENT_LEVEL_TOOLS | set(self.tools.names)
         for client_tool in request.client_tools:
-            if client_tool.name in taken:
+            if client_tool.name in AGENT_LEVEL_TOOLS or client_tool.name in self.tools:
                 raise InvalidRequestError(
                     f"The client tool '{client_tool.name}' has the name of a server tool; "
                     "rename it.",

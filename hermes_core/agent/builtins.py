@@ -1,6 +1,7 @@
 """The agent-level tools a run offers besides the registry's: todo, memory, session_search,
-delegate_task and clarify. They are built per run because they close over the run's identity,
-stores and budget.
+delegate_task and clarify. What the model is shown of them is fixed (:func:`builtin_templates`,
+the same objects every run); their handlers close over the run's identity, stores and budget,
+so a tool is bound to its run (:func:`bind_builtin`) only when the model calls it.
 
 This module does not import :class:`~hermes_core.agent.agent.Agent`: it sees the agent through
 :class:`ToolOwner`, and a sub-agent is made by the agent's own ``spawn_child``.
@@ -26,9 +27,18 @@ from hermes_core.tools.agent_tools import (
     session_search_tool,
     todo_tool,
 )
-from hermes_core.tools.registry import Tool, ToolContext
+from hermes_core.tools.memory import MEMORY_TOOL
+from hermes_core.tools.registry import Tool, ToolContext, unbound
+from hermes_core.tools.session_search import SESSION_SEARCH_TOOL
+from hermes_core.tools.todo import TODO_TOOL
 
-__all__ = ["AGENT_LEVEL_TOOLS", "ALWAYS_ON_TOOLS", "HOUSEKEEPING_TOOLS", "agent_level_tools"]
+__all__ = [
+    "AGENT_LEVEL_TOOLS",
+    "ALWAYS_ON_TOOLS",
+    "HOUSEKEEPING_TOOLS",
+    "bind_builtin",
+    "builtin_templates",
+]
 
 ClarifyCallback = Callable[[str, list[str]], Awaitable[str] | str]
 
@@ -108,25 +118,47 @@ _CLARIFY_SCHEMA: dict[str, Any] = {
 }
 
 
-def agent_level_tools(
-    agent: ToolOwner, *, task_id: str, session_id: str, budget: IterationBudget
-) -> list[Tool]:
-    tools = [todo_tool(agent.todo_store, session_id)]
-    if agent.session_search is not None:
-        tools.append(session_search_tool(agent.session_search, agent.owner, session_id=session_id))
-    if agent.depth == 0:
-        tools.append(
-            memory_tool(
-                agent.memory_store,
-                agent.memory_owner,
-                memory_limit=agent.config.memory_char_limit,
-                user_limit=agent.config.user_profile_char_limit,
-            )
+def builtin_templates(agent: ToolOwner) -> tuple[Tool, ...]:
+    """The agent-level tools ``agent``'s runs offer, unbound: one tuple of the same objects
+    for every agent alike, so what is made of it (the run's tools in order, their schemas) is
+    made once (see ``ToolRegistry.overlaid``)."""
+    key = (agent.session_search is not None, agent.depth == 0, agent.clarify_callback is not None)
+    templates = _TEMPLATE_SETS.get(key)
+    if templates is None:
+        searches, top, asks = key
+        chosen = [TODO_TOOL]
+        if searches:
+            chosen.append(SESSION_SEARCH_TOOL)
+        if top:  # a sub-agent cannot edit memory, delegate, or ask the user
+            chosen += [MEMORY_TOOL, DELEGATE_TOOL]
+            if asks:
+                chosen.append(CLARIFY_TOOL)
+        templates = _TEMPLATE_SETS[key] = tuple(chosen)
+    return templates
+
+
+_TEMPLATE_SETS: dict[tuple[bool, bool, bool], tuple[Tool, ...]] = {}
+
+
+def bind_builtin(agent: ToolOwner, name: str, *, session_id: str, budget: IterationBudget) -> Tool:
+    """The agent-level tool ``name`` (one of :func:`builtin_templates`) bound to a run."""
+    if name == "todo":
+        return todo_tool(agent.todo_store, session_id)
+    if name == "session_search":
+        assert agent.session_search is not None
+        return session_search_tool(agent.session_search, agent.owner, session_id=session_id)
+    if name == "memory":
+        return memory_tool(
+            agent.memory_store,
+            agent.memory_owner,
+            memory_limit=agent.config.memory_char_limit,
+            user_limit=agent.config.user_profile_char_limit,
         )
-        tools.append(_delegate_tool(agent, budget))
-        if agent.clarify_callback is not None:
-            tools.append(_clarify_tool(agent))
-    return tools
+    if name == "delegate_task":
+        return _delegate_tool(agent, budget)
+    if name == "clarify":
+        return _clarify_tool(agent)
+    raise ValueError(f"{name!r} is not an agent-level tool")
 
 
 def _delegate_tool(parent: ToolOwner, budget: IterationBudget) -> Tool:
@@ -175,17 +207,7 @@ def _delegate_tool(parent: ToolOwner, budget: IterationBudget) -> Tool:
         )
         return json.dumps(results, ensure_ascii=False)
 
-    return Tool(
-        name="delegate_task",
-        description=(
-            "Hand one task (goal + context) or up to 3 independent tasks to sub-agents that "
-            "work in parallel with your tools, then report back. They share your iteration "
-            "budget and see only what you put in the context."
-        ),
-        parameters=_DELEGATE_SCHEMA,
-        handler=delegate,
-        summarize=_delegation_summary,
-    )
+    return DELEGATE_TOOL.with_handler(delegate)
 
 
 def _delegation_summary(arguments: dict[str, Any]) -> str:
@@ -218,12 +240,26 @@ def _clarify_tool(agent: ToolOwner) -> Tool:
             answer = await answer
         return str(answer)
 
-    return Tool(
-        name="clarify",
-        description="Ask the user a question and wait for the answer. Use sparingly.",
-        parameters=_CLARIFY_SCHEMA,
-        handler=clarify,
-        interactive=True,
-        concurrent_safe=False,
-        summarize=lambda args: f"clarify {str(args.get('question', ''))[:60]}",
-    )
+    return CLARIFY_TOOL.with_handler(clarify)
+
+
+DELEGATE_TOOL = Tool(
+    name="delegate_task",
+    description=(
+        "Hand one task (goal + context) or up to 3 independent tasks to sub-agents that "
+        "work in parallel with your tools, then report back. They share your iteration "
+        "budget and see only what you put in the context."
+    ),
+    parameters=_DELEGATE_SCHEMA,
+    handler=unbound,
+    summarize=_delegation_summary,
+)
+CLARIFY_TOOL = Tool(
+    name="clarify",
+    description="Ask the user a question and wait for the answer. Use sparingly.",
+    parameters=_CLARIFY_SCHEMA,
+    handler=unbound,
+    interactive=True,
+    concurrent_safe=False,
+    summarize=lambda args: f"clarify {str(args.get('question', ''))[:60]}",
+)

@@ -24,10 +24,10 @@ from hermes_core.agent.emitter import Emitter
 from hermes_core.agent.limits import TOOL_LIMIT_REQUEST, budget_exhausted, tool_calls_used_up
 from hermes_core.agent.model_step import ModelStep
 from hermes_core.agent.run_state import ActiveRun, LoopOwner
+from hermes_core.agent.run_tools import RunTools
 from hermes_core.agent.text_reply import handle_text
 from hermes_core.agent.tool_calls import ToolCallStep
 from hermes_core.providers.base import Provider
-from hermes_core.tools.registry import ToolRegistry
 
 
 class RunDriver:
@@ -42,7 +42,7 @@ class RunDriver:
         emitter: Emitter,
         task_id: str,
         budget: IterationBudget,
-        tools: ToolRegistry,
+        tools: RunTools,
         system_prompt: str,
     ) -> None:
         self.run = ActiveRun(

@@ -9,7 +9,7 @@ module is the run's side of it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from hermes_core.agent.model_call import CallOutcome, InterruptibleCall
 from hermes_core.agent.prepare import CONTINUE_PLACEHOLDER, prepare_messages
@@ -175,13 +175,15 @@ class ModelStep:
             summariser_call=compaction.summariser_call,
         )
 
-    def _offered_tools(self) -> list[ToolSchema]:
+    def _offered_tools(self) -> Sequence[ToolSchema]:
         run = self.run
+        if not run.client_tools:
+            return run.tools.schemas()  # the same tuple every call, for a provider to keep
         client = list(run.client_tools.values())
-        if client and run.request.tool_choice == "required" and run.state.model_calls == 0:
+        if run.request.tool_choice == "required" and run.state.model_calls == 0:
             # A client that requires a tool call means one of the tools it declared.
             return client
-        return [tool.schema for tool in run.tools.tools()] + client
+        return [*run.tools.schemas(), *client]
 
     def _tool_result_limits(self) -> Mapping[str, int]:
         limits: dict[str, int] = {}

@@ -18,6 +18,7 @@ from typing import Protocol
 from hermes_core.agent.budget import IterationBudget
 from hermes_core.agent.config import AgentConfig, AgentRequest
 from hermes_core.agent.emitter import Emitter
+from hermes_core.agent.run_tools import RunTools
 from hermes_core.agent.structured import format_instructions
 from hermes_core.context.hooks import ContextHooks
 from hermes_core.events import (
@@ -29,7 +30,7 @@ from hermes_core.events import (
 )
 from hermes_core.messages import Message
 from hermes_core.providers.base import Provider
-from hermes_core.tools.registry import ApprovalCallback, ToolRegistry
+from hermes_core.tools.registry import ApprovalCallback
 from hermes_core.usage import Usage
 
 
@@ -87,7 +88,7 @@ class ActiveRun:
         emitter: Emitter,
         task_id: str,
         budget: IterationBudget,
-        tools: ToolRegistry,
+        tools: RunTools,
         system_prompt: str,
     ) -> None:
         self.agent = agent

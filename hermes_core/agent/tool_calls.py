@@ -39,16 +39,24 @@ class ToolCallStep:
 
     def __init__(self, run: ActiveRun) -> None:
         self.run = run
-        self.executor = ToolExecutor(
-            registry=run.tools,
-            emit=run.emit,
-            run_id=run.emitter.run_id,
-            task_id=run.task_id,
-            interrupted=run.agent.interrupt_event,
-            approval_callback=run.agent.approval_callback,
-            max_concurrency=run.agent.config.max_tool_concurrency,
-            workspace=run.request.workspace,
-        )
+        self._executor: ToolExecutor | None = None
+
+    @property
+    def executor(self) -> ToolExecutor:
+        """Made at the run's first tool call: most runs make none."""
+        if self._executor is None:
+            run = self.run
+            self._executor = ToolExecutor(
+                registry=run.tools.catalogue,
+                emit=run.emit,
+                run_id=run.emitter.run_id,
+                task_id=run.task_id,
+                interrupted=run.agent.interrupt_event,
+                approval_callback=run.agent.approval_callback,
+                max_concurrency=run.agent.config.max_tool_concurrency,
+                workspace=run.request.workspace,
+            )
+        return self._executor
 
     async def handle(self, response: ModelResponse) -> bool:
         """Validate and run a reply's tool calls. True means: loop again."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, get_args
 
 from hermes_core.stores import MemoryStore, MemoryTarget
-from hermes_core.tools.registry import Tool, ToolContext
+from hermes_core.tools.registry import Tool, ToolContext, ToolHandler, unbound
 
 ENTRY_SEPARATOR = "\n§\n"
 """Joins memory entries; the character budget counts it too."""
@@ -75,6 +75,12 @@ def memory_tool(
     store: MemoryStore, owner: str, *, memory_limit: int = 2200, user_limit: int = 1375
 ) -> Tool:
     """The ``memory`` tool for one owner's notes and user profile."""
+    return MEMORY_TOOL.with_handler(_memory_handler(store, owner, memory_limit, user_limit))
+
+
+def _memory_handler(
+    store: MemoryStore, owner: str, memory_limit: int, user_limit: int
+) -> ToolHandler:
     limits: dict[MemoryTarget, int] = {"memory": memory_limit, "user": user_limit}
 
     async def handle(args: dict[str, Any], ctx: ToolContext) -> str:
@@ -110,14 +116,7 @@ def memory_tool(
         count = f"{len(new_entries)} {'entry' if len(new_entries) == 1 else 'entries'}"
         return f"{what} Usage: {after}/{limit} chars, {count}."
 
-    return Tool(
-        name="memory",
-        description=MEMORY_DESCRIPTION,
-        parameters=MEMORY_PARAMETERS,
-        handler=handle,
-        concurrent_safe=False,
-        summarize=_summarize_memory,
-    )
+    return handle
 
 
 _Change = tuple[list[str], str]
@@ -184,6 +183,18 @@ def _summarize_memory(args: dict[str, Any]) -> str:
     if isinstance(action, str) and isinstance(target, str):
         return f"memory {action} → {target}"
     return "memory"
+
+
+MEMORY_TOOL = Tool(
+    name="memory",
+    description=MEMORY_DESCRIPTION,
+    parameters=MEMORY_PARAMETERS,
+    handler=unbound,
+    concurrent_safe=False,
+    summarize=_summarize_memory,
+)
+"""The ``memory`` tool without its owner: what the model is shown (:func:`memory_tool` binds
+it to an owner's stores)."""
 
 
 async def memory_snapshot(

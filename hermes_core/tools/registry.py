@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -68,12 +68,25 @@ class Tool:
     """Dangerous-action check; a reason means an approval callback must allow the call."""
     summarize: Callable[[dict[str, Any]], str] | None = None
     """One human-readable line for progress displays; defaults to the name and first argument."""
+    _schema: ToolSchema | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def schema(self) -> ToolSchema:
-        return ToolSchema(
-            name=self.name, description=self.description, parameters=dict(self.parameters)
-        )
+        """What the model is shown; made on first use and then kept (a tool's name,
+        description and parameters never change, and every model call of every run shows
+        them)."""
+        schema = self._schema
+        if schema is None:
+            schema = ToolSchema(
+                name=self.name, description=self.description, parameters=dict(self.parameters)
+            )
+            object.__setattr__(self, "_schema", schema)
+        return schema
+
+    def with_handler(self, handler: ToolHandler) -> Tool:
+        """This tool with another handler: a tool whose schema and flags are fixed but whose
+        handler closes over one run's state is bound from one template this way."""
+        return replace(self, handler=handler)
 
     @property
     def is_async(self) -> bool:
@@ -87,6 +100,12 @@ class Tool:
             return self.name
         text = first if isinstance(first, str) else repr(first)
         return f"{self.name} {text[:80]}"
+
+
+async def unbound(arguments: dict[str, Any], context: ToolContext) -> Any:
+    """The handler of a tool template, whose real handler is bound per use
+    (:meth:`Tool.with_handler`). Coroutine function, as the handlers bound are."""
+    raise RuntimeError("a tool template was called: bind its handler with Tool.with_handler")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,6 +162,11 @@ class ToolRegistry:
         self._tools: dict[str, Tool] = {}
         self.pre_hooks: list[PreToolHook] = []
         self.post_hooks: list[PostToolHook] = []
+        # Every model call asks for the tools in order and their schemas, and every run for
+        # the agent-level tools over this registry's: kept until a tool is registered.
+        self._sorted: tuple[Tool, ...] | None = None
+        self._schemas: tuple[ToolSchema, ...] | None = None
+        self._overlays: dict[tuple[int, ...], tuple[tuple[Tool, ...], ToolRegistry]] = {}
         for tool in tools:
             self.register(tool)
 
@@ -150,6 +174,8 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
+        self._sorted = self._schemas = None
+        self._overlays.clear()
         return tool
 
     def tool(
@@ -187,10 +213,38 @@ class ToolRegistry:
 
     @property
     def names(self) -> list[str]:
-        return sorted(self._tools)
+        return [tool.name for tool in self._in_order()]
 
     def tools(self) -> list[Tool]:
-        return [self._tools[name] for name in self.names]
+        return list(self._in_order())
+
+    def schemas(self) -> tuple[ToolSchema, ...]:
+        """The tools' schemas, in order: one tuple, the same object until a tool is
+        registered (so a provider may keep what it makes of it per tuple)."""
+        if self._schemas is None:
+            self._schemas = tuple(tool.schema for tool in self._in_order())
+        return self._schemas
+
+    def _in_order(self) -> tuple[Tool, ...]:
+        if self._sorted is None:
+            self._sorted = tuple(self._tools[name] for name in sorted(self._tools))
+        return self._sorted
+
+    def overlaid(self, tools: tuple[Tool, ...]) -> ToolRegistry:
+        """A registry of ``tools`` and those of this registry's not named like one of them,
+        with this registry's hooks (the same lists). Made once per ``tools`` (the same
+        objects) and kept while this registry is unchanged: it must not be changed."""
+        key = tuple(map(id, tools))
+        kept = self._overlays.get(key)
+        if kept is None:
+            overlay = ToolRegistry(tools)
+            for tool in self._in_order():
+                if tool.name not in overlay:
+                    overlay.register(tool)
+            kept = self._overlays[key] = (tools, overlay)  # the tools keep their ids taken
+        overlay = kept[1]
+        overlay.pre_hooks, overlay.post_hooks = self.pre_hooks, self.post_hooks
+        return overlay
 
     def without(self, *names: str) -> ToolRegistry:
         """A copy lacking ``names`` (hooks kept), e.g. the tools a sub-agent may use."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from hermes_core.messages import Message, text_of
 from hermes_core.stores import SessionSearchStore
-from hermes_core.tools.registry import Tool, ToolContext
+from hermes_core.tools.registry import Tool, ToolContext, ToolHandler, unbound
 
 SEARCH_MESSAGE_CHARS = 600
 """Each message in a search result is cut to this, so a few hits cannot flood the context."""
@@ -58,7 +58,10 @@ def session_search_tool(
 ) -> Tool:
     """The ``session_search`` tool over one owner's past sessions, except ``session_id`` (the
     one searching, which would always match the words of its own call)."""
+    return SESSION_SEARCH_TOOL.with_handler(_search_handler(store, owner, session_id))
 
+
+def _search_handler(store: SessionSearchStore, owner: str, session_id: str | None) -> ToolHandler:
     async def handle(args: dict[str, Any], ctx: ToolContext) -> str:
         query = args.get("query")
         if not isinstance(query, str) or not query.strip():
@@ -82,14 +85,7 @@ def session_search_tool(
         ]
         return json.dumps(results, ensure_ascii=False)
 
-    return Tool(
-        name="session_search",
-        description=SEARCH_DESCRIPTION,
-        parameters=SEARCH_PARAMETERS,
-        handler=handle,
-        concurrent_safe=True,
-        summarize=_summarize_search,
-    )
+    return handle
 
 
 def _render_message(message: Message) -> dict[str, str]:
@@ -108,3 +104,15 @@ def _render_message(message: Message) -> dict[str, str]:
 def _summarize_search(args: dict[str, Any]) -> str:
     query = args.get("query")
     return f"session_search '{query[:60]}'" if isinstance(query, str) else "session_search"
+
+
+SESSION_SEARCH_TOOL = Tool(
+    name="session_search",
+    description=SEARCH_DESCRIPTION,
+    parameters=SEARCH_PARAMETERS,
+    handler=unbound,
+    concurrent_safe=True,
+    summarize=_summarize_search,
+)
+"""The ``session_search`` tool without its owner: what the model is shown
+(:func:`session_search_tool` binds it to an owner's sessions)."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, get_args
 
 from hermes_core.stores import TodoItem, TodoStatus, TodoStore
-from hermes_core.tools.registry import Tool, ToolContext
+from hermes_core.tools.registry import Tool, ToolContext, ToolHandler, unbound
 
 TODO_STATUSES: tuple[TodoStatus, ...] = get_args(TodoStatus)
 
@@ -78,6 +78,10 @@ class _TodoUpdate:
 
 def todo_tool(store: TodoStore, session_id: str) -> Tool:
     """The ``todo`` tool for one session's task list."""
+    return TODO_TOOL.with_handler(_todo_handler(store, session_id))
+
+
+def _todo_handler(store: TodoStore, session_id: str) -> ToolHandler:
 
     async def handle(args: dict[str, Any], ctx: ToolContext) -> str:
         merge = args.get("merge", False)
@@ -102,14 +106,7 @@ def todo_tool(store: TodoStore, session_id: str) -> Tool:
         await store.save(session_id, items)
         return _todo_report(items)
 
-    return Tool(
-        name="todo",
-        description=TODO_DESCRIPTION,
-        parameters=TODO_PARAMETERS,
-        handler=handle,
-        concurrent_safe=False,
-        summarize=_summarize_todo,
-    )
+    return handle
 
 
 def _parse_todo_updates(raw: object) -> list[_TodoUpdate] | str:
@@ -177,3 +174,15 @@ def _summarize_todo(args: dict[str, Any]) -> str:
         return "todo read"
     noun = "item" if len(todos) == 1 else "items"
     return f"todo {len(todos)} {noun}" + (" (merge)" if args.get("merge") is True else "")
+
+
+TODO_TOOL = Tool(
+    name="todo",
+    description=TODO_DESCRIPTION,
+    parameters=TODO_PARAMETERS,
+    handler=unbound,
+    concurrent_safe=False,
+    summarize=_summarize_todo,
+)
+"""The ``todo`` tool without its session: what the model is shown (:func:`todo_tool` binds
+it to a session's task list)."""

@@ -163,3 +163,64 @@ def test_a_custom_summary_replaces_the_default() -> None:
     )
 
     assert tool.summary({"command": "ls -la"}) == "$ ls -la"
+
+
+def test_a_tools_schema_is_made_once() -> None:
+    tool = _tool("read_file")
+
+    assert tool.schema is tool.schema
+
+
+def test_with_handler_changes_only_the_handler() -> None:
+    template = Tool(
+        name="ask", description="Ask.", parameters=EMPTY_SCHEMA, handler=_echo, interactive=True
+    )
+
+    bound = template.with_handler(_async_echo)
+
+    assert bound == Tool(
+        name="ask",
+        description="Ask.",
+        parameters=EMPTY_SCHEMA,
+        handler=_async_echo,
+        interactive=True,
+    )
+    assert template.handler is _echo
+
+
+def test_the_schemas_are_one_tuple_in_name_order_until_a_tool_is_registered() -> None:
+    registry = ToolRegistry([_tool("b"), _tool("a")])
+
+    schemas = registry.schemas()
+    assert [s.name for s in schemas] == ["a", "b"]
+    assert registry.schemas() is schemas
+
+    registry.register(_tool("c"))
+
+    assert [s.name for s in registry.schemas()] == ["a", "b", "c"]
+
+
+def test_an_overlay_puts_its_tools_over_the_registrys_and_shares_its_hooks() -> None:
+    registry = ToolRegistry([_tool("a"), _tool("memory")])
+    registry.pre_hooks.append(_block_nothing)
+    memory = Tool(name="memory", description="Mine.", parameters=EMPTY_SCHEMA, handler=_echo)
+
+    overlay = registry.overlaid((memory,))
+
+    assert overlay.names == ["a", "memory"]
+    assert overlay.get("memory") is memory
+    assert overlay.pre_hooks is registry.pre_hooks
+    assert registry.get("memory") is not memory
+
+
+def test_an_overlay_is_made_once_per_tools_until_the_registry_changes() -> None:
+    registry = ToolRegistry([_tool("a")])
+    extra = (_tool("todo"),)
+
+    overlay = registry.overlaid(extra)
+    assert registry.overlaid(extra) is overlay
+    assert registry.overlaid((_tool("todo"),)) is not overlay  # other objects, another overlay
+
+    registry.register(_tool("b"))
+
+    assert registry.overlaid(extra).names == ["a", "b", "todo"]
