@@ -90,6 +90,7 @@ def test_a_body_beyond_the_load_balancers_limit_is_a_413_in_the_error_envelope(
     assert json.loads(body)["error"]["code"] == "request_too_large"
 
 
+@pytest.mark.slow  # a server process behind nginx, and 24 MB both ways through them
 def test_an_upload_larger_than_nginx_s_default_reaches_the_server(
     tmp_path: Path, simulator: SimulatorServer
 ) -> None:
