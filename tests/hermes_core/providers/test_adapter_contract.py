@@ -360,7 +360,7 @@ async def test_no_answer_within_the_timeout_is_a_timeout(
     simulator: SimulatorServer, make_provider: ProviderFactory, api_mode: ApiMode, fault: Fault
 ) -> None:
     _script(simulator, "slow", Step(reply=Reply(text="abcd", chunk_count=4), fault=fault))
-    provider = make_provider(api_mode, "slow", timeout=0.3)
+    provider = make_provider(api_mode, "slow", timeout=0.1)
     started = time.monotonic()
     with pytest.raises(ProviderError) as caught:
         await collect(provider, user("hi"))
@@ -373,14 +373,15 @@ async def test_no_answer_within_the_timeout_is_a_timeout(
 async def test_a_stream_that_keeps_coming_may_last_longer_than_the_timeout(
     simulator: SimulatorServer, make_provider: ProviderFactory, api_mode: ApiMode
 ) -> None:
-    # The timeout bounds each silence, not the answer: 6 frames 0.15 s apart under a 0.3 s one.
-    reply = Reply(text="abcdef", chunk_count=6)
+    # The timeout bounds each silence, not the answer: frames 0.15 s apart under a 0.3 s one,
+    # two text deltas among the protocol's other frames (five at least: 0.6 s and more).
+    reply = Reply(text="ab", chunk_count=2)
     _script(simulator, "steady", Step(reply=reply, fault=Fault(chunk_delay=0.15)))
     provider = make_provider(api_mode, "steady", timeout=0.3)
     started = time.monotonic()
     events = await collect(provider, user("hi"))
-    assert time.monotonic() - started > 0.6
-    assert final(events).message["content"] == "abcdef"
+    assert time.monotonic() - started > 0.45  # well past the timeout
+    assert final(events).message["content"] == "ab"
 
 
 async def _until_error(
