@@ -363,7 +363,7 @@ class CompressingContext(ContextHooks):
     async def before_call(self, context: CallContext) -> Compaction | None:
         lineage = self._lineage(context.session_id)
         transcript = context.transcript
-        tokens = self._measure(lineage, context)
+        tokens, estimate = self._measure(lineage, context)
         settings = self.compressor.settings
         ratio = settings.between_turns_threshold if context.between_turns else settings.threshold
         window = context.provider.context_window
@@ -374,14 +374,18 @@ class CompressingContext(ContextHooks):
             # lost with the summarised messages. Our memory tool saves every write at once, so
             # there is nothing to flush.
             compaction = await self._compress(lineage, context, tokens=tokens, limit=limit)
+            if compaction is not None:
+                estimate = estimate_tokens(transcript)
         lineage.transcript_id = id(transcript)
         lineage.seen = len(transcript)
-        lineage.seen_tokens = estimate_tokens(transcript)
+        lineage.seen_tokens = estimate
         return compaction
 
-    def _measure(self, lineage: _Lineage, context: CallContext) -> int:
+    def _measure(self, lineage: _Lineage, context: CallContext) -> tuple[int, int]:
         """The prompt size: the previous call's real count plus what was added since, when
-        that call saw this transcript; otherwise the estimate plus the learned overhead."""
+        that call saw this transcript; otherwise the estimate plus the learned overhead. And
+        our estimate of the transcript's messages, from the same walk over them (the
+        messages seen before were estimated then: a transcript only grows between calls)."""
         transcript = context.transcript
         real = context.last_prompt_tokens
         if (
@@ -390,8 +394,10 @@ class CompressingContext(ContextHooks):
             and lineage.seen <= len(transcript)
         ):
             lineage.overhead = real - lineage.seen_tokens
-            return real + estimate_tokens(transcript[lineage.seen :])
-        return estimate_tokens(transcript) + max(lineage.overhead, 0)
+            added = estimate_tokens(transcript[lineage.seen :])
+            return real + added, lineage.seen_tokens + added
+        estimate = estimate_tokens(transcript)
+        return estimate + max(lineage.overhead, 0), estimate
 
     async def _compress(
         self, lineage: _Lineage, context: CallContext, *, tokens: int, limit: int
