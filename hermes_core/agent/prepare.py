@@ -28,7 +28,9 @@ SYSTEM_NOTE_PREFIX = "[System instruction] "
 
 
 def clean_text(text: str) -> str:
-    return _LONE_SURROGATES.sub("", text).replace("\r\n", "\n").rstrip()
+    if not text.isascii():  # CPython knows this of every str without looking: ASCII has none
+        text = _LONE_SURROGATES.sub("", text)
+    return text.replace("\r\n", "\n").rstrip()
 
 
 def _clean_content(content: Any) -> Any:
@@ -151,7 +153,7 @@ def prepare_messages(
     builder = _Builder()
     limits = tool_result_limits or {}
     for original in transcript:
-        message: Message = copy.copy(original)
+        message: Message = original.copy()
         if "content" in message:
             message["content"] = _clean_content(message["content"])
         if message["role"] == "tool":

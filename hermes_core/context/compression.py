@@ -53,10 +53,13 @@ def estimate_tokens(messages: Iterable[Message]) -> int:
 
 def _message_tokens(message: Message) -> int:
     content = message.get("content")
-    chars = len(text_of(content))
     parts = 0
-    if isinstance(content, list):
-        parts = sum(_PART_TOKENS for part in content if part.get("type") != "text")
+    if isinstance(content, str):  # most messages: no parts to look through
+        chars = len(content)
+    else:
+        chars = len(text_of(content))
+        if content is not None:
+            parts = sum(_PART_TOKENS for part in content if part.get("type") != "text")
     for call in message.get("tool_calls") or ():
         chars += len(call["function"]["name"]) + len(call["function"]["arguments"])
     return _MESSAGE_OVERHEAD + parts + -(-chars // _CHARS_PER_TOKEN)
