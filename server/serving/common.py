@@ -51,7 +51,9 @@ def resolve_profile(services: Services, model: str, principal: Principal) -> Pro
 
 
 def is_openwebui(request: HTTPConnection) -> bool:
-    return any(name.startswith("x-openwebui-") for name in request.headers)
+    # The raw names, lower case as the ASGI server gives them: iterating the request's Headers
+    # decodes every name first (~10 -> ~4 µs a request, timeit, 7 headers, a loaded VM).
+    return any(name.startswith(b"x-openwebui-") for name, _ in request.scope["headers"])
 
 
 def session_name_of(request: HTTPConnection) -> str | None:
