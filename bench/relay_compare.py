@@ -12,7 +12,8 @@ and taking medians keeps drift out of the ratio.
     .venv/bin/python -m bench.relay_compare [--requests 3000] [--repeat 5] [--redis-url URL]
 
 ``--redis-url`` starts a third server: hermes with the replicas' Redis (event log, run
-reservations), to state what Redis adds per run (``.ci/redis start DIR`` gives a URL).
+reservations), to state what Redis adds per run (``.ci/redis start DIR`` gives a URL); with
+``--baseline`` too, the baseline's hermes is measured with Redis as well.
 """
 
 from __future__ import annotations
@@ -88,6 +89,8 @@ def main() -> int:
         servers["hermes+redis"] = [*serve, "--port", str(_free_port())]
     if args.baseline:
         servers["hermes@baseline"] = [*serve, "--port", str(_free_port())]
+    if args.baseline and args.redis_url:
+        servers["hermes@baseline+redis"] = [*serve, "--port", str(_free_port())]
     env_redis = os.environ.pop("REDIS_URL", None)  # hermes alone unless asked
     ports = {name: int(argv[-1]) for name, argv in servers.items()}
     with _process(simulate, simulator + "/health"):
@@ -149,9 +152,14 @@ def _report(
         print(
             f"  this tree vs the baseline: {change[0]:+.1%} (non-stream), {change[1]:+.1%} (stream)"
         )
-    if "hermes+redis" in names:
-        extra = [median[("hermes+redis", m)] - median[("hermes", m)] for m in MODES]
-        print(f"  Redis adds {extra[0]:+.3f} ms (non-stream), {extra[1]:+.3f} ms (stream) per run")
+    for tree in ("", "@baseline"):
+        if f"hermes{tree}+redis" in names:
+            plain, redis = f"hermes{tree}", f"hermes{tree}+redis"
+            extra = [median[(redis, m)] - median[(plain, m)] for m in MODES]
+            print(
+                f"  Redis adds {extra[0]:+.3f} ms (non-stream), {extra[1]:+.3f} ms (stream) per run"
+                + (" in the baseline" if tree else "")
+            )
     if TRANSPORT_ERRORS:
         print(f"  transport errors in the load generator: {len(TRANSPORT_ERRORS)}")
 
@@ -163,15 +171,15 @@ def _servers(
     redis: str | None,
     baseline: str | None,
 ) -> Iterator[dict[str, int]]:
-    """Every server started (hermes+redis with REDIS_URL set, hermes@baseline in the baseline's
-    directory); their pids while inside."""
+    """Every server started (those named +redis with REDIS_URL set, those named @baseline in the
+    baseline's directory); their pids while inside."""
     with contextlib.ExitStack() as stack:
         pids: dict[str, int] = {}
         here = os.getcwd()
         for name, argv in servers.items():
-            if name == "hermes+redis" and redis:
+            if name.endswith("+redis") and redis:
                 os.environ["REDIS_URL"] = redis
-            if name == "hermes@baseline" and baseline:
+            if "@baseline" in name and baseline:
                 os.chdir(baseline)  # `-m server.cli` imports from the current directory
             ready = f"http://127.0.0.1:{ports[name]}/health"
             try:
