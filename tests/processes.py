@@ -14,6 +14,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.plain_http import TLS_UNUSED
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -31,7 +33,7 @@ def wait_until_healthy(
         if process is not None and process.poll() is not None:
             raise RuntimeError(f"the server process exited with {process.returncode}")
         try:
-            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+            if httpx.get(f"{base}/health", timeout=1, verify=TLS_UNUSED).status_code == 200:
                 return
         except httpx.TransportError:
             time.sleep(0.1)

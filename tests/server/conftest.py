@@ -22,6 +22,7 @@ from server.http.threaded import ThreadedServer
 from server.runs.manager import RunManager
 from server.services import Profile, Services
 from server.simulator import SimulatorServer
+from tests.plain_http import TLS_UNUSED
 
 UPSTREAM_MODEL = "upstream-agent"
 """The model id the agent profile sends upstream: tests script the simulator under it."""
@@ -116,6 +117,7 @@ async def client(
 ) -> AsyncIterator[openai.AsyncOpenAI]:
     """The official SDK, strict, as Alice."""
     async with openai.AsyncOpenAI(
+        http_client=openai.DefaultAsyncHttpxClient(verify=TLS_UNUSED),
         base_url=hermes.base_url + "/v1",
         api_key=KEY_ALICE,
         max_retries=0,

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
 from server.simulator import Reply, SimulatorServer, Step, ToolCallSpec
+from tests.plain_http import TLS_UNUSED
 
 
 class ServedProcess(Protocol):
@@ -69,7 +70,9 @@ def sse_data(text: str) -> list[dict[str, Any]]:
 @asynccontextmanager
 async def http_client(base_url: str, key: str) -> AsyncIterator[httpx.AsyncClient]:
     headers = {"authorization": f"Bearer {key}"}
-    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=60) as client:
+    async with httpx.AsyncClient(
+        verify=TLS_UNUSED, base_url=base_url, headers=headers, timeout=60
+    ) as client:
         yield client
 
 
@@ -77,7 +80,11 @@ async def http_client(base_url: str, key: str) -> AsyncIterator[httpx.AsyncClien
 async def sdk_client(base_url: str, key: str) -> AsyncIterator[AsyncOpenAI]:
     """The official SDK pointed at the server, strict (no retries)."""
     async with AsyncOpenAI(
-        base_url=f"{base_url}/v1", api_key=key, max_retries=0, timeout=60
+        http_client=DefaultAsyncHttpxClient(verify=TLS_UNUSED),
+        base_url=f"{base_url}/v1",
+        api_key=key,
+        max_retries=0,
+        timeout=60,
     ) as client:
         yield client
 

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from server.http.threaded import ThreadedServer
 from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL
 
 if TYPE_CHECKING:
@@ -64,7 +65,11 @@ async def test_runner_run_completes_with_a_server_tool_and_a_client_tool(
     from agents import Runner
 
     _script(simulator)
-    async with openai.AsyncOpenAI(base_url=hermes.base_url + "/v1", api_key=KEY_ALICE) as sdk:
+    async with openai.AsyncOpenAI(
+        http_client=openai.DefaultAsyncHttpxClient(verify=TLS_UNUSED),
+        base_url=hermes.base_url + "/v1",
+        api_key=KEY_ALICE,
+    ) as sdk:
         result = await Runner.run(_agent(hermes, sdk), "What is the weather in Paris?")
     assert result.final_output == "It is 21 °C in Paris."
     assert CALLS == ["Paris"]  # the client tool ran once; the server's lookup never reached it
@@ -76,7 +81,11 @@ async def test_runner_run_streamed_completes_too(
     from agents import Runner
 
     _script(simulator)
-    async with openai.AsyncOpenAI(base_url=hermes.base_url + "/v1", api_key=KEY_ALICE) as sdk:
+    async with openai.AsyncOpenAI(
+        http_client=openai.DefaultAsyncHttpxClient(verify=TLS_UNUSED),
+        base_url=hermes.base_url + "/v1",
+        api_key=KEY_ALICE,
+    ) as sdk:
         result = Runner.run_streamed(_agent(hermes, sdk), "What is the weather in Paris?")
         async for _ in result.stream_events():
             pass
@@ -99,7 +108,11 @@ async def test_an_agent_with_an_output_type_gets_a_typed_final_output(
         Step(reply=Reply(text='{"city": "Paris", "celsius": 21}')),
     ]
     simulator.state.script(UPSTREAM_MODEL, Scenario(steps=steps))
-    async with openai.AsyncOpenAI(base_url=hermes.base_url + "/v1", api_key=KEY_ALICE) as sdk:
+    async with openai.AsyncOpenAI(
+        http_client=openai.DefaultAsyncHttpxClient(verify=TLS_UNUSED),
+        base_url=hermes.base_url + "/v1",
+        api_key=KEY_ALICE,
+    ) as sdk:
         model = OpenAIResponsesModel(model="hermes-agent", openai_client=sdk)
         agent = Agent(name="forecaster", model=model, output_type=Forecast)
         result = await Runner.run(agent, "How warm is Paris?")

@@ -6,6 +6,7 @@ import httpx
 import pytest
 
 from server.http.threaded import ThreadedServer
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE
 
 
@@ -24,7 +25,7 @@ from tests.server.conftest import KEY_ALICE
 async def test_a_request_without_a_key_is_a_401_whatever_its_body(
     hermes: ThreadedServer, method: str, path: str, body: bytes
 ) -> None:
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         answer = await http.request(
             method, path, content=body, headers={"content-type": "application/json"}
         )
@@ -34,12 +35,12 @@ async def test_a_request_without_a_key_is_a_401_whatever_its_body(
 
 async def test_a_malformed_body_with_a_key_is_a_400(hermes: ThreadedServer) -> None:
     headers = {"authorization": f"Bearer {KEY_ALICE}", "content-type": "application/json"}
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         answer = await http.post("/v1/chat/completions", content=b"{not json", headers=headers)
     assert answer.status_code == 400
 
 
 @pytest.mark.parametrize("path", ["/health", "/ready", "/metrics", "/openapi.json"])
 async def test_probes_and_the_document_need_no_key(hermes: ThreadedServer, path: str) -> None:
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         assert (await http.get(path)).status_code == 200

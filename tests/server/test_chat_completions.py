@@ -14,6 +14,7 @@ from openai.types.chat import ChatCompletionMessageParam
 
 from server.http.threaded import ThreadedServer
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, KEY_BOB, UPSTREAM_MODEL
 
 HELLO: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hello"}]
@@ -125,7 +126,7 @@ async def test_sse_frames_are_plain_data_lines_ending_with_done(
     simulator: SimulatorServer, hermes: ThreadedServer
 ) -> None:
     script(simulator, Step(reply=Reply(text="Hi.")))
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         response = await http.post(
             "/v1/chat/completions",
             headers={"authorization": f"Bearer {KEY_ALICE}"},
@@ -204,7 +205,7 @@ async def test_stop_endpoint_interrupts_the_run_and_closes_the_upstream(
     started = time.monotonic()
     finishes: list[str] = []
     extension: dict[str, Any] = {}
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         async for chunk in stream:
             if chunk.choices and chunk.choices[0].delta.content and not finishes:
                 stop = await http.post(
@@ -237,7 +238,7 @@ async def test_a_client_disconnect_interrupts_the_run(
             break
     await stream.close()
     assert await _upstream_disconnected(simulator)
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         for _ in range(50):
             run = (
                 await http.get(
@@ -259,7 +260,7 @@ async def test_another_key_cannot_see_or_stop_a_run(
         model="hermes-agent", messages=HELLO
     )
     run_id = raw.headers["x-hermes-run-id"]
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         as_bob = {"authorization": f"Bearer {KEY_BOB}"}
         as_alice = {"authorization": f"Bearer {KEY_ALICE}"}
         assert (await http.get(f"/v1/runs/{run_id}", headers=as_bob)).status_code == 404
@@ -277,7 +278,7 @@ async def test_run_events_replay_from_a_sequence_number(
         model="hermes-agent", messages=HELLO
     )
     run_id = raw.headers["x-hermes-run-id"]
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         headers = {"authorization": f"Bearer {KEY_ALICE}"}
         everything = (await http.get(f"/v1/runs/{run_id}/events", headers=headers)).text
         tail = (await http.get(f"/v1/runs/{run_id}/events?after=5", headers=headers)).text
@@ -322,7 +323,7 @@ async def test_a_failed_run_reads_the_same_streamed_or_not(
         if chat
         else {"model": "hermes-agent", "input": "hi"}
     )
-    async with httpx.AsyncClient(base_url=hermes.base_url, timeout=30) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url, timeout=30) as http:
         auth = {"authorization": f"Bearer {KEY_ALICE}"}
         waited = await http.post(path, headers=auth, json=body)
         streamed = await http.post(path, headers=auth, json={**body, "stream": True})
@@ -344,7 +345,7 @@ async def test_a_quiet_stream_gets_keepalive_comments_while_tools_run(
         Step(reply=Reply(tool_calls=[ToolCallSpec(name="wait", arguments={"seconds": 0.7})])),
         Step(reply=Reply(text="Rested.")),
     )
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         response = await http.post(
             "/v1/chat/completions",
             headers={"authorization": f"Bearer {KEY_ALICE}"},

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step
+from tests.plain_http import TLS_UNUSED
 from tests.processes import free_port, hermes_command
 from tests.server.served import sse_data, until
 
@@ -77,7 +78,7 @@ async def test_a_reload_adds_a_profile_and_a_key_while_a_run_streams_on(
     }
     with hermes_command("serve", "--config", str(config), port=port, log=log) as server:
         watched = Process(server, log)
-        async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+        async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=base, timeout=60) as http:
             alice = {"authorization": f"Bearer {KEY}"}
             bob = {"authorization": f"Bearer {KEY_BOB}"}
             assert (await http.get("/v1/models", headers=bob)).status_code == 401

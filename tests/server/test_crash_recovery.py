@@ -18,6 +18,7 @@ import pytest
 from hermes_core.persistence import Store
 from server.sessions.service import INTERRUPTED_RESULT
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from tests.plain_http import TLS_UNUSED
 from tests.processes import free_port, hermes_command
 
 pytestmark = pytest.mark.slow  # starts server processes (make fast leaves it out)
@@ -86,7 +87,7 @@ async def test_a_run_killed_mid_tool_is_interrupted_and_its_transcript_closed(
     }
     with hermes_command("serve", "--config", str(config), port=port, env=env) as server:
         async with (
-            httpx.AsyncClient(base_url=base, timeout=30) as http,
+            httpx.AsyncClient(verify=TLS_UNUSED, base_url=base, timeout=30) as http,
             http.stream(
                 "POST",
                 "/v1/chat/completions",
@@ -100,7 +101,9 @@ async def test_a_run_killed_mid_tool_is_interrupted_and_its_transcript_closed(
             server.wait(timeout=10)
 
     with hermes_command("serve", "--config", str(config), port=port, env=env):
-        async with httpx.AsyncClient(base_url=base, timeout=30, headers=auth) as http:
+        async with httpx.AsyncClient(
+            verify=TLS_UNUSED, base_url=base, timeout=30, headers=auth
+        ) as http:
             run = (await http.get(f"/v1/runs/{run_id}")).json()
             assert (run["status"], run["exit_reason"]) == ("interrupted", "interrupted")
             store = await Store.open(database_url, migrate=False)
@@ -138,14 +141,18 @@ async def test_a_background_response_killed_mid_run_is_failed_after_the_restart(
     auth = {"authorization": f"Bearer {KEY}"}
     body = {"model": "hermes-agent", "input": "take your time", "background": True}
     with hermes_command("serve", "--config", str(config), port=port, env=env) as server:
-        async with httpx.AsyncClient(base_url=base, timeout=30, headers=auth) as http:
+        async with httpx.AsyncClient(
+            verify=TLS_UNUSED, base_url=base, timeout=30, headers=auth
+        ) as http:
             started = (await http.post("/v1/responses", json=body)).json()
             assert started["status"] == "queued"
             await _wait_for_upstream_calls(simulator, 1)
             server.send_signal(signal.SIGKILL)
             server.wait(timeout=10)
     with hermes_command("serve", "--config", str(config), port=port, env=env):
-        async with httpx.AsyncClient(base_url=base, timeout=30, headers=auth) as http:
+        async with httpx.AsyncClient(
+            verify=TLS_UNUSED, base_url=base, timeout=30, headers=auth
+        ) as http:
             after = (await http.get(f"/v1/responses/{started['id']}")).json()
     assert after["status"] == "failed"
     assert "restarted" in after["error"]["message"]

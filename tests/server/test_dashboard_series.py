@@ -45,6 +45,7 @@ from server.http.threaded import ThreadedServer
 from server.runs.manager import RunManager
 from server.services import Profile, Services
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from tests.plain_http import TLS_UNUSED
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "hermes-server.json"
@@ -255,7 +256,7 @@ def server(simulator: SimulatorServer) -> Iterator[ThreadedServer]:
 
 @pytest.fixture
 async def http(server: ThreadedServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=10) as client:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=server.base_url, timeout=10) as client:
         yield client
 
 

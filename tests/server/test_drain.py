@@ -15,6 +15,7 @@ import pytest
 
 from hermes_core.persistence import Store, sqlite_url
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step
+from tests.plain_http import TLS_UNUSED
 from tests.processes import free_port, hermes_command
 from tests.server.served import sse_data
 
@@ -60,7 +61,9 @@ async def test_sigterm_drains_the_run_in_progress_and_refuses_new_ones(
     config, port = _config(tmp_path, simulator, drain_seconds=60), free_port()
     base = f"http://127.0.0.1:{port}"
     with hermes_command("serve", "--config", str(config), port=port) as server:
-        async with httpx.AsyncClient(base_url=base, headers=AUTH, timeout=60) as http:
+        async with httpx.AsyncClient(
+            verify=TLS_UNUSED, base_url=base, headers=AUTH, timeout=60
+        ) as http:
             assert (await http.get("/ready")).status_code == 200
             async with http.stream("POST", "/v1/chat/completions", json=BODY) as stream:
                 lines = stream.aiter_lines()
@@ -88,7 +91,7 @@ async def test_a_run_longer_than_the_drain_is_interrupted_and_recorded(
     base = f"http://127.0.0.1:{port}"
     with hermes_command("serve", "--config", str(config), port=port) as server:
         async with (
-            httpx.AsyncClient(base_url=base, headers=AUTH, timeout=60) as http,
+            httpx.AsyncClient(verify=TLS_UNUSED, base_url=base, headers=AUTH, timeout=60) as http,
             http.stream("POST", "/v1/chat/completions", json=BODY) as stream,
         ):
             run_id = stream.headers["x-hermes-run-id"]

@@ -11,6 +11,7 @@ import pytest
 
 from server.http.threaded import ThreadedServer
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, KEY_CAROL, UPSTREAM_MODEL
 
 HELLO = [{"role": "user", "content": "hello"}]
@@ -26,7 +27,7 @@ def _envelope(response: httpx.Response) -> dict[str, Any]:
 
 
 async def _post(hermes: ThreadedServer, body: Any, **kwargs: Any) -> httpx.Response:
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         return await http.post(
             "/v1/chat/completions", headers=kwargs.pop("headers", ALICE), json=body, **kwargs
         )
@@ -47,7 +48,10 @@ async def test_a_missing_or_wrong_key_is_a_401(
 
 async def test_the_sdk_raises_authentication_error(hermes: ThreadedServer) -> None:
     async with openai.AsyncOpenAI(
-        base_url=hermes.base_url + "/v1", api_key="nope", max_retries=0
+        http_client=openai.DefaultAsyncHttpxClient(verify=TLS_UNUSED),
+        base_url=hermes.base_url + "/v1",
+        api_key="nope",
+        max_retries=0,
     ) as sdk:
         with pytest.raises(openai.AuthenticationError):
             await sdk.models.list()
@@ -97,7 +101,7 @@ async def test_invalid_requests_are_a_400_naming_the_param(
 
 
 async def test_a_body_that_is_not_json_is_a_400(hermes: ThreadedServer) -> None:
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         response = await http.post(
             "/v1/chat/completions",
             headers={**ALICE, "content-type": "application/json"},
@@ -136,7 +140,7 @@ async def test_runs_over_the_per_key_cap_are_a_429_with_retry_after(
     slow = Step(reply=Reply(text="slow " * 20, chunk_count=20), fault=Fault(chunk_delay=0.1))
     simulator.state.script(UPSTREAM_MODEL, Scenario(steps=[slow] * 8))
     streaming = {"model": "hermes-agent", "messages": HELLO, "stream": True}
-    async with httpx.AsyncClient(base_url=hermes.base_url, timeout=30) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url, timeout=30) as http:
         held = [
             await http.send(
                 http.build_request("POST", "/v1/chat/completions", headers=ALICE, json=streaming),
@@ -155,7 +159,7 @@ async def test_runs_over_the_per_key_cap_are_a_429_with_retry_after(
 
 
 async def test_stopping_an_unknown_run_is_a_404(hermes: ThreadedServer) -> None:
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         response = await http.post("/v1/runs/run_nope/stop", headers=ALICE)
     assert response.status_code == 404
     assert _envelope(response)["code"] == "run_not_found"
@@ -173,7 +177,7 @@ async def test_a_key_restricted_to_other_models_gets_a_403_and_does_not_see_them
         "model_not_allowed",
         "model",
     )
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         listed = (await http.get("/v1/models", headers=carol)).json()["data"]
         single = await http.get("/v1/models/hermes-agent", headers=carol)
     assert listed == []

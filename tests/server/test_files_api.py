@@ -18,6 +18,7 @@ from server.app import create_app
 from server.files.uploads import FileLimits
 from server.http.threaded import ThreadedServer
 from server.simulator import SimulatorServer
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, KEY_BOB, make_services
 
 LIMITS = FileLimits(max_file_bytes=64 * 1024, quota_bytes=100 * 1024, max_files=4)
@@ -38,6 +39,7 @@ def files_server(_simulator_server: SimulatorServer, tmp_path: Path) -> Iterator
 @pytest.fixture
 async def alice(files_server: ThreadedServer) -> AsyncIterator[openai.AsyncOpenAI]:
     async with openai.AsyncOpenAI(
+        http_client=openai.DefaultAsyncHttpxClient(verify=TLS_UNUSED),
         base_url=files_server.base_url + "/v1",
         api_key=KEY_ALICE,
         max_retries=0,
@@ -49,7 +51,9 @@ async def alice(files_server: ThreadedServer) -> AsyncIterator[openai.AsyncOpenA
 @pytest.fixture
 async def raw(files_server: ThreadedServer) -> AsyncIterator[httpx.AsyncClient]:
     headers = {"authorization": f"Bearer {KEY_ALICE}"}
-    async with httpx.AsyncClient(base_url=files_server.base_url, headers=headers) as c:
+    async with httpx.AsyncClient(
+        verify=TLS_UNUSED, base_url=files_server.base_url, headers=headers
+    ) as c:
         yield c
 
 
@@ -83,7 +87,10 @@ async def test_a_key_never_sees_another_keys_files(
 ) -> None:
     mine = await alice.files.create(file=("mine.txt", b"secret"), purpose="user_data")
     async with openai.AsyncOpenAI(
-        base_url=files_server.base_url + "/v1", api_key=KEY_BOB, max_retries=0
+        http_client=openai.DefaultAsyncHttpxClient(verify=TLS_UNUSED),
+        base_url=files_server.base_url + "/v1",
+        api_key=KEY_BOB,
+        max_retries=0,
     ) as bob:
         assert [f async for f in bob.files.list()] == []
         with pytest.raises(openai.NotFoundError):
@@ -188,7 +195,7 @@ async def test_a_file_name_is_kept_without_its_path(raw: httpx.AsyncClient) -> N
 
 
 async def test_files_need_a_key(files_server: ThreadedServer) -> None:
-    async with httpx.AsyncClient(base_url=files_server.base_url) as anonymous:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=files_server.base_url) as anonymous:
         assert (await anonymous.get("/v1/files")).status_code == 401
 
 

@@ -17,6 +17,7 @@ from server.app import create_app
 from server.http.threaded import ThreadedServer
 from server.simulator import SimulatorServer
 from tests.documents import pdf, require_data_python
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, KEY_BOB, UPSTREAM_MODEL, make_services
 
 PNG = base64.b64decode(
@@ -38,7 +39,10 @@ def files_server(
 
 async def _client(server: ThreadedServer, key: str) -> AsyncIterator[openai.AsyncOpenAI]:
     async with openai.AsyncOpenAI(
-        base_url=server.base_url + "/v1", api_key=key, max_retries=0
+        http_client=openai.DefaultAsyncHttpxClient(verify=TLS_UNUSED),
+        base_url=server.base_url + "/v1",
+        api_key=key,
+        max_retries=0,
     ) as sdk:
         yield sdk
 

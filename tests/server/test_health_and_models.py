@@ -10,11 +10,12 @@ import pytest
 
 from server.http.threaded import ThreadedServer
 from server.openapi_dump import render
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE
 
 
 async def test_health_answers_ok_without_a_key(hermes: ThreadedServer) -> None:
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         response = await http.get("/health")
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}
@@ -53,7 +54,7 @@ async def test_routing_errors_use_the_openai_envelope(
     hermes: ThreadedServer, method: str, path: str, status: int
 ) -> None:
     auth = {"authorization": f"Bearer {KEY_ALICE}"}  # without one, every /v1/ path is a 401
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         response = await http.request(method, path, headers=auth)
     assert response.status_code == status
     assert set(response.json()["error"]) == {"message", "type", "param", "code"}

@@ -14,6 +14,7 @@ from server.app import create_app
 from server.http.threaded import ThreadedServer
 from server.metrics import Metrics
 from server.simulator import Reply, Scenario, SimulatorServer, Step
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL, make_services
 
 CREATE_PATHS = ("/v1/chat/completions", "/v1/responses")
@@ -49,7 +50,7 @@ async def test_a_well_formed_create_is_served_without_the_fastapi_route(
 ) -> None:
     simulator.state.script(UPSTREAM_MODEL, Scenario(steps=[Step(reply=Reply(text="Hello!"))]))
     auth = {"authorization": f"Bearer {KEY_ALICE}"}
-    async with httpx.AsyncClient(base_url=hot_path_only.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hot_path_only.base_url) as http:
         served = await http.post(path, json=_bodies()[path], headers=auth)
         assert served.status_code == 200, served.text
         assert "Hello!" in served.text
@@ -66,7 +67,7 @@ async def test_what_the_hot_path_does_not_take_the_route_answers(
 ) -> None:
     auth = {"authorization": f"Bearer {KEY_ALICE}"}
     body = _bodies()[path]
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         no_key = await http.post(path, json=body)
         assert no_key.status_code == 401
         not_json = await http.post(path, content=b"{not json", headers=auth)
@@ -88,7 +89,7 @@ async def test_a_body_the_hot_path_hands_on_reaches_the_route_whole(
         yield b'{"model": "hermes-agent", '
         yield b'"messages": [{"role": "user", "content": "Hi"}], "temperature": "hot"}'
 
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         headers = {**auth, "content-type": "application/json"}
         response = await http.post("/v1/chat/completions", content=pieces(), headers=headers)
     assert response.status_code == 400, response.text
@@ -120,7 +121,7 @@ async def test_a_crash_while_serving_is_the_apps_500_envelope_and_counted(
     server, metrics = crashing
     auth = {"authorization": f"Bearer {KEY_ALICE}"}
     labels = {"endpoint": "chat_completions", "status": "500"}
-    async with httpx.AsyncClient(base_url=server.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=server.base_url) as http:
         response = await http.post(
             "/v1/chat/completions", json=_bodies()["/v1/chat/completions"], headers=auth
         )
@@ -137,7 +138,7 @@ async def test_a_served_create_is_counted_once_by_endpoint_and_status(
     auth = {"authorization": f"Bearer {KEY_ALICE}"}
     labels = {"endpoint": "responses", "status": "200"}
     with ThreadedServer(create_app(services)) as server:
-        async with httpx.AsyncClient(base_url=server.base_url) as http:
+        async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=server.base_url) as http:
             served = await http.post("/v1/responses", json=_bodies()["/v1/responses"], headers=auth)
         assert served.status_code == 200, served.text
         assert services.metrics.registry.get_sample_value("hermes_requests_total", labels) == 1
@@ -155,7 +156,7 @@ async def test_the_apps_own_refusals_still_answer_what_the_hot_path_hands_on(
         for start in range(0, len(encoded), 65_536):
             yield encoded[start : start + 65_536]
 
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         nul = await http.post("/v1/chat/completions?x=%00", json=body, headers=auth)
         assert nul.status_code == 400
         assert nul.json()["error"]["code"] == "invalid_url"

@@ -8,6 +8,7 @@ import openai
 
 from server.http.threaded import ThreadedServer
 from server.simulator import Reply, Scenario, SimulatorServer, Step
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, KEY_BOB, UPSTREAM_MODEL
 
 
@@ -44,7 +45,7 @@ async def test_a_reference_to_an_unknown_or_another_keys_item_is_a_400_naming_it
 ) -> None:
     mine = await client.responses.create(model="hermes-agent", input="hello")
     item_id = mine.output[-1].id
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         for key, reference in ((KEY_ALICE, "msg_nothing_0"), (KEY_BOB, item_id)):
             response = await http.post(
                 "/v1/responses",

@@ -19,6 +19,7 @@ from server.simulator import Fault, Scenario, SimulatorServer, Step
 from server.telemetry import json_logs
 from server.telemetry.json_logs import JsonFormatter, Redactor, TextFormatter
 from server.telemetry.run_context import bind_run, current_run
+from tests.plain_http import TLS_UNUSED
 from tests.processes import free_port, hermes_command
 from tests.server.otlp_receiver import OtlpReceiver
 from tests.server.served import answer, pid_alive, until
@@ -92,7 +93,9 @@ profiles:
     with hermes_command(*args, "--access-log", port=port, env=env, log=log) as process:
         auth = {"authorization": f"Bearer {CLIENT_KEY}", "x-hermes-session-id": "logbook"}
         body = {"model": MODEL, "messages": [{"role": "user", "content": "hello"}]}
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+        async with httpx.AsyncClient(
+            verify=TLS_UNUSED, base_url=f"http://127.0.0.1:{port}", timeout=60
+        ) as http:
             answered = await http.post("/v1/chat/completions", json=body, headers=auth)
             assert answered.status_code == 200, answered.text
             failed = await http.post("/v1/chat/completions", json=body, headers=auth)
@@ -198,7 +201,9 @@ profiles:
     with hermes_command("serve", "--config", str(config), port=port, log=log):
         auth = {"authorization": f"Bearer {CLIENT_KEY}"}
         body = {"model": MODEL, "messages": [{"role": "user", "content": "hello"}]}
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+        async with httpx.AsyncClient(
+            verify=TLS_UNUSED, base_url=f"http://127.0.0.1:{port}", timeout=60
+        ) as http:
             failed = await http.post("/v1/chat/completions", json=body, headers=auth)
             streamed = await http.post(
                 "/v1/chat/completions", json={**body, "stream": True}, headers=auth

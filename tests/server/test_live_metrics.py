@@ -36,6 +36,7 @@ from server.routes.metrics import live_state
 from server.runs.manager import RunInfo, RunManager
 from server.services import Profile, Services
 from server.simulator import Fault, Scenario, SimulatorServer, Step
+from tests.plain_http import TLS_UNUSED
 
 KEY = "sk-live-metrics-0123456789abcdef"
 AUTH = {"authorization": f"Bearer {KEY}"}
@@ -192,7 +193,7 @@ async def test_a_rate_limited_provider_reads_cooling_down(
         answer = await http.post("/v1/chat/completions", headers=AUTH, json=body)
         assert answer.status_code == 200, answer.text
 
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=10) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=server.base_url, timeout=10) as http:
         assert await cooling(http) == {"primary": 0, "backup": 0}
         limited = Step(fault=Fault(status=429, retry_after=600), repeat=10)
         simulator.state.script("sim-primary", Scenario(steps=[limited]))

@@ -23,6 +23,7 @@ import pytest
 
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step
 from tests.databases import fresh_database
+from tests.plain_http import TLS_UNUSED
 from tests.processes import free_port, hermes_command, wait_until_healthy
 from tests.redis_server import redis_url_or_skip
 from tests.server.nginx_server import REPLICAS, SHIPPED, main_config, nginx_or_skip, running_nginx
@@ -173,7 +174,7 @@ async def test_a_draining_replicas_new_runs_go_to_the_other_replica(
     a = f"http://127.0.0.1:{a_port}"
     ports = {name: port for name, (port, _) in two_replicas.items()}
     with running_nginx(tmp_path / "nginx", ports, free_port()) as base:
-        async with httpx.AsyncClient(headers=AUTH, timeout=60) as client:
+        async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as client:
             # A run in progress on A keeps A draining (up to the drain's 120 s) once signalled.
             body = {**ASK, "model": "hermes-slow", "stream": True}
             async with client.stream("POST", f"{a}/v1/chat/completions", json=body) as stream:

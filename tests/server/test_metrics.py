@@ -49,6 +49,7 @@ from server.routes import metrics as metrics_routes
 from server.runs.manager import RunInfo, RunManager
 from server.services import Profile, Services
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from tests.plain_http import TLS_UNUSED
 
 KEY = "sk-metrics-0123456789abcdef"
 AUTH = {"authorization": f"Bearer {KEY}"}
@@ -159,7 +160,7 @@ def server(simulator: SimulatorServer) -> Iterator[ThreadedServer]:
 
 @pytest.fixture
 async def http(server: ThreadedServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=10) as client:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=server.base_url, timeout=10) as client:
         yield client
 
 
@@ -251,7 +252,9 @@ async def test_not_ready_without_profiles() -> None:
     app = create_app(services)
     with_metrics(app, services)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://hermes") as http:
+    async with httpx.AsyncClient(
+        verify=TLS_UNUSED, transport=transport, base_url="http://hermes"
+    ) as http:
         response = await http.get("/ready")
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "not_ready"
@@ -691,7 +694,9 @@ async def test_a_request_that_crashes_counts_as_a_500() -> None:
 
     metrics = Metrics(runtime_metrics=False)
     transport = httpx.ASGITransport(app=RequestMetrics(crash, metrics=metrics))
-    async with httpx.AsyncClient(transport=transport, base_url="http://hermes") as http:
+    async with httpx.AsyncClient(
+        verify=TLS_UNUSED, transport=transport, base_url="http://hermes"
+    ) as http:
         with pytest.raises(RuntimeError):
             await http.post("/v1/chat/completions")
     labels = {"endpoint": CHAT, "status": "500"}

@@ -22,6 +22,7 @@ from server.app import create_app
 from server.files.workspaces import conversation_workspace
 from server.http.threaded import ThreadedServer
 from server.simulator import SimulatorServer
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, KEY_BOB, UPSTREAM_MODEL, make_services
 
 CSV = b"region,total\nnorth,12\nsouth,30\n"
@@ -69,7 +70,9 @@ def served(
 
 async def _client(served: Served, key: str) -> AsyncIterator[httpx.AsyncClient]:
     headers = {"authorization": f"Bearer {key}"}
-    async with httpx.AsyncClient(base_url=served.base_url, headers=headers, timeout=60) as c:
+    async with httpx.AsyncClient(
+        verify=TLS_UNUSED, base_url=served.base_url, headers=headers, timeout=60
+    ) as c:
         yield c
 
 

@@ -14,6 +14,7 @@ from hermes_core.providers.retry import RetryPolicy
 from server.http.threaded import ThreadedServer
 from server.services import Profile
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL
 
 OPENWEBUI = {"authorization": f"Bearer {KEY_ALICE}", "x-openwebui-chat-id": "chat-123"}
@@ -25,7 +26,7 @@ OPENWEBUI_TOOLS = [
 
 
 async def _frames(hermes: ThreadedServer, body: dict[str, Any]) -> list[dict[str, Any]]:
-    async with httpx.AsyncClient(base_url=hermes.base_url, timeout=30) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url, timeout=30) as http:
         response = await http.post("/v1/chat/completions", headers=OPENWEBUI, json=body)
     assert response.status_code == 200
     lines = [line for line in response.text.split("\n") if line.startswith("data: ")]
@@ -89,7 +90,7 @@ async def test_a_task_request_is_answered_by_one_model_call_without_tools(
 ) -> None:
     _script(simulator, Step(reply=Reply(text='{"title": "Greeting"}')))
     task = "### Task:\nGenerate a concise title for the chat.\n### Chat History:\nUSER: hi"
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         response = await http.post(
             "/v1/chat/completions",
             headers=OPENWEBUI,
@@ -103,7 +104,7 @@ async def test_a_task_request_is_answered_by_one_model_call_without_tools(
     assert response.status_code == 200
     assert response.json()["choices"][0]["message"]["content"] == '{"title": "Greeting"}'
     # It is a run like any other: it can be stopped, and its usage is counted.
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         run = await http.get(f"/v1/runs/{response.headers['x-hermes-run-id']}", headers=OPENWEBUI)
     assert (run.json()["status"], run.json()["iterations"]) == ("completed", 1)
     assert run.json()["usage"]["input_tokens"] > 0
@@ -152,7 +153,9 @@ async def test_open_webuis_chat_id_names_the_session_on_responses_too(
     )
     headers = {**OPENWEBUI, "x-openwebui-chat-id": "chat-responses-1"}
     first_input = [{"role": "user", "content": "What is an owl?"}]
-    async with httpx.AsyncClient(base_url=hermes.base_url, headers=headers) as http:
+    async with httpx.AsyncClient(
+        verify=TLS_UNUSED, base_url=hermes.base_url, headers=headers
+    ) as http:
         first = await http.post(
             "/v1/responses", json={"model": "hermes-agent", "input": first_input}
         )
@@ -180,7 +183,9 @@ async def test_a_task_request_on_responses_is_one_model_call_without_tools(
 ) -> None:
     _script(simulator, Step(reply=Reply(text='{"title": "Owls"}')))
     task = "### Task:\nGenerate a concise title for the chat.\n### Chat History:\nUSER: owls"
-    async with httpx.AsyncClient(base_url=hermes.base_url, headers=OPENWEBUI) as http:
+    async with httpx.AsyncClient(
+        verify=TLS_UNUSED, base_url=hermes.base_url, headers=OPENWEBUI
+    ) as http:
         response = await http.post("/v1/responses", json={"model": "hermes-agent", "input": task})
 
     assert response.status_code == 200

@@ -26,6 +26,7 @@ from server.app import create_app
 from server.http.threaded import ThreadedServer
 from server.services import Profile
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, make_services
 
 UPSTREAM = "owui-upstream"
@@ -125,7 +126,7 @@ async def chat(server: ThreadedServer, chat_id: str, *said: str) -> list[dict[st
     roles = ("user", "assistant")
     messages = [{"role": roles[i % 2], "content": text} for i, text in enumerate(said)]
     body = {"model": MODEL, "stream": True, "messages": messages}
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=server.base_url, timeout=30) as http:
         return [f async for f in frames_of(http, "/v1/chat/completions", body, chat_id)]
 
 
@@ -135,7 +136,7 @@ async def respond(server: ThreadedServer, chat_id: str, *said: str) -> list[dict
     roles = ("user", "assistant")
     history = [{"role": roles[i % 2], "content": text} for i, text in enumerate(said)]
     body = {"model": MODEL, "stream": True, "input": history}
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=server.base_url, timeout=30) as http:
         return [f async for f in frames_of(http, "/v1/responses", body, chat_id)]
 
 
@@ -157,7 +158,7 @@ def cards(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
 async def run_status(server: ThreadedServer, run_id: str, wanted: str) -> str:
     """The run's status once it is ``wanted`` (or whatever it is at the deadline)."""
     deadline = time.monotonic() + 20
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=server.base_url, timeout=30) as http:
         while True:
             run = await http.get(f"/v1/runs/{run_id}", headers=headers("any"))
             status: str = run.json()["status"]
@@ -176,7 +177,7 @@ async def test_a_stop_while_a_tool_runs_leaves_no_status_line_unfinished(
     body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "count"}]}
     seen: list[dict[str, Any]] = []
     async with (
-        httpx.AsyncClient(base_url=server.base_url, timeout=30) as http,
+        httpx.AsyncClient(verify=TLS_UNUSED, base_url=server.base_url, timeout=30) as http,
         http.stream(
             "POST", "/v1/chat/completions", json=body, headers=headers("owui-stop")
         ) as response,

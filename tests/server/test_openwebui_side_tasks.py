@@ -10,6 +10,7 @@ import httpx
 
 from server.http.threaded import ThreadedServer
 from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL
 
 OPENWEBUI = {"authorization": f"Bearer {KEY_ALICE}", "x-openwebui-chat-id": "chat-side-tasks"}
@@ -37,7 +38,7 @@ def _script(simulator: SimulatorServer, *replies: Reply) -> None:
 async def _post(
     hermes: ThreadedServer, path: str, body: dict[str, Any], headers: dict[str, str] | None = None
 ) -> httpx.Response:
-    async with httpx.AsyncClient(base_url=hermes.base_url, timeout=30) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url, timeout=30) as http:
         response = await http.post(path, headers={**OPENWEBUI, **(headers or {})}, json=body)
         assert response.status_code == 200, response.text
         run_id = response.headers["x-hermes-run-id"]

@@ -24,6 +24,7 @@ from hermes_core.persistence import Store
 from server.sessions.service import INTERRUPTED_RESULT
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from tests.databases import fresh_database
+from tests.plain_http import TLS_UNUSED
 from tests.processes import free_port, hermes_command, wait_until_healthy
 from tests.redis_server import redis_url_or_skip
 from tests.server.served import pid_alive, sse_data, until
@@ -135,7 +136,7 @@ async def test_a_streamed_run_on_one_replica_is_stopped_through_another(
         "stream": True,
         "messages": [{"role": "user", "content": "go"}],
     }
-    async with httpx.AsyncClient(headers=AUTH, timeout=60) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
         started = time.monotonic()
         async with http.stream("POST", f"{a.base_url}/v1/chat/completions", json=body) as stream:
             run_id = stream.headers["x-hermes-run-id"]
@@ -161,7 +162,7 @@ async def test_a_response_is_cancelled_through_another_replica(
     slow_answer(simulator)
     a, b = replicas["A"], replicas["B"]
     body = {"model": "hermes-agent", "input": "go", "background": True}
-    async with httpx.AsyncClient(headers=AUTH, timeout=60) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
         queued = (await http.post(f"{a.base_url}/v1/responses", json=body)).json()
 
         async def running() -> bool:
@@ -195,7 +196,7 @@ async def test_a_replica_killed_mid_run_has_its_run_closed_by_another_within_its
         "stream": True,
         "messages": [{"role": "user", "content": "go"}],
     }
-    async with httpx.AsyncClient(headers=AUTH, timeout=60) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
         async with http.stream(
             "POST", f"{a.base_url}/v1/chat/completions", json=body, headers=session
         ) as stream:
@@ -250,7 +251,7 @@ async def test_the_per_key_limit_holds_across_replicas(
         "messages": [{"role": "user", "content": "go"}],
     }
     plain = {**body, "stream": False}
-    async with httpx.AsyncClient(headers=AUTH, timeout=60) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
         async with http.stream("POST", f"{a.base_url}/v1/chat/completions", json=body) as stream:
             run_id = stream.headers["x-hermes-run-id"]
             lines = stream.aiter_lines()  # kept: a dropped iterator would close the stream
@@ -279,7 +280,7 @@ async def test_two_turns_of_one_session_on_two_replicas_are_not_run_at_once(
         "messages": [{"role": "user", "content": "go"}],
     }
     plain = {**body, "stream": False}
-    async with httpx.AsyncClient(headers=AUTH, timeout=60) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
         async with http.stream(
             "POST", f"{a.base_url}/v1/chat/completions", json=body, headers=session
         ) as stream:
@@ -318,7 +319,7 @@ async def test_a_provider_cooled_down_on_one_replica_is_skipped_by_the_others(
     )
     a, b = replicas["A"], replicas["B"]
     body = {"model": "hermes-fallback", "messages": [{"role": "user", "content": "hi"}]}
-    async with httpx.AsyncClient(headers=AUTH, timeout=60) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
         first = await http.post(f"{a.base_url}/v1/chat/completions", json=body)
         assert first.json()["choices"][0]["message"]["content"] == "From backup."
         assert len(simulator.state.requests(scenario=PRIMARY)) == 1
@@ -339,7 +340,7 @@ async def test_a_response_resumes_on_another_replica_live_and_after_its_replica_
     slow_answer(simulator)
     a, c = replicas["A"], replicas["C"]
     body = {"model": "hermes-agent", "input": "go", "stream": True, "background": True}
-    async with httpx.AsyncClient(headers=AUTH, timeout=60) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
         seen: list[dict[str, Any]] = []
         async with http.stream("POST", f"{a.base_url}/v1/responses", json=body) as stream:
             run_id = stream.headers["x-hermes-run-id"]

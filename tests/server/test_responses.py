@@ -13,6 +13,7 @@ import pytest
 
 from server.http.threaded import ThreadedServer
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, KEY_BOB, UPSTREAM_MODEL
 
 WEATHER_TOOL: Any = {
@@ -161,7 +162,10 @@ async def test_another_key_cannot_see_a_response(
     script(simulator, text("Mine."))
     created = await client.responses.create(model="hermes-agent", input="private")
     async with openai.AsyncOpenAI(
-        base_url=hermes.base_url + "/v1", api_key=KEY_BOB, max_retries=0
+        http_client=openai.DefaultAsyncHttpxClient(verify=TLS_UNUSED),
+        base_url=hermes.base_url + "/v1",
+        api_key=KEY_BOB,
+        max_retries=0,
     ) as bob:
         with pytest.raises(openai.NotFoundError):
             await bob.responses.retrieve(created.id)
@@ -251,7 +255,7 @@ async def test_a_finished_response_streams_again_byte_for_byte(
     script(simulator, tools(call("lookup", word="x")), text("Answered."))
     headers = {"authorization": f"Bearer {KEY_ALICE}", "x-hermes-progress": progress}
     body = {"model": "hermes-agent", "input": "go", "stream": True, "instructions": "Be brief."}
-    async with httpx.AsyncClient(base_url=hermes.base_url, timeout=30) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url, timeout=30) as http:
         first = await http.post("/v1/responses", headers=headers, json=body)
         opening = next(line for line in first.text.splitlines() if line.startswith("data: {"))
         response_id = json.loads(opening[6:])["response"]["id"]
@@ -291,7 +295,7 @@ async def test_compact_returns_a_compaction_item_that_can_be_fed_back(
 ) -> None:
     # Too short to need a summary: the compaction holds the conversation as it is.
     script(simulator, text("Continuing."))
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         auth = {"authorization": f"Bearer {KEY_ALICE}"}
         compacted = await http.post(
             "/v1/responses/compact",
@@ -326,7 +330,7 @@ async def test_compact_summarises_in_a_run_of_its_own_and_reports_its_usage(
         for turn in range(12)
     ]
     auth = {"authorization": f"Bearer {KEY_ALICE}"}
-    async with httpx.AsyncClient(base_url=hermes.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as http:
         compacted = await http.post(
             "/v1/responses/compact",
             json={"model": "hermes-agent", "input": long_input},

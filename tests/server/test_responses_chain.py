@@ -10,6 +10,7 @@ import pytest
 from server.app import create_app
 from server.http.threaded import ThreadedServer
 from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL, make_services
 
 
@@ -22,7 +23,10 @@ async def _turn(
     server: ThreadedServer, number: int, previous: str | None
 ) -> openai.types.responses.Response:
     async with openai.AsyncOpenAI(
-        base_url=server.base_url + "/v1", api_key=KEY_ALICE, _strict_response_validation=True
+        http_client=openai.DefaultAsyncHttpxClient(verify=TLS_UNUSED),
+        base_url=server.base_url + "/v1",
+        api_key=KEY_ALICE,
+        _strict_response_validation=True,
     ) as sdk:
         return await sdk.responses.create(
             model="hermes-agent",
@@ -73,7 +77,9 @@ async def test_stored_responses_beyond_the_retention_limit_are_pruned_at_start(
     )
     with ThreadedServer(create_app(services)) as restarted:
         async with openai.AsyncOpenAI(
-            base_url=restarted.base_url + "/v1", api_key=KEY_ALICE
+            http_client=openai.DefaultAsyncHttpxClient(verify=TLS_UNUSED),
+            base_url=restarted.base_url + "/v1",
+            api_key=KEY_ALICE,
         ) as sdk:
             for old in ids[:2]:
                 with pytest.raises(openai.NotFoundError):

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from server.http.threaded import ThreadedServer
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE
 
 M = "hermes-agent"
@@ -49,7 +50,9 @@ BAD_BODIES: list[Any] = [
 @pytest.fixture
 async def http(hermes: ThreadedServer) -> AsyncIterator[httpx.AsyncClient]:
     headers = {"authorization": f"Bearer {KEY_ALICE}"}
-    async with httpx.AsyncClient(base_url=hermes.base_url, headers=headers, timeout=10) as client:
+    async with httpx.AsyncClient(
+        verify=TLS_UNUSED, base_url=hermes.base_url, headers=headers, timeout=10
+    ) as client:
         yield client
 
 
@@ -100,7 +103,7 @@ async def test_a_body_that_is_not_json_is_a_400(http: httpx.AsyncClient) -> None
 
 
 async def test_without_a_key_every_responses_route_is_a_401(hermes: ThreadedServer) -> None:
-    async with httpx.AsyncClient(base_url=hermes.base_url) as anonymous:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as anonymous:
         for method, path in (
             ("POST", "/v1/responses"),
             ("GET", "/v1/responses/resp_x"),

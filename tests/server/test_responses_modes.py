@@ -10,6 +10,7 @@ import httpx
 
 from server.http.threaded import ThreadedServer
 from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL
 
 
@@ -24,7 +25,7 @@ async def _events(hermes: ThreadedServer, headers: dict[str, str]) -> list[dict[
     sent = {"authorization": f"Bearer {KEY_ALICE}", **headers}
     events: list[dict[str, Any]] = []
     async with (
-        httpx.AsyncClient(base_url=hermes.base_url, timeout=30) as http,
+        httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url, timeout=30) as http,
         http.stream("POST", "/v1/responses", json=body, headers=sent) as response,
     ):
         name = None
@@ -76,7 +77,7 @@ async def test_a_quiet_stream_gets_keep_alive_comments(
     body = {"model": "hermes-agent", "input": "wait", "stream": True}
     lines: list[str] = []
     async with (
-        httpx.AsyncClient(base_url=hermes.base_url, timeout=30) as http,
+        httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url, timeout=30) as http,
         http.stream(
             "POST", "/v1/responses", json=body, headers={"authorization": f"Bearer {KEY_ALICE}"}
         ) as response,

@@ -16,6 +16,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from server.http.threaded import ThreadedServer
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL
 
 
@@ -85,7 +86,10 @@ async def test_http_only_fields_are_refused_with_an_error_event_carrying_a_code(
 
 async def test_a_socket_without_a_valid_key_is_refused(hermes: ThreadedServer) -> None:
     async with openai.AsyncOpenAI(
-        base_url=hermes.base_url + "/v1", api_key="sk-wrong", max_retries=0
+        http_client=openai.DefaultAsyncHttpxClient(verify=TLS_UNUSED),
+        base_url=hermes.base_url + "/v1",
+        api_key="sk-wrong",
+        max_retries=0,
     ) as wrong:
         connecting = wrong.responses.connect(max_retries=0)
         with pytest.raises(InvalidStatus) as refused:

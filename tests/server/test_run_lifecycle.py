@@ -14,6 +14,7 @@ from hermes_core.persistence import Store, sqlite_url
 from server.app import create_app
 from server.http.threaded import ThreadedServer
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL, make_services
 
 AUTH = {"authorization": f"Bearer {KEY_ALICE}"}
@@ -30,7 +31,7 @@ async def test_last_event_id_resumes_after_the_event_a_client_saw(
     lookup = ToolCallSpec(name="lookup", arguments={"word": "okapi"})
     steps = [Step(reply=Reply(tool_calls=[lookup])), Step(reply=Reply(text="An okapi."))]
     simulator.state.script(UPSTREAM_MODEL, Scenario(steps=steps))
-    async with httpx.AsyncClient(base_url=hermes.base_url, timeout=30) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url, timeout=30) as http:
         done = await http.post(
             "/v1/chat/completions", headers=AUTH, json={"model": "hermes-agent", "messages": HELLO}
         )
@@ -49,7 +50,7 @@ async def test_a_last_event_id_that_is_no_event_id_is_a_400(
     simulator: SimulatorServer, hermes: ThreadedServer, value: str
 ) -> None:
     simulator.state.script(UPSTREAM_MODEL, Scenario(steps=[Step(reply=Reply(text="ok"))]))
-    async with httpx.AsyncClient(base_url=hermes.base_url, timeout=30) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url, timeout=30) as http:
         done = await http.post(
             "/v1/chat/completions", headers=AUTH, json={"model": "hermes-agent", "messages": HELLO}
         )
@@ -72,7 +73,7 @@ async def test_a_shutdown_interrupts_live_runs_and_records_them_as_interrupted(
     body = {"model": "hermes-agent", "messages": HELLO, "stream": True}
     try:
         async with (
-            httpx.AsyncClient(base_url=server.base_url, timeout=30) as http,
+            httpx.AsyncClient(verify=TLS_UNUSED, base_url=server.base_url, timeout=30) as http,
             http.stream("POST", "/v1/chat/completions", headers=AUTH, json=body) as response,
         ):
             run_id = response.headers["x-hermes-run-id"]
@@ -122,9 +123,9 @@ async def test_a_waiting_client_that_leaves_stops_its_run(
 ) -> None:
     slow = Step(reply=Reply(text="word " * 40, chunk_count=40), fault=Fault(chunk_delay=0.25))
     simulator.state.script(UPSTREAM_MODEL, Scenario(steps=[slow]))
-    async with httpx.AsyncClient(base_url=hermes.base_url, timeout=30) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url, timeout=30) as http:
         before = await _interrupts(http, endpoint)
-        async with httpx.AsyncClient(base_url=hermes.base_url) as impatient:
+        async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as impatient:
             with pytest.raises(httpx.ReadTimeout):
                 await impatient.post(path, headers=AUTH, json=body, timeout=0.5)
 
@@ -143,7 +144,7 @@ async def test_a_client_may_ask_its_run_to_go_on_without_it(
     simulator.state.script(UPSTREAM_MODEL, Scenario(steps=[slow]))
     body = {"model": "hermes-agent", "messages": HELLO}
     headers = {**AUTH, "x-hermes-keep-running": "true"}
-    async with httpx.AsyncClient(base_url=hermes.base_url) as impatient:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=hermes.base_url) as impatient:
         with pytest.raises(httpx.ReadTimeout):
             await impatient.post("/v1/chat/completions", headers=headers, json=body, timeout=0.3)
 

@@ -17,6 +17,7 @@ from server.app import create_app
 from server.http.threaded import ThreadedServer
 from server.services import Services
 from server.simulator import Reply, Scenario, SimulatorServer, Step
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL, make_services
 
 REPO = Path(__file__).parents[2]
@@ -70,7 +71,9 @@ def test_a_finished_run_of_a_2mb_message_keeps_less_than_a_tenth_of_it(
 
     def ask(text: str) -> str:
         body = {"model": "hermes-agent", "messages": [{"role": "user", "content": text}]}
-        with httpx.Client(base_url=server.base_url, headers=headers, timeout=120) as client:
+        with httpx.Client(
+            verify=TLS_UNUSED, base_url=server.base_url, headers=headers, timeout=120
+        ) as client:
             answer = client.post("/v1/chat/completions", json=body)
         assert answer.status_code == 200, answer.text[:500]
         completion_id: str = answer.json()["id"]

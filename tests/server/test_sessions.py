@@ -21,6 +21,7 @@ from server.http.threaded import ThreadedServer
 from server.sessions.service import SessionSettings
 from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from tests.databases import drop_database, fresh_database
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, KEY_BOB, UPSTREAM_MODEL, make_services
 
 Message = dict[str, Any]
@@ -65,7 +66,7 @@ def served(
 
 @pytest.fixture
 async def http(served: ThreadedServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=served.base_url, timeout=30) as client:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=served.base_url, timeout=30) as client:
         yield client
 
 
@@ -369,7 +370,9 @@ async def test_a_compressed_session_goes_on_in_its_child_and_matches_the_full_hi
     long_answers = [f"Answer {n}: " + "word " * 240 for n in (1, 2, 3)]
     script(simulator, *(text(a) for a in long_answers), text("Fourth."))
     history: list[Message] = []
-    async with httpx.AsyncClient(base_url=compressing.base_url, timeout=30) as http:
+    async with httpx.AsyncClient(
+        verify=TLS_UNUSED, base_url=compressing.base_url, timeout=30
+    ) as http:
         for n, reply in enumerate([*long_answers, "Fourth."], start=1):
             history.append(user(f"question {n}"))
             assert answer(await chat(http, history, session="long")) == reply
@@ -412,7 +415,7 @@ async def test_ready_is_503_once_the_database_is_gone(
     async with fresh_database("postgresql", tmp_path) as url:
         services = make_services(simulator, database_url=url, migrate_on_start=True)
         with ThreadedServer(create_app(services)) as server:
-            async with httpx.AsyncClient(base_url=server.base_url) as http:
+            async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=server.base_url) as http:
                 assert (await http.get("/ready")).status_code == 200
                 await drop_database(url)
                 gone = await http.get("/ready")

@@ -21,6 +21,7 @@ from hermes_core.tools.registry import ToolContext, ToolRegistry
 from server.app import create_app
 from server.http.threaded import ThreadedServer
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL, make_services
 
 Message = dict[str, Any]
@@ -63,7 +64,7 @@ def served(simulator: SimulatorServer, database: str) -> Iterator[ThreadedServer
 
 @pytest.fixture
 async def http(served: ThreadedServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=served.base_url, timeout=30) as client:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=served.base_url, timeout=30) as client:
         yield client
 
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from server.http.threaded import ThreadedServer
 from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL
 
 
@@ -115,7 +116,9 @@ async def test_two_answers_off_the_schema_fail_the_run_instead_of_answering(
         "response_format": {"type": "json_schema", "json_schema": {"name": "W", "schema": schema}},
     }
     async with httpx.AsyncClient(
-        base_url=hermes.base_url, headers={"authorization": f"Bearer {KEY_ALICE}"}
+        verify=TLS_UNUSED,
+        base_url=hermes.base_url,
+        headers={"authorization": f"Bearer {KEY_ALICE}"},
     ) as http:
         response = await http.post("/v1/chat/completions", json=body)
 
@@ -158,7 +161,9 @@ async def test_a_bad_format_is_a_400_naming_the_parameter(hermes: ThreadedServer
         {"type": "json_schema", "json_schema": {"name": "w"}},
         {"type": "json_schema", "json_schema": {"name": "w", "schema": {"type": "nonsense"}}},
     ]
-    async with httpx.AsyncClient(base_url=hermes.base_url, headers=headers) as http:
+    async with httpx.AsyncClient(
+        verify=TLS_UNUSED, base_url=hermes.base_url, headers=headers
+    ) as http:
         for response_format in bad_chat:
             response = await http.post(
                 "/v1/chat/completions",

@@ -17,6 +17,7 @@ from opentelemetry import trace
 
 from server.simulator import Scenario, SimulatorServer
 from server.telemetry.tracing import install_tracing
+from tests.plain_http import TLS_UNUSED
 from tests.processes import free_port, hermes_command
 from tests.server.conftest import make_services
 from tests.server.otlp_receiver import STATUS_ERROR, OtlpReceiver, ReceivedSpan
@@ -80,7 +81,9 @@ async def _traced_run(
     with hermes_command(
         "serve", "--config", str(_config(tmp_path, simulator)), port=port, env=env, log=log
     ) as process:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+        async with httpx.AsyncClient(
+            verify=TLS_UNUSED, base_url=f"http://127.0.0.1:{port}", timeout=60
+        ) as http:
             answered = await http.post(
                 "/v1/chat/completions",
                 json={"model": MODEL, "messages": [{"role": "user", "content": PROMPT}]},

@@ -15,6 +15,7 @@ from server.app import create_app
 from server.http.threaded import ThreadedServer
 from server.services import Services
 from server.simulator import Reply, Scenario, SimulatorServer, Step
+from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, KEY_BOB, UPSTREAM_MODEL, make_services
 
 ALICE = {"authorization": f"Bearer {KEY_ALICE}"}
@@ -37,7 +38,7 @@ def served(services: Services) -> Iterator[ThreadedServer]:
 
 @pytest.fixture
 async def http(served: ThreadedServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=served.base_url, timeout=30) as client:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=served.base_url, timeout=30) as client:
         yield client
 
 

@@ -18,6 +18,7 @@ import pytest
 from server.cli import EXIT_INVALID_CONFIG
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step
 from tests.databases import fresh_database
+from tests.plain_http import TLS_UNUSED
 from tests.processes import free_port, hermes_command
 from tests.redis_server import redis_url_or_skip
 from tests.server.served import sse_data
@@ -107,8 +108,8 @@ async def test_two_workers_serve_and_drain_on_sigterm_without_losing_a_run(
 
         # A client of its own per run: separate connections, so either worker may serve each.
         async with (
-            httpx.AsyncClient(headers=AUTH, timeout=60) as first,
-            httpx.AsyncClient(headers=AUTH, timeout=60) as second,
+            httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as first,
+            httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as second,
         ):
             began = [asyncio.Event(), asyncio.Event()]
             runs = [

@@ -19,13 +19,19 @@ from anthropic.types import (
 
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from server.simulator.anthropic_messages_reply import thinking_signature
+from tests.plain_http import TLS_UNUSED
 
 LONG_SYSTEM = "You are a meticulous assistant who explains every step. " * 40
 
 
 @pytest.fixture
 def client(simulator: SimulatorServer) -> Iterator[anthropic.Anthropic]:
-    with anthropic.Anthropic(base_url=simulator.base_url, api_key="test", max_retries=0) as sdk:
+    with anthropic.Anthropic(
+        base_url=simulator.base_url,
+        api_key="test",
+        max_retries=0,
+        http_client=anthropic.DefaultHttpxClient(verify=TLS_UNUSED),
+    ) as sdk:
         yield sdk
 
 

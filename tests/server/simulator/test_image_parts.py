@@ -12,6 +12,7 @@ import openai
 import pytest
 
 from server.simulator import Reply, Scenario, SimulatorServer, Step
+from tests.plain_http import TLS_UNUSED
 
 PNG_B64 = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8"
@@ -28,7 +29,10 @@ CALL: Any = {
 @pytest.fixture
 async def openai_client(simulator: SimulatorServer) -> AsyncIterator[openai.AsyncOpenAI]:
     async with openai.AsyncOpenAI(
-        base_url=simulator.base_url + "/v1", api_key="sim", max_retries=0
+        http_client=openai.DefaultAsyncHttpxClient(verify=TLS_UNUSED),
+        base_url=simulator.base_url + "/v1",
+        api_key="sim",
+        max_retries=0,
     ) as sdk:
         yield sdk
 

@@ -11,6 +11,7 @@ import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from tests.plain_http import TLS_UNUSED
 
 WEATHER_TOOL = {
     "type": "function",
@@ -28,6 +29,7 @@ WEATHER_TOOL = {
 @pytest.fixture
 async def client(simulator: SimulatorServer) -> AsyncIterator[openai.AsyncOpenAI]:
     async with openai.AsyncOpenAI(
+        http_client=openai.DefaultAsyncHttpxClient(verify=TLS_UNUSED),
         base_url=simulator.base_url + "/v1",
         api_key="sim",
         max_retries=0,
@@ -256,7 +258,7 @@ async def test_prefixes_below_the_minimum_are_never_cached(
 async def test_control_api_scripts_over_http_and_lists_recorded_requests(
     simulator: SimulatorServer, client: openai.AsyncOpenAI
 ) -> None:
-    async with httpx.AsyncClient(base_url=simulator.base_url) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=simulator.base_url) as http:
         put = await http.put(
             "/_sim/scenarios/remote", json={"steps": [{"reply": {"text": "scripted remotely"}}]}
         )

@@ -17,6 +17,7 @@ from openai.types.responses import (
 )
 
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from tests.plain_http import TLS_UNUSED
 
 WEATHER_TOOL: FunctionToolParam = {
     "type": "function",
@@ -42,6 +43,7 @@ RESPONSE_KEYS = set(
 @pytest.fixture
 async def client(simulator: SimulatorServer) -> AsyncIterator[openai.AsyncOpenAI]:
     async with openai.AsyncOpenAI(
+        http_client=openai.DefaultAsyncHttpxClient(verify=TLS_UNUSED),
         base_url=simulator.base_url + "/v1",
         api_key="sim",
         max_retries=0,
@@ -52,7 +54,9 @@ async def client(simulator: SimulatorServer) -> AsyncIterator[openai.AsyncOpenAI
 
 @pytest.fixture
 async def raw(simulator: SimulatorServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=simulator.base_url, timeout=10) as http:
+    async with httpx.AsyncClient(
+        verify=TLS_UNUSED, base_url=simulator.base_url, timeout=10
+    ) as http:
         yield http
 
 

@@ -15,6 +15,7 @@ import pytest
 from openai import AsyncOpenAI
 
 from server.simulator import SimulatorServer
+from tests.plain_http import TLS_UNUSED
 from tests.server.tools.conftest import (
     MODEL,
     ToolServer,
@@ -147,7 +148,7 @@ async def test_the_sandbox_shows_neither_host_paths_nor_user_namespaces(
 
 
 async def test_ready_says_how_sandboxes_are_isolated(tool_server: ToolServer) -> None:
-    async with httpx.AsyncClient(base_url=tool_server.base_url) as client:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=tool_server.base_url) as client:
         ready = (await client.get("/ready")).json()
 
     sandboxes = ready["sandboxes"]

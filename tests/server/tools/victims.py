@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from tests.plain_http import TLS_UNUSED
 from tests.server.served import until
 from tests.server.tools.conftest import AUTH, KEY_BOB, MODEL, VICTIM_MODEL, ToolServer
 
@@ -122,7 +123,9 @@ async def watch_victims(server: ToolServer, attack: Awaitable[T]) -> tuple[T, Vi
     seen = VictimLatencies()
     stop = asyncio.Event()
     headers = {"authorization": f"Bearer {KEY_BOB}"}
-    async with httpx.AsyncClient(base_url=server.base_url, headers=headers, timeout=60) as client:
+    async with httpx.AsyncClient(
+        verify=TLS_UNUSED, base_url=server.base_url, headers=headers, timeout=60
+    ) as client:
         victims = [
             asyncio.create_task(victim(client, seen, stop)) for victim in (_health, _chat, _shell)
         ]
