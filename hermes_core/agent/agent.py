@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import secrets
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
@@ -41,6 +40,7 @@ from hermes_core.events import (
     RunFinished,
     RunStarted,
 )
+from hermes_core.ids import token_hex
 from hermes_core.memory_stores import InMemoryMemoryStore, InMemoryTodoStore
 from hermes_core.messages import Message
 from hermes_core.providers.base import ModelRequest, Provider
@@ -208,8 +208,10 @@ class Agent:
         await self._execute(request, deliver)
 
     async def _execute(self, request: AgentRequest, deliver: Deliver) -> None:
-        task_id = request.task_id or f"task_{secrets.token_hex(8)}"
-        run_id = request.run_id or f"run_{secrets.token_hex(8)}"
+        # Ids from the process's buffered random bytes, not a system call each (the server
+        # names the run; the task it leaves to us).
+        task_id = request.task_id or f"task_{token_hex(8)}"
+        run_id = request.run_id or f"run_{token_hex(8)}"
         budget = self.shared_budget or IterationBudget(self.config.max_iterations)
         tools = self._tools_for_run(
             request, task_id=task_id, session_id=request.session_id or task_id, budget=budget

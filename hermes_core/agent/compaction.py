@@ -10,7 +10,6 @@ needs of an agent, ``execute`` and ``interrupt``.
 from __future__ import annotations
 
 import asyncio
-import secrets
 
 from hermes_core.agent.config import AgentRequest
 from hermes_core.agent.emitter import Deliver, Emitter
@@ -22,6 +21,7 @@ from hermes_core.events import (
     RunFinished,
     RunStarted,
 )
+from hermes_core.ids import token_hex
 from hermes_core.messages import Message
 from hermes_core.usage import Usage
 
@@ -48,11 +48,11 @@ class CompactionRun:
             self._task.cancel()
 
     async def execute(self, request: AgentRequest, deliver: Deliver) -> None:
-        emitter = Emitter(request.run_id or f"run_{secrets.token_hex(8)}", deliver)
+        emitter = Emitter(request.run_id or f"run_{token_hex(8)}", deliver)
         summariser = self.compressor.summariser
         emitter.emit(
             RunStarted,
-            task_id=request.task_id or f"task_{secrets.token_hex(8)}",
+            task_id=request.task_id or f"task_{token_hex(8)}",
             model=summariser.model if summariser is not None else "",
             provider=summariser.name if summariser is not None else "",
             budget=1,
