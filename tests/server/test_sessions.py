@@ -409,6 +409,7 @@ async def test_open_webui_chat_id_names_the_session(
     assert roles == ["user", "assistant", "tool", "assistant", "user"]
 
 
+@pytest.mark.postgres  # PostgreSQL only: make fast would start a cluster for this test alone
 async def test_ready_is_503_once_the_database_is_gone(
     simulator: SimulatorServer, tmp_path: Path
 ) -> None:
