@@ -7,7 +7,8 @@ none of it), each part in a module of its own:
 - ``broadcasts``: stop requests and provider cooldowns, published to every replica;
 - ``reservations``: per-key run limits counted across replicas;
 - ``event_log``: each run's events, replayable from any replica;
-- ``liveness``: each replica's lease, and the recovery of the runs of one that died.
+- ``liveness``: each replica's lease, and the recovery of the runs of one that died;
+- ``run_writes``: what runs write (reservations, log entries, releases), one command a flush.
 
 Session turns are serialised by the database's session lock, shared by all replicas already.
 """
@@ -24,6 +25,7 @@ from server.replicas.broadcasts import Broadcasts, StopHandler
 from server.replicas.event_log import EventLog
 from server.replicas.liveness import LiveInstances, Liveness, Recover
 from server.replicas.reservations import LiveRuns, Reservations
+from server.replicas.run_writes import RunWrites
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
@@ -40,8 +42,9 @@ class Cluster:
         self._redis: aioredis.Redis = aioredis.from_url(url)
         self._liveness = Liveness(self._redis, instance=instance, lease_seconds=lease_seconds)
         self._broadcasts = Broadcasts(self._redis, instance=instance)
-        self._reservations = Reservations(self._redis, lease_seconds=lease_seconds)
-        self._log = EventLog(self._redis)
+        self._writes = RunWrites(self._redis, lease_seconds=lease_seconds)
+        self._reservations = Reservations(self._redis, self._writes, lease_seconds=lease_seconds)
+        self._log = EventLog(self._redis, self._writes)
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(
@@ -62,13 +65,14 @@ class Cluster:
             asyncio.create_task(self._liveness.keep_lease(renew), name="hermes-lease"),
             asyncio.create_task(self._broadcasts.listen(pubsub, on_stop), name="hermes-listener"),
             asyncio.create_task(self._liveness.watch(recover, live_instances), name="hermes-watch"),
-            asyncio.create_task(self._log.send_forever(), name="hermes-event-log"),
+            asyncio.create_task(self._writes.send_forever(), name="hermes-run-writes"),
         ]
 
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._writes.close()
         await self._liveness.give_back()
         await self._redis.aclose()
 
@@ -81,7 +85,8 @@ class Cluster:
         return await self._reservations.reserve(owner, run_id, limit)
 
     async def release(self, owner: str, run_id: str) -> None:
-        await self._reservations.release(owner, run_id)
+        """Let go of the run's reservation, with the next flush of writes."""
+        self._reservations.release(owner, run_id)
 
     def record(self, event: AgentEvent) -> None:
         """Queue ``event`` for the run's log (sent in batches, off the run's path)."""

@@ -1,22 +1,24 @@
 """Runs' event logs in Redis, so that any replica can replay any run's events.
 
-Each replica writes its runs' events to a Redis stream per run (batched, off the runs' path),
-so that a stream can be resumed on any replica, live or after the run ended, for an hour
-(``/v1/runs/{id}/events``, a resumed Responses stream); a dead replica's runs get an
-``interrupted`` ending in their logs from the replica that recovers them.
+Each replica writes its runs' events to a Redis stream per run (off the runs' path, batched
+with their other writes by ``run_writes``), so that a stream can be resumed on any replica, live
+or after the run ended, for an hour (``/v1/runs/{id}/events``, a resumed Responses stream); a
+dead replica's runs get an ``interrupted`` ending in their logs from the replica that recovers
+them.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from hermes_core.events import AgentEvent, ExitReason, InterruptSource, RunFinished
+from hermes_core.json_codec import dumps
 from hermes_core.usage import Usage
-from server.runs.event_codec import encode, from_json
+from server.replicas.run_writes import RunWrites
+from server.runs.event_codec import from_json
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
@@ -32,37 +34,31 @@ EVENTS_KEPT_SECONDS = 3600
 class EventLog:
     """The runs' logs: this replica's runs written, any replica's runs read."""
 
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: aioredis.Redis, writes: RunWrites) -> None:
         self._redis = redis
-        self._outbox: list[tuple[str, int, bytes]] = []
-        self._outbox_filled = asyncio.Event()
+        self._writes = writes
+        self._outbox: dict[str, list[AgentEvent]] = {}
+        """Each run's events recorded since the last flush."""
+        writes.log_from(self._take, kept_seconds=EVENTS_KEPT_SECONDS)
 
     def record(self, event: AgentEvent) -> None:
         """Queue ``event`` for the run's log in Redis (sent in batches, off the run's path)."""
-        self._outbox.append((event.run_id, event.seq, encode(event)))
-        self._outbox_filled.set()
+        logged = self._outbox.get(event.run_id)
+        if logged is None:
+            self._outbox[event.run_id] = [event]
+            self._writes.wake()
+        else:
+            logged.append(event)
 
-    async def send_forever(self) -> None:
-        """Send what :meth:`record` queued, a batch at a time."""
-        while True:
-            await self._outbox_filled.wait()
-            self._outbox_filled.clear()
-            batch, self._outbox = self._outbox, []
-            # One stream entry per run per batch (its id: the batch's last seq + 1): a command
-            # per event would cost the process more than the events themselves.
-            by_run: dict[str, list[tuple[int, bytes]]] = {}
-            for run_id, seq, text in batch:
-                by_run.setdefault(run_id, []).append((seq, text))
-            try:
-                async with self._redis.pipeline(transaction=False) as pipe:
-                    for run_id, logged in by_run.items():
-                        key = EVENTS_KEY.format(run_id)
-                        entry = b"[" + b",".join(text for _, text in logged) + b"]"
-                        pipe.xadd(key, {"e": entry}, id=f"0-{logged[-1][0] + 1}")
-                        pipe.expire(key, EVENTS_KEPT_SECONDS)
-                    await pipe.execute(raise_on_error=False)
-            except Exception as error:  # Redis away: these events are missing from the log
-                log.warning("event log: %d event(s) not sent: %s", len(batch), error)
+    def _take(self) -> list[tuple[str, str, bytes]]:
+        """What was recorded since the last flush, as entries ``(key, entry id, entry)``: one
+        per run, its events as one JSON array as ``event_codec.encode`` writes each (its id: the
+        last one's seq + 1). An entry per event would cost the process more than the events."""
+        outbox, self._outbox = self._outbox, {}
+        return [
+            (EVENTS_KEY.format(run_id), f"0-{logged[-1].seq + 1}", dumps(logged))
+            for run_id, logged in outbox.items()
+        ]
 
     async def has_events(self, run_id: str) -> bool:
         return bool(await self._redis.exists(EVENTS_KEY.format(run_id)))
@@ -107,7 +103,7 @@ class EventLog:
             error=error,
             interrupt_source=InterruptSource.SHUTDOWN,
         )
-        await self._redis.xadd(key, {"e": b"[" + encode(finish) + b"]"}, id=f"0-{seq + 1}")
+        await self._redis.xadd(key, {"e": dumps([finish])}, id=f"0-{seq + 1}")
         await self._redis.expire(key, EVENTS_KEPT_SECONDS)
 
 
