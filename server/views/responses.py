@@ -41,6 +41,7 @@ from hermes_core.events import (
     CompressionPerformed,
     ExitReason,
     FallbackActivated,
+    InterruptSource,
     MessageAdded,
     ModelCallStarted,
     ReasoningDelta,
@@ -83,6 +84,8 @@ from server.views.response_mcp import McpCallState, RemoteMcpTools
 Progress = Literal["reasoning", "events", "openwebui"]
 
 APPROVAL_SERVER_LABEL = "hermes"
+SERVER_STOPPED = "The server running this response stopped before it finished."
+"""A response its server cut (a drain's end, a replica that died) fails with this."""
 """The ``server_label`` of approval requests for the server's own tools."""
 _OPENING_EVENTS = 2
 """``opening()`` always takes sequence numbers 0 and 1; ``handle()`` continues from here."""
@@ -333,8 +336,10 @@ class ResponsesView:
         self._response["usage"] = response_usage(end.usage)
         self._response["hermes"] = hermes_summary(end)
         terminal = self._settle(end)
-        if end.exit_reason is ExitReason.FAILED:
-            frames.append(_error_event(run_failed(end.error)))
+        if terminal == "response.failed":
+            error = self.response["error"]
+            assert error is not None
+            frames.append(_error_event(run_failed(error["message"])))
         frames.append({"type": terminal, "response": self.response})
         self._done = True
         return frames
@@ -380,6 +385,13 @@ class ResponsesView:
                 response["status"] = "incomplete"
                 response["incomplete_details"] = {"reason": reason}
                 return "response.incomplete"
+            case ExitReason.INTERRUPTED if end.interrupt_source is InterruptSource.SHUTDOWN:
+                # Its server stopped (a drain's end, a replica that died): no client asked,
+                # so not "cancelled" but a failure, as the stored response says too.
+                response["status"] = "failed"
+                failure = run_failed(end.error or SERVER_STOPPED)
+                response["error"] = {"code": failure["code"], "message": failure["message"]}
+                return "response.failed"
             case ExitReason.INTERRUPTED:
                 # The SDK's event union has no response.cancelled.
                 response["status"] = "cancelled"
