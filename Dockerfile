@@ -22,7 +22,7 @@ COPY server ./server
 COPY hermes_core ./hermes_core
 RUN pip install -c constraints.txt . \
     && useradd --system --uid 10001 --home-dir /data hermes \
-    && mkdir -p /data && chown hermes /data
+    && mkdir -p /data /shared && chown hermes /data /shared
 
 USER hermes
 VOLUME ["/data"]

@@ -160,11 +160,14 @@ def _cluster_of(config: HermesConfig, instance: str) -> Cluster | None:
     if config.server.redis_url is None:
         return None
     from server.replicas.cluster import Cluster
+    from server.replicas.shared_volume import deployment_of
 
     return Cluster(
         config.server.redis_url.get_secret_value(),
         instance=instance,
         lease_seconds=config.server.lease_seconds,
+        shared_dir=config.server.resolved_shared_dir,
+        deployment=deployment_of(config.server.resolved_database_url),
     )
 
 

@@ -85,6 +85,11 @@ def _serve(args: argparse.Namespace) -> int:
         return EXIT_INVALID_CONFIG
     if not config.server.api_keys:
         log.warning("no API keys configured: serving loopback only, every caller is 'local'")
+    if config.server.redis_url is not None and args.worker is None:
+        refused = _shared_volume_refusal(config)
+        if refused is not None:
+            print(f"hermes-server: {refused}", file=sys.stderr)
+            return EXIT_INVALID_CONFIG
     if args.worker is None and args.workers > 1:
         refused = workers.refusal(config, args.workers)
         if refused is not None:
@@ -100,6 +105,22 @@ def _serve(args: argparse.Namespace) -> int:
         base = config.server.instance or instance_name(config.server.data_dir)
         config = workers.worker_instance(config, base, args.worker)
     return _serve_config(args, config)
+
+
+def _shared_volume_refusal(config: HermesConfig) -> str | None:
+    """Why this replica must not join the others: its uploads and workspaces volume is not
+    theirs (see server/replicas/shared_volume.py)."""
+    from server.replicas.shared_volume import deployment_of, refusal_at_start
+
+    assert config.server.redis_url is not None
+    return asyncio.run(
+        refusal_at_start(
+            config.server.redis_url.get_secret_value(),
+            config.server.resolved_shared_dir,
+            lease_seconds=config.server.lease_seconds,
+            deployment=deployment_of(config.server.resolved_database_url),
+        )
+    )
 
 
 def _serve_config(args: argparse.Namespace, config: HermesConfig) -> int:

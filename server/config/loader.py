@@ -6,7 +6,11 @@ value has the same rules wherever it came from; an error about a value that came
 environment names the variable.
 
 With no upstream configured anywhere the built-in simulator stands in, so that ``serve`` with
-no configuration at all gives a working, offline server.
+no configuration at all gives a working, offline server (on loopback; on an address others reach
+a missing upstream is refused, unless ``HERMES_UPSTREAM=simulator`` asks for it).
+
+Every variable read here may instead come from a file, as Docker and Kubernetes mount secrets:
+``NAME_FILE`` holds the path whose content is ``NAME``'s value (``NAME`` wins when both are set).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ SERVER_ENV: dict[str, str] = {
     "HERMES_HOST": "host",
     "HERMES_PORT": "port",
     "HERMES_DATA_DIR": "data_dir",
+    "HERMES_SHARED_DIR": "shared_dir",
     "HERMES_INSTANCE": "instance",
     "DATABASE_URL": "database_url",
     "REDIS_URL": "redis_url",
@@ -56,6 +61,10 @@ SERVER_ENV: dict[str, str] = {
     "HERMES_RESPONSES_MAX_AGE_DAYS": "responses_max_age_days",
 }
 API_KEYS_ENV = "HERMES_API_KEYS"
+FILE_SUFFIX = "_FILE"
+"""``NAME_FILE``: the path of a file holding ``NAME``'s value."""
+UPSTREAM_ENV = "HERMES_UPSTREAM"
+"""``simulator``: the built-in simulator on purpose, also on an address others reach (a demo)."""
 WEB_ALLOW_ENV = "HERMES_WEB_ALLOW"
 SEARCH_ENV = {
     "HERMES_SEARCH_BACKEND": "backend",
@@ -102,14 +111,33 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
     origins: dict[str, str] = {}
     _apply_server_env(raw, env, origins)
     _apply_web_env(raw, env, origins)
-    _fill_providers(raw, env, origins, problems)
+    asked = _env(env, UPSTREAM_ENV)
+    if asked not in (None, SIMULATOR_PROVIDER):
+        problems.append(
+            f"{UPSTREAM_ENV}: only 'simulator' is understood (name a real upstream with "
+            "HERMES_UPSTREAM_BASE_URL and HERMES_UPSTREAM_MODEL)"
+        )
+    simulated = _fill_providers(raw, env, origins, problems)
     if problems:
         raise ConfigError(problems, source=path)
     _fill_default_profile(raw)
     try:
-        return HermesConfig.model_validate(raw)
+        config = HermesConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(_problems(exc, origins), source=path) from None
+    if simulated and asked is None and not config.server.loopback_only:
+        # Loopback, the simulator makes `serve` work on a fresh machine; on an address others
+        # reach, a missing upstream is a mistake to say at start, not a demo to serve.
+        raise ConfigError(
+            [
+                f"no upstream model configured, on a server listening on {config.server.host}: "
+                "set HERMES_UPSTREAM_BASE_URL and HERMES_UPSTREAM_MODEL (or ANTHROPIC_API_KEY "
+                "or OPENAI_API_KEY, or providers: in the config file), or "
+                f"{UPSTREAM_ENV}=simulator to serve the built-in simulator on purpose"
+            ],
+            source=path,
+        )
+    return config
 
 
 # --- the file -----------------------------------------------------------------------------------
@@ -182,6 +210,9 @@ def _substitute(value: Any, environ: Mapping[str, str], where: str, problems: li
         found = environ.get(name)
         if found:
             return found
+        from_file = _env_file(environ, f"{name}{FILE_SUFFIX}")  # a mounted secret
+        if from_file is not None:
+            return from_file
         if default is not None:  # as in the shell, ":-" also covers a set-but-empty variable
             return default
         if found is None:
@@ -204,7 +235,25 @@ def _join(where: str, key: str) -> str:
 def _env(environ: Mapping[str, str], name: str) -> str | None:
     # An empty variable counts as unset: `HERMES_PORT=` in a compose file means "no override".
     value = environ.get(name, "").strip()
-    return value or None
+    if value:
+        return value
+    return _env_file(environ, f"{name}{FILE_SUFFIX}")
+
+
+def _env_file(environ: Mapping[str, str], variable: str) -> str | None:
+    """The content of the file ``variable`` names (a mounted secret), stripped; None when the
+    variable is unset. A file that cannot be read stops the load, naming the variable and
+    the path, never the content."""
+    where = environ.get(variable, "").strip()
+    if not where:
+        return None
+    try:
+        content = Path(where).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"{variable}: cannot read {where} ({exc.strerror})"]) from None
+    except UnicodeDecodeError:
+        raise ConfigError([f"{variable}: {where} is not UTF-8 text"]) from None
+    return content.strip() or None
 
 
 def _apply_server_env(
@@ -276,8 +325,9 @@ def parse_api_keys(value: str) -> list[dict[str, str]]:
 
 def _fill_providers(
     raw: dict[str, Any], environ: Mapping[str, str], origins: dict[str, str], problems: list[str]
-) -> None:
-    """Providers from the environment shortcuts, or the simulator, when the file has none."""
+) -> bool:
+    """Providers from the environment shortcuts, or the simulator, when the file has none;
+    True when the simulator stands in for an upstream nobody configured."""
     if raw.get("providers"):
         # Vendor keys are often set for other tools; only our own variables deserve a note.
         ignored = sorted(v for v in environ if v.startswith(_SHORTCUT_PREFIXES) and environ[v])
@@ -287,7 +337,7 @@ def _fill_providers(
                 ", ".join(ignored),
             )
         _add_named_simulator(raw)
-        return
+        return False
     shortcuts, shortcut_origins = _shortcut_providers(environ, problems)
     if shortcuts:
         raw["providers"] = shortcuts
@@ -295,15 +345,26 @@ def _fill_providers(
     else:
         raw["providers"] = [_simulator_provider()]
     _add_named_simulator(raw)
+    # A profile naming the simulator asked for it; otherwise it stands in for what is missing.
+    return not shortcuts and SIMULATOR_PROVIDER not in _named_by_profiles(raw)
 
 
 def _add_named_simulator(raw: dict[str, Any]) -> None:
-    providers, profiles = raw["providers"], raw.get("profiles")
-    if not isinstance(providers, list) or not isinstance(profiles, list):
+    providers = raw["providers"]
+    if not isinstance(providers, list):
         return
     # A profile may always name the simulator, e.g. for a demo profile beside real ones.
     named = {p.get("name") for p in providers if isinstance(p, dict)}
-    wanted = {
+    if SIMULATOR_PROVIDER in _named_by_profiles(raw) and SIMULATOR_PROVIDER not in named:
+        providers.append(_simulator_provider())
+
+
+def _named_by_profiles(raw: dict[str, Any]) -> set[str]:
+    """The provider names the file's profiles use."""
+    profiles = raw.get("profiles")
+    if not isinstance(profiles, list):
+        return set()
+    return {
         name
         for profile in profiles
         if isinstance(profile, dict)
@@ -312,8 +373,6 @@ def _add_named_simulator(raw: dict[str, Any]) -> None:
         for name in profile[key]
         if isinstance(name, str)  # anything else is reported by validation
     }
-    if SIMULATOR_PROVIDER in wanted and SIMULATOR_PROVIDER not in named:
-        providers.append(_simulator_provider())
 
 
 def _simulator_provider() -> dict[str, Any]:

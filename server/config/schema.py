@@ -96,7 +96,8 @@ class FilesConfig(_Model):
     """Uploads (``POST /v1/files``) and what one key may keep."""
 
     dir: Path | None = None
-    """Where uploaded files' bytes live; ``data_dir/files`` when omitted."""
+    """Where uploaded files' bytes live; ``files/`` in ``server.shared_dir`` (or
+    ``data_dir``) when omitted."""
     max_file_mb: float = Field(default=100.0, gt=0, le=100 * 1024)
     """The largest file one upload may be (a 413 beyond)."""
     quota_mb: float = Field(default=1024.0, gt=0)
@@ -150,9 +151,14 @@ class ServerConfig(_Model):
     database_url: SecretStr | None = None
     """SQLAlchemy URL of the database; a SQLite file in ``data_dir`` when omitted. A secret
     because it may embed a password."""
+    shared_dir: Path | None = None
+    """The volume the replicas of one deployment share (see docs/deployment.md): uploaded
+    files (``files/``) and conversations' workspaces (``workspaces/``) live there, so that any
+    replica serves any conversation. A replica (``redis_url`` set) refuses to start when it is
+    not the volume the other replicas use. None: ``data_dir``."""
     workspaces_dir: Path | None = None
     """Where each conversation's working directory lives (the files its tools read and
-    write); ``data_dir/workspaces`` when omitted."""
+    write); ``workspaces/`` in ``shared_dir`` (or ``data_dir``) when omitted."""
     workspace_key_mb: int = Field(default=4096, ge=1)
     """Megabytes all of one key's workspaces may hold together (each is also held to its
     profile's ``sandbox.workspace_mb``)."""
@@ -227,12 +233,17 @@ class ServerConfig(_Model):
             return False
 
     @property
+    def resolved_shared_dir(self) -> Path:
+        """Where uploads and workspaces live unless each is placed on its own."""
+        return self.shared_dir or self.data_dir
+
+    @property
     def resolved_workspaces_dir(self) -> Path:
-        return self.workspaces_dir or self.data_dir / "workspaces"
+        return self.workspaces_dir or self.resolved_shared_dir / "workspaces"
 
     @property
     def resolved_files_dir(self) -> Path:
-        return self.files.dir or self.data_dir / "files"
+        return self.files.dir or self.resolved_shared_dir / "files"
 
     @property
     def resolved_database_url(self) -> str:

@@ -38,7 +38,8 @@ log = logging.getLogger("hermes.reload")
 POLL_SECONDS = 2.0
 """How often the file's modification time is looked at."""
 _RESTART_ONLY = (
-    "host", "port", "data_dir", "database_url", "redis_url", "workspaces_dir", "files", "instance",
+    "host", "port", "data_dir", "database_url", "redis_url", "shared_dir", "workspaces_dir",
+    "files", "instance",
 )  # fmt: skip
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hermes_core.events import AgentEvent
@@ -26,6 +27,7 @@ from server.replicas.event_log import EventLog
 from server.replicas.liveness import LiveInstances, Liveness, Recover
 from server.replicas.reservations import LiveRuns, Reservations
 from server.replicas.run_writes import RunWrites
+from server.replicas.shared_volume import SharedVolume
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
@@ -34,7 +36,15 @@ if TYPE_CHECKING:
 class Cluster:
     """This replica's link to the others."""
 
-    def __init__(self, url: str, *, instance: str, lease_seconds: float) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        instance: str,
+        lease_seconds: float,
+        shared_dir: Path | None = None,
+        deployment: str = "",
+    ) -> None:
         self.instance = instance
         self.lease_seconds = lease_seconds
         import redis.asyncio as aioredis  # only replicas pay for importing it
@@ -45,6 +55,14 @@ class Cluster:
         self._writes = RunWrites(self._redis, lease_seconds=lease_seconds)
         self._reservations = Reservations(self._redis, self._writes, lease_seconds=lease_seconds)
         self._log = EventLog(self._redis, self._writes)
+        self.volume = (
+            SharedVolume(
+                self._redis, shared_dir, lease_seconds=lease_seconds, deployment=deployment
+            )
+            if shared_dir is not None
+            else None
+        )
+        """The volume of uploads and workspaces every replica must see (None: not checked)."""
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(
@@ -56,17 +74,27 @@ class Cluster:
         live_runs: LiveRuns,
         cooldowns: Cooldowns,
     ) -> None:
-        """Take the lease (before serving a run), then keep it, listen, and watch."""
+        """Check the shared volume and take the lease (before serving a run), then keep it,
+        listen, and watch. Raises :class:`VolumeNotShared` when this replica's volume is not
+        the others'."""
+        if self.volume is not None:
+            await self.volume.claim()
         self._reservations.track(live_runs)
-        await self._liveness.renew(self._reservations.renew)
+        await self._liveness.renew(self._renew)
         pubsub = await self._broadcasts.subscribe(cooldowns)
-        renew = self._reservations.renew
+        renew = self._renew
         self._tasks = [
             asyncio.create_task(self._liveness.keep_lease(renew), name="hermes-lease"),
             asyncio.create_task(self._broadcasts.listen(pubsub, on_stop), name="hermes-listener"),
             asyncio.create_task(self._liveness.watch(recover, live_instances), name="hermes-watch"),
             asyncio.create_task(self._writes.send_forever(), name="hermes-run-writes"),
         ]
+
+    async def _renew(self) -> None:
+        """What each lease renewal carries along: the runs' reservations, the volume's id."""
+        await self._reservations.renew()
+        if self.volume is not None:
+            await self.volume.renew()
 
     async def close(self) -> None:
         for task in self._tasks:

@@ -8,8 +8,9 @@ another replica with a 404 and lose between two turns what the agent wrote. Noth
 so; hence a mark:
 
 - the volume holds a random id (``.hermes-volume``, written once, by the first replica);
-- Redis holds the id of the volume the live replicas use, for as long as one of them renews it
-  (it lapses with the last one, so a deployment can move to a new volume by a full restart);
+- Redis holds the id of the volume the live replicas of the deployment (its database) use, for
+  as long as one of them renews it (it lapses with the last one, so a deployment can move to a
+  new volume by a full restart);
 - a replica compares the two at start, and refuses to start when they differ, and again for
   each ``/ready``, which turns 503 when the volume went away or was swapped under it.
 """
@@ -17,6 +18,7 @@ so; hence a mark:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import secrets
 from pathlib import Path
@@ -26,7 +28,18 @@ if TYPE_CHECKING:
     import redis.asyncio as aioredis
 
 MARK = ".hermes-volume"
-KEY = "hermes:shared-volume"
+KEY = "hermes:shared-volume:{}"
+"""Per deployment (its database): several deployments may share one Redis."""
+
+
+def deployment_of(database_url: str) -> str:
+    """A deployment's name in Redis: its database's address (host, port, name), hashed; the
+    same for every replica of it, whatever credentials each uses."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(database_url)
+    where = f"{url.get_backend_name()}://{url.host or ''}:{url.port or ''}/{url.database or ''}"
+    return hashlib.sha256(where.encode()).hexdigest()[:16]
 
 
 class VolumeNotShared(Exception):
@@ -66,10 +79,10 @@ class SharedVolume:
     """One replica's check that it sees the volume the others use."""
 
     def __init__(
-        self, redis: aioredis.Redis, directory: Path, *, lease_seconds: float, key: str = KEY
+        self, redis: aioredis.Redis, directory: Path, *, lease_seconds: float, deployment: str
     ) -> None:
         self._redis = redis
-        self._key = key
+        self._key = KEY.format(deployment)
         self.directory = directory
         self._ttl_ms = int(lease_seconds * 2 * 1000)
         self.id = ""
@@ -108,3 +121,21 @@ class SharedVolume:
                 f"use: it holds {self.id}, theirs is {theirs}. Mount the deployment's shared "
                 "volume there (see docs/deployment.md)."
             )
+
+
+async def refusal_at_start(
+    redis_url: str, directory: Path, *, lease_seconds: float, deployment: str
+) -> str | None:
+    """Why this replica must not start (its volume is not the others'), or None: checked by
+    ``serve`` before anything else, so that the refusal is one line, not a failed start-up."""
+    import redis.asyncio as aioredis
+
+    client = aioredis.from_url(redis_url)
+    try:
+        volume = SharedVolume(client, directory, lease_seconds=lease_seconds, deployment=deployment)
+        await volume.claim()
+    except VolumeNotShared as refused:
+        return str(refused)
+    finally:
+        await client.aclose()
+    return None

@@ -76,6 +76,9 @@ async def ready(request: Request) -> Readiness:
         raise APIError(503, "Shutting down: finishing the runs in progress.", code="draining")
     if services.store is not None and not await services.store.db.ping():
         raise APIError(503, "The database is not reachable.", code="not_ready")
+    volume = services.cluster.volume if services.cluster is not None else None
+    if volume is not None and (problem := await volume.problem()) is not None:
+        raise APIError(503, problem, code="not_ready")  # uploads and workspaces out of reach
     servers = [
         McpServerState(profile=profile.id, server=name, up=error is None, error=error)
         for profile in services.profiles

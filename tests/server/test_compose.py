@@ -8,8 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
+from server.config import ConfigError, load_config
 from server.config.schema import ServerConfig
 from tests.server.test_dockerfile import _all
 
@@ -31,6 +33,32 @@ def test_two_replicas_share_postgres_and_redis_and_keep_their_own_data() -> None
         assert replica["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}
     volumes = [replica["volumes"][0].split(":")[0] for replica in replicas]
     assert len(set(volumes)) == 2  # each its own instance name
+
+
+def test_both_replicas_mount_one_shared_volume_where_the_server_keeps_files() -> None:
+    services = _compose()["services"]
+    shared_dir = services["hermes-a"]["environment"]["HERMES_SHARED_DIR"]
+    mounts = [
+        {volume for volume in services[name]["volumes"] if volume.endswith(":" + shared_dir)}
+        for name in ("hermes-a", "hermes-b")
+    ]
+    assert mounts[0] == mounts[1] == {f"shared:{shared_dir}"}
+    assert "shared" in _compose()["volumes"]
+    # The image's user owns the mount point, so a new named volume is writable by it.
+    assert f"mkdir -p /data {shared_dir}" in (ROOT / "Dockerfile").read_text()
+
+
+def test_the_replicas_environment_loads_and_refuses_to_start_without_an_upstream() -> None:
+    environment = {
+        name: value
+        for name, value in _compose()["services"]["hermes-a"]["environment"].items()
+        if "${" not in value  # what compose fills from the shell: unset here
+    }
+    environment |= {"HERMES_HOST": "0.0.0.0", "HERMES_API_KEYS": "alice:sk-compose-0123456789"}
+    with pytest.raises(ConfigError, match="no upstream model configured"):
+        load_config(None, environment)
+    config = load_config(None, environment | {"HERMES_UPSTREAM": "simulator"})
+    assert config.server.resolved_files_dir == Path("/shared/files")
 
 
 def test_the_replicas_run_the_images_own_serve_command_and_migrate_once() -> None:

@@ -133,6 +133,7 @@ def two_replicas(
         "REDIS_URL": redis_url_or_skip(),
         "HERMES_API_KEYS": f"lb:{KEY}",
         "HERMES_DRAIN_SECONDS": "120",  # a drain that lasts the whole test
+        "HERMES_SHARED_DIR": str(tmp_path / "shared"),
     }
     upgrade = [sys.executable, "-m", "server.cli", "db", "upgrade", "--config", str(config)]
     subprocess.run(upgrade, env={**os.environ, **common}, check=True, capture_output=True)

@@ -96,6 +96,7 @@ profiles:
         "REDIS_URL": redis,
         "HERMES_LEASE_SECONDS": str(LEASE_SECONDS),
         "HERMES_SESSION_BUSY": "refuse",  # a second turn at once is refused (deterministic)
+        "HERMES_SHARED_DIR": str(tmp_path / "shared"),  # uploads and workspaces, as deployed
     }
     upgrade = [sys.executable, "-m", "server.cli", "db", "upgrade", "--config", str(config)]
     subprocess.run(upgrade, env={**os.environ, **common}, check=True, capture_output=True)
@@ -366,8 +367,19 @@ async def test_a_response_resumes_on_another_replica_live_and_after_its_replica_
         numbers = [event["sequence_number"] for event in resumed]
         assert numbers == list(range(last + 1, last + 1 + len(numbers)))  # gap-free
         assert resumed[0]["type"] == "response.output_text.delta"
-        assert resumed[-1]["type"] == "response.incomplete"  # closed by another replica
-        assert resumed[-1]["response"]["status"] == "cancelled"
+        # Closed by another replica; a failure of the server, not the client's cancellation:
+        # the replayed ending, the stored response and the run say the same (docs/deployment.md).
+        assert resumed[-1]["type"] == "response.failed"
+        assert resumed[-1]["response"]["status"] == "failed"
+        assert resumed[-1]["response"]["error"]["code"] == "server_error"
+
+        async def stored_failed() -> bool:
+            stored = (await http.get(f"{c.base_url}/v1/responses/{response_id}")).json()
+            return bool(stored["status"] == "failed")
+
+        assert await until(stored_failed, server=c)
+        run = (await http.get(f"{c.base_url}/v1/runs/{run_id}")).json()
+        assert run["status"] == "interrupted"
 
         # The native log, from any replica, after the run ended.
         native = await http.get(f"{c.base_url}/v1/runs/{run_id}/events?after=2")
@@ -376,3 +388,57 @@ async def test_a_response_resumes_on_another_replica_live_and_after_its_replica_
         ids = [int(line[4:]) for line in native.text.splitlines() if line.startswith("id: ")]
         assert ids[0] == 3
         assert ids == list(range(3, 3 + len(ids)))
+
+
+async def test_a_file_uploaded_through_one_replica_is_read_through_the_others(
+    replicas: dict[str, Replica],
+) -> None:
+    data = os.urandom(64 * 1024)
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
+        uploaded = await http.post(
+            f"{replicas['A'].base_url}/v1/files",
+            files={"file": ("table.bin", data, "application/octet-stream")},
+            data={"purpose": "user_data"},
+        )
+        assert uploaded.status_code == 200, uploaded.text
+        file_id = uploaded.json()["id"]
+        for name in "BC":
+            content = await http.get(f"{replicas[name].base_url}/v1/files/{file_id}/content")
+            assert content.status_code == 200, (name, content.text)
+            assert content.content == data
+
+
+async def test_a_replica_that_does_not_see_the_shared_volume_refuses_to_start(
+    replicas: dict[str, Replica], postgres: str, tmp_path: Path
+) -> None:
+    env = {
+        "DATABASE_URL": postgres,
+        "REDIS_URL": redis_url_or_skip(),
+        "HERMES_DATA_DIR": str(tmp_path / "data-D"),
+        "HERMES_SHARED_DIR": str(tmp_path / "data-D" / "its-own-disk"),
+    }
+    log = tmp_path / "replica-D.log"
+    serve = ("serve", "--config", str(tmp_path / "hermes.yaml"))
+    with hermes_command(*serve, port=free_port(), env=env, log=log, wait=False) as process:
+        assert process.wait(timeout=60) == 2  # a configuration it cannot serve
+    said = log.read_text()
+    assert "hermes-server: server.shared_dir" in said
+    assert "not the volume the other replicas use" in said
+    assert "Traceback" not in said
+    assert all(replica.alive() for replica in replicas.values())
+
+
+async def test_a_replica_whose_shared_volume_goes_away_is_not_ready(
+    replicas: dict[str, Replica], tmp_path: Path
+) -> None:
+    mark = tmp_path / "shared" / ".hermes-volume"
+    kept = mark.read_text()
+    ready = f"{replicas['A'].base_url}/ready"
+    async with httpx.AsyncClient(verify=TLS_UNUSED, timeout=60) as http:
+        assert (await http.get(ready)).status_code == 200
+        mark.unlink()  # as an unmounted network volume looks from here
+        answer = await http.get(ready)
+        assert answer.status_code == 503
+        assert "cannot be read" in answer.json()["error"]["message"]
+        mark.write_text(kept)
+        assert (await http.get(ready)).status_code == 200

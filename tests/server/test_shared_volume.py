@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from server.replicas.shared_volume import MARK, SharedVolume, VolumeNotShared
+from server.replicas.shared_volume import (
+    KEY,
+    MARK,
+    SharedVolume,
+    VolumeNotShared,
+    deployment_of,
+)
 from tests.redis_server import redis_url_or_skip
 
 
@@ -25,15 +31,16 @@ async def redis() -> AsyncIterator[aioredis.Redis]:
 
 @pytest.fixture
 def key() -> str:
-    return f"hermes:test-volume:{uuid.uuid4().hex}"
+    """A deployment of its own per test: tests share one Redis."""
+    return uuid.uuid4().hex
 
 
 async def test_replicas_on_one_volume_agree_on_its_id(
     redis: aioredis.Redis, key: str, tmp_path: Path
 ) -> None:
     shared = tmp_path / "shared"
-    a = SharedVolume(redis, shared, lease_seconds=10, key=key)
-    b = SharedVolume(redis, shared, lease_seconds=10, key=key)
+    a = SharedVolume(redis, shared, lease_seconds=10, deployment=key)
+    b = SharedVolume(redis, shared, lease_seconds=10, deployment=key)
     await asyncio.gather(a.claim(), b.claim())
     assert a.id == b.id
     assert (shared / MARK).read_text().strip() == a.id
@@ -43,8 +50,8 @@ async def test_replicas_on_one_volume_agree_on_its_id(
 async def test_a_replica_with_its_own_volume_refuses_to_start(
     redis: aioredis.Redis, key: str, tmp_path: Path
 ) -> None:
-    await SharedVolume(redis, tmp_path / "shared", lease_seconds=10, key=key).claim()
-    own = SharedVolume(redis, tmp_path / "own-disk", lease_seconds=10, key=key)
+    await SharedVolume(redis, tmp_path / "shared", lease_seconds=10, deployment=key).claim()
+    own = SharedVolume(redis, tmp_path / "own-disk", lease_seconds=10, deployment=key)
     with pytest.raises(VolumeNotShared, match="not the volume the other replicas use"):
         await own.claim()
 
@@ -53,7 +60,7 @@ async def test_ready_says_when_the_volume_goes_away_or_is_swapped(
     redis: aioredis.Redis, key: str, tmp_path: Path
 ) -> None:
     shared = tmp_path / "shared"
-    volume = SharedVolume(redis, shared, lease_seconds=10, key=key)
+    volume = SharedVolume(redis, shared, lease_seconds=10, deployment=key)
     await volume.claim()
     (shared / MARK).unlink()
     assert "cannot be read" in (await volume.problem() or "")
@@ -64,9 +71,9 @@ async def test_ready_says_when_the_volume_goes_away_or_is_swapped(
 async def test_a_new_volume_is_taken_once_the_last_replica_on_the_old_one_is_gone(
     redis: aioredis.Redis, key: str, tmp_path: Path
 ) -> None:
-    old = SharedVolume(redis, tmp_path / "old", lease_seconds=0.05, key=key)
+    old = SharedVolume(redis, tmp_path / "old", lease_seconds=0.05, deployment=key)
     await old.claim()
-    new = SharedVolume(redis, tmp_path / "new", lease_seconds=0.05, key=key)
+    new = SharedVolume(redis, tmp_path / "new", lease_seconds=0.05, deployment=key)
     for _ in range(200):  # the old replicas stopped renewing: their id lapses (2 leases)
         try:
             await new.claim()
@@ -80,11 +87,17 @@ async def test_a_new_volume_is_taken_once_the_last_replica_on_the_old_one_is_gon
 async def test_renewing_keeps_the_id_from_lapsing(
     redis: aioredis.Redis, key: str, tmp_path: Path
 ) -> None:
-    live = SharedVolume(redis, tmp_path / "shared", lease_seconds=10, key=key)
+    live = SharedVolume(redis, tmp_path / "shared", lease_seconds=10, deployment=key)
     await live.claim()
-    await redis.pexpire(key, 50)  # about to lapse
+    await redis.pexpire(KEY.format(key), 50)  # about to lapse
     await live.renew()
-    assert await redis.pttl(key) > 10_000
-    other = SharedVolume(redis, tmp_path / "other", lease_seconds=10, key=key)
+    assert await redis.pttl(KEY.format(key)) > 10_000
+    other = SharedVolume(redis, tmp_path / "other", lease_seconds=10, deployment=key)
     with pytest.raises(VolumeNotShared):
         await other.claim()
+
+
+def test_a_deployment_is_its_database_whatever_credentials_a_replica_uses() -> None:
+    one = deployment_of("postgresql+asyncpg://a:pw1@db.internal:5432/hermes")
+    assert deployment_of("postgresql+asyncpg://b:pw2@db.internal:5432/hermes") == one
+    assert deployment_of("postgresql+asyncpg://a:pw1@db.internal:5432/other") != one
