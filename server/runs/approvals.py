@@ -5,8 +5,9 @@ store and then either
 
 - *waits in place*, when the request asked for it (``X-Hermes-Approval-Wait: <seconds>``):
   the run pauses, ``GET /v1/runs/{id}`` lists the request, and
-  ``POST /v1/runs/{id}/approvals/{approval_id}`` answers it; nobody answering in time is a
-  denial the model is told about; or
+  ``POST /v1/runs/{id}/approvals/{approval_id}`` answers it, on any replica (the paused run
+  reads the recorded answer back); nobody answering in time is a denial the model is told
+  about; or
 - *ends the run* (the default): the run finishes with ``awaiting_approval`` and a question,
   and the conversation's next turn carries the answer — a chat user's "approve" / "deny", a
   Responses ``mcp_approval_response`` item, or an answer posted to the endpoint beforehand
@@ -95,9 +96,12 @@ class Asker:
 class ApprovalDesk:
     """The server's approvals: the runs waiting in place, and the rules every run follows."""
 
-    def __init__(self, *, expiry_seconds: float = 900.0) -> None:
+    def __init__(self, *, expiry_seconds: float = 900.0, poll_seconds: float = 0.5) -> None:
         self.expiry_seconds = expiry_seconds
         """How long a request stays answerable; after that it is a denial."""
+        self.poll_seconds = poll_seconds
+        """How often a paused run reads its request back from the store: an answer posted to
+        another replica (or another worker) is recorded there, and only there."""
         self._waiting: dict[str, asyncio.Future[Verdict]] = {}
         self._closing: set[asyncio.Future[None]] = set()
 
@@ -151,7 +155,7 @@ class ApprovalDesk:
                 return ApprovalVerdict.APPROVED
             if wait <= 0:
                 return ApprovalVerdict.DEFERRED
-            return await self._wait(store, ask, answered, wait)
+            return await self._wait(store, asker.owner, ask, answered, wait)
         except asyncio.CancelledError:
             # The run was stopped while it asked: nobody acts on this request any more, so it
             # must not be left pending for the next turn's words to answer.
@@ -163,19 +167,56 @@ class ApprovalDesk:
             self._waiting.pop(ask.approval_id, None)
 
     async def _wait(
-        self, store: Store, ask: ApprovalAsk, answered: asyncio.Future[Verdict], seconds: float
+        self,
+        store: Store,
+        owner: str,
+        ask: ApprovalAsk,
+        answered: asyncio.Future[Verdict],
+        seconds: float,
     ) -> ApprovalVerdict:
-        try:
-            status, _ = await asyncio.wait_for(asyncio.shield(answered), seconds)
-        except TimeoutError:
+        status = await self._heard(store, owner, ask.approval_id, answered, seconds)
+        if status is None:
             status = "expired"
             if not await store.approvals.decide(ask.approval_id, "expired", now=time.time()):
-                # Answered in the last instant: the answer, recorded, is on its way here.
-                with contextlib.suppress(TimeoutError):
-                    status, _ = await asyncio.wait_for(asyncio.shield(answered), 5)
+                # Answered in the last instant, here or elsewhere: the store has the answer
+                # the answering side reported, and that is the one acted on.
+                record = await store.approvals.get(owner, ask.approval_id)
+                if record is not None and record.status != "pending":
+                    status = record.status
         # Acted on here, in this run: the conversation's next turn has nothing to settle.
         await store.approvals.claim([ask.approval_id], ask.call.run_id)
         return ApprovalVerdict(status)
+
+    async def _heard(
+        self,
+        store: Store,
+        owner: str,
+        approval_id: str,
+        answered: asyncio.Future[Verdict],
+        seconds: float,
+    ) -> ApprovalStatus | None:
+        """The answer given within ``seconds``, or None. An answer posted to this process
+        arrives through ``answered`` at once; one posted to another replica is only in the
+        store, where the decision moved the row out of *pending* exactly once, so reading it
+        back is as good as being told (and needs nothing but the database both share)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while (left := deadline - loop.time()) > 0:
+            with contextlib.suppress(TimeoutError):
+                status, _ = await asyncio.wait_for(
+                    asyncio.shield(answered), min(left, self.poll_seconds)
+                )
+                return status
+            try:
+                record = await store.approvals.get(owner, approval_id)
+            except Exception:
+                # A failed read only delays hearing of the answer: the next one may work, and
+                # the decision at the deadline settles it either way.
+                log.warning("could not read approval %s back; still waiting", approval_id)
+                continue
+            if record is not None and record.status != "pending":
+                return record.status
+        return None
 
     async def _close_unanswered(self, store: Store, ask: ApprovalAsk) -> None:
         try:

@@ -89,6 +89,10 @@ profiles:
   - id: hermes-fallback
     providers: [primary, backup]
     retry: {{max_attempts: 1}}
+  - id: hermes-asks
+    providers: [sim]
+    tools: [files]
+    approvals: {{files: always}}
 """
     )
     common = {
