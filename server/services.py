@@ -381,6 +381,7 @@ class Services:
                 live_instances=store.runs.live_instances,
                 live_runs=self.runs.live_run_keys,
                 cooldowns=PROCESS_COOLDOWNS,
+                lapsed=self.runs.lost_lease,
             )
             self.runs.observers.append(self._release_reservation)
             self.runs.observers.append(lambda _info, event: cluster.record(event))

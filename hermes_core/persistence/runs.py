@@ -16,9 +16,12 @@ RUNS = RunRow.__table__  # type: ignore[attr-defined]
 LIVE_STATUSES = ("queued", "running", "stopping")
 
 _INSERT = insert(RUNS)
+# A run's own updates are fenced by its row: once another replica declared it interrupted
+# (this one froze past its lease), a late write of the replica that ran it changes nothing.
+_LIVE = RUNS.c.status.in_(LIVE_STATUSES)
 _FINISH = (
     update(RUNS)
-    .where(RUNS.c.id == bindparam("b_id"))
+    .where(RUNS.c.id == bindparam("b_id"), _LIVE)
     .values(
         status=bindparam("b_status"),
         exit_reason=bindparam("b_exit_reason"),
@@ -29,7 +32,9 @@ _FINISH = (
         ended_at=bindparam("b_now"),
     )
 )
-_STATUS = update(RUNS).where(RUNS.c.id == bindparam("b_id")).values(status=bindparam("b_status"))
+_STATUS = (
+    update(RUNS).where(RUNS.c.id == bindparam("b_id"), _LIVE).values(status=bindparam("b_status"))
+)
 _SESSION = (
     update(RUNS).where(RUNS.c.id == bindparam("b_id")).values(session_id=bindparam("b_session"))
 )

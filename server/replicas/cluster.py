@@ -24,7 +24,7 @@ from hermes_core.events import AgentEvent
 from hermes_core.providers.retry import Cooldowns
 from server.replicas.broadcasts import Broadcasts, StopHandler
 from server.replicas.event_log import EventLog
-from server.replicas.liveness import LiveInstances, Liveness, Recover
+from server.replicas.liveness import Lapsed, LiveInstances, Liveness, Recover
 from server.replicas.reservations import LiveRuns, Reservations
 from server.replicas.run_writes import RunWrites
 from server.replicas.shared_volume import SharedVolume
@@ -73,10 +73,12 @@ class Cluster:
         live_instances: LiveInstances,
         live_runs: LiveRuns,
         cooldowns: Cooldowns,
+        lapsed: Lapsed | None = None,
     ) -> None:
-        """Check the shared volume and take the lease (before serving a run), then keep it,
-        listen, and watch. Raises :class:`VolumeNotShared` when this replica's volume is not
-        the others'."""
+        """Check the shared volume and take the lease (before serving a run), then keep it
+        (``lapsed`` when it was lost meanwhile: this replica's runs were taken over), listen,
+        and watch. Raises :class:`VolumeNotShared` when this replica's volume is not the
+        others'."""
         if self.volume is not None:
             await self.volume.claim()
         self._reservations.track(live_runs)
@@ -84,7 +86,7 @@ class Cluster:
         pubsub = await self._broadcasts.subscribe(cooldowns)
         renew = self._renew
         self._tasks = [
-            asyncio.create_task(self._liveness.keep_lease(renew), name="hermes-lease"),
+            asyncio.create_task(self._liveness.keep_lease(renew, lapsed), name="hermes-lease"),
             asyncio.create_task(self._broadcasts.listen(pubsub, on_stop), name="hermes-listener"),
             asyncio.create_task(self._liveness.watch(recover, live_instances), name="hermes-watch"),
             asyncio.create_task(self._writes.send_forever(), name="hermes-run-writes"),

@@ -5,6 +5,12 @@ times per lease, with the reservations of its live runs). Every replica also loo
 lease, for instances that have runs marked live in the database but no key: that replica died
 (killed, its machine gone). One replica (a Redis ``SET NX`` decides which) then closes its runs
 as crash recovery does at start: ``interrupted``, transcripts closed, session locks released.
+
+A replica that was only frozen (stopped, paused, cut from Redis) may wake after that. Its key
+holds an epoch drawn at each start, and each renewal reads what it replaces: a key that had
+lapsed (or was another start's) means its runs were taken over, so it stops them (``Lapsed``)
+instead of going on; their writes are fenced in the database besides (a run no longer live
+is not written over).
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -28,6 +35,8 @@ Recover = Callable[[str], Awaitable[int]]
 LiveInstances = Callable[[], Awaitable[set[str]]]
 Renew = Callable[[], Awaitable[None]]
 """What else this replica keeps alive with its lease (its runs' reservations)."""
+Lapsed = Callable[[], None]
+"""This replica's lease ran out while it was away: its runs were taken over; stop them."""
 
 
 class Liveness:
@@ -37,19 +46,32 @@ class Liveness:
         self._redis = redis
         self.instance = instance
         self.lease_seconds = lease_seconds
+        self.epoch = uuid.uuid4().hex
+        """This start's mark in the key: a renewal that does not find it lost the lease."""
+        self._held = False
 
-    async def renew(self, also: Renew) -> None:
-        """Take (or keep) this replica's lease for another lease; then ``also``."""
+    async def renew(self, also: Renew, lapsed: Lapsed | None = None) -> None:
+        """Take (or keep) this replica's lease for another lease; then ``also``. When the
+        lease had been held and is found gone (or another start's), call ``lapsed`` first."""
         ttl = max(1, round(self.lease_seconds * 1000))
-        await self._redis.set(INSTANCE_KEY.format(self.instance), "1", px=ttl)
+        key = INSTANCE_KEY.format(self.instance)
+        before = await self._redis.set(key, self.epoch, px=ttl, get=True)
+        if self._held and _text(before) != self.epoch:
+            log.error(
+                "this replica's lease lapsed (frozen or cut from Redis): its runs were taken "
+                "over by another replica; stopping them"
+            )
+            if lapsed is not None:
+                lapsed()
+        self._held = True
         await also()
 
-    async def keep_lease(self, also: Renew) -> None:
+    async def keep_lease(self, also: Renew, lapsed: Lapsed | None = None) -> None:
         """Renew the lease three times per lease, for good."""
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
             try:
-                await self.renew(also)
+                await self.renew(also, lapsed)
             except Exception as error:  # Redis away for a moment: try again next beat
                 log.warning("renewing this replica's lease failed: %s", type(error).__name__)
 
@@ -78,9 +100,22 @@ class Liveness:
             key = RECOVERY_KEY.format(instance)
             if not await self._redis.set(key, self.instance, nx=True, ex=60):
                 continue
-            closed = await recover(instance)
+            try:
+                closed = await recover(instance)
+            finally:
+                # The key only keeps two replicas from recovering one at once. Left to its
+                # 60 s, it would hold off the recovery of the same replica dying again (it
+                # restarted under its name) for the rest of the minute.
+                await self._redis.delete(key)
             log.warning(
                 "replica %s is gone (no lease): marked its %d live run(s) interrupted",
                 instance,
                 closed,
             )
+
+
+def _text(value: object) -> str | None:
+    """What ``SET ... GET`` found (bytes from a client that does not decode)."""
+    if isinstance(value, bytes):
+        return value.decode()
+    return value if isinstance(value, str) else None

@@ -419,6 +419,20 @@ class RunManager:
         if run.agent is not None:
             run.agent.interrupt(STOP_REASONS.get(source, source.value), source=source)
 
+    def lost_lease(self) -> None:
+        """This replica's lease lapsed (it was frozen, or cut from Redis): another replica has
+        declared its runs interrupted and freed their sessions. Stop every one at once; what
+        they still write is fenced off by the database (a run no longer live is not updated)."""
+        for run in self._runs.values():
+            if run.status.finished:
+                continue
+            run.status = RunStatus.STOPPING
+            if run.agent is not None:
+                run.agent.interrupt(
+                    "this replica lost its lease; another replica took the run over",
+                    source=InterruptSource.SHUTDOWN,
+                )
+
     async def drain(self, seconds: float) -> int:
         """Take no new run, let the live ones finish for up to ``seconds``, then interrupt
         what is left (recorded as stopped by the shutdown); returns how many were cut."""
