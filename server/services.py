@@ -383,6 +383,9 @@ class Services:
                 cooldowns=PROCESS_COOLDOWNS,
                 lapsed=self.runs.lost_lease,
             )
+            for run in recovered:  # this replica's previous life, as another would recover it
+                await cluster.close_log(run.id, "The replica running this run stopped.")
+                await cluster.release(run.owner, run.id)
             self.runs.observers.append(self._release_reservation)
             self.runs.observers.append(lambda _info, event: cluster.record(event))
         if self.responses_max_count is not None or self.responses_max_age_seconds is not None:
@@ -399,13 +402,14 @@ class Services:
     def profile(self, model: str) -> Profile | None:
         return next((p for p in self.profiles if p.id == model), None)
 
-    async def reserve_run(self, owner: str, run_id: str) -> None:
+    async def reserve_run(self, owner: str, run_id: str, alias: str = "") -> None:
         """Count a run about to start against ``owner``'s limit on every replica (this
-        replica's own count is checked by ``RunManager.admit``); 429 beyond it."""
+        replica's own count is checked by ``RunManager.admit``); 429 beyond it. ``alias``:
+        its completion's id, by which a stop finds it too."""
         if self.cluster is None:
             return
         limit = self.runs.max_runs_per_owner
-        if not await self.cluster.reserve(owner, run_id, limit):
+        if not await self.cluster.reserve(owner, run_id, limit, alias):
             raise RunLimitExceeded(
                 f"This API key already has {limit} runs in progress.", retry_after=5
             )
@@ -439,7 +443,13 @@ class Services:
         if self.cluster is None or self.store is None:
             return None
         record = await self.store.runs.get(owner, run_id)
-        if record is None or record.status not in LIVE_STATUSES:
+        if record is None:
+            # Its row may not be written yet (in its first milliseconds): its reservation is.
+            found = await self.cluster.reserved_run(owner, run_id)
+            if found is not None:
+                await self.cluster.request_stop(found, owner, source.value)
+            return found
+        if record.status not in LIVE_STATUSES:
             return None
         await self.cluster.request_stop(record.id, owner, source.value)
         return record.id

@@ -109,10 +109,15 @@ class Cluster:
     async def request_stop(self, run_id: str, owner: str, source: str) -> None:
         await self._broadcasts.request_stop(run_id, owner, source)
 
-    async def reserve(self, owner: str, run_id: str, limit: int) -> bool:
+    async def reserve(self, owner: str, run_id: str, limit: int, alias: str = "") -> bool:
         """Count ``run_id`` among ``owner``'s live runs on all replicas, unless ``limit`` are
-        live already (then False)."""
-        return await self._reservations.reserve(owner, run_id, limit)
+        live already (then False); ``alias``: its other id (completion, Response)."""
+        return await self._reservations.reserve(owner, run_id, limit, alias)
+
+    async def reserved_run(self, owner: str, run_id: str) -> str | None:
+        """The run id of ``owner``'s live run ``run_id`` (or alias) on any replica, from its
+        reservation: found before its row is in the database."""
+        return await self._reservations.find(owner, run_id)
 
     async def release(self, owner: str, run_id: str) -> None:
         """Let go of the run's reservation, with the next flush of writes."""

@@ -103,7 +103,12 @@ class EventLog:
             error=error,
             interrupt_source=InterruptSource.SHUTDOWN,
         )
-        await self._redis.xadd(key, {"e": dumps([finish])}, id=f"0-{seq + 1}")
+        from redis.exceptions import ResponseError  # only replicas pay for importing it
+
+        try:
+            await self._redis.xadd(key, {"e": dumps([finish])}, id=f"0-{seq + 1}")
+        except ResponseError:  # closed meanwhile: a replica restarted under its name, and another
+            return
         await self._redis.expire(key, EVENTS_KEPT_SECONDS)
 
 

@@ -5,6 +5,11 @@ add are one step of a Lua script, so replicas admitting at once cannot both pass
 renews it with its lease, and it is released when the run ends. A reservation lapses unless
 renewed: a replica that dies takes its reservations with it. Reserving and releasing ride the
 flushes of ``run_writes``; this module names the keys and keeps them alive.
+
+A reservation is also how any replica finds a run in its first moments, before its row is in
+the database (written behind, in batches): a stop or a cancel sent elsewhere at once. A run's
+other id (its completion's, its Response's) is written beside it, in the same flush, as an
+alias that outlives the row's writing with room to spare.
 """
 
 from __future__ import annotations
@@ -21,6 +26,10 @@ if TYPE_CHECKING:
 RUNS_KEY = "hermes:runs:{}"
 """A key's live runs on every replica: a sorted set of run ids scored by when each
 reservation lapses unless its replica renews it."""
+
+ALIAS_KEY = "hermes:run-of:{}"
+"""The run id of a completion or Response id, while the run's row may not be written yet."""
+ALIAS_SECONDS = 60
 
 LiveRuns = Callable[[], list[tuple[str, str]]]
 """``(owner, run_id)`` of this replica's runs in progress."""
@@ -39,10 +48,22 @@ class Reservations:
         """Renew the reservations of ``live_runs()`` at each :meth:`renew`."""
         self._live_runs = live_runs
 
-    async def reserve(self, owner: str, run_id: str, limit: int) -> bool:
+    async def reserve(self, owner: str, run_id: str, limit: int, alias: str = "") -> bool:
         """Count ``run_id`` among ``owner``'s live runs on all replicas, unless ``limit`` are
-        live already (then False). The reservation lapses after a lease unless renewed."""
+        live already (then False). The reservation lapses after a lease unless renewed.
+        ``alias``: the run's other id, by which :meth:`find` finds it too."""
+        if alias:
+            self._writes.alias(ALIAS_KEY.format(alias), run_id, ALIAS_SECONDS)
         return await self._writes.reserve(RUNS_KEY.format(owner), limit, run_id)
+
+    async def find(self, owner: str, run_id: str) -> str | None:
+        """The id of ``owner``'s run ``run_id`` (a run id or its alias) if it holds a
+        reservation on some replica: it is live, whether or not its row is written yet."""
+        alias: bytes | str | None = await self._redis.get(ALIAS_KEY.format(run_id))
+        if alias is not None:
+            run_id = alias.decode() if isinstance(alias, bytes) else alias
+        lapses: float | None = await self._redis.zscore(RUNS_KEY.format(owner), run_id)
+        return run_id if lapses is not None and lapses > time.time() else None
 
     def release(self, owner: str, run_id: str) -> None:
         """Let go of ``run_id``'s reservation (with the next flush: its run's last entry)."""

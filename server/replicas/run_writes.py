@@ -1,11 +1,11 @@
 """What this replica's runs write to Redis, sent as one command per flush, shared by all runs.
 
-A run writes three things: its reservation (before it starts), its event log's entries (as it
-goes) and its release (when it ends). Sent a round trip each, they cost a one-call run four or
-five round trips and ~0.3 ms of the server's CPU (redis-py, here, spends ~100 µs on a round
-trip and ~25 µs on each command of a pipeline). So every write waits in one queue here, and one
-task sends the queue as a single ``EVALSHA`` of the script below, whatever runs the writes
-belong to: at concurrency 64, one flush per seven runs or so.
+A run writes three things: its reservation (before it starts, with an alias of its other id),
+its event log's entries (as it goes) and its release (when it ends). Sent a round trip each,
+they cost a one-call run four or five round trips and ~0.3 ms of the server's CPU (redis-py,
+here, spends ~100 µs on a round trip and ~25 µs on each command of a pipeline). So every write
+waits in one queue here, and one task sends the queue as a single ``EVALSHA`` of the script
+below, whatever runs the writes belong to: at concurrency 64, one flush per seven runs or so.
 
 When: a reservation is waited for (a run cannot start before its answer), so it is sent at
 once, or with the next flush while one is in flight. Log entries and releases nobody waits
@@ -42,7 +42,8 @@ Entries = Callable[[], list[tuple[str, str, bytes]]]
 # ARGV[1] now, ARGV[2] when a reservation made now lapses, ARGV[3] a run set's TTL (ms),
 # ARGV[4] a log's TTL (s), ARGV[5] how many log entries come first. Then, KEYS[i] the key:
 # an entry's id and the entry; or a reservation ('r', the key's limit, the run) or a release
-# ('f', the run). It returns a character per reservation, in order: 1 made, 0 refused.
+# ('f', the run) or an alias ('a', the run, its TTL in s). It returns a character per
+# reservation, in order: 1 made, 0 refused.
 _FLUSH = """
 local entries = tonumber(ARGV[5])
 local at = 6
@@ -64,6 +65,9 @@ for i = entries + 1, #KEYS do
       redis.call('PEXPIRE', key, ARGV[3])
       reserved[#reserved + 1] = '1'
     end
+    at = at + 3
+  elseif ARGV[at] == 'a' then
+    redis.call('SET', key, ARGV[at + 1], 'EX', ARGV[at + 2])
     at = at + 3
   else
     redis.call('ZREM', key, ARGV[at + 1])
@@ -109,6 +113,13 @@ class RunWrites:
         self._queued.set()
         self._urgent.set()
         return answer
+
+    def alias(self, key: str, member: str, seconds: int) -> None:
+        """Set ``key`` to ``member`` for ``seconds`` with the next flush (queue it before a
+        reservation: it goes with that one's flush, sent at once)."""
+        self._keys.append(key)
+        self._args += ("a", member, seconds)
+        self._queued.set()
 
     def release(self, key: str, member: str) -> None:
         """Remove ``member`` from the set ``key`` with the next flush."""

@@ -170,7 +170,7 @@ async def start_run(
     request = with_workspace(services, profile, request, principal, conversation)
     temporary = request.workspace if conversation is None else None
     with turn_given_back_on_failure(services, request.run_id):
-        await services.reserve_run(principal.name, request.run_id or "")
+        await services.reserve_run(principal.name, request.run_id or "", completion_id)
         run = services.runs.start(
             agent,
             request,

@@ -125,6 +125,10 @@ class StoredResponses:
 
     async def cancel(self, response_id: str, principal: Principal) -> Response:
         live = self.live.get(response_id, principal)
+        if live is None and self.services.cluster is not None:
+            early = await self._cancelled_early(response_id, principal)
+            if early is not None:
+                return FastJSONResponse(early)
         if live is None or live.run.status.finished:
             stored = await self._stored(response_id, principal)
             if live is None and await self._stopped_elsewhere(stored, principal, "cancel"):
@@ -164,6 +168,26 @@ class StoredResponses:
             return False
         source = InterruptSource.CANCEL_API if why == "cancel" else InterruptSource.DELETE_API
         return await self.services.stop_anywhere(stored.run_id, principal.name, source) is not None
+
+    async def _cancelled_early(
+        self, response_id: str, principal: Principal
+    ) -> dict[str, Any] | None:
+        """Cancel a response another replica began so recently that it is not stored yet (it
+        is saved behind, in batches), by its run's reservation; then the response once that
+        replica stored it. None: it is stored already (or nobody runs it)."""
+        store = self.services.store
+        if store is None or await store.responses.get(principal.name, response_id) is not None:
+            return None
+        source = InterruptSource.CANCEL_API
+        if await self.services.stop_anywhere(response_id, principal.name, source) is None:
+            return None
+        deadline = time.monotonic() + CANCEL_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            stored = await store.responses.get(principal.name, response_id)
+            if stored is not None and stored.status not in ("queued", "in_progress"):
+                return stored.body
+            await asyncio.sleep(0.05)
+        return None
 
     async def _final_elsewhere(
         self, stored: StoredResponse, principal: Principal
