@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, insert, or_, select, update
+from sqlalchemy import bindparam, insert, literal_column, or_, select, update
 
 from hermes_core.persistence.database import Database
 from hermes_core.persistence.tables import RunRow
@@ -18,7 +18,8 @@ LIVE_STATUSES = ("queued", "running", "stopping")
 _INSERT = insert(RUNS)
 # A run's own updates are fenced by its row: once another replica declared it interrupted
 # (this one froze past its lease), a late write of the replica that ran it changes nothing.
-_LIVE = RUNS.c.status.in_(LIVE_STATUSES)
+# Written into the statement (not an expanding parameter, which executemany cannot take).
+_LIVE = RUNS.c.status.in_([literal_column(f"'{status}'") for status in LIVE_STATUSES])
 _FINISH = (
     update(RUNS)
     .where(RUNS.c.id == bindparam("b_id"), _LIVE)

@@ -5,7 +5,9 @@ first SIGTERM only starts a drain: ``/ready`` turns 503 (load balancers stop sen
 are refused with 503 ``server_draining``, and the runs in progress go on for up to
 ``server.drain_seconds``. What is still running then is interrupted and recorded as stopped by
 the shutdown, and the signal is handed to uvicorn, which closes the connections and exits. A
-second SIGTERM (or SIGINT) skips the wait.
+second SIGTERM skips the wait: the runs still going are interrupted at once, and the signal
+handed on once they have ended (for at most a few seconds), so that the streams uvicorn then
+closes carry their interrupted ending rather than stopping mid-answer. A third does not wait.
 
 The handler wraps the one uvicorn installed, from the serving process's main thread (an app
 served in a thread, as in some tests, has no signals to wrap and exits as before).
@@ -33,9 +35,15 @@ def install_drain(services: Services, seconds: float) -> None:
         return  # nobody stops this process on SIGTERM by a handler: nothing to wrap
     loop = asyncio.get_running_loop()
     tasks: list[asyncio.Task[None]] = []  # held, so that the drain is not collected
+    cutting: list[int] = []  # the second signal, once received
 
     def exit_now(sig: int, frame: FrameType | None) -> None:
         previous(sig, frame)
+
+    async def cut_then_exit(sig: int, frame: FrameType | None) -> None:
+        log.warning("second SIGTERM: interrupting %d run(s) now", services.runs.live_runs())
+        await services.runs.shutdown()  # each ends (its stream too) before connections close
+        exit_now(sig, frame)
 
     async def drain_then_exit(sig: int, frame: FrameType | None) -> None:
         log.warning(
@@ -47,8 +55,16 @@ def install_drain(services: Services, seconds: float) -> None:
         exit_now(sig, frame)
 
     def on_sigterm(sig: int, frame: FrameType | None) -> None:
-        if services.runs.draining:  # the second signal: no more waiting
+        if cutting:  # a third signal: not even for the runs' endings
             exit_now(sig, frame)
+            return
+        if services.runs.draining:  # the second signal: no more waiting
+            cutting.append(sig)
+
+            def cut() -> None:
+                tasks.append(loop.create_task(cut_then_exit(sig, frame), name="hermes-cut"))
+
+            loop.call_soon_threadsafe(cut)
             return
         services.runs.draining = True  # /ready and new runs answer 503 from now on
 
