@@ -111,3 +111,18 @@ def test_the_load_balancer_starts_once_the_replicas_are_ready() -> None:
         "hermes-a": {"condition": "service_healthy"},
         "hermes-b": {"condition": "service_healthy"},
     }
+
+
+def test_every_health_check_is_one_the_tests_run() -> None:
+    services = _compose()["services"]
+    checks = {
+        name: " ".join(s["healthcheck"]["test"])
+        for name, s in services.items()
+        if "healthcheck" in s
+    }
+    assert "pg_isready" in checks["postgres"]
+    assert "pg_isready" in (ROOT / ".ci" / "postgres").read_text()
+    assert "redis-cli ping" in checks["redis"]
+    assert 'redis-cli -p "$port" ping' in (ROOT / ".ci" / "redis").read_text()
+    for replica in ("hermes-a", "hermes-b"):
+        assert "http://127.0.0.1:8000/ready" in checks[replica]  # what the tests wait on
