@@ -9,29 +9,13 @@ made on the first start, unless the configuration names the instance (``server.i
 
 from __future__ import annotations
 
-import os
-import secrets
 from pathlib import Path
+
+from server.replicas.id_file import kept_id
 
 FILE_NAME = "instance"
 
 
 def instance_name(data_dir: Path) -> str:
     """The instance id kept in ``data_dir``, made (once, atomically) if there is none yet."""
-    path = data_dir / FILE_NAME
-    try:
-        existing = path.read_text().strip()
-    except FileNotFoundError:
-        existing = ""
-    if existing:
-        return existing
-    data_dir.mkdir(parents=True, exist_ok=True)
-    made = f"inst_{secrets.token_hex(8)}"
-    try:
-        # O_EXCL: of two processes starting at once, one writes the id and both read it.
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return path.read_text().strip() or made
-    with os.fdopen(descriptor, "w") as file:
-        file.write(made + "\n")
-    return made
+    return kept_id(data_dir / FILE_NAME, "inst")

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
-import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from server.replicas.id_file import kept_id
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
@@ -48,23 +48,7 @@ class VolumeNotShared(Exception):
 
 def volume_id(directory: Path) -> str:
     """The id the volume at ``directory`` holds, written (once, atomically) if it has none."""
-    path = directory / MARK
-    try:
-        existing = path.read_text().strip()
-    except FileNotFoundError:
-        existing = ""
-    if existing:
-        return existing
-    directory.mkdir(parents=True, exist_ok=True)
-    made = f"vol_{secrets.token_hex(8)}"
-    try:
-        # O_EXCL: of two replicas starting at once on one volume, one writes, both read it.
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return path.read_text().strip() or made
-    with os.fdopen(descriptor, "w") as file:
-        file.write(made + "\n")
-    return made
+    return kept_id(directory / MARK, "vol")
 
 
 def _mark_of(directory: Path) -> str | None:
