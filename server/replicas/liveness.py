@@ -6,11 +6,11 @@ lease, for instances that have runs marked live in the database but no key: that
 (killed, its machine gone). One replica (a Redis ``SET NX`` decides which) then closes its runs
 as crash recovery does at start: ``interrupted``, transcripts closed, session locks released.
 
-A replica that was only frozen (stopped, paused, cut from Redis) may wake after that. Its key
-holds an epoch drawn at each start, and each renewal reads what it replaces: a key that had
-lapsed (or was another start's) means its runs were taken over, so it stops them (``Lapsed``)
-instead of going on; their writes are fenced in the database besides (a run no longer live
-is not written over).
+A replica that was only frozen (stopped, paused) may wake after that. Its key holds an epoch
+drawn at each start, and each renewal reads what it replaces: a key that had lapsed (or was
+another start's) means its runs were taken over, so it stops them (``Lapsed``) instead of going
+on. A replica cut from Redis stops them as soon as it has failed to renew for a lease. Their
+writes are fenced in the database besides (a run no longer live is not written over).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -67,13 +68,27 @@ class Liveness:
         await also()
 
     async def keep_lease(self, also: Renew, lapsed: Lapsed | None = None) -> None:
-        """Renew the lease three times per lease, for good."""
+        """Renew the lease three times per lease, for good. Cut from Redis for longer than a
+        lease, the replica must assume the others declared it dead: it stops its runs then,
+        without waiting for Redis to come back and say so."""
+        renewed = time.monotonic()
+        cut_off = False
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
             try:
-                await self.renew(also, lapsed)
+                await self.renew(also, None if cut_off else lapsed)
             except Exception as error:  # Redis away for a moment: try again next beat
                 log.warning("renewing this replica's lease failed: %s", type(error).__name__)
+                if not cut_off and time.monotonic() - renewed > self.lease_seconds:
+                    cut_off = True
+                    log.error(
+                        "this replica could not renew its lease for longer than a lease: "
+                        "other replicas may have taken its runs over; stopping them"
+                    )
+                    if lapsed is not None:
+                        lapsed()
+            else:
+                renewed, cut_off = time.monotonic(), False
 
     async def give_back(self) -> None:
         """A clean exit gives its lease back: nobody has runs of it to recover."""

@@ -16,6 +16,7 @@ from hermes_core.events import AgentEvent, ExitReason, RunFinished, RunStarted, 
 from hermes_core.providers.retry import Cooldowns
 from hermes_core.usage import Usage
 from server.replicas.cluster import Cluster
+from server.replicas.liveness import Liveness
 from server.replicas.reservations import RUNS_KEY
 from server.replicas.run_writes import RunWrites
 from tests.redis_server import redis_url_or_skip
@@ -199,3 +200,31 @@ async def test_a_reservation_waiting_when_the_link_closes_fails_rather_than_hang
             writes.reserve(RUNS_KEY.format("alice"), 1, "run_2")
     finally:
         await redis.aclose()
+
+
+async def test_a_replica_cut_from_redis_for_a_lease_stops_its_runs() -> None:
+    """The others will declare it dead once its lease lapses: it must not go on with runs they
+    have taken over, nor wait for Redis to come back to find out."""
+    unreachable = aioredis.from_url("redis://127.0.0.1:1/0")
+    liveness = Liveness(unreachable, instance="cut-off", lease_seconds=0.3)
+    stopped = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    at: list[float] = []
+
+    async def nothing_else() -> None:
+        return None
+
+    def lapsed() -> None:
+        at.append(loop.time())
+        stopped.set()
+
+    keeping = asyncio.create_task(liveness.keep_lease(nothing_else, lapsed))
+    try:
+        async with asyncio.timeout(30):
+            await stopped.wait()
+    finally:
+        keeping.cancel()
+        await asyncio.gather(keeping, return_exceptions=True)
+        await unreachable.aclose()
+    assert at[0] - began >= 0.3  # not before a whole lease without renewing
