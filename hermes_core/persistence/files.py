@@ -6,6 +6,7 @@ is durable, and the quota a key is held to counts what is committed.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +44,26 @@ class FileStore:
         values = {name: getattr(record, name) for name in _FIELDS}
         async with self.db.engine.begin() as conn:
             await conn.execute(insert(FILES), values)
+
+    async def add_within(
+        self, record: FileRecord, *, max_files: int, quota_bytes: int
+    ) -> FileUsage:
+        """Add ``record`` if its owner's files, with it, stay within ``max_files`` and
+        ``quota_bytes``; what the owner's files took before, whether it was added or not.
+
+        Counting and inserting are one transaction; on PostgreSQL it first takes an advisory
+        lock of the owner, held until it commits, so uploads of one key on several replicas
+        are checked one after another. (SQLite serves one process: its caller's lock is it.)
+        """
+        values = {name: getattr(record, name) for name in _FIELDS}
+        async with self.db.engine.begin() as conn:
+            if self.db.dialect == "postgresql":
+                await conn.execute(select(func.pg_advisory_xact_lock(_lock_key(record.owner))))
+            total, count = (await conn.execute(_usage(record.owner))).one()
+            usage = FileUsage(int(total), int(count))
+            if usage.count + 1 <= max_files and usage.bytes + record.bytes <= quota_bytes:
+                await conn.execute(insert(FILES), values)
+        return usage
 
     async def get(self, owner: str, file_id: str) -> FileRecord | None:
         statement = select(FILES).where((FILES.c.id == file_id) & (FILES.c.owner == owner))
@@ -84,15 +105,25 @@ class FileStore:
         return bool(result.rowcount)
 
     async def usage(self, owner: str) -> FileUsage:
-        statement = select(func.coalesce(func.sum(FILES.c.bytes), 0), func.count()).where(
-            FILES.c.owner == owner
-        )
         async with self.db.engine.connect() as conn:
-            total, count = (await conn.execute(statement)).one()
+            total, count = (await conn.execute(_usage(owner))).one()
         return FileUsage(int(total), int(count))
 
 
 _FIELDS = tuple(column.name for column in FILES.columns)
+
+
+def _usage(owner: str) -> Any:
+    return select(func.coalesce(func.sum(FILES.c.bytes), 0), func.count()).where(
+        FILES.c.owner == owner
+    )
+
+
+def _lock_key(owner: str) -> int:
+    """The advisory lock of ``owner``'s files: 64 bits of a hash, in a namespace of its own
+    (so it does not meet another lock of this database)."""
+    digest = hashlib.sha256(b"hermes files quota\0" + owner.encode("utf-8", "surrogatepass"))
+    return int.from_bytes(digest.digest()[:8], "big", signed=True)
 
 
 def _record(row: Any) -> FileRecord:

@@ -88,14 +88,12 @@ class FileVault:
         if size is not None and size > self.limits.max_file_bytes:
             raise self._too_large()
         lock = self._owner_locks.setdefault(owner, asyncio.Lock())
-        async with lock:  # the quota check and the insert, together (per process)
+        async with lock:  # uploads of one key in this process, one after another
+            # A first look, so a key already at its quota sends no bytes to disk; the check
+            # that holds (across replicas too) is the store's, as the record is added.
             usage = await self.store.files.usage(owner)
             if usage.count + 1 > self.limits.max_files:
-                raise APIError(
-                    413,
-                    f"This key keeps {usage.count} files, the most it may; delete some first.",
-                    code="too_many_files",
-                )
+                raise self._too_many_files(usage.count)
             record = FileRecord(
                 id=f"file-{secrets.token_hex(12)}",
                 owner=owner,
@@ -109,20 +107,39 @@ class FileVault:
             written = await asyncio.to_thread(_copy_capped, source, target, room)
             if written is None:
                 if room < self.limits.max_file_bytes:
-                    raise APIError(
-                        413,
-                        f"This key's files would take more than its quota of "
-                        f"{self.limits.quota_bytes} bytes; delete some first.",
-                        code="file_quota_exceeded",
-                    )
+                    raise self._over_quota()
                 raise self._too_large()
             record = dataclasses.replace(record, bytes=written)
+            # Bytes without a record (a crash here) count against no quota: it sums records.
             try:
-                await self.store.files.add(record)
+                before = await self.store.files.add_within(
+                    record, max_files=self.limits.max_files, quota_bytes=self.limits.quota_bytes
+                )
             except BaseException:
                 await asyncio.to_thread(target.unlink, True)
                 raise
+            if before.count + 1 > self.limits.max_files:  # another replica's uploads came first
+                await asyncio.to_thread(target.unlink, True)
+                raise self._too_many_files(before.count)
+            if before.bytes + written > self.limits.quota_bytes:
+                await asyncio.to_thread(target.unlink, True)
+                raise self._over_quota()
         return record
+
+    def _too_many_files(self, count: int) -> APIError:
+        return APIError(
+            413,
+            f"This key keeps {count} files, the most it may; delete some first.",
+            code="too_many_files",
+        )
+
+    def _over_quota(self) -> APIError:
+        return APIError(
+            413,
+            f"This key's files would take more than its quota of "
+            f"{self.limits.quota_bytes} bytes; delete some first.",
+            code="file_quota_exceeded",
+        )
 
     def _too_large(self) -> APIError:
         return APIError(

@@ -40,6 +40,8 @@ KEY = f"sk-replicas-{uuid.uuid4().hex}"
 OWNER = f"alice-{uuid.uuid4().hex[:8]}"
 """One key per test session: what Redis keeps per key (live runs) starts empty."""
 AUTH = {"authorization": f"Bearer {KEY}"}
+MAX_FILES = 2
+"""Files one key may keep here (small: uploads at once across replicas reach it)."""
 
 
 @dataclass
@@ -71,6 +73,7 @@ def replicas(
 server:
   api_keys: [{{principal: {OWNER}, key: {KEY}}}]
   max_concurrent_runs_per_key: 1
+  files: {{max_files: {MAX_FILES}}}
 providers:
   - name: sim
     model: {UPSTREAM}
