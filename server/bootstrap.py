@@ -172,7 +172,8 @@ def _cluster_of(config: HermesConfig, instance: str) -> Cluster | None:
 
 
 def _mcp_of(profile: ProfileConfig) -> McpToolset | None:
-    """The profile's MCP servers, when it has any (only then is the MCP SDK imported)."""
+    """The profile's MCP servers, when it has any. The MCP SDK is not imported here: their
+    connections load it on a worker thread once the loop runs (``connection.load_sdk``)."""
     if not profile.mcp_servers:
         return None
     from hermes_core.tools.mcp.toolset import McpToolset

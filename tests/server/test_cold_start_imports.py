@@ -1,4 +1,5 @@
-"""A start on the embedded defaults imports nothing it does not use (#27: cold start ≤ 1 s).
+"""A start on the embedded defaults imports nothing it does not use (#27: cold start ≤ 1 s),
+and one with MCP servers loads the MCP SDK on a worker thread once it runs.
 
 The heavy packages — the MCP SDK, trafilatura and lxml, alembic, the provider SDKs, jsonschema,
 the Redis client — are loaded on first use (a profile's MCP servers, a page read, a schema
@@ -79,6 +80,85 @@ def test_a_start_on_the_embedded_defaults_imports_no_heavy_package_it_does_not_u
     loaded = set(started.stdout.split())
     assert "server.app" in loaded  # the probe did start the server
     assert [name for name in NOT_AT_START if name in loaded] == []
+
+
+MCP_CONFIG = """\
+server:
+  data_dir: {data}
+providers:
+  - name: sim
+    model: cold-start
+    api_mode: chat_completions
+    base_url: http://127.0.0.1:9/v1
+    api_key: cold-start-key
+profiles:
+  - id: hermes-agent
+    providers: [sim]
+    tools: [files, shell, code, web]
+    mcp_servers:
+      - name: workshop
+        command: {python}
+        args: ["-m", "tests.mcp_servers.workshop", "stdio"]
+        cwd: {repo}
+"""
+START_WITH_MCP_SERVERS = """
+import asyncio, os, sys, threading
+from pathlib import Path
+from server.app import create_app
+from server.bootstrap import build_services, upstreams
+from server.config import load_config
+
+class WhereTheSdkLoads:
+    # Records the thread that imports the MCP SDK: on the event loop's, it would hold up
+    # every request for as long as it takes.
+    threads = []
+    def find_spec(self, name, path=None, target=None):
+        if name == "mcp":
+            self.threads.append(threading.current_thread() is threading.main_thread())
+        return None
+
+sys.meta_path.insert(0, WhereTheSdkLoads())
+with upstreams(load_config(Path(sys.argv[1]), os.environ)) as running:
+    services = build_services(running)
+    create_app(services)
+    before_open = "mcp" in sys.modules or "mcp_types" in sys.modules
+
+    async def open_connect_and_close():
+        await services.open()
+        mcp = services.profiles[0].mcp
+        await mcp.until_settled()
+        print(mcp.status())
+        await services.close()
+
+    asyncio.run(open_connect_and_close())
+print(before_open, WhereTheSdkLoads.threads)
+"""
+"""Serve's start with a profile's MCP servers, then their first connect; the last line says
+whether the SDK was loaded before the loop started and on which threads it was imported."""
+
+
+def test_a_start_with_mcp_servers_loads_the_mcp_sdk_off_the_event_loop_after_it_starts(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "OPENAI_"))}
+    env.pop("ANTHROPIC_API_KEY", None)
+    config = tmp_path / "hermes.yaml"
+    config.write_text(MCP_CONFIG.format(data=tmp_path / "data", python=sys.executable, repo=REPO))
+
+    started = subprocess.run(
+        [sys.executable, "-c", START_WITH_MCP_SERVERS, str(config)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert started.returncode == 0, started.stderr[-3000:]
+    status, where = started.stdout.strip().splitlines()[-2:]
+    assert status == "{'workshop': None}"  # it did connect, so the SDK was loaded
+    assert where == "False [False]"  # not before the loop, and once, on a worker thread
 
 
 def test_an_anthropic_provider_does_not_import_the_openai_sdk() -> None:

@@ -11,6 +11,7 @@ or fail fast with the reason the server is down. A dead server only ever costs i
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import signal
@@ -19,21 +20,17 @@ import time
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any, TextIO
-
-import anyio
-import httpx2
-import mcp_types
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.client.subscriptions import ListenNotSupportedError
-from mcp.shared.dispatcher import ProgressFnT
-from mcp.shared.exceptions import MCPError
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from typing import TYPE_CHECKING, Any, TextIO
 
 from hermes_core.tools.mcp.spec import McpServerSpec
-from hermes_core.tools.web.guard_httpx import guarded_http_client
+
+if TYPE_CHECKING:
+    # The SDK itself is loaded by load_sdk(), off the event loop; code that runs once a
+    # session exists names it through hermes_core.tools.mcp.sdk, at function level.
+    import httpx2
+    import mcp_types
+    from mcp import Client
+    from mcp.shared.dispatcher import ProgressFnT
 
 log = logging.getLogger("hermes.mcp")
 
@@ -48,6 +45,14 @@ it is a thread, and a loaded machine may not run it at once; it returns as soon 
 _SPAWN_MARK = "HERMES_MCP_SPAWN"
 """Set in a stdio server's environment, unique per attempt, to find its pid: the SDK spawns
 the process (in a session of its own) but does not tell us which it is."""
+
+
+async def load_sdk() -> None:
+    """Import the MCP SDK (:mod:`hermes_core.tools.mcp.sdk`, ~0.35 s) on a worker thread, once:
+    a server with MCP servers answers /health without it, and an import on the event loop
+    would hold up every request meanwhile."""
+    if "hermes_core.tools.mcp.sdk" not in sys.modules:
+        await asyncio.to_thread(importlib.import_module, "hermes_core.tools.mcp.sdk")
 
 
 class McpUnavailable(Exception):
@@ -178,6 +183,13 @@ class McpConnection:
     # --- the supervisor ---------------------------------------------------------------------
 
     async def _supervise(self) -> None:
+        try:
+            await load_sdk()
+        except Exception as error:  # a broken install: this server stays down, and says why
+            self._lost(f"the MCP SDK failed to load ({type(error).__name__}: {error})")
+            self._settled.set()
+            log.error("MCP server %s: %s", self.spec.name, self.error)
+            return
         delay = 0.25
         while True:
             started = time.monotonic()
@@ -203,6 +215,8 @@ class McpConnection:
             await asyncio.sleep(delay)
 
     async def _session(self) -> None:
+        from hermes_core.tools.mcp.sdk import Client, mcp_types
+
         self._broken.clear()
         self._child = None
         # A handshake that times out is cancelled, but the SDK then closes the server's stdin
@@ -282,6 +296,14 @@ class McpConnection:
             self._child = None
 
     def _transport(self) -> AbstractAsyncContextManager[Any]:
+        from hermes_core.tools.mcp.sdk import (
+            StdioServerParameters,
+            guarded_http_client,
+            httpx2,
+            stdio_client,
+            streamable_http_client,
+        )
+
         spec = self.spec
         if spec.command:
             mark = uuid.uuid4().hex
@@ -315,6 +337,8 @@ class McpConnection:
         """Relist the tools whenever the server says they changed. A 2026-07-28 server says so
         on a ``subscriptions/listen`` stream; older ones send ``notifications/tools/
         list_changed`` on the session (see :meth:`_message`)."""
+        from hermes_core.tools.mcp.sdk import MODERN_PROTOCOL_VERSIONS, ListenNotSupportedError
+
         if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             return
         try:
@@ -328,6 +352,8 @@ class McpConnection:
             log.info("MCP server %s: no tool-change stream (%s)", self.spec.name, _describe(error))
 
     async def _message(self, message: Any) -> None:
+        from hermes_core.tools.mcp.sdk import mcp_types
+
         if isinstance(message, mcp_types.ToolListChangedNotification):
             self._schedule_relist()
         elif isinstance(message, Exception) and _connection_lost(message):
@@ -441,6 +467,9 @@ class _closing:
 
 
 def _connection_lost(error: BaseException) -> bool:
+    """Whether ``error`` (from a session, so the SDK is loaded) means the server went away."""
+    from hermes_core.tools.mcp.sdk import MCPError, anyio, httpx2, mcp_types
+
     lost = (
         anyio.ClosedResourceError,
         anyio.BrokenResourceError,
@@ -463,10 +492,19 @@ def _describe(error: BaseException) -> str:
         return _describe(error.exceptions[0])
     if isinstance(error, TimeoutError):
         return "no answer in time"
-    if isinstance(error, MCPError):
+    if _is_mcp_error(error):
+        from hermes_core.tools.mcp.sdk import MCPError
+
+        assert isinstance(error, MCPError)
         return f"MCP error {error.code}: {error.error.message}"[:200]
     text = str(error).strip().splitlines()[0] if str(error).strip() else ""
     return f"{type(error).__name__}: {text}"[:200] if text else type(error).__name__
+
+
+def _is_mcp_error(error: BaseException) -> bool:
+    """An SDK error, told without importing the SDK: what failed may be its own import."""
+    sdk = sys.modules.get("hermes_core.tools.mcp.sdk")
+    return sdk is not None and isinstance(error, sdk.MCPError)
 
 
 async def _reaped(pid: int, seconds: float) -> bool:

@@ -13,16 +13,19 @@ import asyncio
 import base64
 import json
 from collections.abc import Callable, Iterable
-from typing import Any, TextIO
-
-import mcp_types
-from mcp.shared.exceptions import MCPError
+from typing import TYPE_CHECKING, Any, TextIO
 
 from hermes_core.events import ToolProgress
 from hermes_core.tools.mcp.connection import McpConnection, McpUnavailable
 from hermes_core.tools.mcp.spec import McpServerSpec, read_only, tool_name
 from hermes_core.tools.registry import ApprovalCheck, Tool, ToolContext
 from hermes_core.tools.results import ImagePart, ToolOutput
+
+if TYPE_CHECKING:
+    # Not at start: the connections load the SDK off the event loop before their first
+    # connect (connection.load_sdk); a tool and its results exist only after one, and name
+    # the SDK through hermes_core.tools.mcp.sdk then.
+    import mcp_types
 
 
 class McpToolset:
@@ -90,6 +93,8 @@ def _as_tool(connection: McpConnection, listed: mcp_types.Tool) -> Tool:
             share = f"{progress:g}/{total:g}" if total else f"{progress:g}"
             line = f"{message} ({share})" if message else share
             ctx.emit(ToolProgress, call_id=ctx.call_id, name=name, output=line + "\n")
+
+        from hermes_core.tools.mcp.sdk import MCPError  # loaded: the server was listed
 
         try:
             result = await connection.call(remote, arguments, progress)
@@ -160,6 +165,8 @@ def result_output(result: mcp_types.CallToolResult) -> str | ToolOutput:
     """A tool result as the model receives it: :func:`result_text`, and the images it holds
     as images the model sees (the text still says where each one was). The executor drops
     images beyond its bounds, with a note."""
+    from hermes_core.tools.mcp.sdk import mcp_types
+
     text = result_text(result)
     images = [
         ImagePart(part.mime_type, base64.b64decode(part.data, validate=False))
@@ -172,6 +179,8 @@ def result_output(result: mcp_types.CallToolResult) -> str | ToolOutput:
 
 
 def _part_text(part: Any) -> str:
+    from hermes_core.tools.mcp.sdk import mcp_types
+
     match part:
         case mcp_types.TextContent():
             return part.text
