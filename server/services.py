@@ -378,7 +378,7 @@ class Services:
             await self.cluster.start(
                 on_stop=self._stop_requested,
                 recover=recover,
-                live_instances=store.runs.live_instances,
+                live_instances=self.sessions.live_instances,
                 live_runs=self.runs.live_run_keys,
                 cooldowns=PROCESS_COOLDOWNS,
                 lapsed=self.runs.lost_lease,

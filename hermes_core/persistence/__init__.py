@@ -53,8 +53,9 @@ class Store:
         responses_max_age_seconds: float | None = None,
     ) -> None:
         self.db = db
-        self.sessions = SessionStore(db)
-        self.runs = RunStore(db, instance=instance or socket.gethostname())
+        instance = instance or socket.gethostname()
+        self.sessions = SessionStore(db, instance=instance)
+        self.runs = RunStore(db, instance=instance)
         self.responses = ResponseStore(
             db, max_count=responses_max_count, max_age_seconds=responses_max_age_seconds
         )

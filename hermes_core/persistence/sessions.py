@@ -109,8 +109,10 @@ class LogicalMessage:
 
 
 class SessionStore:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, instance: str | None = None) -> None:
         self.db = db
+        self.instance = instance
+        """The replica this store's locks are taken for (see :meth:`unlock_instance`)."""
 
     # --- writing (queued) ---------------------------------------------------------------------
 
@@ -217,7 +219,11 @@ class SessionStore:
                 )
                 await conn.execute(
                     insert(LOCKS).values(
-                        owner=owner, name=name, run_id=run_id, lease_until=now + lease_seconds
+                        owner=owner,
+                        name=name,
+                        run_id=run_id,
+                        lease_until=now + lease_seconds,
+                        instance=self.instance,
                     )
                 )
         except IntegrityError:
@@ -235,6 +241,20 @@ class SessionStore:
         if run_ids:
             async with self.db.engine.begin() as conn:
                 await conn.execute(delete(LOCKS).where(LOCKS.c.run_id.in_(list(run_ids))))
+
+    async def unlock_instance(self, instance: str) -> int:
+        """Free every lock held by runs of ``instance`` (a replica that died, or this one's
+        previous life), even those whose run's row was never written; returns how many."""
+        async with self.db.engine.begin() as conn:
+            result = await conn.execute(delete(LOCKS).where(LOCKS.c.instance == instance))
+        return int(result.rowcount or 0)
+
+    async def lock_holders(self) -> set[str]:
+        """The replicas holding conversation locks (a dead one may hold them with no live run
+        row to show for it)."""
+        statement = select(LOCKS.c.instance).where(LOCKS.c.instance.is_not(None)).distinct()
+        async with self.db.engine.connect() as conn:
+            return {row.instance for row in await conn.execute(statement)}
 
     # --- reading ------------------------------------------------------------------------------
 

@@ -63,6 +63,9 @@ class SessionLockRow(SQLModel, table=True):
     run_id: str
     lease_until: float
     """A lock past this time is free again (its holder is gone)."""
+    instance: str | None = None
+    """The replica whose run holds it: recovering a dead replica frees its locks even when its
+    run's row was never written (it died in the run's first moments)."""
 
 
 class MessageRow(SQLModel, table=True):

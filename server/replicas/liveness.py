@@ -2,9 +2,10 @@
 
 Each replica keeps a key ``hermes:instance:<name>`` alive with a TTL (its lease, renewed three
 times per lease, with the reservations of its live runs). Every replica also looks, once per
-lease, for instances that have runs marked live in the database but no key: that replica died
-(killed, its machine gone). One replica (a Redis ``SET NX`` decides which) then closes its runs
-as crash recovery does at start: ``interrupted``, transcripts closed, session locks released.
+lease, for instances that have runs marked live (or conversation locks) in the database but no
+key: that replica died (killed, its machine gone). One replica (a Redis ``SET NX`` decides
+which) then closes its runs as crash recovery does at start: ``interrupted``, transcripts
+closed, session locks released (even those of runs killed before their rows were written).
 
 A replica that was only frozen (stopped, paused) may wake after that. Its key holds an epoch
 drawn at each start, and each renewal reads what it replaces: a key that had lapsed (or was

@@ -191,6 +191,8 @@ class SessionService:
         left open; returns those runs."""
         runs = await self.store.runs.recover(instance)
         await self.store.sessions.unlock_runs([run.id for run in runs])
+        # A run killed before its row was written left a lock no run row leads to.
+        await self.store.sessions.unlock_instance(instance or self.store.runs.instance)
         for session_id in {run.session_id for run in runs if run.session_id}:
             messages = await self.store.sessions.messages(session_id)
             missing = _unanswered_calls(messages)
@@ -210,6 +212,11 @@ class SessionService:
         )
         await self.store.db.writer.flush()
         return runs
+
+    async def live_instances(self) -> set[str]:
+        """The replicas with something to recover should they be gone: runs marked live, or
+        conversation locks held (by a run that may have died before its row was written)."""
+        return await self.store.runs.live_instances() | await self.store.sessions.lock_holders()
 
     # --- the steps ----------------------------------------------------------------------------
 
