@@ -57,17 +57,20 @@ async def _create_schema(url: str) -> None:
     await store.close()
 
 
-def test_a_start_on_the_embedded_defaults_imports_no_heavy_package_it_does_not_use(
-    tmp_path: Path,
-) -> None:
+def _no_upstream_env() -> dict[str, str]:
+    """This process's environment without what would configure an upstream (a start on its
+    embedded defaults)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "OPENAI_"))}
     env.pop("ANTHROPIC_API_KEY", None)
-    env["HERMES_DATA_DIR"] = str(tmp_path / "data")
-    # A restart: the database exists at the newest schema, so nothing is migrated.
-    asyncio.run(_create_schema(load_config(None, env).server.resolved_database_url))
+    return env
 
-    started = subprocess.run(
-        [sys.executable, "-c", START_AS_SERVE_DOES],
+
+def _probe(
+    script: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``script`` run by a fresh Python in the repository: nothing imported before it."""
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -75,6 +78,17 @@ def test_a_start_on_the_embedded_defaults_imports_no_heavy_package_it_does_not_u
         timeout=120,
         check=False,
     )
+
+
+def test_a_start_on_the_embedded_defaults_imports_no_heavy_package_it_does_not_use(
+    tmp_path: Path,
+) -> None:
+    env = _no_upstream_env()
+    env["HERMES_DATA_DIR"] = str(tmp_path / "data")
+    # A restart: the database exists at the newest schema, so nothing is migrated.
+    asyncio.run(_create_schema(load_config(None, env).server.resolved_database_url))
+
+    started = _probe(START_AS_SERVE_DOES, env=env)
 
     assert started.returncode == 0, started.stderr[-3000:]
     loaded = set(started.stdout.split())
@@ -140,20 +154,11 @@ whether the SDK was loaded before the loop started and on which threads it was i
 def test_a_start_with_mcp_servers_loads_the_mcp_sdk_off_the_event_loop_after_it_starts(
     tmp_path: Path,
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "OPENAI_"))}
-    env.pop("ANTHROPIC_API_KEY", None)
+    env = _no_upstream_env()
     config = tmp_path / "hermes.yaml"
     config.write_text(MCP_CONFIG.format(data=tmp_path / "data", python=sys.executable, repo=REPO))
 
-    started = subprocess.run(
-        [sys.executable, "-c", START_WITH_MCP_SERVERS, str(config)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    started = _probe(START_WITH_MCP_SERVERS, str(config), env=env)
 
     assert started.returncode == 0, started.stderr[-3000:]
     status, where = started.stdout.strip().splitlines()[-2:]
@@ -164,14 +169,7 @@ def test_a_start_with_mcp_servers_loads_the_mcp_sdk_off_the_event_loop_after_it_
 def test_an_anthropic_provider_does_not_import_the_openai_sdk() -> None:
     # One module maps both SDKs' exceptions; it must not load the SDK nobody configured.
     probe = "import sys, hermes_core.providers.anthropic_messages; print('openai' in sys.modules)"
-    started = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    started = _probe(probe)
     assert started.returncode == 0, started.stderr[-3000:]
     assert started.stdout.split() == ["False"]
 
@@ -180,14 +178,7 @@ def test_the_cli_module_imports_no_server_module_before_main_turns_the_collector
     # main() turns the cyclic collector off before a command imports its modules (~0.1 s of
     # collections a start saves); a module imported at the top of cli.py would load before.
     probe = "import sys, server.cli; print(' '.join(sorted(sys.modules)))"
-    started = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    started = _probe(probe)
     assert started.returncode == 0, started.stderr[-3000:]
     loaded = set(started.stdout.split())
     heavy = ("pydantic", "fastapi", "uvicorn", "sqlalchemy", "aiohttp", "server.config")
@@ -197,8 +188,7 @@ def test_the_cli_module_imports_no_server_module_before_main_turns_the_collector
 def test_the_collector_is_on_again_after_a_command_and_once_serve_has_frozen_its_start(
     tmp_path: Path,
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "OPENAI_"))}
-    env.pop("ANTHROPIC_API_KEY", None)
+    env = _no_upstream_env()
     env["HERMES_DATA_DIR"] = str(tmp_path / "data")
     probe = (
         "import contextlib, gc, io, server.cli\n"
@@ -210,14 +200,6 @@ def test_the_collector_is_on_again_after_a_command_and_once_serve_has_frozen_its
         "tune_garbage_collector()  # as serve does, its app built\n"
         "print(after_command, gc.isenabled(), gc.get_freeze_count() > 0)"
     )
-    started = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    started = _probe(probe, env=env)
     assert started.returncode == 0, started.stderr[-3000:]
     assert started.stdout.split() == ["True", "True", "True"]
