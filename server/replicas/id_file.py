@@ -21,11 +21,14 @@ def kept_id(path: Path, prefix: str) -> str:
         return existing
     path.parent.mkdir(parents=True, exist_ok=True)
     made = f"{prefix}_{secrets.token_hex(8)}"
+    # Written whole beside it, then linked into place: of two processes starting at once, one
+    # links its id and both read that one; nobody ever reads a file still being written.
+    draft = path.with_name(f".{path.name}.{made}")
+    draft.write_text(made + "\n")
     try:
-        # O_EXCL: of two processes starting at once, one writes the id and both read it.
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.link(draft, path)
     except FileExistsError:
-        return path.read_text().strip() or made
-    with os.fdopen(descriptor, "w") as file:
-        file.write(made + "\n")
+        return path.read_text().strip()
+    finally:
+        draft.unlink()
     return made

@@ -5,6 +5,7 @@ volume goes away or is swapped while it runs. Against a real Redis."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from server.replicas.id_file import kept_id
 from server.replicas.shared_volume import (
     KEY,
     MARK,
@@ -101,3 +103,15 @@ def test_a_deployment_is_its_database_whatever_credentials_a_replica_uses() -> N
     one = deployment_of("postgresql+asyncpg://a:pw1@db.internal:5432/hermes")
     assert deployment_of("postgresql+asyncpg://b:pw2@db.internal:5432/hermes") == one
     assert deployment_of("postgresql+asyncpg://a:pw1@db.internal:5432/other") != one
+
+
+def test_processes_making_the_id_at_once_all_read_the_one_written(tmp_path: Path) -> None:
+    """Of many first starts at the same instant, every one reads the id one of them wrote,
+    never an empty file another is still writing (a race that lost ~1 round in 7 before)."""
+    for round_ in range(20):
+        directory = tmp_path / str(round_)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
+            ids = set(pool.map(lambda _: kept_id(directory / "id", "vol"), range(64)))
+        assert len(ids) == 1
+        assert (directory / "id").read_text().strip() in ids
+        assert [p.name for p in directory.iterdir()] == ["id"]  # no draft left behind
