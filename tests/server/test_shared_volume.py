@@ -111,7 +111,7 @@ def test_processes_making_the_id_at_once_all_read_the_one_written(tmp_path: Path
     for round_ in range(20):
         directory = tmp_path / str(round_)
         with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
-            ids = set(pool.map(lambda _: kept_id(directory / "id", "vol"), range(64)))
+            ids = set(pool.map(kept_id, [directory / "id"] * 64, ["vol"] * 64))
         assert len(ids) == 1
         assert (directory / "id").read_text().strip() in ids
         assert [p.name for p in directory.iterdir()] == ["id"]  # no draft left behind
