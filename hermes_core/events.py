@@ -428,6 +428,19 @@ class ApprovalResolved(_Event):
 
 
 @event
+class PlanMade(_Event):
+    """The agent wrote down a plan before acting on a complex task, or revised it after too
+    many of the tool calls since the last plan failed (``agent/planner.py``)."""
+
+    kind: Literal["plan"] = "plan"
+    steps: list[str]
+    """The plan's steps, in order (also the session's todo list)."""
+    replanned: bool = False
+    reason: str | None = None
+    """Why the plan was made again (None for a first plan)."""
+
+
+@event
 class ClientToolCallsPending(_Event):
     kind: Literal["client_tool_calls"] = "client_tool_calls"
     tool_calls: list[ToolCall]

@@ -44,6 +44,12 @@ class AgentConfig:
     reasoning_effort: str | None = None
     memory_char_limit: int = 2200
     user_profile_char_limit: int = 1375
+    planner: bool = False
+    """Plan a complex task before its first action, and plan again when too many of the
+    tool calls since the last plan failed (``agent/planner.py``)."""
+    inject_episodes: int = 0
+    """At the start of a turn, add this many snippets of the owner's past sessions that
+    match the new message to the context (0: none; ``agent/episodes.py``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

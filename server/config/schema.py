@@ -490,6 +490,35 @@ class McpServerConfig(_Model):
         )
 
 
+class SkillsSettings(_Model):
+    """Where a profile's agent finds skills (Agent Skills: a folder with a ``SKILL.md``)
+    besides those its API key uploaded (``/v1/skills``) or its agent wrote
+    (``skill_manage``); see ``docs/skills.md``."""
+
+    dirs: list[Path] = Field(default_factory=list)
+    """Directories of skill folders (each subfolder holding a ``SKILL.md`` is one skill),
+    offered to every key using this profile, read-only."""
+    enabled: bool = True
+    """False: the profile's runs offer no skills at all (no listing, no skill tools)."""
+
+
+class LearningSettings(_Model):
+    """What a profile's agent learns from its own runs."""
+
+    extract_skills: bool = False
+    """After a run with at least ``min_tool_calls`` tool calls, an auxiliary model call
+    proposes a skill from it, kept as a draft until someone approves it."""
+    min_tool_calls: int = Field(default=5, ge=1, le=1000)
+
+
+class MemorySettings(_Model):
+    """How a profile's agent remembers past sessions."""
+
+    inject_episodes: int = Field(default=0, ge=0, le=10)
+    """At the start of a turn, add the k snippets of the key's past sessions that best match
+    the new message to the context (scoped as ``session_search`` is). 0: none."""
+
+
 class ProfileConfig(_Model):
     """One agent offered to clients as a model in ``GET /v1/models``."""
 
@@ -525,6 +554,12 @@ class ProfileConfig(_Model):
     """Shape streams for Open WebUI (progress it renders, no vendor extras it would store)."""
     cache_ttl: CacheTTL = "5m"
     """Lifetime of Anthropic prompt-cache breakpoints; "1h" costs more to write, less to keep."""
+    planner: bool = False
+    """Plan a complex task before its first action (shown to clients), and plan again when
+    more than 30% of the tool calls since the last plan failed."""
+    skills: SkillsSettings = Field(default_factory=SkillsSettings)
+    learning: LearningSettings = Field(default_factory=LearningSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
 
     @field_validator("tools")
     @classmethod
@@ -585,6 +620,8 @@ class ProfileConfig(_Model):
             max_iterations=self.max_iterations,
             max_tokens=self.max_tokens,
             retry=self.retry.to_policy(),
+            planner=self.planner,
+            inject_episodes=self.memory.inject_episodes,
         )
 
 
