@@ -12,6 +12,7 @@ from hermes_core.events import ApprovalDecision
 from hermes_core.messages import Message
 from hermes_core.providers.base import OutputFormat, ToolChoice, ToolSchema
 from hermes_core.providers.retry import RetryPolicy
+from hermes_core.skills.library import AttachedSkill
 
 CORE_INSTRUCTIONS = (
     "You are Hermes, an agent that completes the user's task by reasoning and by calling the "
@@ -107,6 +108,8 @@ class AgentRequest:
     offer_tools: bool = True
     """False: the model is offered no tools at all, server's or client's (a plain completion
     that still runs as a run: usage, metrics and stop as for any other)."""
+    skills: Sequence[AttachedSkill] = ()
+    """Skills this request attaches to its run, besides those its agent offers anyway."""
     stream_model_replies: bool = True
     """Someone follows the answer as it is generated (a streaming client). False lets each
     model reply come from upstream in one piece (cheaper for the server); the run's events

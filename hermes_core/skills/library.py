@@ -42,6 +42,15 @@ class SkillEntry:
     """The version a run uses (the skill's default version, or the one a request named)."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttachedSkill:
+    """A skill one request brings to its run (the Responses ``shell`` tool's
+    ``environment.skills``), already resolved to a folder on this host."""
+
+    entry: SkillEntry
+    folder: Path
+
+
 class SkillLibrary(Protocol):
     """A key's own skills (uploaded and agent-written), kept by the server's store and shared
     by its replicas. Every method is scoped to ``owner``: no key sees another's skills."""
