@@ -12,7 +12,7 @@ import itertools
 from dataclasses import dataclass
 
 from hermes_core.messages import Message
-from hermes_core.search_text import query_terms, searchable_text, snippet, words_of
+from hermes_core.search_text import query_terms, searchable_text, snippet, topic_terms, words_of
 from hermes_core.stores import MemoryTarget, SessionHit, TodoItem
 
 CONTEXT_MESSAGES = 2
@@ -89,27 +89,32 @@ class InMemorySessionIndex:
         )
 
     async def search(
-        self, owner: str, query: str, *, limit: int, exclude: str | None = None
+        self,
+        owner: str,
+        query: str,
+        *,
+        limit: int,
+        exclude: str | None = None,
+        every_word: bool = True,
     ) -> list[SessionHit]:
-        terms = query_terms(query)
+        terms = query_terms(query) if every_word else topic_terms(query)
         if not terms or limit <= 0:
             return []
         mine = [(sid, s) for (o, sid), s in self._sessions.items() if o == owner and sid != exclude]
         mine.sort(key=lambda item: item[1].stamp, reverse=True)
-        hits: list[SessionHit] = []
+        found: list[tuple[int, SessionHit]] = []
         for session_id, session in mine:
-            hit = _match(session_id, session, terms)
-            if hit is not None:
-                hits.append(hit)
-                if len(hits) == limit:
+            present = set(itertools.chain.from_iterable(session.words))
+            held = sum(term in present for term in terms)
+            if held == len(terms) or (held and not every_word):
+                found.append((held, _match(session_id, session, terms)))
+                if every_word and len(found) == limit:
                     break
-        return hits
+        found.sort(key=lambda item: -item[0])  # stable: the newest first among equals
+        return [hit for _, hit in found[:limit]]
 
 
-def _match(session_id: str, session: _IndexedSession, terms: list[str]) -> SessionHit | None:
-    present = set(itertools.chain.from_iterable(session.words))
-    if not all(term in present for term in terms):
-        return None
+def _match(session_id: str, session: _IndexedSession, terms: list[str]) -> SessionHit:
     # The message holding the most query words is the best anchor; ties go to the earliest.
     best = max(
         range(len(session.words)),

@@ -29,6 +29,23 @@ def query_terms(query: str) -> list[str]:
     return list(dict.fromkeys(word.lower() for word in WORD.findall(query)))
 
 
+_COMMON_WORDS = """\
+a about above after again all also am an and any are as at be been before being below
+between both but by can could did do does doing down during each few for from further had
+has have having he her here hers him his how i if in into is it its just me more most my
+no nor not now of off on once only or other our out over own same she should so some such
+than that the their them then there these they this those through to too under until up
+very was we were what when where which while who whom why will with would you your"""
+STOPWORDS = frozenset(_COMMON_WORDS.split())
+"""Words too common to say what a message is about: a recall by any word leaves them out."""
+
+
+def topic_terms(query: str) -> list[str]:
+    """The query's words that say what it is about: its terms less the commonest words and
+    those of one or two letters."""
+    return [term for term in query_terms(query) if len(term) > 2 and term not in STOPWORDS]
+
+
 def words_of(text: str) -> frozenset[str]:
     return frozenset(word.lower() for word in WORD.findall(text))
 

@@ -61,8 +61,18 @@ class SessionSearchStore(Protocol):
     """Full-text search over an owner's past sessions."""
 
     async def search(
-        self, owner: str, query: str, *, limit: int, exclude: str | None = None
+        self,
+        owner: str,
+        query: str,
+        *,
+        limit: int,
+        exclude: str | None = None,
+        every_word: bool = True,
     ) -> list[SessionHit]:
         """Sessions of ``owner`` holding every word of ``query``, newest first; ``exclude``
-        names a session to leave out (the searching one: it holds the query itself)."""
+        names a session to leave out (the searching one: it holds the query itself).
+
+        ``every_word=False`` recalls rather than searches: sessions holding any word that
+        says what the query is about (:func:`~hermes_core.search_text.topic_terms`), those
+        holding the most of them first, then the newest."""
         ...

@@ -27,6 +27,7 @@ from hermes_core.agent.builtins import (
 from hermes_core.agent.callbacks import AgentCallbacks
 from hermes_core.agent.config import AgentConfig, AgentRequest
 from hermes_core.agent.emitter import Deliver, Emitter
+from hermes_core.agent.episodes import recall
 from hermes_core.agent.loop import RunDriver
 from hermes_core.agent.run_tools import RunTools
 from hermes_core.context.hooks import ContextHooks
@@ -230,6 +231,7 @@ class Agent:
                 streamed=request.stream_model_replies,
             )
             system_prompt = await self._system_prompt(request.system_message)
+            request = await self._with_recall(request, task_id)
             driver = RunDriver(
                 self,
                 request,
@@ -258,6 +260,21 @@ class Agent:
                 self.interrupt_event.clear()
                 self.interrupt_reason = None
                 self.interrupt_source = None
+
+    async def _with_recall(self, request: AgentRequest, task_id: str) -> AgentRequest:
+        """``request`` with what the owner's earlier sessions say about its message, when the
+        profile injects episodes (``memory.inject_episodes``); a sub-agent recalls nothing."""
+        limit = self.config.inject_episodes
+        if not limit or self.depth or self.session_search is None or request.recalled:
+            return request
+        recalled = await recall(
+            self.session_search,
+            self.owner,
+            request.user_message,
+            limit=limit,
+            exclude=request.session_id or task_id,
+        )
+        return request if recalled is None else dataclasses.replace(request, recalled=recalled)
 
     def _begin_turn(self) -> ChainTurn:
         """Fallback is turn-scoped: every run starts again on the preferred provider."""

@@ -19,7 +19,7 @@ from sqlalchemy.sql.expression import ColumnClause
 from hermes_core.persistence.database import Database
 from hermes_core.persistence.rows import stored_message
 from hermes_core.persistence.sessions import MESSAGES, SESSIONS
-from hermes_core.search_text import query_terms, snippet, words_of
+from hermes_core.search_text import query_terms, snippet, topic_terms, words_of
 from hermes_core.stores import SessionHit
 
 CONTEXT_MESSAGES = 2
@@ -40,15 +40,21 @@ class SqlSessionSearch:
         self.db = db
 
     async def search(
-        self, owner: str, query: str, *, limit: int, exclude: str | None = None
+        self,
+        owner: str,
+        query: str,
+        *,
+        limit: int,
+        exclude: str | None = None,
+        every_word: bool = True,
     ) -> list[SessionHit]:
-        terms = query_terms(query)
+        terms = query_terms(query) if every_word else topic_terms(query)
         if not terms or limit <= 0:
             return []
         await self.db.search_index.catch_up()  # the session just written must be findable
         async with self.db.engine.connect() as conn:
             rows = (await conn.execute(self._candidates(owner, terms, exclude))).all()
-            hits = _rank(rows, terms, limit)
+            hits = _rank(rows, terms, limit, every_word=every_word)
             return [await self._hit(conn, hit, terms) for hit in hits]
 
     def _candidates(self, owner: str, terms: list[str], exclude: str | None) -> Select[Any]:
@@ -121,20 +127,23 @@ class _Hit:
         self.text = text
 
 
-def _rank(rows: list[Any], terms: list[str], limit: int) -> list[_Hit]:
-    """Sessions (in the rows' recency order) holding every term; each anchored at the
-    message with the most terms (the earliest on a tie)."""
+def _rank(rows: list[Any], terms: list[str], limit: int, *, every_word: bool) -> list[_Hit]:
+    """Sessions (in the rows' recency order) holding every term — or, not ``every_word``,
+    any, those holding the most first; each anchored at the message with the most terms (the
+    earliest on a tie)."""
     by_session: dict[str, list[Any]] = defaultdict(list)
     for row in rows:
         by_session[row.session_id].append(row)
-    hits: list[_Hit] = []
+    found: list[tuple[int, _Hit]] = []
     for session_id, messages in by_session.items():  # dicts keep the rows' order
         words = [words_of(row.search_text) for row in messages]
-        if not all(any(term in w for w in words) for term in terms):
+        held = sum(any(term in w for w in words) for term in terms)
+        if held < len(terms) and (every_word or not held):
             continue
         best = max(range(len(messages)), key=lambda i: (sum(t in words[i] for t in terms), -i))
         anchor = messages[best]
-        hits.append(_Hit(session_id, anchor.title, anchor.position, anchor.search_text))
-        if len(hits) == limit:
+        found.append((held, _Hit(session_id, anchor.title, anchor.position, anchor.search_text)))
+        if every_word and len(found) == limit:
             break
-    return hits
+    found.sort(key=lambda item: -item[0])  # stable: the newest first among equals
+    return [hit for _, hit in found[:limit]]
