@@ -17,6 +17,7 @@ from hermes_core.persistence.rows import Source, StoredMessage
 from hermes_core.persistence.runs import RunRecord, RunStore
 from hermes_core.persistence.search import SqlSessionSearch
 from hermes_core.persistence.sessions import LogicalMessage, SessionInfo, SessionStore
+from hermes_core.persistence.skills import SkillStore
 
 __all__ = [
     "ApprovalRecord",
@@ -32,6 +33,7 @@ __all__ = [
     "SchemaOutOfDate",
     "SessionInfo",
     "SessionStore",
+    "SkillStore",
     "Source",
     "SqlMemoryStore",
     "SqlSessionSearch",
@@ -64,6 +66,7 @@ class Store:
         self.search = SqlSessionSearch(db)
         self.approvals = ApprovalStore(db)
         self.files = FileStore(db)
+        self.skills = SkillStore(db)
 
     @classmethod
     async def open(

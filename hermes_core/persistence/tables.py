@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
@@ -202,4 +202,50 @@ class FileRow(SQLModel, table=True):
     filename: str
     purpose: str
     bytes: int = Field(sa_column=Column(BigInteger, nullable=False))
+    created_at: float
+
+
+class SkillRow(SQLModel, table=True):
+    """A key's skill (``/v1/skills``, or one the agent wrote); its files are its versions'."""
+
+    __tablename__ = "skills"
+    __table_args__ = (
+        UniqueConstraint("owner", "name", name="uq_skills_owner_name"),
+        Index("ix_skills_owner_created", "owner", "created_at"),
+    )
+
+    id: str = Field(primary_key=True)
+    owner: str
+    """The key's principal: only it sees the skill."""
+    name: str
+    description: str
+    """The default version's."""
+    default_version: int
+    latest_version: int
+    """The newest version kept (a deleted newest one gives way to the one before)."""
+    last_number: int
+    """The highest version number ever given: numbers are never reused, so a version's
+    files, once materialised somewhere under its number, are never stale."""
+    origin: str
+    """``uploaded`` or ``agent``."""
+    draft: bool = False
+    """Written by the agent and not yet approved: kept, not offered to runs."""
+    created_at: float
+
+
+class SkillVersionRow(SQLModel, table=True):
+    """One version of a skill: its files as a zip, and what its ``SKILL.md`` says."""
+
+    __tablename__ = "skill_versions"
+    __table_args__ = (UniqueConstraint("skill_id", "version", name="uq_skill_versions_number"),)
+
+    id: str = Field(primary_key=True)
+    skill_id: str
+    version: int
+    name: str
+    description: str
+    body: str = Field(sa_column=Column(Text, nullable=False))
+    """The ``SKILL.md`` after its front matter (what ``skill_view`` shows first)."""
+    bundle: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    """All of its files: the deterministic zip ``hermes_core.skills.format.bundle_to_zip`` makes."""
     created_at: float
