@@ -28,6 +28,7 @@ from hermes_core.providers.base import (
 )
 from hermes_core.providers.fallback import FallbackChain
 from hermes_core.providers.retry import PROCESS_COOLDOWNS
+from hermes_core.skills.library import SkillLibrary
 from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
 from hermes_core.tools.egress import EgressPolicy, close_egress_proxies
@@ -45,6 +46,7 @@ from server.runs.approvals import ApprovalDesk
 from server.runs.manager import RunInfo, RunManager
 from server.runs.mcp_waiting import McpWaitingAgent
 from server.sessions.service import SessionService, SessionSettings
+from server.skills.library import StoredSkills
 
 if TYPE_CHECKING:
     from hermes_core.tools.mcp.toolset import McpToolset
@@ -325,6 +327,9 @@ class Services:
     store: Store | None = None
     files: FileVault | None = None
     """Uploaded files; set by :meth:`open` when there is a database and a ``files_dir``."""
+    skills: SkillLibrary | None = None
+    """The keys' own skills (``/v1/skills``, the agent's); set by :meth:`open` when there is
+    a database."""
     sessions: SessionService | None = None
     _pruning: asyncio.Task[None] | None = None
     _releasing: set[asyncio.Task[None]] = field(default_factory=set)
@@ -359,6 +364,9 @@ class Services:
         self.runs.settle = store.db.writer.flush
         if self.files_dir is not None:
             self.files = FileVault(self.files_dir, store, self.file_limits)
+        data_dir = self.file_links.settings.data_dir
+        skills_cache = data_dir / "skills-cache" if data_dir is not None else None
+        self.skills = StoredSkills(store.skills, skills_cache)
         recovered = await self.sessions.recover()
         if recovered:
             log.warning("marked %d run(s) of a previous start interrupted", len(recovered))

@@ -187,6 +187,14 @@ def _unpack(archive: zipfile.ZipFile, info: zipfile.ZipInfo, *, limit: int) -> b
     return bytes(out)
 
 
+def checked_bundle(bundle: SkillBundle) -> SkillBundle:
+    """``bundle`` checked as an upload is (one made in code, e.g. by the agent's
+    ``skill_manage``): its paths, limits and ``SKILL.md``; name and description re-read."""
+    if len(bundle.files) > MAX_SKILL_FILES:
+        raise SkillError(f"a skill may hold at most {MAX_SKILL_FILES} files")
+    return _bundle(list(bundle.files.items()), strip_top=False)
+
+
 def bundle_to_zip(bundle: SkillBundle) -> bytes:
     """``bundle`` as a zip: its files in path order with fixed times and modes, so the same
     skill always gives the same bytes."""
