@@ -110,7 +110,7 @@ class AgentRequest:
     that still runs as a run: usage, metrics and stop as for any other)."""
     recalled: str | None = None
     """What the owner's earlier sessions say about the new message (``agent/episodes.py``):
-    recorded as a system note just before it, so the model reads it with the message."""
+    recorded as a system note just after it, so the model reads it with the message."""
     skills: Sequence[AttachedSkill] = ()
     """Skills this request attaches to its run, besides those its agent offers anyway."""
     stream_model_replies: bool = True

@@ -2,7 +2,7 @@
 message, recalled with the same search and scope as ``session_search`` (the owner's sessions,
 less the current one) and handed to the loop as a note (``AgentRequest.recalled``).
 
-The loop records the note in the transcript just before the user message, so it is part of the
+The loop records the note in the transcript just after the user message, so it is part of the
 conversation from then on: later turns' prompts keep the same prefix (and their provider cache),
 and a stored session shows what the model was told.
 """
@@ -16,7 +16,7 @@ from hermes_core.stores import SessionHit, SessionSearchStore
 
 RECALL_HEADER = (
     "Recalled from your earlier conversations with this user (it may help with the message "
-    "below; it may be out of date):"
+    "above; it may be out of date):"
 )
 MESSAGE_CHARS = 400
 """Each recalled message is cut to this; a few episodes must not crowd out the turn."""

@@ -167,3 +167,26 @@ async def test_sqlite_indexes_in_batches_yet_a_search_finds_everything_written(
     assert (await _indexed(store, "quokka"), await _indexed(store, "hostas")) == (1, 0)
     assert await _ids(store, "hostas") == ["garden"]  # the search caught the index up
     assert await _indexed(store, "hostas") == 1
+
+
+async def test_a_recall_by_topic_words_ranks_sessions_by_words_held_like_the_index(
+    store: Store,
+) -> None:
+    await _add(store, "release", RELEASE)
+    await _add(store, "garden", GARDEN)
+    await _add(store, "traceback", TRACEBACK)
+    query = "Why does the release of the build fail again?"
+    index = InMemorySessionIndex()
+    for session_id, messages in (
+        ("release", RELEASE),
+        ("garden", GARDEN),
+        ("traceback", TRACEBACK),
+    ):
+        index.add_session("alice", session_id, session_id, messages)
+
+    hits = await store.search.search("alice", query, limit=3, every_word=False)
+    in_memory = await index.search("alice", query, limit=3, every_word=False)
+
+    # release holds "release" and "fail"; then the newest of those holding one word.
+    assert [hit.session_id for hit in hits] == ["release", "traceback", "garden"]
+    assert [hit.session_id for hit in in_memory] == [hit.session_id for hit in hits]
