@@ -267,10 +267,13 @@ class Agent:
         limit = self.config.inject_episodes
         if not limit or self.depth or self.session_search is None or request.recalled:
             return request
+        message = request.user_message
+        if message is None and request.history and request.history[-1]["role"] == "user":
+            message = request.history[-1].get("content")  # the server passes it this way
         recalled = await recall(
             self.session_search,
             self.owner,
-            request.user_message,
+            message,
             limit=limit,
             exclude=request.session_id or task_id,
         )
