@@ -46,6 +46,7 @@ from hermes_core.memory_stores import InMemoryMemoryStore, InMemoryTodoStore
 from hermes_core.messages import Message
 from hermes_core.providers.base import ModelRequest, Provider
 from hermes_core.providers.fallback import ChainTurn, FallbackChain
+from hermes_core.skills.shelf import SkillShelf, attached_section, skills_section
 from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
 from hermes_core.tools.agent_tools import memory_snapshot
 from hermes_core.tools.registry import ApprovalCallback, Tool, ToolRegistry
@@ -82,6 +83,7 @@ class Agent:
         depth: int = 0,
         system_prompt: str | None = None,
         checkpoint: Callable[[], Awaitable[None]] | None = None,
+        skills: SkillShelf | None = None,
     ) -> None:
         self.provider = provider
         self.tools = tools if tools is not None else ToolRegistry()
@@ -111,6 +113,10 @@ class Agent:
         self.checkpoint = checkpoint
         """Awaited before tools run: a journal of ``MessageAdded`` events makes the tool-call
         request durable there, so a crash never leaves a tool's effect without its cause."""
+        self.skills = skills
+        """The skills the agent's runs are offered (None: the profile has skills off)."""
+        self.run_skills: SkillShelf | None = None
+        """The current run's shelf: :attr:`skills` with the request's attached skills."""
         self._frozen_prompt: str | None = system_prompt
         self._driver: RunDriver | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -166,6 +172,7 @@ class Agent:
             context=self.context,
             budget=budget,
             depth=self.depth + 1,
+            skills=self.skills,
         )
         self.children.append(child)
         if self.interrupt_event.is_set():
@@ -230,6 +237,7 @@ class Agent:
                 budget=budget.max_total,
                 streamed=request.stream_model_replies,
             )
+            await self._open_skills(tools)
             system_prompt = await self._system_prompt(request.system_message)
             request = await self._with_recall(request, task_id)
             driver = RunDriver(
@@ -297,7 +305,16 @@ class Agent:
         def bind(name: str) -> Tool:
             return bind_builtin(self, name, session_id=session_id, budget=budget)
 
+        if self.skills is not None:
+            self.run_skills = self.skills.for_run(request.skills)
         return RunTools(self.tools.overlaid(builtin_templates(self)), bind)
+
+    async def _open_skills(self, tools: RunTools) -> None:
+        """Give the run's commands its skill folders (``/skills/<name>``), when it has
+        commands: a library skill's folder is made on this host the first time."""
+        shelf = self.run_skills
+        if shelf is not None and ("shell" in self.tools or "code" in self.tools):
+            tools.skill_folders = await shelf.folders()
 
     def check(self, request: AgentRequest) -> None:
         """Raise :class:`InvalidRequestError` now if ``request`` cannot run as asked."""
@@ -310,12 +327,16 @@ class Agent:
                 )
 
     async def frozen_prompt(self) -> str:
-        """The agent's own system prompt — core and profile instructions and the memory
-        snapshot — built on first use and then fixed (a session stores it and passes it back
-        as ``system_prompt``, so memory writes show in the next session, not this one)."""
+        """The agent's own system prompt — core and profile instructions, the skills offered
+        (names and descriptions, sorted) and the memory snapshot — built on first use and then
+        fixed (a session stores it and passes it back as ``system_prompt``, so memory writes
+        and new skills show in the next session, not this one)."""
         if self._frozen_prompt is None:
             snapshot = await memory_snapshot(self.memory_store, self.memory_owner)
-            parts = [self.config.core_instructions, self.config.instructions, snapshot]
+            skills = ""
+            if self.skills is not None:  # the request's own skills come after this prompt
+                skills = skills_section(await self.skills.for_run(()).listing())
+            parts = [self.config.core_instructions, self.config.instructions, skills, snapshot]
             self._frozen_prompt = "\n\n".join(part.strip() for part in parts if part.strip())
         return self._frozen_prompt
 
@@ -325,6 +346,10 @@ class Agent:
 
     async def _system_prompt(self, client_system: str | None) -> str:
         frozen = await self.frozen_prompt()
+        shelf = self.run_skills
+        if shelf is not None and shelf.attached:  # after the cached prefix, like the client's
+            attached = attached_section([skill.entry for skill in shelf.attached])
+            frozen = f"{frozen}\n\n{attached}"
         if client_system and client_system.strip():
             return f"{frozen}\n\n{client_system.strip()}"
         return frozen

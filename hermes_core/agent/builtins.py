@@ -1,5 +1,6 @@
 """The agent-level tools a run offers besides the registry's: todo, memory, session_search,
-delegate_task and clarify. What the model is shown of them is fixed (:func:`builtin_templates`,
+delegate_task, clarify and the skill tools (skills_list, skill_view, skill_manage). What the
+model is shown of them is fixed (:func:`builtin_templates`,
 the same objects every run); their handlers close over the run's identity, stores and budget,
 so a tool is bound to its run (:func:`bind_builtin`) only when the model calls it.
 
@@ -18,11 +19,13 @@ from typing import Any, Protocol
 from hermes_core.agent.budget import IterationBudget
 from hermes_core.agent.config import AgentConfig, AgentRequest
 from hermes_core.events import AgentEvent, RunFinished, SubagentEvent
+from hermes_core.skills.shelf import SkillShelf
 from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
 from hermes_core.tools.agent_tools import (
     AGENT_LEVEL_TOOLS,
     ALWAYS_ON_TOOLS,
     HOUSEKEEPING_TOOLS,
+    SKILL_TOOLS,
     memory_tool,
     session_search_tool,
     todo_tool,
@@ -30,6 +33,7 @@ from hermes_core.tools.agent_tools import (
 from hermes_core.tools.memory import MEMORY_TOOL
 from hermes_core.tools.registry import Tool, ToolContext, unbound
 from hermes_core.tools.session_search import SESSION_SEARCH_TOOL
+from hermes_core.tools.skills import bind_skill_tool, skill_templates
 from hermes_core.tools.todo import TODO_TOOL
 
 __all__ = [
@@ -74,14 +78,21 @@ class ToolOwner(Protocol):
     def interrupt_reason(self) -> str | None: ...
     @property
     def interrupt_event(self) -> asyncio.Event: ...
+    @property
+    def skills(self) -> SkillShelf | None: ...
+    @property
+    def run_skills(self) -> SkillShelf | None:
+        """The current run's shelf (the agent's, with the request's attached skills)."""
+        ...
 
     def spawn_child(self, budget: IterationBudget) -> SubAgent:
         """A sub-agent drawing on ``budget``, interrupted together with this agent."""
         ...
 
 
-# Tools a sub-agent never gets: it cannot spawn further agents, ask the user, or edit memory.
-CHILD_EXCLUDED = ("delegate_task", "clarify", "memory")
+# Tools a sub-agent never gets: it cannot spawn further agents, ask the user, or edit memory
+# or skills.
+CHILD_EXCLUDED = ("delegate_task", "clarify", "memory", "skill_manage")
 MAX_CHILD_SUMMARY_CHARS = 24_000
 
 _DELEGATE_SCHEMA: dict[str, Any] = {
@@ -122,10 +133,20 @@ def builtin_templates(agent: ToolOwner) -> tuple[Tool, ...]:
     """The agent-level tools ``agent``'s runs offer, unbound: one tuple of the same objects
     for every agent alike, so what is made of it (the run's tools in order, their schemas) is
     made once (see ``ToolRegistry.overlaid``)."""
-    key = (agent.session_search is not None, agent.depth == 0, agent.clarify_callback is not None)
+    top = agent.depth == 0
+    skills = skill_templates(agent.skills) if agent.skills is not None else ()
+    if not top:  # a sub-agent reads skills, it does not write them
+        skills = tuple(t for t in skills if t.name not in CHILD_EXCLUDED)
+    # The skill templates are module constants: their ids name them.
+    key = (
+        agent.session_search is not None,
+        top,
+        agent.clarify_callback is not None,
+        tuple(map(id, skills)),
+    )
     templates = _TEMPLATE_SETS.get(key)
     if templates is None:
-        searches, top, asks = key
+        searches, top, asks, _ = key
         chosen = [TODO_TOOL]
         if searches:
             chosen.append(SESSION_SEARCH_TOOL)
@@ -133,11 +154,12 @@ def builtin_templates(agent: ToolOwner) -> tuple[Tool, ...]:
             chosen += [MEMORY_TOOL, DELEGATE_TOOL]
             if asks:
                 chosen.append(CLARIFY_TOOL)
+        chosen += skills
         templates = _TEMPLATE_SETS[key] = tuple(chosen)
     return templates
 
 
-_TEMPLATE_SETS: dict[tuple[bool, bool, bool], tuple[Tool, ...]] = {}
+_TEMPLATE_SETS: dict[tuple[bool, bool, bool, tuple[int, ...]], tuple[Tool, ...]] = {}
 
 
 def bind_builtin(agent: ToolOwner, name: str, *, session_id: str, budget: IterationBudget) -> Tool:
@@ -158,6 +180,8 @@ def bind_builtin(agent: ToolOwner, name: str, *, session_id: str, budget: Iterat
         return _delegate_tool(agent, budget)
     if name == "clarify":
         return _clarify_tool(agent)
+    if name in SKILL_TOOLS and agent.run_skills is not None:
+        return bind_skill_tool(name, agent.run_skills)
     raise ValueError(f"{name!r} is not an agent-level tool")
 
 

@@ -8,7 +8,8 @@ stores, budget), when it is first looked up.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from hermes_core.providers.base import ToolSchema
 from hermes_core.tools.registry import Tool, ToolRegistry, unbound
@@ -17,9 +18,16 @@ from hermes_core.tools.registry import Tool, ToolRegistry, unbound
 class RunTools:
     """One run's tools: ``catalogue`` as the model sees them, templates bound by ``bind``."""
 
-    def __init__(self, catalogue: ToolRegistry, bind: Callable[[str], Tool]) -> None:
+    def __init__(
+        self,
+        catalogue: ToolRegistry,
+        bind: Callable[[str], Tool],
+        skill_folders: Mapping[str, Path] | None = None,
+    ) -> None:
         self.catalogue = catalogue
         """Every tool of the run, templates unbound; it holds the hooks too."""
+        self.skill_folders: Mapping[str, Path] = skill_folders or {}
+        """The run's skill folders, which its commands see (``ToolContext.skill_folders``)."""
         self._bind = bind
         self._bound: dict[str, Tool] = {}
 

@@ -16,13 +16,19 @@ __all__ = [
     "AGENT_LEVEL_TOOLS",
     "ALWAYS_ON_TOOLS",
     "HOUSEKEEPING_TOOLS",
+    "SKILL_TOOLS",
     "memory_snapshot",
     "memory_tool",
     "session_search_tool",
     "todo_tool",
 ]
 
-AGENT_LEVEL_TOOLS = frozenset({"todo", "memory", "session_search", "delegate_task", "clarify"})
+SKILL_TOOLS = ("skills_list", "skill_view", "skill_manage")
+"""The ``skills`` toolset's tools (``tools/skills.py``): agent-level, on unless a profile's
+``skills.enabled`` is false."""
+AGENT_LEVEL_TOOLS = frozenset(
+    {"todo", "memory", "session_search", "delegate_task", "clarify", *SKILL_TOOLS}
+)
 """Names the loop reserves for its own tools; a client tool may not take them."""
 HOUSEKEEPING_TOOLS = frozenset({"todo", "memory"})
 """Tools whose calls are bookkeeping: text the model wrote beside them may be its answer."""

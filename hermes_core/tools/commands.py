@@ -171,6 +171,7 @@ async def _run(
             policy=policy,
             on_output=seen.add,
             wall_seconds=_wall(arguments),
+            skill_folders=ctx.skill_folders,
         )
     )
     watcher = asyncio.create_task(_watch(workspace, quota, before.usage))

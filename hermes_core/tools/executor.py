@@ -15,7 +15,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,6 +143,7 @@ class ToolExecutor:
         approval_callback: ApprovalCallback | None = None,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         workspace: Path | None = None,
+        skill_folders: Mapping[str, Path] | None = None,
     ) -> None:
         self._registry = registry
         self._emit = emit
@@ -152,6 +153,7 @@ class ToolExecutor:
         self._approve = approval_callback
         self._slots = asyncio.Semaphore(max_concurrency)
         self._workspace = workspace
+        self._skill_folders = skill_folders if skill_folders is not None else {}
         self._deferred: list[ApprovalAsk] = []
         self._images: list[ImagePart] = []
         """Images this run's tools returned, newest last (``vision_analyze`` reads them)."""
@@ -305,6 +307,7 @@ class ToolExecutor:
             emit=self._emit,
             workspace=self._workspace,
             images=tuple(self._images),
+            skill_folders=self._skill_folders,
         )
         if tool.is_async:
             work: Awaitable[Any] = tool.handler(request.arguments, context)

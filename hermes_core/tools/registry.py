@@ -41,6 +41,9 @@ class ToolContext:
     images: tuple[ImagePart, ...] = ()
     """Images this run's tools returned before this call, newest last (``vision_analyze``
     looks at the last one)."""
+    skill_folders: Mapping[str, Path] = field(default_factory=dict)
+    """The run's skills by name → their folders on this host: sandboxed commands see each,
+    read-only, at ``/skills/<name>`` (see ``skills/shelf.py``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

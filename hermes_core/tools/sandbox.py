@@ -27,7 +27,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,9 +104,11 @@ async def run_command(
     on_output: Callable[[str], None] | None = None,
     wall_seconds: float | None = None,
     inherit_fds: tuple[int, ...] = (),
+    skill_folders: Mapping[str, Path] | None = None,
 ) -> CommandResult:
     """Run ``argv`` in the sandbox in ``workspace``; ``on_output`` gets new output now and then
-    while it runs; ``inherit_fds`` reach it open. Cancelling the caller kills the command and
+    while it runs; ``inherit_fds`` reach it open; ``skill_folders`` (name → host folder) are
+    mounted read-only at ``/skills/<name>``. Cancelling the caller kills the command and
     everything it started."""
     workspace = Workspace(workspace).ensure()
     await asyncio.to_thread(adopt, workspace)
@@ -122,6 +124,7 @@ async def run_command(
         policy=policy,
         network=network,
         inherit_fds=inherit_fds,
+        skill_folders=skill_folders,
     )
     try:
         process = await asyncio.create_subprocess_exec(

@@ -13,7 +13,8 @@ bubblewrap reads its options from a pipe (``--args``): inside the sandbox, ``/pr
 place. The seccomp filter reaches it through a second pipe.
 
 Commands' Python is the sandbox's data environment (:mod:`.sandbox_python`), mounted read-only
-at its own path with its ``bin`` first on ``PATH``.
+at its own path with its ``bin`` first on ``PATH``. The run's skills are mounted read-only at
+``/skills/<name>``, so their scripts run by path.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +41,8 @@ from hermes_core.tools.sandbox_settings import SandboxLimits, SandboxPolicy
 log = logging.getLogger(__name__)
 
 WORKDIR = "/workspace"
+SKILLS_DIR = "/skills"
+"""Where a run's skill folders are mounted, read-only, one per skill name."""
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
 """Read-only in the sandbox (a symlink such as /bin -> usr/bin is recreated as one)."""
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -89,15 +93,17 @@ def prepare(
     policy: SandboxPolicy,
     network: SandboxNetwork | None = None,
     inherit_fds: tuple[int, ...] = (),
+    skill_folders: Mapping[str, Path] | None = None,
 ) -> Launch:
     """How to start ``argv`` in ``workspace`` under ``limits`` and ``policy``; with
     ``network``, its only way out is the egress proxy (``tools/egress``). ``inherit_fds``
-    reach the command open (e.g. a document to read, with no path to it inside)."""
+    reach the command open (e.g. a document to read, with no path to it inside).
+    ``skill_folders`` (name → host folder) appear read-only at ``/skills/<name>``."""
     launch = Launch(argv=[])
     try:
         outer = _rlimits(limits)
         if not policy.unsandboxed:
-            outer += _bubblewrap(launch, limits, policy, workspace, network)
+            outer += _bubblewrap(launch, limits, policy, workspace, network, skill_folders or {})
         if network is not None:
             argv = network.wrap(argv, system_python())  # the bridge first, then argv
         inner = _drop_to_workspace_user(workspace)
@@ -164,6 +170,7 @@ def _bubblewrap(
     policy: SandboxPolicy,
     workspace: Path,
     network: SandboxNetwork | None,
+    skill_folders: Mapping[str, Path],
 ) -> list[str]:
     options: list[str] = []
     for path in _SYSTEM:
@@ -175,6 +182,7 @@ def _bubblewrap(
     options += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
     environment = python_environment(policy.python)
     options += _python_mounts(environment)  # after /tmp's tmpfs, which would hide one there
+    options += _skill_mounts(skill_folders)
     options += ["--bind", str(workspace), WORKDIR, "--chdir", WORKDIR]
     # Root needs no user namespace (one would not map the workspace's user); anyone else
     # needs one to make the others.
@@ -213,6 +221,20 @@ def _bubblewrap(
         options += ["--seccomp", str(launch._fds[-1])]
     launch._fds.append(_pipe_with(b"".join(os.fsencode(o) + b"\0" for o in options)))
     return ["bwrap", "--args", str(launch._fds[-1]), "--"]
+
+
+def _skill_mounts(folders: Mapping[str, Path]) -> list[str]:
+    """Options showing each skill's folder read-only at ``/skills/<name>`` (names are checked
+    skill names: lowercase letters, digits and hyphens, so never a path of their own)."""
+    if not folders:
+        return []
+    # bubblewrap would make /skills readable by root alone: not by the command.
+    options = ["--perms", "0755", "--dir", SKILLS_DIR]
+    for name in sorted(folders):
+        if "/" in name or name in ("", ".", ".."):
+            continue
+        options += ["--ro-bind", str(folders[name]), f"{SKILLS_DIR}/{name}"]
+    return options
 
 
 def _python_mounts(environment: PythonEnvironment | None) -> list[str]:

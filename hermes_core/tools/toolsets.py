@@ -2,9 +2,10 @@
 
 A profile names toolsets (``tools: [files, shell, code]``), not single tools: a toolset is the
 unit a user reasons about ("may it run commands?") and the unit approvals and metrics are kept
-by. The agent-level toolsets (todo, memory, session_search, delegate_task) are always on: the
-loop builds them per run (see ``agent/builtins.py``); they are listed here so that a profile
-naming them is understood and a listing shows them.
+by. The agent-level toolsets (todo, memory, session_search, delegate_task, skills) are always on
+(skills unless a profile's ``skills.enabled`` is false): the loop builds them per run (see
+``agent/builtins.py``); they are listed here so that a profile naming them is understood, a
+listing shows them, and ``skills``' approval policy can be set like any toolset's.
 
 A toolset whose requirement is missing on this machine (``shell`` and ``code`` need the
 sandbox) is not built; :func:`build_toolsets` says why, for the log and ``check-config``.
@@ -17,13 +18,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
+from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS, SKILL_TOOLS
 from hermes_core.tools.commands import code_tool, shell_tool
 from hermes_core.tools.files import file_tools
 from hermes_core.tools.images import view_image_tool
 from hermes_core.tools.quota import WorkspaceQuota, bound_to
 from hermes_core.tools.registry import Tool, ToolRegistry
 from hermes_core.tools.sandbox import SandboxLimits, SandboxPolicy, sandbox_unavailable_reason
+from hermes_core.tools.skills import SKILLS_TOOLSET
 from hermes_core.tools.web.tools import WebOptions, web_tools
 
 ApprovalPolicy = Literal["never", "dangerous", "always"]
@@ -63,6 +65,12 @@ class Toolset:
     @property
     def always_on(self) -> bool:
         return self.build is None
+
+    @property
+    def approvable(self) -> bool:
+        """A profile may set this toolset's approval policy (``approvals: {name: …}``): the
+        toolsets it builds, and the agent-level ones with a call that may ask (skills)."""
+        return not self.always_on or self.default_approval != "never"
 
     def missing(self, options: ToolsetOptions) -> str | None:
         """Why this toolset cannot work here, or None."""
@@ -140,6 +148,11 @@ TOOLSETS: dict[str, Toolset] = {
             build=_web,
         ),
         *(Toolset(name=name, description="agent-level, always on") for name in ALWAYS_ON_TOOLS),
+        Toolset(
+            name=SKILLS_TOOLSET,
+            description="agent-level: list, load and write skills (skill_manage asks first)",
+            default_approval="always",
+        ),
     )
 }
 """Every toolset a profile may name, by name."""
@@ -157,7 +170,8 @@ class BuiltToolsets:
     def toolset_of(self) -> dict[str, str]:
         """Tool name → toolset name, for every tool a run of this profile may call."""
         names = {tool.name: tool.toolset for tool in self.registry.tools()}
-        return {**dict.fromkeys(ALWAYS_ON_TOOLS, AGENT_TOOLSET), **names}
+        skills = dict.fromkeys(SKILL_TOOLS, SKILLS_TOOLSET) if SKILLS_TOOLSET in self.active else {}
+        return {**dict.fromkeys(ALWAYS_ON_TOOLS, AGENT_TOOLSET), **skills, **names}
 
 
 def build_toolsets(names: Iterable[str], options: ToolsetOptions) -> BuiltToolsets:

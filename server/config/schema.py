@@ -575,8 +575,8 @@ class ProfileConfig(_Model):
     @classmethod
     def _check_approvals(cls, approvals: dict[str, ApprovalPolicy]) -> dict[str, ApprovalPolicy]:
         for name in approvals:
-            if name not in TOOLSETS or TOOLSETS[name].always_on:
-                known = ", ".join(n for n, t in TOOLSETS.items() if not t.always_on)
+            if name not in TOOLSETS or not TOOLSETS[name].approvable:
+                known = ", ".join(n for n, t in TOOLSETS.items() if t.approvable)
                 raise ValueError(f"unknown toolset {name!r} (approvals apply to: {known})")
         return approvals
 

@@ -1,0 +1,206 @@
+"""What skills one run may use, and where their files are on this host.
+
+Three sources meet on a :class:`SkillShelf`: the profile's directory skills (read once, when
+the profile is built: :func:`load_directory_skills`), the API key's own library (uploaded and
+agent-written skills, :class:`~hermes_core.skills.library.SkillLibrary`, asked once per run),
+and the skills the request attached. On a clash of names the nearer source wins: the
+request's over the key's own over the profile's, so a key can override a profile's skill
+and a request can override both.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hermes_core.skills.format import SkillError, read_skill_folder
+from hermes_core.skills.library import SKILL_FILE, AttachedSkill, SkillEntry, SkillLibrary
+
+log = logging.getLogger(__name__)
+
+SANDBOX_SKILLS_DIR = "/skills"
+"""Where a run's skill folders appear, read-only, to its sandboxed commands."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DirectorySkill:
+    """One of a profile's directory skills: its entry and its folder."""
+
+    entry: SkillEntry
+    folder: Path
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DirectorySkills:
+    """A profile's directory skills, read when the profile was built."""
+
+    skills: tuple[DirectorySkill, ...] = ()
+    """Sorted by name; one per name (the first directory listed wins)."""
+    broken: Mapping[str, str] = field(default_factory=dict)
+    """Folder (or directory) → why it was left out: for the log and ``check-config``."""
+
+
+def load_directory_skills(dirs: Sequence[Path]) -> DirectorySkills:
+    """The skills in ``dirs``: each subfolder holding a ``SKILL.md`` is one. A folder that
+    breaks the format is logged and left out (the others still load); blocking file reads,
+    so call it when building a profile, not from a running event loop."""
+    found: dict[str, DirectorySkill] = {}
+    broken: dict[str, str] = {}
+    for directory in dirs:
+        if not directory.is_dir():
+            broken[str(directory)] = "not a directory"
+            continue
+        for folder in sorted(directory.iterdir()):
+            if not folder.is_dir() or not (folder / SKILL_FILE).is_file():
+                continue
+            try:
+                bundle = read_skill_folder(folder)
+            except (SkillError, OSError) as exc:
+                broken[str(folder)] = str(exc)
+                continue
+            if bundle.name in found:
+                broken[str(folder)] = (
+                    f"the skill {bundle.name!r} is already in {found[bundle.name].folder}"
+                )
+                continue
+            entry = SkillEntry(name=bundle.name, description=bundle.description, origin="profile")
+            found[bundle.name] = DirectorySkill(entry=entry, folder=folder.resolve())
+    for place, why in broken.items():
+        log.warning("skill folder %s left out: %s", place, why)
+    return DirectorySkills(skills=tuple(found[name] for name in sorted(found)), broken=broken)
+
+
+class SkillShelf:
+    """The skills offered to the runs of one agent, acting for ``owner`` (an API key's
+    principal: the only library it reads and writes).
+
+    :meth:`for_run` makes the shelf of one run (with the request's attached skills); the
+    library is asked once per run, and again after this run wrote to it.
+    """
+
+    def __init__(
+        self,
+        *,
+        directory: Sequence[DirectorySkill] = (),
+        library: SkillLibrary | None = None,
+        owner: str = "default",
+        attached: Sequence[AttachedSkill] = (),
+        manage_approval: bool = True,
+        mounted: bool = True,
+    ) -> None:
+        self.directory = tuple(directory)
+        self.library = library
+        self.owner = owner
+        self.attached = tuple(attached)
+        self.manage_approval = manage_approval
+        """``skill_manage`` waits for a person's approval (the ``skills`` toolset's policy)."""
+        self.mounted = mounted
+        """Commands see the skills at ``/skills/<name>`` (False: unsandboxed, host paths)."""
+        self._offered: list[SkillEntry] | None = None
+        self._folders: dict[str, Path] = {}
+
+    def for_run(self, attached: Sequence[AttachedSkill]) -> SkillShelf:
+        """A shelf for one run, with the skills its request attached."""
+        return SkillShelf(
+            directory=self.directory,
+            library=self.library,
+            owner=self.owner,
+            attached=attached,
+            manage_approval=self.manage_approval,
+            mounted=self.mounted,
+        )
+
+    @property
+    def writable(self) -> bool:
+        """The key has a library to write to (a server without a database has none)."""
+        return self.library is not None
+
+    async def own(self) -> list[SkillEntry]:
+        """The key's own skills (uploaded and agent-written), asked once per run."""
+        if self.library is None:
+            return []
+        if self._offered is None:
+            try:
+                self._offered = await self.library.offered(self.owner)
+            except Exception:  # the store failing must not fail the run: it goes on without
+                log.exception("the skill library could not be read; the run goes on without it")
+                return []
+        return self._offered
+
+    def forget_own(self) -> None:
+        """The library changed (this run wrote to it): ask it again next time."""
+        self._offered = None
+
+    async def listing(self) -> list[SkillEntry]:
+        """Every skill the run may use, one per name, sorted by name."""
+        chosen: dict[str, SkillEntry] = {s.entry.name: s.entry for s in self.directory}
+        for entry in await self.own():
+            chosen[entry.name] = entry
+        for skill in self.attached:
+            chosen[skill.entry.name] = skill.entry
+        return [chosen[name] for name in sorted(chosen)]
+
+    async def entry(self, name: str) -> SkillEntry | None:
+        return next((e for e in await self.listing() if e.name == name), None)
+
+    async def folder(self, name: str) -> Path | None:
+        """The folder on this host holding the skill ``name``'s files, or None when the run
+        has no such skill. A library skill's folder is made on first use."""
+        for skill in self.attached:
+            if skill.entry.name == name:
+                return skill.folder
+        own = next((e for e in await self.own() if e.name == name), None)
+        if own is not None:
+            assert self.library is not None
+            key = f"{own.skill_id}@{own.version}"
+            place = self._folders.get(key)
+            if place is None:
+                place = self._folders[key] = await self.library.folder(self.owner, own)
+            return place
+        return next((s.folder for s in self.directory if s.entry.name == name), None)
+
+    async def folders(self) -> dict[str, Path]:
+        """Every skill's folder by name (library ones made now): what sandboxed commands
+        see at ``/skills/<name>``. A library folder that cannot be made is left out."""
+        found: dict[str, Path] = {}
+        for entry in await self.listing():
+            try:
+                place = await self.folder(entry.name)
+            except (LookupError, OSError, SkillError):
+                log.warning("the folder of skill %s could not be made", entry.name, exc_info=True)
+                continue
+            if place is not None:
+                found[entry.name] = place
+        return found
+
+    def path_in_sandbox(self, name: str, folder: Path) -> str:
+        """Where commands find the skill ``name``'s folder."""
+        return f"{SANDBOX_SKILLS_DIR}/{name}" if self.mounted else str(folder)
+
+
+def skills_section(entries: Sequence[SkillEntry]) -> str:
+    """The system prompt's section listing ``entries`` (stable: same skills, same text, so
+    the prompt prefix stays cacheable)."""
+    if not entries:
+        return ""
+    lines = "\n".join(f"- {e.name}: {' '.join(e.description.split())}" for e in entries)
+    return (
+        "# Skills\n"
+        "Skills are instructions and files for particular tasks. Before following one, "
+        "load it with skill_view(name).\n"
+        f"{lines}"
+    )
+
+
+def attached_section(entries: Sequence[SkillEntry]) -> str:
+    """The section naming the skills a request attached (after the frozen prompt)."""
+    if not entries:
+        return ""
+    lines = "\n".join(f"- {e.name}: {' '.join(e.description.split())}" for e in entries)
+    return (
+        "# Skills attached to this request\n"
+        "Load one with skill_view(name) before following it.\n"
+        f"{lines}"
+    )
