@@ -468,7 +468,7 @@ ToolEvent = (
     | ApprovalResolved
     | ClientToolCallsPending
 )
-AgentEvent = RunLifecycleEvent | ModelCallEvent | ToolEvent
+AgentEvent = RunLifecycleEvent | ModelCallEvent | ToolEvent | PlanMade
 """Every event a run says. Consumers ``match`` on it and end in ``assert_never``."""
 
 

@@ -25,6 +25,7 @@ from hermes_core.events import (
     FallbackActivated,
     MessageAdded,
     ModelCallStarted,
+    PlanMade,
     ReasoningDelta,
     RetryScheduled,
     RunFinished,
@@ -145,6 +146,11 @@ class AgentCallbacks:
                 )
             case ApprovalRequested():
                 await self._call(self.status_callback, "approval", f"{event.name}: {event.reason}")
+            case PlanMade():
+                steps = "; ".join(event.steps)
+                await self._call(
+                    self.status_callback, "replanned" if event.replanned else "plan", steps
+                )
             case RunFinished():
                 await self._call(self.status_callback, "finished", event.exit_reason.value)
             case SubagentEvent():

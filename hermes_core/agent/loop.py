@@ -13,6 +13,7 @@ This module is only the order of the steps; each step is a module of its own:
 - ``tool_calls.py`` — a reply's tool calls: validation, planning, running, their endings;
 - ``text_reply.py`` — a reply without tool calls: the ways a run ends on text;
 - ``limits.py`` — the grace call at the end of the budget, and ``max_tool_calls``;
+- ``planner.py`` — a profile's planner: a plan before the first step, a new one after failures;
 - ``tool_messages.py`` — the recorded assistant reply and the approval question.
 """
 
@@ -23,6 +24,7 @@ from hermes_core.agent.config import AgentRequest
 from hermes_core.agent.emitter import Emitter
 from hermes_core.agent.limits import TOOL_LIMIT_REQUEST, budget_exhausted, tool_calls_used_up
 from hermes_core.agent.model_step import ModelStep
+from hermes_core.agent.planner import Planner
 from hermes_core.agent.run_state import ActiveRun, LoopOwner
 from hermes_core.agent.run_tools import RunTools
 from hermes_core.agent.text_reply import handle_text
@@ -59,17 +61,17 @@ class RunDriver:
         self.model_call = self.model.model_call
         """The model call in flight, for the agent to cancel on an interrupt."""
         self.tool_calls = ToolCallStep(self.run)
+        self.planner = Planner(self.run, self.model) if agent.config.planner else None
+        """None without a planner: then the loop does nothing for it at all."""
+        self.tool_calls.planner = self.planner
         self.finish = self.run.finish
         """The run's one exit (the agent ends a run its loop failed with it)."""
 
     async def drive(self) -> None:
         run = self.run
-        if run.request.user_message is not None:
-            if run.request.recalled:  # kept in the transcript: later turns' prefix stays put
-                run.append({"role": "system", "content": run.request.recalled})
-            run.append({"role": "user", "content": run.request.user_message})
-        if run.request.approvals:
-            await self.tool_calls.answer_approvals(run.request.approvals)
+        if not await self._begin():
+            return
+        planner = self.planner
         while True:
             if run.agent.interrupt_event.is_set():
                 return run.finish_interrupted("")
@@ -88,6 +90,21 @@ class RunDriver:
             if response.message.get("tool_calls"):
                 if not await self.tool_calls.handle(response):
                     return
+                if planner is not None and not await planner.after_tools():
+                    return
                 continue
             if not handle_text(run, response, outcome.streamed_text):
                 return
+
+    async def _begin(self) -> bool:
+        """What the run starts from: the new message, answered approvals, a plan. False: the
+        run has already finished (the plan's call failed)."""
+        run = self.run
+        if run.request.user_message is not None:
+            if run.request.recalled:  # kept in the transcript: later turns' prefix stays put
+                run.append({"role": "system", "content": run.request.recalled})
+            run.append({"role": "user", "content": run.request.user_message})
+        if run.request.approvals:
+            await self.tool_calls.answer_approvals(run.request.approvals)
+        planner = self.planner
+        return planner is None or not planner.wanted() or await planner.plan()

@@ -39,10 +39,19 @@ class ModelStep:
         self.model_call = InterruptibleCall()
 
     async def call(
-        self, *, tools_allowed: bool, closing_note: str | None = None, grace: bool = False
+        self,
+        *,
+        tools_allowed: bool,
+        closing_note: str | None = None,
+        grace: bool = False,
+        planning: bool = False,
     ) -> CallOutcome | None:
-        """Make one model call; on failure or interrupt, finish the run and return None."""
+        """Make one model call; on failure or interrupt, finish the run and return None.
+
+        ``planning``: the planner's call (``planner.py``), whose text is a plan, not the
+        answer: it is not shown, no answer format applies, and it is not the run's first step."""
         run = self.run
+        first_step = run.state.model_calls == run.state.plan_calls
         await self._compress_if_needed()
         note = self._budget_note() if tools_allowed else None
         last = run.state.transcript[-1] if run.state.transcript else None
@@ -67,14 +76,12 @@ class ModelStep:
             ModelRequest(
                 messages=messages,
                 tools=self._offered_tools() if tools_allowed else (),
-                tool_choice=run.request.tool_choice
-                if tools_allowed and run.state.model_calls == 0
-                else "auto",
+                tool_choice=run.request.tool_choice if tools_allowed and first_step else "auto",
                 parallel_tool_calls=run.request.parallel_tool_calls if tools_allowed else None,
                 max_tokens=run.request.max_tokens or run.agent.config.max_tokens,
                 temperature=_first(run.request.temperature, run.agent.config.temperature),
                 reasoning_effort=run.request.reasoning_effort or run.agent.config.reasoning_effort,
-                output_format=run.output_format,
+                output_format=None if planning else run.output_format,
                 stream=run.request.stream_model_replies,
             ),
             provider=run.provider,
@@ -92,21 +99,23 @@ class ModelStep:
             run.emit,
             is_interrupted=run.agent.interrupt_event.is_set,
             # A structured answer is shown only once it is checked (see text_reply._shaped).
-            hold_text=run.output_format is not None,
+            hold_text=run.output_format is not None or planning,
             lead=STEP_BREAK if run.state.shown_text else "",
         )
-        if outcome.streamed_text and run.output_format is None:
+        shown = "" if planning else outcome.streamed_text
+        if shown and run.output_format is None:
             run.state.shown_text = True
         if outcome.interrupted:
             self._count_stopped_call(request, outcome.streamed_text)
-            run.finish_interrupted(outcome.streamed_text)
+            run.finish_interrupted(shown)
             return None
         if outcome.error is not None:
-            run.finish(ExitReason.FAILED, outcome.streamed_text, error=outcome.error.message)
+            run.finish(ExitReason.FAILED, shown, error=outcome.error.message)
             return None
         response = outcome.response
         assert response is not None
         run.state.model_calls += 1
+        run.state.plan_calls += planning
         run.state.last_prompt_tokens = response.usage.input_tokens or None
         self._count(
             CallRecord(provider=response.provider, model=response.model, usage=response.usage)
@@ -180,7 +189,8 @@ class ModelStep:
         if not run.client_tools:
             return run.tools.schemas()  # the same tuple every call, for a provider to keep
         client = list(run.client_tools.values())
-        if run.request.tool_choice == "required" and run.state.model_calls == 0:
+        first_step = run.state.model_calls == run.state.plan_calls
+        if run.request.tool_choice == "required" and first_step:
             # A client that requires a tool call means one of the tools it declared.
             return client
         return [*run.tools.schemas(), *client]

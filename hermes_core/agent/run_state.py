@@ -30,6 +30,7 @@ from hermes_core.events import (
 )
 from hermes_core.messages import Message
 from hermes_core.providers.base import Provider
+from hermes_core.stores import TodoStore
 from hermes_core.tools.registry import ApprovalCallback
 from hermes_core.usage import Usage
 
@@ -53,6 +54,9 @@ class RunState:
     paragraph (not "Let me check.Found it.")."""
     tool_calls: int = 0
     """Server tool calls executed so far (for ``max_tool_calls``)."""
+    plan_calls: int = 0
+    """Model calls the planner made: they are not the run's steps (the first step, which a
+    client's ``tool_choice`` is for, is the first call that is not a plan's)."""
     last_prompt_tokens: int | None = None
     warned: set[str] = field(default_factory=set)
 
@@ -64,6 +68,8 @@ class LoopOwner(Protocol):
     def config(self) -> AgentConfig: ...
     @property
     def context(self) -> ContextHooks: ...
+    @property
+    def todo_store(self) -> TodoStore: ...
     @property
     def checkpoint(self) -> Callable[[], Awaitable[None]] | None: ...
     @property

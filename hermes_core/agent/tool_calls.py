@@ -55,6 +55,7 @@ class ToolCallStep:
                 approval_callback=run.agent.approval_callback,
                 max_concurrency=run.agent.config.max_tool_concurrency,
                 workspace=run.request.workspace,
+                skill_folders=run.tools.skill_folders,
             )
         return self._executor
 

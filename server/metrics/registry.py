@@ -42,6 +42,7 @@ from hermes_core.events import (
     InterruptSource,
     MessageAdded,
     ModelCallStarted,
+    PlanMade,
     ReasoningDelta,
     RetryScheduled,
     RunFinished,
@@ -261,6 +262,11 @@ class Metrics:
             "Context compressions (summary: a summary was written; prune: old outputs cut).",
             "method",
         )
+        self.plans = counter(
+            "hermes_plans_total",
+            "Plans the planner wrote (replanned: made again after too many tool calls failed).",
+            "profile replanned",
+        )
         self._live = LiveCollector(self._runs_now)
         r.register(self._live)
 
@@ -395,6 +401,9 @@ class Metrics:
                 self._run_started(info, event, nested=nested)
             case RunFinished():
                 self._run_finished(info, event, nested=nested)
+            case PlanMade():
+                # The profile is a configured name (a run's model is one): a bounded label.
+                self.plans.labels(info.model, "true" if event.replanned else "false").inc()
             case SubagentEvent():
                 # Tools and model calls of a sub-agent are real; its run is part of ours.
                 self._handle(info, event.event, nested=True)

@@ -28,6 +28,7 @@ from hermes_core.events import (
     FallbackActivated,
     MessageAdded,
     ModelCallStarted,
+    PlanMade,
     ReasoningDelta,
     RetryScheduled,
     RunFinished,
@@ -71,6 +72,7 @@ _CHANGE_NOTHING = frozenset(
         RetryScheduled,
         FallbackActivated,
         SubagentEvent,
+        PlanMade,  # its todo call and result arrive as MessageAdded
     }
 )
 """The kinds the ``match`` below passes over, looked up at once: most of a stream's events
@@ -136,6 +138,7 @@ class SessionJournal:
                 | RetryScheduled()
                 | FallbackActivated()
                 | SubagentEvent()
+                | PlanMade()
             ):
                 pass
             case _:

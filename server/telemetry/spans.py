@@ -50,6 +50,7 @@ from hermes_core.events import (
     FallbackActivated,
     MessageAdded,
     ModelCallStarted,
+    PlanMade,
     ReasoningDelta,
     RetryScheduled,
     RunFinished,
@@ -243,6 +244,7 @@ class RunSpans:
                 | ClientToolCallsPending()
                 | BudgetWarning()
                 | CompressionPerformed()
+                | PlanMade()
             ):
                 _note(agent, event, now)
             case SubagentEvent():
@@ -467,7 +469,8 @@ def _note(
     | ApprovalResolved
     | ClientToolCallsPending
     | BudgetWarning
-    | CompressionPerformed,
+    | CompressionPerformed
+    | PlanMade,
     now: int,
 ) -> None:
     """What happened in a run that is no span of its own: an event on the run's (or the
@@ -503,6 +506,12 @@ def _note(
             }
             if event.summariser_call is not None:
                 attributes.update(_usage(event.summariser_call.usage))
+        case PlanMade():
+            name = "hermes.plan"
+            attributes = {
+                "hermes.plan.steps": len(event.steps),
+                "hermes.replanned": event.replanned,
+            }
         case _:
             assert_never(event)
     target.add_event(name, attributes, timestamp=now)

@@ -24,6 +24,7 @@ from hermes_core.events import (
     FallbackActivated,
     MessageAdded,
     ModelCallStarted,
+    PlanMade,
     ReasoningDelta,
     RetryScheduled,
     RunFinished,
@@ -63,6 +64,8 @@ from server.views.progress import (
     card_arguments,
     card_output_text,
     fallback_line,
+    plan_lines,
+    plan_progress,
     status_line,
     subagent_prefix,
     tool_finished_line,
@@ -194,6 +197,8 @@ class ChatStreamView:
                 return [self.chunk({"reasoning_content": status_line(event)})]
             case ApprovalRequested() | ApprovalResolved():
                 return self._approval(event)
+            case PlanMade():
+                return self._plan(event)
             case ModelCallStarted() | ToolCallGenerating() | MessageAdded() | StepFinished():
                 return []
             case _:
@@ -289,6 +294,12 @@ class ChatStreamView:
             return [self.chunk({"reasoning_content": approval_line(event), "hermes": hermes})]
         # The question is the answer's text and a status line; not again in the Thought block.
         return [self.chunk({"hermes": hermes}), *_status_frames(self._status.approval(event))]
+
+    def _plan(self, event: PlanMade) -> list[ChatFrame]:
+        hermes = {"type": "plan", **plan_progress(event)}
+        if not self.openwebui:
+            return [self.chunk({"reasoning_content": plan_lines(event), "hermes": hermes})]
+        return [self.chunk({"hermes": hermes}), *_status_frames(self._status.plan(event))]
 
     def _finished(self, event: RunFinished) -> list[ChatFrame]:
         frames: list[ChatFrame] = []
@@ -401,6 +412,8 @@ class ChatCompletionBuilder:
             self._sources.add(event.event)
         elif isinstance(event, ReasoningDelta):
             self._reasoning.append(event.text)
+        elif isinstance(event, PlanMade):  # the plan is part of what the model thought
+            self._reasoning.append(plan_lines(event))
         elif isinstance(event, ClientToolCallsPending):
             self._client_calls = list(event.tool_calls)
 

@@ -22,6 +22,7 @@ from hermes_core.events import (
     ApprovalResolved,
     ExitReason,
     FallbackActivated,
+    PlanMade,
     RunFinished,
     ToolFinished,
     ToolOutcome,
@@ -34,6 +35,7 @@ from server.views.progress import (
     awaiting_approval_status,
     ending_status_text,
     fallback_text,
+    plan_status,
     progress_status,
     status_text,
     tool_started_status,
@@ -91,6 +93,10 @@ class OpenWebUIStatus:
         if isinstance(event, FallbackActivated):
             return self._say(fallback_text(event))
         return self._say(status_text(event))
+
+    def plan(self, event: PlanMade) -> list[str]:
+        """The plan's heading, then each step: a line each (none is a repeat of the last)."""
+        return [line for text in plan_status(event) for line in self._say(text)]
 
     def ending(self, event: RunFinished) -> list[str]:
         """How the run ended, once anything was shown (a plain answer gets no status line)."""

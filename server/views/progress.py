@@ -22,6 +22,7 @@ from hermes_core.events import (
     CompressionPerformed,
     ExitReason,
     FallbackActivated,
+    PlanMade,
     RetryScheduled,
     RunFinished,
     ToolFinished,
@@ -140,6 +141,31 @@ def fallback_text(event: FallbackActivated) -> str:
 def fallback_line(event: FallbackActivated) -> str:
     """``↪ openai failed (rate_limit); continuing on anthropic``"""
     return f"↪ {fallback_text(event)}\n"
+
+
+def plan_heading(event: PlanMade) -> str:
+    """``Plan`` or ``Plan revised (2 of 3 tool calls since the plan failed)``"""
+    if not event.replanned:
+        return "Plan"
+    return f"Plan revised ({event.reason})" if event.reason else "Plan revised"
+
+
+def plan_lines(event: PlanMade) -> str:
+    """The plan as a block of reasoning: ``Plan:`` and one numbered line per step."""
+    steps = "".join(f"{number}. {step}\n" for number, step in enumerate(event.steps, start=1))
+    return f"{plan_heading(event)}:\n{steps}"
+
+
+def plan_status(event: PlanMade) -> list[str]:
+    """Open WebUI's status lines for a plan: ``Plan: 3 steps``, then one line per step."""
+    noun = "step" if len(event.steps) == 1 else "steps"
+    heading = f"{plan_heading(event)}: {len(event.steps)} {noun}"
+    return [heading, *(f"{n}. {step}" for n, step in enumerate(event.steps, start=1))]
+
+
+def plan_progress(event: PlanMade) -> dict[str, Any]:
+    """The structured form of a plan (without a ``type``)."""
+    return {"steps": list(event.steps), "replanned": event.replanned, "reason": event.reason}
 
 
 def approval_progress(event: ApprovalRequested | ApprovalResolved) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from hermes_core.events import (
     InterruptSource,
     MessageAdded,
     ModelCallStarted,
+    PlanMade,
     ReasoningDelta,
     RetryScheduled,
     RunFinished,
@@ -72,6 +73,8 @@ from server.views.progress import (
     card_arguments,
     card_output_text,
     fallback_line,
+    plan_lines,
+    plan_progress,
     status_line,
     subagent_prefix,
     tool_finished_line,
@@ -230,6 +233,13 @@ class ResponsesView:
                 return self._finished(event)
             case ApprovalRequested() | ApprovalResolved():
                 return self._approval(event)
+            case PlanMade():
+                if self._openwebui:
+                    return _status_events(self._status.plan(event))
+                frames = self._line(plan_lines(event))
+                if self._progress == "events":
+                    frames.append({"type": "hermes:plan", **plan_progress(event)})
+                return frames
             case RunStarted() | ModelCallStarted() | ToolCallGenerating() | StepFinished():
                 return []
             case _:

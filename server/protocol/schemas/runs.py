@@ -104,6 +104,7 @@ AgentEventKind = Literal[
     "tool_finished",
     "approval_requested",
     "approval_resolved",
+    "plan",
     "budget_warning",
     "retry",
     "fallback",
