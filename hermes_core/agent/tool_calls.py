@@ -18,6 +18,7 @@ from typing import Any
 from hermes_core.agent.arguments import parse_arguments
 from hermes_core.agent.config import ApprovalAnswer
 from hermes_core.agent.limits import within_tool_limit
+from hermes_core.agent.planner import Planner
 from hermes_core.agent.run_state import ActiveRun
 from hermes_core.agent.tool_messages import approval_notice, normalised_assistant
 from hermes_core.events import (
@@ -40,6 +41,8 @@ class ToolCallStep:
     def __init__(self, run: ActiveRun) -> None:
         self.run = run
         self._executor: ToolExecutor | None = None
+        self.planner: Planner | None = None
+        """The run's planner, which counts the tool results (None: the run has none)."""
 
     @property
     def executor(self) -> ToolExecutor:
@@ -188,6 +191,8 @@ class ToolCallStep:
         )
 
     def _append_results(self, results: list[CallResult]) -> None:
+        if self.planner is not None:
+            self.planner.count(results)
         for result in results:
             content = result.message_content  # text, or text and images as parts
             self.run.append({"role": "tool", "tool_call_id": result.call_id, "content": content})
