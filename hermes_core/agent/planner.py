@@ -99,12 +99,20 @@ class Planner:
         only carries on (answered approvals, a client's tool results) or cannot act."""
         request = self.run.request
         return (
-            request.user_message is not None
-            and not request.approvals
+            not request.approvals
             and request.offer_tools
             and request.tool_choice != "none"
             and request.max_tool_calls != 0
+            and self._on_a_new_message()
         )
+
+    def _on_a_new_message(self) -> bool:
+        """The transcript ends on the user's message (the server passes it as the history's
+        last; a recalled note, a system message, may follow it)."""
+        for message in reversed(self.run.state.transcript):
+            if message["role"] != "system":
+                return bool(message["role"] == "user")
+        return False
 
     async def plan(self) -> bool:
         """Ask for a plan and record it. False: the run has finished (the call failed)."""

@@ -142,6 +142,32 @@ async def test_a_run_replans_at_most_three_times() -> None:
     assert sum(_planning(r) for r in provider.requests) == 1 + MAX_REPLANS
 
 
+async def test_a_run_that_carries_on_from_client_tool_results_makes_no_plan() -> None:
+    agent, provider, _ = _agent("It is sunny.")
+    history: list[Any] = [
+        {"role": "user", "content": "weather?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+    ]
+    events = await run_events(agent, AgentRequest(history=history))
+    assert not [e for e in events if isinstance(e, PlanMade)]
+    assert len(provider.requests) == 1
+
+
+async def test_a_message_passed_as_the_historys_last_is_planned_for() -> None:
+    agent, provider, _ = _agent(PLAN, "Done.")
+    history: list[Any] = [{"role": "user", "content": "summarise"}]
+    events = await run_events(agent, AgentRequest(history=history))
+    assert [e.steps for e in events if isinstance(e, PlanMade)] == [STEPS]
+    assert _planning(provider.requests[0])
+
+
 async def test_without_the_planner_no_planning_call_is_made() -> None:
     agent, provider, _ = _agent(_reads("missing-1", "missing-2", "x"), "Done.", planner=False)
     events = await run_events(agent, AgentRequest(user_message="summarise"))
