@@ -4,13 +4,16 @@ how its input items become a run, and the Response object every answer starts fr
 Unknown request fields are accepted and ignored, as for Chat Completions. Checks of the request
 as a whole (tools, tool_choice, conversation, background, text.format) run when the body is
 parsed; checks of the input items run in :meth:`ResponseCreateRequest.to_agent_request`. Both
-raise :class:`APIError` with the offending ``param``, never a 500.
+raise :class:`APIError` with the offending ``param``, never a 500. What needs the profile or
+the key's store (a ``shell`` tool's skills) is checked when the request is served
+(``server/serving/request_skills.py``).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from pydantic import (
@@ -25,6 +28,7 @@ from pydantic import (
 
 from hermes_core.agent import AgentRequest
 from hermes_core.providers.base import ForcedTool, ToolChoice, ToolSchema
+from hermes_core.skills.format import MAX_ZIP_BYTES
 from server.errors import APIError
 from server.protocol.openwebui_tasks import is_task_prompt
 from server.protocol.output_formats import responses_output_format
@@ -36,6 +40,12 @@ from server.protocol.response_input import (
 
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _METADATA_PAIRS, _METADATA_KEY_CHARS, _METADATA_VALUE_CHARS = 16, 64, 512
+_SKILL_ID_CHARS, _SKILL_VERSION_CHARS = 128, 64
+SHELL_TOOL = "shell"
+"""The agent's own tool that a request's ``shell`` tool stands for (the profile's shell
+toolset): the server runs the commands, in the conversation's sandbox."""
+MAX_REQUEST_SKILLS = 16
+"""Skills one request's ``shell`` tool may attach."""
 _T = TypeVar("_T")
 
 
@@ -115,7 +125,14 @@ class ResponseCreateRequest(_Open):
         responses_output_format((self.text or {}).get("format"))
         self.client_tools()
         remote_mcp_tools(self.tools)
+        shell = self.shell_tool()
         _tool_choice(self.tool_choice)
+        if _forces_shell(self.tool_choice) and shell is None:
+            raise APIError(
+                400,
+                "tool_choice forces the shell tool, but the request has no shell tool.",
+                param="tool_choice",
+            )
         return self
 
     def input_items(self) -> list[dict[str, Any]]:
@@ -148,9 +165,17 @@ class ResponseCreateRequest(_Open):
 
     def client_tools(self) -> list[ToolSchema]:
         """The client's function tools, restricted by an ``allowed_tools`` tool_choice."""
-        tools = [_tool_schema(tool) for tool in self.tools or () if tool.get("type") != "mcp"]
+        tools = [
+            _tool_schema(tool)
+            for tool in self.tools or ()
+            if tool.get("type") not in ("mcp", SHELL_TOOL)
+        ]
         allowed = _allowed_names(self.tool_choice)
         return tools if allowed is None else [tool for tool in tools if tool.name in allowed]
+
+    def shell_tool(self) -> ShellTool | None:
+        """The request's ``shell`` tool, its shape checked (None: it has none)."""
+        return _shell_tool(self.tools)
 
     def to_agent_request(self, *, with_client_tools: bool = True) -> AgentRequest:
         """Fold the instructions and input items into the system layer, history and new turn."""
@@ -232,8 +257,8 @@ def _tool_schema(tool: dict[str, Any]) -> ToolSchema:
     if tool.get("type") != "function":
         raise APIError(
             400,
-            f"Unsupported tool type {tool.get('type')!r}: only function and mcp tools are "
-            "supported.",
+            f"Unsupported tool type {tool.get('type')!r}: only function, mcp and shell tools "
+            "are supported.",
             param="tools",
         )
     name, description = tool.get("name"), tool.get("description")
@@ -259,6 +284,8 @@ def _echo_tool(tool: dict[str, Any]) -> dict[str, Any]:
     """A tool as the Response lists it: flat, with every key present (validators insist)."""
     if tool.get("type") == "mcp":
         return echo_mcp_tool(tool)
+    if tool.get("type") == SHELL_TOOL:
+        return dict(tool)  # as given: its skills are the request's own, no secret among them
     return {
         "type": "function",
         "name": tool["name"],
@@ -277,6 +304,8 @@ def _tool_choice(choice: str | dict[str, Any] | None) -> ToolChoice:
         kind, name, mode = choice.get("type"), choice.get("name"), choice.get("mode")
         if kind == "function" and isinstance(name, str) and name:
             return ForcedTool(name=name)
+        if _forces_shell(choice):
+            return ForcedTool(name=SHELL_TOOL)
         if kind == "allowed_tools" and mode in ("auto", "required"):
             _allowed_names(choice)
             return "auto" if mode == "auto" else "required"
@@ -296,8 +325,130 @@ def _allowed_names(choice: str | dict[str, Any] | None) -> frozenset[str] | None
     return frozenset(tool["name"] for tool in tools)
 
 
+def _forces_shell(choice: str | dict[str, Any] | None) -> bool:
+    return isinstance(choice, dict) and choice.get("type") == SHELL_TOOL
+
+
 def _tool_choice_error(choice: object) -> APIError:
     return APIError(400, f"Invalid tool_choice: {json.dumps(choice)}", param="tool_choice")
+
+
+# --- the shell tool -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SkillReference:
+    """``{"type": "skill_reference", "skill_id", "version"}``: one of the key's own skills."""
+
+    skill_id: str
+    version: str | None
+    """None: the skill's default version; ``latest``: its newest."""
+
+
+@dataclass(frozen=True, slots=True)
+class InlineSkill:
+    """``{"type": "inline", "name", "description", "source"}``: a skill sent in the request."""
+
+    name: str
+    description: str
+    data: str
+    """The zipped skill folder as base64, its length checked but not decoded: decoding and
+    unpacking are work for a worker thread, not the event loop parsing the body."""
+
+
+RequestedSkill = SkillReference | InlineSkill
+
+
+@dataclass(frozen=True, slots=True)
+class ShellTool:
+    """A request's hosted ``shell`` tool: the agent's own shell runs the commands, with these
+    skills attached to the run (``environment.skills`` of a ``container_auto``)."""
+
+    skills: tuple[RequestedSkill, ...]
+
+
+def _shell_tool(tools: list[dict[str, Any]] | None) -> ShellTool | None:
+    found = [tool for tool in tools or () if tool.get("type") == SHELL_TOOL]
+    if not found:
+        return None
+    if len(found) > 1:
+        raise _shell_error("At most one shell tool per request.")
+    environment = found[0].get("environment")
+    if environment is None:
+        return ShellTool(())
+    kind = environment.get("type") if isinstance(environment, dict) else None
+    if kind == "local":
+        raise _shell_error(
+            "The shell tool's local environment (commands run by the client) is not "
+            "supported: the server runs the shell. Use a container_auto environment."
+        )
+    if kind == "container_reference":
+        raise _shell_error(
+            "The shell tool's container_reference environment is not supported: a "
+            "response's shell runs in its conversation's own container (continue the "
+            "conversation with previous_response_id). Use a container_auto environment."
+        )
+    if not isinstance(environment, dict) or kind != "container_auto":
+        raise _shell_error("The shell tool's environment must be of type container_auto.")
+    if environment.get("file_ids"):
+        raise _shell_error(
+            "The shell tool's environment.file_ids are not supported: attach files to a "
+            "message as input_file parts; they are placed in the conversation's container."
+        )
+    if environment.get("network_policy") is not None:
+        raise _shell_error(
+            "The shell tool's environment.network_policy is not supported: the model's "
+            "sandbox settings decide what its shell may reach."
+        )
+    skills = environment.get("skills") or []
+    if not isinstance(skills, list):
+        raise _shell_error("The shell tool's environment.skills must be a list.")
+    if len(skills) > MAX_REQUEST_SKILLS:
+        raise _shell_error(f"A shell tool attaches at most {MAX_REQUEST_SKILLS} skills.")
+    return ShellTool(tuple(_requested_skill(skill) for skill in skills))
+
+
+def _requested_skill(skill: object) -> RequestedSkill:
+    kind = skill.get("type") if isinstance(skill, dict) else None
+    if isinstance(skill, dict) and kind == "skill_reference":
+        skill_id, version = skill.get("skill_id"), skill.get("version")
+        if not isinstance(skill_id, str) or not 0 < len(skill_id) <= _SKILL_ID_CHARS:
+            raise _shell_error("A skill_reference needs a skill_id.")
+        if isinstance(version, int) and not isinstance(version, bool):
+            version = str(version)
+        if version is not None and not (
+            isinstance(version, str) and 0 < len(version) <= _SKILL_VERSION_CHARS
+        ):
+            raise _shell_error(
+                f"Invalid version of skill {skill_id!r}: give a version or 'latest'."
+            )
+        return SkillReference(skill_id, version)
+    if isinstance(skill, dict) and kind == "inline":
+        name, description, source = skill.get("name"), skill.get("description"), skill.get("source")
+        if not isinstance(name, str) or not name or not isinstance(description, str):
+            raise _shell_error("An inline skill needs a name and a description.")
+        if not (
+            isinstance(source, dict)
+            and source.get("type") == "base64"
+            and source.get("media_type") == "application/zip"
+            and isinstance(source.get("data"), str)
+        ):
+            raise _shell_error(
+                f"The inline skill {name!r} needs a source of type base64 with media_type "
+                "application/zip and its data."
+            )
+        data: str = source["data"]
+        # Held on the base64 text, before anything is decoded.
+        if len(data) > -(-MAX_ZIP_BYTES // 3) * 4:
+            raise _shell_error(
+                f"The inline skill {name!r} is too large: at most {MAX_ZIP_BYTES} bytes zipped."
+            )
+        return InlineSkill(name, description, data)
+    raise _shell_error(f"Unsupported skill type {kind!r}: use skill_reference or inline.")
+
+
+def _shell_error(message: str) -> APIError:
+    return APIError(400, message, param="tools")
 
 
 def _present(mapping: dict[str, Any]) -> dict[str, Any]:

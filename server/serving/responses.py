@@ -39,6 +39,7 @@ from server.services import Profile, Services
 from server.serving.common import is_openwebui, resolve_profile, unless_client_leaves
 from server.serving.item_references import resolve_item_references
 from server.serving.remote_mcp import RemoteMcp
+from server.serving.request_skills import request_skills
 from server.serving.response_chain import MAX_UNSTORED, joining, previous_response, transcript_of
 from server.serving.response_compact import compact
 from server.serving.response_live import Live, LiveResponses, Progress, record, response_frames
@@ -141,6 +142,7 @@ class ResponsesServing:
             None if earlier is not None else await previous_response(services, body, principal)
         )
         await resolve_item_references(services.store, principal.name, body.input_items())
+        skills = await request_skills(services, profile, principal.name, body.shell_tool())
         progress = _progress(request, profile)
         side_task = previous is None and is_side_task(
             request.headers, prompt_says=body.is_openwebui_task
@@ -150,7 +152,9 @@ class ResponsesServing:
             made = body.to_agent_request(with_client_tools=client_tools)
             if earlier is not None and not side_task:
                 made = dataclasses.replace(made, history=[*earlier, *made.history])
-            return dataclasses.replace(made, offer_tools=offer_tools, run_id=run_id)
+            return dataclasses.replace(
+                made, offer_tools=offer_tools, run_id=run_id, skills=skills if offer_tools else ()
+            )
 
         tools = RemoteMcp(services, profile, body.tools)
         response_id = new_id("resp_")

@@ -143,6 +143,19 @@ class FunctionTool(Shape):
     strict: bool | None
 
 
+class ShellTool(Open):
+    """The hosted ``shell`` tool, echoed as the request gave it. The agent's own shell runs
+    the commands (in the conversation's sandbox); the skills its ``container_auto``
+    environment lists are attached to that response's run only, each readable at
+    ``/skills/<name>``."""
+
+    type: Literal["shell"]
+    environment: Omittable[dict[str, Any] | None] = None
+    """``null`` or ``{"type": "container_auto", "skills": [...]}``: ``skill_reference``
+    (``skill_id``, ``version``) or ``inline`` (``name``, ``description``, ``source``: a
+    base64 zip) skills."""
+
+
 class TextFormat(Shape):
     type: Literal["text"]
 
@@ -185,7 +198,7 @@ class ResponseObject(Open):
     instructions: str | None
     output: list[OutputItem]
     error: ResponseError | None
-    tools: list[FunctionTool]
+    tools: list[Annotated[FunctionTool | ShellTool, Field(discriminator="type")]]
     tool_choice: str | dict[str, Any]
     truncation: Literal["auto", "disabled"]
     parallel_tool_calls: bool
