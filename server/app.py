@@ -30,6 +30,7 @@ from server.routes import (
     responses_socket,
     runs,
     signed_files,
+    skills,
     workspaces,
 )
 from server.routes import metrics as metrics_routes
@@ -138,6 +139,7 @@ def create_app(services: Services) -> HermesApp:
     app.include_router(responses_socket.router)
     app.include_router(runs.router)
     app.include_router(files.router)
+    app.include_router(skills.router)
     app.include_router(signed_files.router)  # before /v1/workspaces/{conversation}/…
     app.include_router(workspaces.router)
     app.include_router(containers.router)

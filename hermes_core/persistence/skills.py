@@ -222,6 +222,23 @@ class SkillStore:
             row = (await conn.execute(statement)).first()
         return _version_record(row._mapping) if row is not None else None
 
+    async def version_with_id(
+        self, owner: str, skill_id: str, version_id: str
+    ) -> SkillVersionRecord | None:
+        """The version whose id is ``version_id`` (a list's cursor names versions by id)."""
+        statement = (
+            select(*_VERSION_COLUMNS)
+            .join(SKILLS, SKILLS.c.id == VERSIONS.c.skill_id)
+            .where(
+                (SKILLS.c.owner == owner)
+                & (VERSIONS.c.skill_id == skill_id)
+                & (VERSIONS.c.id == version_id)
+            )
+        )
+        async with self.db.engine.connect() as conn:
+            row = (await conn.execute(statement)).first()
+        return _version_record(row._mapping) if row is not None else None
+
     async def versions(
         self,
         owner: str,
