@@ -52,8 +52,17 @@ REPLAN_FAILED_SHARE = 0.3
 
 # "1. step", "1) step", "(1) step", "- step", "* step", "• step", "Step 1: step"
 _MARKER = re.compile(r"^(\s*)(?:\(?\d{1,2}[.):]|[-*•+]|step\s+\d{1,2}\s*[.):-]?)\s+(.*)$", re.I)
+TOOL_ERROR_PREFIX = "Error:"
+"""How a tool's answer says the call failed (``tools/files.py``, ``tools/todo.py``...)."""
 # A call is not a failure when it has not run yet: it waits for a person's answer.
 _NOT_FAILED = frozenset({ToolOutcome.SUCCESS, ToolOutcome.AWAITING_APPROVAL})
+
+
+def _failed(result: CallResult) -> bool:
+    """A call failed when it ended so (it raised, timed out, was refused...) and also when
+    its tool said so in its answer: tools answer a refusal or a missing file with an
+    ``Error: …`` result (the model reads it and corrects its next call), not an exception."""
+    return result.outcome not in _NOT_FAILED or result.content.startswith(TOOL_ERROR_PREFIX)
 
 
 def parse_plan(text: str) -> list[str]:
@@ -123,7 +132,7 @@ class Planner:
     def count(self, results: Sequence[CallResult]) -> None:
         """Count a batch of tool results toward the share that failed."""
         self.calls += len(results)
-        self.failed += sum(result.outcome not in _NOT_FAILED for result in results)
+        self.failed += sum(_failed(result) for result in results)
 
     async def after_tools(self) -> bool:
         """After a batch of tool calls: replan if too many failed. False: the run finished."""

@@ -31,6 +31,8 @@ def _tools() -> ToolRegistry:
     async def read(arguments: dict[str, Any], ctx: ToolContext) -> str:
         if arguments["path"].startswith("missing"):
             raise FileNotFoundError(arguments["path"])
+        if arguments["path"].startswith("outside"):
+            return "Error: that path is outside the workspace."
         return f"contents of {arguments['path']}"
 
     return registry
@@ -118,6 +120,14 @@ async def test_two_of_three_failed_tool_calls_make_the_agent_replan() -> None:
     assert "2 of the 3 tool calls since your plan failed" in json.dumps(replanning.messages)
     assert [i.content for i in await todos.load("s1")] == plans[1].steps
     assert finished(events).exit_reason is ExitReason.COMPLETED
+
+
+async def test_tool_answers_that_say_error_count_as_failed_calls() -> None:
+    agent, _, _ = _agent(
+        PLAN, _reads("outside-1", "outside-2", "notes.txt"), "1. Stay inside\n2. Answer", "Done."
+    )
+    events = await run_events(agent, AgentRequest(user_message="summarise"))
+    assert [e.replanned for e in events if isinstance(e, PlanMade)] == [False, True]
 
 
 async def test_failures_under_thirty_percent_make_no_replan() -> None:
