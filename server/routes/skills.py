@@ -207,7 +207,9 @@ async def list_skills(
 ) -> dict[str, Any]:
     """The key's skills (drafts too, marked), newest first (``order=asc``: oldest first)."""
     skills = _skills(request)
-    past = await _skill(skills, principal.name, after) if after is not None else None
+    past = await skills.store.get(principal.name, after) if after is not None else None
+    if after is not None and past is None:
+        raise APIError(400, f"No skill with id {after[:80]!r} to list after.", param="after")
     records = await skills.store.page(
         principal.name, after=past, limit=limit + 1, newest_first=order == "desc"
     )
