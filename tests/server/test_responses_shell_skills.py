@@ -62,10 +62,6 @@ needs_sandbox = pytest.mark.skipif(
     sandbox_missing() is not None, reason=f"no sandbox here: {sandbox_missing()}"
 )
 """Without the sandbox the shell toolset is off: every shell tool is a model without one."""
-pending = pytest.mark.xfail(
-    strict=False,
-    reason="needs the /v1/skills routes (another part of #29) to upload a skill",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +208,6 @@ async def test_an_unknown_skill_id_is_refused(alice: openai.AsyncOpenAI) -> None
 
 
 @needs_sandbox
-@pending
 async def test_another_keys_skill_id_is_refused_as_unknown(
     alice: openai.AsyncOpenAI, bob: openai.AsyncOpenAI
 ) -> None:
@@ -276,7 +271,6 @@ async def test_tool_choice_shell_forces_the_agents_shell(
 
 
 @needs_sandbox
-@pending
 async def test_a_skill_attached_by_reference_is_listed_and_runs_for_that_request_only(
     alice: openai.AsyncOpenAI, simulator: SimulatorServer
 ) -> None:
@@ -294,14 +288,16 @@ async def test_a_skill_attached_by_reference_is_listed_and_runs_for_that_request
     script(
         simulator, call("shell", command="bash /skills/pinned-skill/scripts/run.sh"), answer("ok")
     )
-    await alice.responses.create(model=MODEL, input="run it", tools=[shell_tool(reference)])
+    first = await alice.responses.create(model=MODEL, input="run it", tools=[shell_tool(reference)])
     assert "Version two, attached by reference." in system_prompts(simulator)[0]
     assert any("v2-ran" in result for result in tool_results_of(simulator, UPSTREAM))
 
     simulator.state.reset()
     script(simulator, answer("plain"))
-    await alice.responses.create(model=MODEL, input="and now?")
-    assert "Version two, attached by reference." not in system_prompts(simulator)[0]
+    await alice.responses.create(model=MODEL, input="and now?", previous_response_id=first.id)
+    (prompt,) = system_prompts(simulator)
+    assert "Version two, attached by reference." not in prompt
+    assert "Version one of the pinned skill." in prompt
 
 
 @needs_sandbox
@@ -312,11 +308,54 @@ async def test_an_inline_skill_is_listed_and_runs_for_that_request_only(
     script(
         simulator, call("shell", command="bash /skills/inline-helper/scripts/run.sh"), answer("ok")
     )
-    await alice.responses.create(model=MODEL, input="run it", tools=[shell_tool(skill)])
+    first = await alice.responses.create(model=MODEL, input="run it", tools=[shell_tool(skill)])
     assert "Helps inline, for one request only." in system_prompts(simulator)[0]
     assert any("inline-ran" in result for result in tool_results_of(simulator, UPSTREAM))
 
     simulator.state.reset()
     script(simulator, answer("plain"))
-    await alice.responses.create(model=MODEL, input="and now?")
-    assert "inline-helper" not in system_prompts(simulator)[0]
+    await alice.responses.create(model=MODEL, input="and now?", previous_response_id=first.id)
+    (prompt,) = system_prompts(simulator)
+    assert "Helps inline, for one request only." not in prompt
+
+
+@needs_sandbox
+async def test_the_same_inline_skill_is_written_once(
+    alice: openai.AsyncOpenAI, simulator: SimulatorServer, skill_server: SkillServer
+) -> None:
+    skill = inline("written-once", "Sent with two requests.", "once")
+    cache = skill_server.data_dir / "skills-cache" / "inline"
+
+    def folders() -> dict[str, int]:
+        """The folders holding this skill, by name, with their inode numbers."""
+        return {
+            folder.name: folder.stat().st_ino
+            for folder in cache.iterdir()
+            if "written-once" in (folder / "SKILL.md").read_text()
+        }
+
+    seen = []
+    for _ in range(2):
+        script(simulator, answer("ok"))
+        await alice.responses.create(model=MODEL, input="hi", tools=[shell_tool(skill)])
+        seen.append(folders())
+    assert len(seen[0]) == 1
+    assert seen[1] == seen[0]  # the same folder, not written again
+    assert not [d for d in cache.iterdir() if d.name.startswith(".")]  # no staging left
+
+
+@needs_sandbox
+async def test_an_inline_skill_named_otherwise_than_its_skill_md_is_refused(
+    alice: openai.AsyncOpenAI,
+) -> None:
+    skill = inline("what-it-says", "Misnamed.", "x")
+    skill["name"] = "another-name"
+    message = await refused(alice, tools=[shell_tool(skill)])
+    assert "what-it-says" in message
+
+
+@needs_sandbox
+async def test_two_skills_of_one_name_are_refused(alice: openai.AsyncOpenAI) -> None:
+    twice = inline("twin", "One of two.", "x")
+    message = await refused(alice, tools=[shell_tool(twice, inline("twin", "The other.", "y"))])
+    assert "twin" in message
