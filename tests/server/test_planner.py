@@ -127,6 +127,36 @@ async def test_a_chat_stream_shows_the_plan_as_reasoning_before_the_tool_runs(
     assert plan < _first(reasoning, "→ read_file")
 
 
+async def test_open_webui_shows_the_plan_as_status_lines_before_the_tool_runs(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    _script(simulator, answer(PLAN), call("read_file", path="notes.txt"), answer("Done."))
+    response = await http.post(
+        "/v1/chat/completions",
+        headers={"x-openwebui-chat-id": "planned-chat"},
+        json={
+            "model": MODEL,
+            "stream": True,
+            "messages": [{"role": "user", "content": "Summarise the numbers in notes.txt"}],
+        },
+    )
+    assert response.status_code == 200
+    statuses = [
+        f["event"]["data"]
+        for f in sse_data(response.text)
+        if f.get("event", {}).get("type") == "status"
+    ]
+    lines = [status["description"] for status in statuses]
+    plan = lines.index("Plan: 3 steps")
+    assert lines[plan + 1 : plan + 4] == [
+        "1. Read notes.txt",
+        "2. Check the numbers in it",
+        "3. Write the summary",
+    ]
+    assert all(status["done"] for status in statuses[plan : plan + 4])
+    assert plan < next(i for i, line in enumerate(lines) if "read_file" in line)
+
+
 async def test_the_runs_event_stream_has_the_plan_before_the_first_tool(
     simulator: SimulatorServer, openai: AsyncOpenAI, http: httpx.AsyncClient
 ) -> None:
