@@ -4,6 +4,7 @@ zip is a 400 that says why."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import zipfile
 from collections.abc import AsyncIterator, Iterator
@@ -249,3 +250,37 @@ async def test_a_versions_folder_is_materialised_once_and_only_for_its_owner(
         await library.folder("bob", entry)
     with pytest.raises(LookupError):
         await library.folder("alice", SkillEntry(name="x", description="y", origin="uploaded"))
+
+
+async def test_two_requests_materialising_one_version_at_once_share_one_folder(
+    alice: openai.AsyncOpenAI, services: Services
+) -> None:
+    library = services.skills
+    assert isinstance(library, StoredSkills)
+    skill = await alice.skills.create(files=[("SKILL.md", SKILL_MD), ("fill.py", SCRIPT)])
+    entry = await library.find("alice", skill.id)
+
+    folders = await asyncio.gather(*(library.folder("alice", entry) for _ in range(4)))
+
+    assert len(set(folders)) == 1
+    assert sorted(p.name for p in folders[0].parent.iterdir()) == ["1"]
+    assert (folders[0] / "SKILL.md").read_bytes() == SKILL_MD
+
+
+async def test_writing_a_skill_of_a_known_name_adds_its_default_version(
+    alice: openai.AsyncOpenAI, services: Services
+) -> None:
+    library = services.skills
+    assert isinstance(library, StoredSkills)
+    first = await library.write(
+        "alice", bundle_from_zip(zipped({"SKILL.md": SKILL_MD})), origin="agent"
+    )
+    better = bundle_from_zip(zipped({"SKILL.md": skill_md("Better."), "x": b""}))
+    second = await library.write("alice", better, origin="agent")
+
+    assert (second.skill_id, second.version) == (first.skill_id, "2")
+    assert [(e.name, e.version, e.description) for e in await library.offered("alice")] == [
+        ("pdf-tools", "2", "Better.")
+    ]
+    assert await library.remove("alice", "pdf-tools")
+    assert await library.offered("alice") == []
