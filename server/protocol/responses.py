@@ -28,7 +28,7 @@ from pydantic import (
 
 from hermes_core.agent import AgentRequest
 from hermes_core.providers.base import ForcedTool, ToolChoice, ToolSchema
-from hermes_core.skills.format import MAX_ZIP_BYTES
+from hermes_core.skills.format import MAX_NAME_CHARS, MAX_ZIP_BYTES
 from server.errors import APIError
 from server.protocol.openwebui_tasks import is_task_prompt
 from server.protocol.output_formats import responses_output_format
@@ -425,8 +425,10 @@ def _requested_skill(skill: object) -> RequestedSkill:
         return SkillReference(skill_id, version)
     if isinstance(skill, dict) and kind == "inline":
         name, description, source = skill.get("name"), skill.get("description"), skill.get("source")
-        if not isinstance(name, str) or not name or not isinstance(description, str):
-            raise _shell_error("An inline skill needs a name and a description.")
+        if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME_CHARS:
+            raise _shell_error(f"An inline skill needs a name of 1-{MAX_NAME_CHARS} characters.")
+        if not isinstance(description, str):
+            raise _shell_error(f"The inline skill {name!r} needs a description.")
         if not (
             isinstance(source, dict)
             and source.get("type") == "base64"
