@@ -157,6 +157,21 @@ async def test_open_webui_shows_the_plan_as_status_lines_before_the_tool_runs(
     assert plan < next(i for i, line in enumerate(lines) if "read_file" in line)
 
 
+async def test_a_responses_stream_shows_the_plan_as_a_reasoning_summary(
+    simulator: SimulatorServer, openai: AsyncOpenAI
+) -> None:
+    _script(simulator, answer(PLAN), call("read_file", path="notes.txt"), answer("Done."))
+    stream = await openai.responses.create(
+        model=MODEL, input="Summarise the numbers in notes.txt", stream=True
+    )
+    summaries = [
+        event.text async for event in stream if event.type == "response.reasoning_summary_text.done"
+    ]
+    plan = _first(summaries, "Plan:")
+    assert summaries[plan].startswith("Plan:\n1. Read notes.txt\n")
+    assert plan < _first(summaries, "→ read_file")
+
+
 async def test_the_runs_event_stream_has_the_plan_before_the_first_tool(
     simulator: SimulatorServer, openai: AsyncOpenAI, http: httpx.AsyncClient
 ) -> None:
