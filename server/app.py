@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
+from hermes_core.skills.format import MAX_ZIP_BYTES
 from hermes_core.tools.agent_tools import AGENT_LEVEL_TOOLS
 from hermes_core.tools.toolsets import AGENT_TOOLSET
 from server.errors import install_error_handlers
@@ -110,10 +111,20 @@ def create_app(services: Services) -> HermesApp:
     app.state.responses = ResponsesServing(services)
     install_error_handlers(app)
     install_openapi(app)
-    # An upload may be as large as a file may be, with room for the multipart envelope.
-    per_path = {"/v1/files": services.file_limits.max_file_bytes + UPLOAD_ENVELOPE_BYTES}
+    # An upload may be as large as a file, or a skill's zip, may be, with room for the
+    # multipart envelope.
+    files_limit = services.file_limits.max_file_bytes + UPLOAD_ENVELOPE_BYTES
+    skills_limit = max(services.max_body_bytes, MAX_ZIP_BYTES + UPLOAD_ENVELOPE_BYTES)
     max_body_bytes = services.max_body_bytes
-    app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes, per_path=per_path)
+
+    def body_limit(path: str) -> int:
+        if path == "/v1/files":
+            return files_limit
+        if path.startswith("/v1/skills"):  # a skill, or a version of one (POST …/versions)
+            return skills_limit
+        return max_body_bytes
+
+    app.add_middleware(BodySizeLimit, limit_of=body_limit)
     # Outside the body limit: a request without a key is refused before its body is read.
     app.add_middleware(RequireKey, keyring=services.keyring)
     app.add_middleware(RefuseNulInURL)
@@ -131,7 +142,7 @@ def create_app(services: Services) -> HermesApp:
         },
         handlers=app.exception_handlers,
         keyring=services.keyring,
-        body_limit=lambda path: per_path.get(path, max_body_bytes),
+        body_limit=body_limit,
         record=services.metrics.record_request,
     )
     app.include_router(chat.router)

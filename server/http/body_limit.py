@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable
 
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -14,21 +14,18 @@ UPLOAD_ENVELOPE_BYTES = 1024 * 1024
 
 
 class BodySizeLimit:
-    """Answer 413 for bodies over ``max_bytes`` (or the limit ``per_path`` gives an exact
-    path), whether announced or streamed."""
+    """Answer 413 for bodies over the limit ``limit_of`` gives a request's path, whether
+    announced or streamed."""
 
-    def __init__(
-        self, app: ASGIApp, *, max_bytes: int, per_path: Mapping[str, int] | None = None
-    ) -> None:
+    def __init__(self, app: ASGIApp, *, limit_of: Callable[[str], int]) -> None:
         self.app = app
-        self.max_bytes = max_bytes
-        self.per_path = dict(per_path or {})
+        self.limit_of = limit_of
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.per_path.get(scope["path"], self.max_bytes)
+        limit = self.limit_of(scope["path"])
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             await self._refuse(scope, receive, send, limit)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import zipfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -15,9 +16,10 @@ import openai
 import pytest
 
 from hermes_core.persistence import sqlite_url
-from hermes_core.skills.format import bundle_from_zip
+from hermes_core.skills.format import MAX_ZIP_BYTES, bundle_from_zip
 from hermes_core.skills.library import SkillEntry
 from server.app import create_app
+from server.http.body_limit import UPLOAD_ENVELOPE_BYTES
 from server.http.threaded import ThreadedServer
 from server.services import Services
 from server.simulator import SimulatorServer
@@ -199,10 +201,8 @@ async def test_a_zip_climbing_out_of_its_folder_is_refused(alice: openai.AsyncOp
         await alice.skills.create(files=[("SKILL.md", SKILL_MD), ("../evil.sh", b"x")])
 
 
-async def test_an_upload_over_the_body_limit_is_413(
-    skills_server: ThreadedServer, services: Services
-) -> None:
-    too_big = b"x" * (services.max_body_bytes + 1)
+async def test_an_upload_over_a_skills_size_limit_is_413(skills_server: ThreadedServer) -> None:
+    too_big = b"x" * (MAX_ZIP_BYTES + UPLOAD_ENVELOPE_BYTES + 1)
     async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=skills_server.base_url) as raw:
         answer = await raw.post(
             "/v1/skills",
@@ -284,3 +284,21 @@ async def test_writing_a_skill_of_a_known_name_adds_its_default_version(
     ]
     assert await library.remove("alice", "pdf-tools")
     assert await library.offered("alice") == []
+
+
+async def test_a_skill_larger_than_a_request_body_may_be_is_still_uploaded(
+    alice: openai.AsyncOpenAI, services: Services
+) -> None:
+    assets = os.urandom(6 * 1024 * 1024)  # incompressible, over the 4 MiB body limit
+    assert services.max_body_bytes < len(assets)
+
+    skill = await alice.skills.create(
+        files=[("pdf-tools/SKILL.md", SKILL_MD), ("pdf-tools/assets/form.bin", assets)]
+    )
+    version = await alice.skills.versions.create(
+        skill.id, files=[("pdf-tools/SKILL.md", SKILL_MD), ("pdf-tools/assets/form.bin", assets)]
+    )
+
+    assert version.version == "2"
+    content = await alice.skills.content.retrieve(skill.id)
+    assert bundle_from_zip(content.content).files["assets/form.bin"] == assets
