@@ -101,9 +101,9 @@ class RunDriver:
         run has already finished (the plan's call failed)."""
         run = self.run
         if run.request.user_message is not None:
-            if run.request.recalled:  # kept in the transcript: later turns' prefix stays put
-                run.append({"role": "system", "content": run.request.recalled})
             run.append({"role": "user", "content": run.request.user_message})
+        if run.request.recalled:  # kept in the transcript: later turns' prefix stays put
+            run.append({"role": "system", "content": run.request.recalled})
         if run.request.approvals:
             await self.tool_calls.answer_approvals(run.request.approvals)
         planner = self.planner
