@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING
 
 from hermes_core.context import CachingContext, CompressingContext, Compressor, PromptCacheSettings
 from hermes_core.providers.fallback import FallbackChain
+from hermes_core.skills.shelf import load_directory_skills
 from hermes_core.tools.egress import EgressPolicy
 from hermes_core.tools.images import vision_analyze_tool
 from hermes_core.tools.isolation import configure_total
 from hermes_core.tools.sandbox_settings import SandboxPolicy
-from hermes_core.tools.toolsets import build_toolsets
+from hermes_core.tools.skills import SKILLS_TOOLSET
+from hermes_core.tools.toolsets import TOOLSETS, build_toolsets
 from hermes_core.tools.web.guard import AddressPolicy
 from server.config import SIMULATOR_PROVIDER, HermesConfig, ProfileConfig
 from server.deferred_providers import provider_of
@@ -127,6 +129,12 @@ def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
         toolsets.registry.register(vision_analyze_tool(vision))
     for name, reason in toolsets.unavailable.items():
         log.warning("profile %s: toolset %s stays off: %s", profile.id, name, reason)
+    skills = load_directory_skills(profile.skills.dirs) if profile.skills.enabled else None
+    active = (
+        toolsets.active
+        if skills is not None
+        else [name for name in toolsets.active if name != SKILLS_TOOLSET]
+    )
     if profile.sandbox.unsafe_no_sandbox and {"shell", "code"} & set(toolsets.active):
         log.warning(
             "profile %s: sandbox.unsafe_no_sandbox is set: shell and code commands run "
@@ -140,7 +148,7 @@ def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
         vision=vision,
         config=profile.agent_config(),
         tools=toolsets.registry,
-        toolsets=toolsets.active,
+        toolsets=active,
         unavailable_toolsets=toolsets.unavailable,
         context=CachingContext(
             PromptCacheSettings(ttl=profile.cache_ttl),
@@ -151,6 +159,9 @@ def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
         mcp=_mcp_of(profile),
         egress=_egress_of(options.policy),
         workspace_quota=options.quota,
+        skills=skills,
+        skills_approval=options.approval(TOOLSETS[SKILLS_TOOLSET]) != "never",
+        skills_mounted=not options.policy.unsandboxed,
     )
 
 

@@ -29,6 +29,7 @@ from hermes_core.providers.base import (
 from hermes_core.providers.fallback import FallbackChain
 from hermes_core.providers.retry import PROCESS_COOLDOWNS
 from hermes_core.skills.library import SkillLibrary
+from hermes_core.skills.shelf import DirectorySkills, SkillShelf
 from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
 from hermes_core.tools.egress import EgressPolicy, close_egress_proxies
@@ -88,6 +89,13 @@ class Profile:
     """The policy its sandboxed commands reach the network under, through the process's
     egress proxy for it (None: they have no network); a reload closes the proxies no live
     profile's policy names any more."""
+    skills: DirectorySkills | None = None
+    """Its directory skills (``skills.dirs``), read when it was built; None: the profile
+    offers no skills at all (``skills.enabled: false``), not even a key's own."""
+    skills_approval: bool = True
+    """``skill_manage`` waits for a person's approval (``approvals.skills``, default always)."""
+    skills_mounted: bool = True
+    """Its commands see skills at ``/skills/<name>`` (False: unsandboxed, at host paths)."""
     provider_models: dict[str, str] = field(init=False)
     """Configured name → model of every provider this profile's runs may call."""
     asks_approval: bool = field(init=False)
@@ -132,6 +140,8 @@ class Profile:
             self.asks_approval |= any(
                 c.spec.approval != "never" for c in self.mcp.connections.values()
             )
+        # skill_manage is agent-level, not in the registry: its approval counts here.
+        self.asks_approval |= self.skills is not None and self.skills_approval
         self._run_tools = (-1, self.tools)
         summariser = self.summariser
         self.side_task_provider = (
@@ -159,6 +169,18 @@ class Profile:
             self._run_tools = (self.mcp.version, registry)
         return registry
 
+    def shelf(self, library: SkillLibrary | None, owner: str) -> SkillShelf | None:
+        """The skills this profile's agents acting for ``owner`` are offered (None: off)."""
+        if self.skills is None:
+            return None
+        return SkillShelf(
+            directory=self.skills.skills,
+            library=library,
+            owner=owner,
+            manage_approval=self.skills_approval,
+            mounted=self.skills_mounted,
+        )
+
     def plain_agent(self, *, owner: str) -> Agent:
         """An agent for one plain model call on the client's own messages: no instructions,
         no memory, no tools, one iteration (Open WebUI's title, tag and follow-up tasks). It
@@ -178,10 +200,14 @@ class Profile:
         memory_owner: str | None = None,
         checkpoint: Callable[[], Awaitable[None]] | None = None,
         extra_tools: Sequence[Tool] = (),
+        skill_library: SkillLibrary | None = None,
+        skills_owner: str | None = None,
     ) -> Agent:
         """``extra_tools``: the request's own (its MCP servers'), beside the profile's. While
         one of the profile's MCP servers is still connecting for the first time, the agent's
-        run waits for it and then takes the tools listed by then."""
+        run waits for it and then takes the tools listed by then. ``skill_library``: the
+        keys' own skills, of which the agent sees ``skills_owner``'s (the API key's
+        principal; default ``owner``)."""
 
         def tools_now() -> ToolRegistry:
             tools = self.run_tools()
@@ -202,6 +228,7 @@ class Profile:
             todo_store=stores.todos,
             session_search=stores.sessions,
             checkpoint=checkpoint,
+            skills=self.shelf(skill_library, skills_owner or owner),
         )
         if isinstance(agent, McpWaitingAgent) and connecting is not None:
             agent.waits_for(connecting, tools_now)

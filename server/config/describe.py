@@ -13,10 +13,12 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from hermes_core.providers.config import ProviderConfig
+from hermes_core.skills.shelf import load_directory_skills
 from hermes_core.tools.isolation import isolation
 from hermes_core.tools.sandbox_python import environment_contents
 from hermes_core.tools.sandbox_settings import SandboxPolicy
-from hermes_core.tools.toolsets import TOOLSETS, build_toolsets
+from hermes_core.tools.skills import SKILLS_TOOLSET
+from hermes_core.tools.toolsets import TOOLSETS, ToolsetOptions, build_toolsets
 from server.config.schema import (
     SIMULATOR_PROVIDER,
     HermesConfig,
@@ -212,6 +214,19 @@ def _profile_lines(profile: ProfileConfig) -> list[str]:
     ]
 
 
+def _skill_rows(profile: ProfileConfig, options: ToolsetOptions) -> list[str]:
+    """The profile's directory skills, and the skill folders left out (with why)."""
+    if not profile.skills.enabled:
+        return [_row("skills", "off (skills.enabled: false)", indent=4)]
+    loaded = load_directory_skills(profile.skills.dirs)
+    names = ", ".join(s.entry.name for s in loaded.skills) or "(none of its own)"
+    policy = options.approval(TOOLSETS[SKILLS_TOOLSET])
+    rows = [_row("skills", f"{names}; skill_manage approval: {policy}", indent=4)]
+    for place, why in loaded.broken.items():
+        rows.append(_row(f"  {place}", f"BROKEN, left out: {why}", indent=4))
+    return rows
+
+
 def _tool_rows(profile: ProfileConfig) -> list[str]:
     """The toolsets on, and those asked for that stay off here (with why)."""
     options = profile.toolset_options()
@@ -223,6 +238,7 @@ def _tool_rows(profile: ProfileConfig) -> list[str]:
         if not TOOLSETS[name].always_on:
             policy = options.approval(TOOLSETS[name])
             rows.append(_row(f"  {name}", f"approval: {policy}", indent=4))
+    rows += _skill_rows(profile, options)
     for server in profile.mcp_servers:
         # A command's arguments are not shown: they may hold a token.
         where = (

@@ -53,6 +53,7 @@ from hermes_core.events import (
     TextDelta,
     ToolCallGenerating,
     ToolFinished,
+    ToolOutcome,
     ToolProgress,
     ToolStarted,
 )
@@ -257,6 +258,16 @@ class Metrics:
         )
         self._toolsets: dict[str, str] = {}
         """Tool name → toolset, for the tools runs may call."""
+        self.skill_views = counter(
+            "hermes_skill_views_total", "Skills loaded by the agent (skill_view).", "profile"
+        )
+        self.skills_created = counter(
+            "hermes_skills_created_total",
+            "Skills created (origin agent: the agent's skill_manage).",
+            "profile origin",
+        )
+        self._skill_creations: set[str] = set()
+        """Call ids of skill_manage creations started and not finished yet."""
         self.compressions = counter(
             "hermes_context_compressions_total",
             "Context compressions (summary: a summary was written; prune: old outputs cut).",
@@ -348,7 +359,6 @@ class Metrics:
                 ReasoningDelta()
                 | ToolCallGenerating()
                 | MessageAdded()
-                | ToolStarted()
                 | ToolProgress()
                 | SourcesFound()
                 | ClientToolCallsPending()
@@ -380,8 +390,13 @@ class Metrics:
                 else:
                     scratch.calling = False
                     self._model_call(scratch.labels(event.provider), event.usage)
+            case ToolStarted():
+                if event.name == "skill_manage" and event.arguments.get("action") == "create":
+                    self._skill_creations.add(event.call_id)
             case ToolFinished():
                 self._tool_finished(event)
+                if event.name in ("skill_view", "skill_manage"):
+                    self._skill_finished(info, event)
             case RetryScheduled():
                 labels = self._scratch(info, event.run_id).labels(event.provider)
                 self.llm_requests.labels(*labels, "error").inc()
@@ -507,6 +522,20 @@ class Metrics:
         labels = (*self._tool_labels(event.name), event.outcome.value)
         self.tool_calls.labels(*labels).inc()
         self.tool_duration.labels(*labels).observe(event.duration_s)
+
+    def _skill_finished(self, info: RunInfo, event: ToolFinished) -> None:
+        # The skill tools answer a mistake the model can correct as an "Error: …" result
+        # (a successful call as far as the executor knows): those are not views or skills.
+        done = event.outcome is ToolOutcome.SUCCESS and not event.result_preview.startswith(
+            "Error:"
+        )
+        if event.name == "skill_view":
+            if done:
+                self.skill_views.labels(info.model).inc()
+        elif event.call_id in self._skill_creations:
+            self._skill_creations.discard(event.call_id)
+            if done:
+                self.skills_created.labels(info.model, "agent").inc()
 
     def _fallback(self, info: RunInfo, event: FallbackActivated) -> None:
         scratch = self._scratch(info, event.run_id)

@@ -5,7 +5,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel
 
-from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
+from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS, SKILL_TOOLS
+from hermes_core.tools.skills import SKILLS_TOOLSET
 from server.errors import APIError
 from server.http.auth import Principal, require_principal
 from server.http.input_text import StrictJSONRoute
@@ -18,6 +19,13 @@ router = APIRouter(prefix="/v1", tags=["models"], route_class=StrictJSONRoute)
 _CREATED = 1_767_225_600
 
 
+class ModelSkill(BaseModel):
+    """One of a profile's own skills (its ``skills.dirs``)."""
+
+    name: str
+    description: str
+
+
 class ModelTools(BaseModel):
     """What the agent behind a model can do (a hermes-server extension)."""
 
@@ -25,6 +33,9 @@ class ModelTools(BaseModel):
     """The toolsets its runs have, e.g. ``files``, ``shell``, ``code``, ``memory``."""
     tools: list[str]
     """The server tools in them (the agent-level ones included), by name."""
+    skills: list[ModelSkill] | None = None
+    """The profile's own skills, offered to every key (besides a key's own, ``/v1/skills``),
+    sorted by name; absent when the profile has skills off."""
 
 
 class Model(BaseModel):
@@ -39,11 +50,21 @@ class Model(BaseModel):
 
 def _model(profile: Profile) -> Model:
     agent_level = [name for name in profile.toolsets if name in ALWAYS_ON_TOOLS]
+    if SKILLS_TOOLSET in profile.toolsets:
+        agent_level += SKILL_TOOLS
+    skills = None
+    if profile.skills is not None:
+        skills = [
+            ModelSkill(name=s.entry.name, description=s.entry.description)
+            for s in profile.skills.skills
+        ]
     return Model(
         id=profile.id,
         name=profile.description or None,
         hermes=ModelTools(
-            toolsets=profile.toolsets, tools=sorted([*profile.tools.names, *agent_level])
+            toolsets=profile.toolsets,
+            tools=sorted([*profile.tools.names, *agent_level]),
+            skills=skills,
         ),
     )
 

@@ -89,17 +89,25 @@ def conversation_owner(request: HTTPConnection, principal: Principal) -> str:
 
 
 def new_agent(
-    services: Services, profile: Profile, owner: str, extra_tools: Sequence[Tool] = ()
+    services: Services,
+    profile: Profile,
+    owner: str,
+    extra_tools: Sequence[Tool] = (),
+    *,
+    key: str | None = None,
 ) -> Agent:
     """An agent of ``profile`` acting for ``owner`` (see :func:`conversation_owner`): its
     memory and past sessions, and the store's write queue as its checkpoint before tools run;
-    with the request's own tools (``extra_tools``) beside the profile's."""
+    with the request's own tools (``extra_tools``) beside the profile's, and the skills of
+    the API key's principal ``key`` (default ``owner``: a memory scope does not split them)."""
     return profile.new_agent(
         owner=owner,
         stores=services.stores,
         memory_owner=owner,
         checkpoint=services.store.db.writer.flush if services.store is not None else None,
         extra_tools=extra_tools,
+        skill_library=services.skills,
+        skills_owner=key,
     )
 
 

@@ -177,7 +177,7 @@ async def begin_turn(
         request = spec.agent_request(client_tools=client_tools, offer_tools=True, run_id=run_id)
         name = session_name_of(connection) if spec.named else None
         owner = conversation_owner(connection, principal)
-        agent = new_agent(services, profile, owner)
+        agent = new_agent(services, profile, owner, key=principal.name)
     agent.check(request)
     services.runs.admit(principal.name)
     tools = None if side else spec.tools
@@ -185,7 +185,7 @@ async def begin_turn(
         if tools is not None:
             extra = await tools.connect()
             if extra:
-                agent = new_agent(services, profile, owner, extra_tools=extra)
+                agent = new_agent(services, profile, owner, extra, key=principal.name)
         # Else no approval work at all: the hot path stays bare.
         asks = (profile.asks_approval or (tools is not None and tools.asks)) and not side
         answers, spoken = (spec.answers(), text_of(request.user_message)) if asks else ({}, "")

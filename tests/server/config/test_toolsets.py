@@ -25,7 +25,7 @@ profiles:
 
 def test_named_toolsets_are_built_with_their_tools() -> None:
     built = build_toolsets(["files"], ToolsetOptions())
-    assert built.active == ["files", "todo", "memory", "session_search", "delegate_task"]
+    assert built.active == ["files", "todo", "memory", "session_search", "delegate_task", "skills"]
     assert built.registry.names == [
         "edit_file",
         "list_files",
@@ -57,7 +57,8 @@ def test_a_sandboxed_toolset_stays_off_without_the_sandbox(tmp_path: Path) -> No
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     tools = next(line for line in lines if line.strip().startswith("tools "))
-    assert tools.split()[1:] == ["files,", "todo,", "memory,", "session_search,", "delegate_task"]
+    expected = ["files,", "todo,", "memory,", "session_search,", "delegate_task,", "skills"]
+    assert tools.split()[1:] == expected
     for name in ("shell", "code"):
         off = next(line for line in lines if line.strip().startswith(name))
         assert "UNAVAILABLE, stays off: 'bwrap' is not installed" in off
