@@ -19,6 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from hermes_core.skills.format import skill_markdown
 from hermes_core.tools.toolsets import sandbox_missing
+from server.bootstrap import build_profiles
+from server.config import ConfigError, load_config
 from server.simulator import Scenario, SimulatorServer, Step
 from tests.plain_http import TLS_UNUSED
 from tests.processes import free_port, hermes_command
@@ -280,3 +282,33 @@ def test_check_config_lists_the_profiles_skills_and_says_which_folder_is_broken(
     assert f"{SKILL}; skill_manage approval: always" in skills
     assert f"{broken}" in result.stdout
     assert "BROKEN, left out: SKILL.md must start with a YAML front matter" in result.stdout
+
+
+def test_a_profile_may_let_skill_manage_write_without_asking_or_turn_skills_off(
+    skill_server: SkillServer, tmp_path: Path
+) -> None:
+    text = skill_server.config.read_text()
+    never = text.replace(
+        "{shell: never, code: never}", "{shell: never, code: never, skills: never}"
+    )
+    off = text.replace(f"skills: {{dirs: [{skill_server.skills}]}}", "skills: {enabled: false}")
+    (tmp_path / "never.yaml").write_text(never)
+    (tmp_path / "off.yaml").write_text(off)
+
+    (writes,) = build_profiles(load_config(tmp_path / "never.yaml", {}))
+    (plain,) = build_profiles(load_config(tmp_path / "off.yaml", {}))
+
+    assert not writes.skills_approval
+    assert not writes.asks_approval
+    assert plain.skills is None
+    assert "skills" not in plain.toolsets
+
+
+def test_approvals_apply_to_skills_but_not_to_other_agent_level_toolsets(
+    skill_server: SkillServer, tmp_path: Path
+) -> None:
+    text = skill_server.config.read_text()
+    (tmp_path / "bad.yaml").write_text(text.replace("code: never}", "code: never, todo: never}"))
+
+    with pytest.raises(ConfigError, match="unknown toolset 'todo'"):
+        load_config(tmp_path / "bad.yaml", {})

@@ -277,3 +277,33 @@ async def test_a_broken_skill_folder_is_left_out_and_said(tmp_path: Path) -> Non
 
     assert [s.entry.name for s in loaded.skills] == ["fine"]
     assert list(loaded.broken) == [str(broken)]
+
+
+async def test_unsandboxed_skill_view_gives_the_folders_host_path(tmp_path: Path) -> None:
+    shelf = _profile_skills(tmp_path)
+    shelf.mounted = False
+
+    (result,) = await _run(shelf, ("skill_view", {"name": "greet"}))
+
+    assert f"{shelf.directory[1].folder}/scripts/hello_py" in result
+    assert "/skills/greet" not in result
+
+
+async def test_a_requests_skills_follow_the_frozen_prompt_and_stay_out_of_it(
+    tmp_path: Path,
+) -> None:
+    shelf = _profile_skills(tmp_path)
+    folder = _skill_folder(tmp_path / "req", "fold", "Folds maps.", "Fold twice.")
+    attached = AttachedSkill(
+        entry=SkillEntry(name="fold", description="Folds maps.", origin="request"), folder=folder
+    )
+    provider = ScriptedProvider("Hi.")
+    agent = Agent(provider, skills=shelf)
+
+    await agent.run_conversation("hi", skills=[attached])
+
+    frozen = await agent.frozen_prompt()
+    assert "fold" not in frozen
+    system = _system(provider.requests[0])
+    assert system.startswith(frozen)
+    assert system[len(frozen) :].strip().endswith("- fold: Folds maps.")
