@@ -1,8 +1,8 @@
 """The agent-level tools a run offers besides the registry's: todo, memory, session_search,
 delegate_task, clarify and the skill tools (skills_list, skill_view, skill_manage). What the
-model is shown of them is fixed (:func:`builtin_templates`,
-the same objects every run); their handlers close over the run's identity, stores and budget,
-so a tool is bound to its run (:func:`bind_builtin`) only when the model calls it.
+model is shown of them is fixed (:func:`builtin_templates`, the same objects every run); their
+handlers close over the run's identity, stores, skills and budget, so a tool is bound to its
+run (:func:`bind_builtin`) only when the model calls it.
 
 This module does not import :class:`~hermes_core.agent.agent.Agent`: it sees the agent through
 :class:`ToolOwner`, and a sub-agent is made by the agent's own ``spawn_child``.

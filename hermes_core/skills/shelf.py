@@ -168,7 +168,7 @@ class SkillShelf:
         for entry in await self.listing():
             try:
                 place = await self.folder(entry.name)
-            except (LookupError, OSError, SkillError):
+            except Exception:  # one skill's folder (or the store) failing must not fail the run
                 log.warning("the folder of skill %s could not be made", entry.name, exc_info=True)
                 continue
             if place is not None:
