@@ -162,6 +162,7 @@ def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
         skills=skills,
         skills_approval=options.approval(TOOLSETS[SKILLS_TOOLSET]) != "never",
         skills_mounted=not options.policy.unsandboxed,
+        learn_after=profile.learning.min_tool_calls if profile.learning.extract_skills else None,
     )
 
 

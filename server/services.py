@@ -47,6 +47,7 @@ from server.runs.approvals import ApprovalDesk
 from server.runs.manager import RunInfo, RunManager
 from server.runs.mcp_waiting import McpWaitingAgent
 from server.sessions.service import SessionService, SessionSettings
+from server.skills.extraction import Learner, SkillExtractor
 from server.skills.library import StoredSkills
 
 if TYPE_CHECKING:
@@ -96,6 +97,9 @@ class Profile:
     """``skill_manage`` waits for a person's approval (``approvals.skills``, default always)."""
     skills_mounted: bool = True
     """Its commands see skills at ``/skills/<name>`` (False: unsandboxed, at host paths)."""
+    learn_after: int | None = None
+    """Tool calls after which a completed run is read for a draft skill
+    (``learning.extract_skills``; ``server/skills/extraction.py``); None: it is not."""
     provider_models: dict[str, str] = field(init=False)
     """Configured name → model of every provider this profile's runs may call."""
     asks_approval: bool = field(init=False)
@@ -355,6 +359,8 @@ class Services:
     files: FileVault | None = None
     """Uploaded files; set by :meth:`open` when there is a database and a ``files_dir``."""
     skills: SkillLibrary | None = None
+    extractor: SkillExtractor | None = None
+    """Reads the runs of learning profiles for draft skills (see :meth:`watch_learning`)."""
     """The keys' own skills (``/v1/skills``, the agent's); set by :meth:`open` when there is
     a database."""
     sessions: SessionService | None = None
@@ -394,6 +400,7 @@ class Services:
         data_dir = self.file_links.settings.data_dir
         skills_cache = data_dir / "skills-cache" if data_dir is not None else None
         self.skills = StoredSkills(store.skills, skills_cache)
+        self.watch_learning()
         recovered = await self.sessions.recover()
         if recovered:
             log.warning("marked %d run(s) of a previous start interrupted", len(recovered))
@@ -436,6 +443,30 @@ class Services:
 
     def profile(self, model: str) -> Profile | None:
         return next((p for p in self.profiles if p.id == model), None)
+
+    def watch_learning(self) -> None:
+        """Read runs for draft skills once a profile learns (called at open, and after a
+        reload, which may have turned learning on): only then does every run's event pass
+        the extractor too."""
+        if self.skills is None or self.extractor is not None:
+            return
+        if not any(p.learn_after is not None and p.skills is not None for p in self.profiles):
+            return
+        metrics = self.metrics
+        self.extractor = SkillExtractor(
+            self.skills,
+            self._learner,
+            on_draft=lambda profile, _entry: metrics.skills_created.labels(
+                profile, "extracted"
+            ).inc(),
+        )
+        self.runs.observers.append(self.extractor.observe)
+
+    def _learner(self, model: str) -> Learner | None:
+        profile = self.profile(model)
+        if profile is None or profile.learn_after is None or profile.skills is None:
+            return None
+        return Learner(provider=profile.side_task_provider, min_tool_calls=profile.learn_after)
 
     async def reserve_run(self, owner: str, run_id: str, alias: str = "") -> None:
         """Count a run about to start against ``owner``'s limit on every replica (this
@@ -494,6 +525,8 @@ class Services:
         await close_egress_proxies()  # sandboxes' network: started by their first command
         if self.cluster is not None:
             await self.cluster.close()
+        if self.extractor is not None:
+            await self.extractor.close()
         if self._pruning is not None:
             self._pruning.cancel()
             await asyncio.gather(self._pruning, return_exceptions=True)

@@ -263,7 +263,8 @@ class Metrics:
         )
         self.skills_created = counter(
             "hermes_skills_created_total",
-            "Skills created (origin agent: the agent's skill_manage).",
+            "Skills created (origin agent: the agent's skill_manage; extracted: drafts proposed "
+            "from runs, offered once approved).",
             "profile origin",
         )
         self._skill_creations: set[str] = set()

@@ -150,6 +150,7 @@ class ConfigReloader:
         old = list(services.profiles)
         running = services.runs.live_tasks()
         services.profiles = profiles
+        services.watch_learning()
         services.runs.max_runs = config.server.max_concurrent_runs
         services.runs.max_runs_per_owner = config.server.max_concurrent_runs_per_key
         services.keyring.replace(keyring_of(config))
