@@ -164,7 +164,7 @@ class Agent:
         child = Agent(
             self.provider,
             tools=self.tools.without(*CHILD_EXCLUDED),
-            config=dataclasses.replace(self.config, instructions=""),
+            config=dataclasses.replace(self.config, instructions="", planner=False),
             owner=self.owner,
             todo_store=InMemoryTodoStore(),
             session_search=self.session_search,

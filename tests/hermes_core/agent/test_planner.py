@@ -210,3 +210,19 @@ def test_plans_are_read_from_numbered_and_bulleted_lists() -> None:
     parsed = parse_plan(many)
     assert len(parsed) == MAX_STEPS
     assert all(len(step) <= 200 and step.endswith("…") for step in parsed)
+
+
+async def test_a_sub_agent_does_not_plan_its_delegated_task() -> None:
+    delegate = ScriptedReply(tool_calls=[("delegate_task", {"goal": "read the notes"})])
+    agent, provider, _ = _agent(PLAN, delegate, _reads("notes.txt"), "Read.", "Done.")
+
+    events = await run_events(agent, AgentRequest(user_message="summarise", session_id="s1"))
+
+    assert finished(events).final_text == "Done."
+    assert [_planning(request) for request in provider.requests] == [
+        True,  # the parent's plan
+        False,  # the parent delegates
+        False,  # the child acts at once: no plan of its own
+        False,
+        False,
+    ]
