@@ -14,6 +14,7 @@ from pydantic import SecretStr
 
 from hermes_core.persistence import sqlite_url
 from hermes_core.providers import ProviderConfig, create_provider
+from hermes_core.skills.shelf import DirectorySkills
 from server.app import create_app
 from server.http.connection_limits import HttpLimits, guarded_protocol
 from server.process.runtime import tune_garbage_collector
@@ -38,6 +39,11 @@ def main() -> None:
     parser.add_argument(
         "--max-runs-per-key", type=int, default=4096, help="runs one caller may have at once"
     )
+    parser.add_argument(
+        "--skills",
+        action="store_true",
+        help="offer skills as a configured profile does (the key's library; skill_manage asks)",
+    )
     args = parser.parse_args()
     database_url = args.database_url or sqlite_url(Path(tempfile.mkdtemp()) / "hermes.db")
     if args.no_database:
@@ -52,7 +58,13 @@ def main() -> None:
         )
     )
     services = Services(
-        profiles=[Profile(id="hermes-agent", provider=provider)],
+        profiles=[
+            Profile(
+                id="hermes-agent",
+                provider=provider,
+                skills=DirectorySkills() if args.skills else None,
+            )
+        ],
         runs=RunManager(max_runs=4096, max_runs_per_owner=args.max_runs_per_key),
         database_url=database_url,
     )

@@ -59,6 +59,9 @@ def main() -> int:
         "--no-database", action="store_true", help="serve without a store (what saving costs)"
     )
     parser.add_argument(
+        "--skills", action="store_true", help="a profile offering skills, as configured ones do"
+    )
+    parser.add_argument(
         "--keep", action="store_true", help="keep callgrind's output for callgrind_annotate"
     )
     args = parser.parse_args()
@@ -67,6 +70,8 @@ def main() -> int:
     out = Path(tempfile.mkdtemp()) / "callgrind.out"
     simulate = [sys.executable, "-m", "server.cli", "--log-level", "warning", "simulate"]
     serve = [sys.executable, "-m", "bench._serve", "--upstream", upstream, "--port", str(port)]
+    if args.skills:
+        serve.append("--skills")
     if args.no_database:
         serve.append("--no-database")
     valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
