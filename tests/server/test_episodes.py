@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletionMessageParam
 
 from server.simulator import Scenario, SimulatorServer, Step
 from tests.processes import free_port, hermes_command
@@ -123,12 +124,14 @@ async def test_the_recalled_note_stays_in_the_session_for_its_next_turn(
 ) -> None:
     _script(simulator, answer("Noted."), answer("Teal."), answer("Still teal."))
     await _say(alice, RECALLING, "The brand colour for the dashboard is teal.", "colours")
-    first = [{"role": "user", "content": "What brand colour does the dashboard use?"}]
+    first: list[ChatCompletionMessageParam] = [
+        {"role": "user", "content": "What brand colour does the dashboard use?"}
+    ]
     done = await alice.chat.completions.create(
         model=RECALLING, messages=first, extra_headers={"x-hermes-session-id": "colours-2"}
     )
     turn_one = _last_prompt(simulator)
-    again = [
+    again: list[ChatCompletionMessageParam] = [
         *first,
         {"role": "assistant", "content": done.choices[0].message.content},
         {"role": "user", "content": "Sure?"},
