@@ -449,3 +449,34 @@ async def test_a_replica_whose_shared_volume_goes_away_is_not_ready(
         assert "cannot be read" in answer.json()["error"]["message"]
         mark.write_text(kept)
         assert (await http.get(ready)).status_code == 200
+
+
+async def test_a_skill_uploaded_through_one_replica_is_offered_by_the_others(
+    replicas: dict[str, Replica], simulator: SimulatorServer
+) -> None:
+    name = f"replica-skill-{uuid.uuid4().hex[:8]}"
+    skill_md = f"---\nname: {name}\ndescription: Shared by every replica.\n---\n\nSay hi.\n"
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
+        uploaded = await http.post(
+            f"{replicas['A'].base_url}/v1/skills",
+            files=[("files", (f"{name}/SKILL.md", skill_md.encode()))],
+        )
+        assert uploaded.status_code == 200, uploaded.text
+
+        async def offered_on_b() -> bool:
+            answer = await http.post(
+                f"{replicas['B'].base_url}/v1/chat/completions",
+                json={"model": "hermes-agent", "messages": [{"role": "user", "content": "hi"}]},
+            )
+            assert answer.status_code == 200, answer.text
+            sent = [r for r in simulator.state.requests() if r.body.get("model") == UPSTREAM]
+            system = sent[-1].body["messages"][0]
+            return f"- {name}: Shared by every replica." in str(system["content"])
+
+        # A replica may keep a key's skill list for a moment (see server/skills/library.py).
+        assert await until(offered_on_b, server=replicas["B"], seconds=30)
+        content = await http.get(
+            f"{replicas['C'].base_url}/v1/skills/{uploaded.json()['id']}/content"
+        )
+        assert content.status_code == 200
+        assert content.headers["content-type"] == "application/zip"
