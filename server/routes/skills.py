@@ -182,6 +182,7 @@ async def create_skill(request: Request, principal: Owner) -> dict[str, Any]:
     version = await asyncio.to_thread(new_version, bundle)
     try:
         record = await skills.store.create(principal.name, version, origin="uploaded")
+        skills.forget(principal.name)
     except SkillNameTaken:
         existing = await skills.store.named(principal.name, bundle.name)
         where = f"/v1/skills/{existing.id}/versions" if existing else "its versions"
@@ -255,6 +256,7 @@ async def update_skill(skill_id: str, request: Request, principal: Owner) -> dic
         )
     except LookupError:
         updated = None
+    skills.forget(principal.name)
     if updated is None:
         raise APIError(
             400, f"The skill has no version {body.default_version[:40]!r}.", param="default_version"
@@ -273,6 +275,7 @@ async def approve_skill(skill_id: str, request: Request, principal: Owner) -> di
     skills = _skills(request)
     await _skill(skills, principal.name, skill_id)
     record = await skills.store.approve(principal.name, skill_id)
+    skills.forget(principal.name)
     if record is None:  # deleted meanwhile
         raise APIError(404, f"No skill with id {skill_id[:80]!r}.", param="skill_id")
     return skill_object(record)
@@ -281,7 +284,10 @@ async def approve_skill(skill_id: str, request: Request, principal: Owner) -> di
 @router.delete("/{skill_id}", response_model=SkillDeleted, responses=errors(401, 404))
 async def delete_skill(skill_id: str, request: Request, principal: Owner) -> dict[str, Any]:
     """Delete a skill and all of its versions."""
-    if not await _skills(request).store.delete(principal.name, skill_id):
+    skills = _skills(request)
+    deleted = await skills.store.delete(principal.name, skill_id)
+    skills.forget(principal.name)
+    if not deleted:
         raise APIError(404, f"No skill with id {skill_id[:80]!r}.", param="skill_id")
     return {"id": skill_id, "object": "skill.deleted", "deleted": True}
 
@@ -319,6 +325,7 @@ async def create_version(skill_id: str, request: Request, principal: Owner) -> d
     added = await skills.store.add_version(
         principal.name, record.id, version, make_default=make_default
     )
+    skills.forget(principal.name)
     if added is None:  # deleted meanwhile
         raise APIError(404, f"No skill with id {skill_id[:80]!r}.", param="skill_id")
     return version_object(added)
@@ -378,6 +385,7 @@ async def delete_version(
     kept = await _version(skills, principal.name, record, version)
     try:
         deleted = await skills.store.delete_version(principal.name, record.id, kept.version)
+        skills.forget(principal.name)
     except DefaultVersion:
         raise APIError(
             400,

@@ -4,6 +4,12 @@ files materialised on this host when a run opens it.
 A version never changes (its number is never reused), so its folder under
 ``<data_dir>/skills-cache/<skill_id>/<version>`` is made once and kept; two requests
 materialising it at once each write a temporary sibling and the first rename wins.
+
+What each key is offered is kept in this process for :data:`OFFERED_SECONDS` (every new
+session's prompt lists it, so asking the store each time cost a query per request). Changes
+made through this process (:meth:`StoredSkills.write`, :meth:`StoredSkills.remove`, the
+``/v1/skills`` routes calling :meth:`StoredSkills.forget`) show at once; one made through
+another replica or worker shows in this one's new sessions at most that long after.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ import asyncio
 import contextlib
 import re
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
@@ -27,6 +35,11 @@ from hermes_core.skills.library import SKILL_FILE, SkillBundle, SkillEntry, Skil
 
 _SKILL_ID = re.compile(r"skill_[0-9a-f]{32}")
 LATEST = "latest"
+OFFERED_SECONDS = 2.0
+"""How long this process keeps a key's offered skills before asking the store again: how
+late another replica's upload (or approval, or deletion) may reach this one's new sessions."""
+OFFERED_KEYS_KEPT = 4096
+"""Keys whose offered skills are kept at most; past that, the stale ones are let go."""
 
 
 def version_number(version: str) -> int | None:
@@ -45,9 +58,23 @@ def new_version(bundle: SkillBundle) -> NewVersion:
 class StoredSkills:
     """:class:`hermes_core.skills.library.SkillLibrary` over the SQL store."""
 
-    def __init__(self, store: SkillStore, cache_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        store: SkillStore,
+        cache_dir: Path | None = None,
+        *,
+        offered_seconds: float = OFFERED_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.store = store
         self._cache_dir = cache_dir
+        self._offered_seconds = offered_seconds
+        self._clock = clock
+        self._offered: dict[str, tuple[float, tuple[SkillEntry, ...]]] = {}
+        """Owner → (when it goes stale, what it is offered)."""
+        self._changes = 0
+        """Counts :meth:`forget` calls: a list read while one happened may predate the
+        change, so it is handed out but not kept."""
 
     @property
     def cache_dir(self) -> Path:
@@ -56,7 +83,25 @@ class StoredSkills:
         return self._cache_dir
 
     async def offered(self, owner: str) -> list[SkillEntry]:
-        return [_entry(record) for record in await self.store.published(owner)]
+        """The owner's published skills: kept up to :data:`OFFERED_SECONDS` (see the module)."""
+        now = self._clock()
+        kept = self._offered.get(owner)
+        if kept is not None and kept[0] > now:
+            return list(kept[1])
+        changes = self._changes
+        entries = tuple(_entry(record) for record in await self.store.published(owner))
+        if changes == self._changes:
+            if len(self._offered) >= OFFERED_KEYS_KEPT:
+                self._offered = {o: k for o, k in self._offered.items() if k[0] > now}
+                if len(self._offered) >= OFFERED_KEYS_KEPT:
+                    self._offered.clear()
+            self._offered[owner] = (now + self._offered_seconds, entries)
+        return list(entries)
+
+    def forget(self, owner: str) -> None:
+        """The owner's skills changed through this process: its next run asks the store."""
+        self._changes += 1
+        self._offered.pop(owner, None)
 
     async def find(self, owner: str, skill_id: str, version: str | None = None) -> SkillEntry:
         record = await self.store.get(owner, skill_id)
@@ -107,11 +152,13 @@ class StoredSkills:
                     record = await self.store.create(owner, version, origin=origin, draft=draft)
                 except SkillNameTaken:
                     continue
+                self.forget(owner)
                 return _entry(record)
             make_default = existing.draft or not draft
             added = await self.store.add_version(
                 owner, existing.id, version, make_default=make_default
             )
+            self.forget(owner)
             if added is None:  # deleted meanwhile
                 continue
             return SkillEntry(
@@ -125,7 +172,11 @@ class StoredSkills:
 
     async def remove(self, owner: str, name: str) -> bool:
         record = await self.store.named(owner, name)
-        return record is not None and await self.store.delete(owner, record.id)
+        if record is None:
+            return False
+        deleted = await self.store.delete(owner, record.id)
+        self.forget(owner)
+        return deleted
 
 
 def _materialise(data: bytes, target: Path) -> None:
