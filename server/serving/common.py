@@ -217,14 +217,16 @@ async def with_approvals(
     asker: Asker,
     *,
     forked: bool,
+    fresh: bool = False,
     answers: Mapping[str, bool],
     spoken: str,
 ) -> AgentRequest:
     """``request`` with the answers to what its conversation's last run left awaiting
     approval, and ``agent`` with the approver of this run. Only for a profile whose tools may
-    ask (``Profile.asks_approval``): callers skip it otherwise, query and all."""
+    ask (``Profile.asks_approval``): callers skip it otherwise, query and all. A ``fresh``
+    conversation (begun by this turn) has nothing awaiting approval: no query either."""
     agent.approval_callback = services.approvals.approver(services.store, asker)
-    if asker.conversation is None:
+    if asker.conversation is None or fresh:
         return request
     return await settle_open_approvals(
         services.store,

@@ -51,6 +51,8 @@ class Joined:
     """The session's name: where its workspace and open approvals are kept."""
     forked: bool = False
     """Whether the turn forked the session (it continued an earlier point of it)."""
+    fresh: bool = False
+    """Whether the conversation began with this turn (so nothing of it awaits approval)."""
 
 
 class JoinSession(Protocol):
@@ -85,7 +87,7 @@ async def join_by_name(
         agent, request, owner=owner, profile=profile, run_id=run_id, name=name
     )
     forked = turn.forked_from is not None
-    return Joined(turn.request, turn.session_id, turn.conversation, forked)
+    return Joined(turn.request, turn.session_id, turn.conversation, forked, turn.fresh)
 
 
 class RequestTools(Protocol):
@@ -220,6 +222,7 @@ async def begin_turn(
                         request,
                         asker,
                         forked=joined.forked,
+                        fresh=joined.fresh,
                         answers=answers,
                         spoken=spoken,
                     )

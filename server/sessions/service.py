@@ -40,6 +40,9 @@ class Turn:
     request: AgentRequest
     """The agent request on the session's full transcript."""
     forked_from: str | None = None
+    fresh: bool = False
+    """The conversation began with this turn, named by its new session's id: none of its
+    runs can have left a question awaiting approval (nothing to look up)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +261,7 @@ class SessionService:
             session_id=session_id,
             conversation=name or session_id,
             request=_on_transcript(request, session_id, client),
+            fresh=name is None,
         )
 
     async def _continue(
