@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import re
 import tempfile
 import time
@@ -75,6 +76,8 @@ class StoredSkills:
         self._changes = 0
         """Counts :meth:`forget` calls: a list read while one happened may predate the
         change, so it is handed out but not kept."""
+        self._reading: dict[str, asyncio.Future[tuple[SkillEntry, ...]]] = {}
+        """Owner → the store read under way, which sessions starting meanwhile wait for."""
 
     @property
     def cache_dir(self) -> Path:
@@ -83,25 +86,41 @@ class StoredSkills:
         return self._cache_dir
 
     async def offered(self, owner: str) -> list[SkillEntry]:
-        """The owner's published skills: kept up to :data:`OFFERED_SECONDS` (see the module)."""
-        now = self._clock()
+        """The owner's published skills: kept up to :data:`OFFERED_SECONDS` (see the module).
+        Sessions starting together while none is kept share one read of the store."""
         kept = self._offered.get(owner)
-        if kept is not None and kept[0] > now:
+        if kept is not None and kept[0] > self._clock():
             return list(kept[1])
-        changes = self._changes
+        reading = self._reading.get(owner)
+        if reading is None:
+            reading = asyncio.ensure_future(self._read(owner, self._clock(), self._changes))
+            self._reading[owner] = reading
+            reading.add_done_callback(functools.partial(self._read_done, owner))
+        # Shielded: one session giving up does not cancel the read the others wait for.
+        return list(await asyncio.shield(reading))
+
+    async def _read(self, owner: str, started: float, changes: int) -> tuple[SkillEntry, ...]:
         entries = tuple(_entry(record) for record in await self.store.published(owner))
-        if changes == self._changes:
+        if changes == self._changes:  # else it may predate a change: handed out, not kept
             if len(self._offered) >= OFFERED_KEYS_KEPT:
-                self._offered = {o: k for o, k in self._offered.items() if k[0] > now}
+                self._offered = {o: k for o, k in self._offered.items() if k[0] > started}
                 if len(self._offered) >= OFFERED_KEYS_KEPT:
                     self._offered.clear()
-            self._offered[owner] = (now + self._offered_seconds, entries)
-        return list(entries)
+            self._offered[owner] = (started + self._offered_seconds, entries)
+        return entries
+
+    def _read_done(self, owner: str, read: asyncio.Future[tuple[SkillEntry, ...]]) -> None:
+        if self._reading.get(owner) is read:
+            del self._reading[owner]
+        if not read.cancelled():
+            read.exception()  # seen: the sessions waiting were given it, or have gone
 
     def forget(self, owner: str) -> None:
-        """The owner's skills changed through this process: its next run asks the store."""
+        """The owner's skills changed through this process: its next run asks the store
+        (a read under way may predate the change: it is neither kept nor joined)."""
         self._changes += 1
         self._offered.pop(owner, None)
+        self._reading.pop(owner, None)
 
     async def find(self, owner: str, skill_id: str, version: str | None = None) -> SkillEntry:
         record = await self.store.get(owner, skill_id)

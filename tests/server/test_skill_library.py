@@ -4,6 +4,7 @@ this process changes shows at once, what another replica changes within the keep
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -86,3 +87,30 @@ async def test_a_list_read_while_this_process_changed_the_library_is_not_kept(
     assert await library.offered("alice") == []
     store.skills.published = published  # type: ignore[method-assign]
     assert [entry.name for entry in await library.offered("alice")] == ["pdf-tools"]
+
+
+async def test_sessions_starting_together_share_one_read_of_the_store(
+    store: Store, tmp_path: Path
+) -> None:
+    library = StoredSkills(store.skills, tmp_path / "cache", clock=Clock())
+    await store.skills.create("alice", _version("pdf-tools"), origin="uploaded")
+    published, reads = store.skills.published, []
+    release = asyncio.Event()
+
+    async def slow_published(owner: str) -> list:  # type: ignore[type-arg]
+        reads.append(owner)
+        await release.wait()
+        return await published(owner)
+
+    store.skills.published = slow_published  # type: ignore[method-assign]
+    waiting = [asyncio.ensure_future(library.offered("alice")) for _ in range(8)]
+    for _ in range(100):  # the read starting (no time passes: only the loop turning)
+        if reads:
+            break
+        await asyncio.sleep(0)
+    waiting[0].cancel()  # one giving up leaves the read to the others
+    release.set()
+    offered = await asyncio.gather(*waiting[1:])
+
+    assert reads == ["alice"]
+    assert all([entry.name for entry in entries] == ["pdf-tools"] for entries in offered)
