@@ -96,7 +96,7 @@ def joining(previous: StoredResponse | None, *, store: bool) -> JoinSession:
                 code="previous_response_not_found",
             ) from exc
         forked = turn.forked_from is not None
-        return Joined(turn.request, turn.session_id, turn.conversation, forked)
+        return Joined(turn.request, turn.session_id, turn.conversation, forked, turn.fresh)
 
     return join
 
