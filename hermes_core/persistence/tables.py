@@ -249,3 +249,43 @@ class SkillVersionRow(SQLModel, table=True):
     bundle: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
     """All of its files: the deterministic zip ``hermes_core.skills.format.bundle_to_zip`` makes."""
     created_at: float
+
+
+class ConversationRow(SQLModel, table=True):
+    """A conversation (``/v1/conversations``): the key's session named by its id holds its
+    items, its workspace and its memory scope are those of that name, as for any session."""
+
+    __tablename__ = "conversations"
+    __table_args__ = (Index("ix_conversations_owner_created", "owner", "created_at"),)
+
+    id: str = Field(primary_key=True)
+    owner: str
+    """The key's principal: only it sees the conversation."""
+    meta: dict[str, Any] = Field(sa_column=Column("metadata", JSON, nullable=False))
+    """The client's ``metadata`` (at most 16 string pairs, as OpenAI allows)."""
+    created_at: float
+
+
+class IdempotencyKeyRow(SQLModel, table=True):
+    """A POST made with an ``Idempotency-Key``: what a retry with the same key gets instead of
+    starting the work again (for 24 hours)."""
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (Index("ix_idempotency_keys_expires", "expires_at"),)
+
+    owner: str = Field(primary_key=True)
+    key: str = Field(primary_key=True)
+    endpoint: str
+    """The path the key was first used on."""
+    fingerprint: str
+    """A digest of the first request's body: the same key with another body is refused."""
+    state: str
+    """``running`` (the first request is being answered) or ``done``."""
+    run_id: str | None = None
+    """The run the first request started, which a retry may wait for or follow."""
+    status_code: int | None = None
+    content_type: str | None = None
+    body: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+    """The first answer, once it was whole (a stream's retry follows the run instead)."""
+    created_at: float
+    expires_at: float
