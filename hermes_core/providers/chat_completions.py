@@ -8,9 +8,11 @@ provider events out), so the parsing is testable without a network.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from hermes_core import json_codec
 from hermes_core.errors import ErrorKind, ProviderError
@@ -117,6 +119,37 @@ def to_wire_tools(tools: tuple[ToolSchema, ...] | list[ToolSchema]) -> list[dict
         }
         for tool in tools
     ]
+
+
+_ENCODED_TOOLS: dict[int, tuple[tuple[ToolSchema, ...], orjson.Fragment]] = {}
+"""The JSON of tool lists, by the tuple's id (the tuple kept with it, so an id is never
+mistaken for a later tuple's): a run's model calls all send the same tuple, and encoding its
+schemas was a few percent of a request's CPU."""
+MAX_ENCODED_TOOLS = 256
+
+
+def encoded_tools(tools: tuple[ToolSchema, ...]) -> orjson.Fragment:
+    """``tools`` as Chat Completions takes them, already JSON: encoded once per tuple."""
+    kept = _ENCODED_TOOLS.get(id(tools))
+    if kept is None or kept[0] is not tools:
+        if len(_ENCODED_TOOLS) >= MAX_ENCODED_TOOLS:  # many registries (MCP churn): start over
+            _ENCODED_TOOLS.clear()
+        fragment = orjson.Fragment(json_codec.dumps(to_wire_tools(tools)))
+        kept = _ENCODED_TOOLS[id(tools)] = (tools, fragment)
+    return kept[1]
+
+
+def request_body(kwargs: dict[str, Any], tools: Sequence[ToolSchema]) -> bytes:
+    """The JSON body of ``kwargs``, its tools spliced in already encoded when they are a
+    tuple (the registry's, the same object call after call)."""
+    plain = kwargs.get("tools")
+    if plain is not None and isinstance(tools, tuple):
+        kwargs["tools"] = encoded_tools(tools)
+        try:
+            return orjson.dumps(kwargs)
+        except TypeError:  # something orjson refuses elsewhere: the standard library's way
+            kwargs["tools"] = plain
+    return json_codec.dumps(kwargs)
 
 
 def wire_response_format(output: OutputFormat) -> dict[str, Any]:
@@ -360,7 +393,7 @@ class ChatCompletionsProvider(ConfiguredProvider):
         headers = self._headers if request.stream else self._json_headers
         if extra:
             headers = {**headers, **extra}
-        payload = json_codec.dumps(kwargs)
+        payload = request_body(kwargs, request.tools)
         # We read the SSE ourselves: the SDK's request building and per-chunk decoding cost
         # several milliseconds per call, more than everything else the server does for a
         # request (see bench/server_overhead.py).

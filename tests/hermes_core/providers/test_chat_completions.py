@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from hermes_core import json_codec
 from hermes_core.errors import ErrorKind, ProviderError
 from hermes_core.messages import Message
 from hermes_core.providers import (
@@ -19,7 +20,12 @@ from hermes_core.providers import (
     ToolCallDelta,
     ToolSchema,
 )
-from hermes_core.providers.chat_completions import ChatStreamAccumulator, build_kwargs
+from hermes_core.providers.chat_completions import (
+    ChatStreamAccumulator,
+    build_kwargs,
+    encoded_tools,
+    request_body,
+)
 from hermes_core.usage import Usage
 
 
@@ -117,3 +123,20 @@ def test_build_kwargs_strips_private_keys_and_maps_a_forced_tool() -> None:
     }
     assert kwargs["tool_choice"] == {"type": "function", "function": {"name": "f"}}
     assert history[1]["reasoning"] == "hmm"  # the caller's history is untouched
+
+
+def test_a_body_with_its_tools_encoded_once_is_the_body_encoded_whole() -> None:
+    tools = (
+        ToolSchema(name="read", description="Read a file.", parameters={"type": "object"}),
+        ToolSchema(name="wörter", description="Zähl sie — ✓", parameters={"type": "object"}),
+    )
+    request = ModelRequest(messages=[{"role": "user", "content": "hi"}], tools=tools)
+
+    body = request_body(build_kwargs(request, model="m"), tools)
+
+    assert body == json_codec.dumps(build_kwargs(request, model="m"))
+    assert encoded_tools(tools) is encoded_tools(tools)  # once per tuple
+    too_big = {**build_kwargs(request, model="m"), "seed": 2**70}  # orjson refuses this
+    assert json_codec.loads(request_body(too_big, tools))["tools"][1]["function"]["name"] == (
+        "wörter"
+    )
