@@ -24,6 +24,7 @@ from server.protocol.responses import ResponseCreateRequest
 from server.routes import (
     chat,
     containers,
+    conversations,
     files,
     health,
     models,
@@ -151,6 +152,7 @@ def create_app(services: Services) -> HermesApp:
     app.include_router(runs.router)
     app.include_router(files.router)
     app.include_router(skills.router)
+    app.include_router(conversations.router)
     app.include_router(signed_files.router)  # before /v1/workspaces/{conversation}/…
     app.include_router(workspaces.router)
     app.include_router(containers.router)

@@ -10,6 +10,11 @@ import socket
 
 from hermes_core.persistence.agent_stores import SqlMemoryStore, SqlTodoStore
 from hermes_core.persistence.approvals import ApprovalRecord, ApprovalStore
+from hermes_core.persistence.conversations import (
+    ConversationMessage,
+    ConversationRecord,
+    ConversationStore,
+)
 from hermes_core.persistence.database import Database, SchemaOutOfDate, sqlite_url
 from hermes_core.persistence.files import FileRecord, FileStore, FileUsage
 from hermes_core.persistence.responses import ResponseStore, StoredResponse
@@ -22,6 +27,9 @@ from hermes_core.persistence.skills import SkillStore
 __all__ = [
     "ApprovalRecord",
     "ApprovalStore",
+    "ConversationMessage",
+    "ConversationRecord",
+    "ConversationStore",
     "Database",
     "FileRecord",
     "FileStore",
@@ -67,6 +75,7 @@ class Store:
         self.approvals = ApprovalStore(db)
         self.files = FileStore(db)
         self.skills = SkillStore(db)
+        self.conversations = ConversationStore(db)
 
     @classmethod
     async def open(

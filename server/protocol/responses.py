@@ -88,8 +88,9 @@ class ResponseCreateRequest(_Open):
     service_tier: str | None = None
     include: list[str] | None = None
     stream_options: dict[str, Any] | None = None
-    conversation: Any = None
-    """Refused: server-side conversations are not kept; ``previous_response_id`` chains instead."""
+    conversation: str | dict[str, Any] | None = None
+    """The conversation (``conv_…``, or ``{"id": "conv_…"}``) the response belongs to: its
+    input and output items are appended to it. Not with ``previous_response_id``."""
 
     _items: list[dict[str, Any]] | None = PrivateAttr(default=None)
 
@@ -111,13 +112,7 @@ class ResponseCreateRequest(_Open):
     def _supported(self) -> ResponseCreateRequest:
         # APIError (not ValueError) passes through pydantic untouched, so the 400 names the
         # exact param; the server's error handler renders it like any other.
-        if self.conversation is not None:
-            raise APIError(
-                400,
-                "Conversations are not supported: continue a conversation with "
-                "previous_response_id.",
-                param="conversation",
-            )
+        self.conversation_id()
         if self.background and not self.store:
             raise APIError(
                 400, "A background response must be stored: set store=true.", param="background"
@@ -134,6 +129,31 @@ class ResponseCreateRequest(_Open):
                 param="tool_choice",
             )
         return self
+
+    def conversation_id(self) -> str | None:
+        """The id ``conversation`` names (a string or ``{"id": ...}``), checked; None: none."""
+        named = self.conversation
+        if isinstance(named, dict):
+            named = named.get("id")
+        if self.conversation is None:
+            return None
+        if not isinstance(named, str) or not named:
+            raise APIError(
+                400, "conversation must be a conversation id or {\"id\": ...}.",
+                param="conversation",
+            )  # fmt: skip
+        if self.previous_response_id is not None:
+            raise APIError(
+                400,
+                "Use either conversation or previous_response_id, not both.",
+                param="conversation",
+            )
+        if not self.store:
+            raise APIError(
+                400, "A response in a conversation is kept in it: set store=true.",
+                param="store",
+            )  # fmt: skip
+        return named
 
     def input_items(self) -> list[dict[str, Any]]:
         """The input as normalised items, each with an ``id`` (assigned once, then stable).
@@ -247,6 +267,9 @@ class ResponseCreateRequest(_Open):
         }
         if self.user is not None:
             shell["user"] = self.user
+        conversation = self.conversation_id()
+        if conversation is not None:
+            shell["conversation"] = {"id": conversation}
         return shell
 
 

@@ -101,6 +101,54 @@ def joining(previous: StoredResponse | None, *, store: bool) -> JoinSession:
     return join
 
 
+async def conversation_of(
+    services: Services, body: ResponseCreateRequest, principal: Principal
+) -> str | None:
+    """The id of the conversation ``conversation`` names (None: it names none), if it is the
+    key's: another key's, or a deleted one, is a 404 as if it never existed."""
+    conversation_id = body.conversation_id()
+    if conversation_id is None:
+        return None
+    store = services.store
+    found = (
+        await store.conversations.get(principal.name, conversation_id)
+        if store is not None
+        else None
+    )
+    if found is None:
+        raise APIError(
+            404,
+            f"Conversation with id '{conversation_id[:80]}' not found.",
+            param="conversation",
+            code="conversation_not_found",
+        )
+    return found.id
+
+
+def in_conversation(conversation_id: str) -> JoinSession:
+    """How a turn of a conversation joins its session: the key's session named by the
+    conversation's id, appended to as it stands (its workspace, open approvals and turn lock
+    are that name's, as a named session's are)."""
+
+    async def join(
+        sessions: SessionService,
+        agent: Agent,
+        request: AgentRequest,
+        *,
+        owner: str,
+        profile: str,
+        run_id: str,
+        name: str | None,
+    ) -> Joined:
+        turn = await sessions.begin_latest(
+            agent, request, owner=owner, profile=profile, run_id=run_id, name=conversation_id
+        )
+        forked = turn.forked_from is not None
+        return Joined(turn.request, turn.session_id, turn.conversation, forked, turn.fresh)
+
+    return join
+
+
 MAX_UNSTORED = 64
 """``store: false`` responses one WebSocket connection keeps to continue from, at most."""
 

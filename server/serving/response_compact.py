@@ -8,7 +8,7 @@ from hermes_core.agent import AgentRequest
 from hermes_core.agent.compaction import CompactionRun
 from hermes_core.context import Compressor
 from hermes_core.events import CompressionPerformed, ExitReason
-from server.errors import error_response
+from server.errors import APIError, error_response
 from server.http.auth import Principal
 from server.http.json_response import FastJSONResponse
 from server.protocol.response_input import encode_compaction
@@ -27,6 +27,8 @@ async def compact(
     """The conversation (``previous_response_id`` and/or ``input``) compacted by our own
     compressor, as one ``compaction`` item a client feeds back as input. The compaction
     is a run of its own: it can be stopped, and its summariser call is counted."""
+    if body.conversation is not None:
+        raise APIError(400, "Compaction takes no conversation.", param="conversation")
     profile = resolve_profile(services, body.model, principal)
     previous = await previous_response(services, body, principal)
     await resolve_item_references(services.store, principal.name, body.input_items())

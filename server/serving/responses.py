@@ -9,7 +9,8 @@ waiting client gets is the recorder's own final object.
 
 ``previous_response_id`` continues the session where that response ended (hidden server tool
 calls included, so the prompt cache keeps hitting); continuing an older response of a chain
-forks the session there.
+forks the session there. ``conversation`` appends the turn to the key's session named by the
+conversation's id (see :mod:`hermes_core.persistence.conversations`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,14 @@ from server.serving.common import is_openwebui, resolve_profile, unless_client_l
 from server.serving.item_references import resolve_item_references
 from server.serving.remote_mcp import RemoteMcp
 from server.serving.request_skills import request_skills
-from server.serving.response_chain import MAX_UNSTORED, joining, previous_response, transcript_of
+from server.serving.response_chain import (
+    MAX_UNSTORED,
+    conversation_of,
+    in_conversation,
+    joining,
+    previous_response,
+    transcript_of,
+)
 from server.serving.response_compact import compact
 from server.serving.response_live import Live, LiveResponses, Progress, record, response_frames
 from server.serving.response_stored import StoredResponses
@@ -141,11 +149,14 @@ class ResponsesServing:
         previous = (
             None if earlier is not None else await previous_response(services, body, principal)
         )
+        conversation = await conversation_of(services, body, principal)
         await resolve_item_references(services.store, principal.name, body.input_items())
         skills = await request_skills(services, profile, principal.name, body.shell_tool())
         progress = _progress(request, profile)
-        side_task = previous is None and is_side_task(
-            request.headers, prompt_says=body.is_openwebui_task
+        side_task = (
+            previous is None
+            and conversation is None
+            and is_side_task(request.headers, prompt_says=body.is_openwebui_task)
         )
 
         def agent_request(*, client_tools: bool, offer_tools: bool, run_id: str) -> AgentRequest:
@@ -169,8 +180,12 @@ class ResponsesServing:
                 agent_request=agent_request,
                 side_task=side_task,
                 openwebui=progress == "openwebui",
-                join=joining(previous, store=body.store),
-                named=previous is None,
+                join=(
+                    joining(previous, store=body.store)
+                    if conversation is None
+                    else in_conversation(conversation)
+                ),
+                named=previous is None and conversation is None,
                 answers=lambda: approval_answers(body.input_items()),
                 keeps_questions=body.store,
                 tools=tools,

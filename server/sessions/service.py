@@ -21,6 +21,7 @@ from typing import Literal
 from hermes_core.agent import Agent, AgentRequest
 from hermes_core.messages import Message, text_of
 from hermes_core.persistence import RunRecord, SessionInfo, Store, StoredMessage
+from hermes_core.persistence.conversations import UNBOUND_PROFILE
 from hermes_core.persistence.sessions import new_session_id
 from server.errors import SessionBusy
 from server.sessions.journal import SessionJournal
@@ -126,6 +127,36 @@ class SessionService:
             run_id,
             lambda: self._resume(agent, request, session, after.position, client),
         )
+
+    async def begin_latest(
+        self,
+        agent: Agent,
+        request: AgentRequest,
+        *,
+        owner: str,
+        profile: str,
+        run_id: str,
+        name: str,
+    ) -> Turn:
+        """A turn that appends to the conversation ``name`` as it stands once its lock is
+        held (a Responses ``conversation``: the client sends only its new items, so nothing
+        is reconciled): its newest branch, or a new session. A session the Conversations API
+        started before any turn is bound to this turn's profile and frozen prompt."""
+        client = _client_messages(request)
+
+        async def latest() -> Turn:
+            tips = await self.store.sessions.tips(owner, name, limit=1)
+            if not tips:
+                return await self._new_session(agent, request, owner, profile, client, name=name)
+            session = tips[0]
+            if session.profile == UNBOUND_PROFILE:
+                prompt = await agent.frozen_prompt()
+                await self.store.conversations.bind(session.id, profile, prompt)
+                session = dataclasses.replace(session, profile=profile, system_prompt=prompt)
+            position = len(await self.store.sessions.messages(session.id))
+            return await self._resume(agent, request, session, position, client)
+
+        return await self._locked(owner, name, run_id, latest)
 
     async def peek_after(
         self, agent: Agent, request: AgentRequest, *, owner: str, after: SessionPoint

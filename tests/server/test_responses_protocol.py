@@ -415,8 +415,13 @@ def test_out_of_range_fields_are_validation_errors(fields: dict[str, Any], param
     assert caught.value.errors()[0]["loc"] == (param,)
 
 
-def test_a_conversation_is_refused_in_favour_of_previous_response_id() -> None:
-    assert "previous_response_id" in refused("conversation", conversation="conv_1").message
+def test_a_conversation_is_an_id_or_an_object_and_not_with_previous_response_id() -> None:
+    assert request(conversation="conv_1").conversation_id() == "conv_1"
+    assert request(conversation={"id": "conv_1"}).conversation_id() == "conv_1"
+    refused("conversation", conversation={"id": 5})
+    both = refused("conversation", conversation="conv_1", previous_response_id="resp_1")
+    assert "previous_response_id" in both.message
+    refused("store", conversation="conv_1", store=False)
 
 
 def test_a_background_response_must_be_stored() -> None:
