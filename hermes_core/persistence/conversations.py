@@ -125,6 +125,21 @@ class ConversationStore:
 
     # --- its session ----------------------------------------------------------------------------
 
+    async def session_owners(self, owner: str, conversation_id: str) -> list[str]:
+        """Who owns the conversation's sessions: the key, and each memory scope of it
+        (``owner/…``) that took a turn in it."""
+        statement = (
+            select(SESSIONS.c.owner)
+            .where(
+                SESSIONS.c.name == conversation_id,
+                or_(SESSIONS.c.owner == owner, SESSIONS.c.owner.startswith(f"{owner}/")),
+            )
+            .distinct()
+        )
+        await self.db.writer.flush()
+        async with self.db.engine.connect() as conn:
+            return [row.owner for row in await conn.execute(statement)]
+
     async def session(self, owner: str, conversation_id: str) -> str | None:
         """The session holding the conversation now (its newest live branch), if any.
         ``owner``: the session's owner (the key, or a memory scope of it)."""

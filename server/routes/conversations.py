@@ -92,13 +92,17 @@ async def _conversation(
 ) -> ConversationRecord:
     found = await store.conversations.get(principal.name, conversation_id)
     if found is None:
-        raise APIError(
-            404,
-            f"Conversation with id '{conversation_id[:80]}' not found.",
-            param="conversation_id",
-            code="conversation_not_found",
-        )
+        raise _no_conversation(conversation_id)
     return found
+
+
+def _no_conversation(conversation_id: str) -> APIError:
+    return APIError(
+        404,
+        f"Conversation with id '{conversation_id[:80]}' not found.",
+        param="conversation_id",
+        code="conversation_not_found",
+    )
 
 
 def _shown(record: ConversationRecord) -> dict[str, Any]:
@@ -148,6 +152,13 @@ async def _append(
 ) -> list[dict[str, Any]]:
     """Append ``items`` to the conversation (under its lock); the items as stored."""
     messages = _messages_of(items)
+    if not messages:
+        raise APIError(
+            400,
+            "None of these items is one a conversation keeps (messages, function calls and "
+            "their outputs).",
+            param="items",
+        )
     async with _turn_lock(store, owner, conversation_id):
         session_id = await store.conversations.session(owner, conversation_id)
         if session_id is None:
@@ -298,12 +309,12 @@ async def create_conversation(request: Request, principal: Owner) -> dict[str, A
     """Create a conversation, with the items it starts with and its metadata."""
     store = _store(request)
     body = await _parsed(request, ConversationCreate, "expected items and metadata")
-    if body.items:
-        _messages_of(body.items)  # a bad item is a 400 before anything is kept
+    # A bad item is a 400 before anything is kept.
+    kept = _messages_of(body.items) if body.items else []
+    owner = conversation_owner(request, principal)
     record = await store.conversations.create(principal.name, body.metadata or {})
-    if body.items:
-        owner = conversation_owner(request, principal)
-        await _append(store, owner, record.id, body.items)
+    if kept:
+        await _append(store, owner, record.id, body.items or [])
     return _shown(record)
 
 
@@ -329,8 +340,7 @@ async def update_conversation(
     body = await _parsed(request, ConversationUpdate, "expected metadata")
     updated = await store.conversations.update(principal.name, conversation_id, body.metadata)
     if updated is None:
-        await _conversation(store, principal, conversation_id)  # the 404
-        raise AssertionError("unreachable")
+        raise _no_conversation(conversation_id)
     return _shown(updated)
 
 
@@ -344,9 +354,13 @@ async def delete_conversation(
     is in progress. Responses made in it stay retrievable."""
     store = _store(request)
     await _conversation(store, principal, conversation_id)
-    async with _turn_lock(store, conversation_owner(request, principal), conversation_id):
+    owners = {conversation_owner(request, principal)}
+    owners |= set(await store.conversations.session_owners(principal.name, conversation_id))
+    async with contextlib.AsyncExitStack() as locks:
+        for owner in sorted(owners):  # its sessions of every memory scope
+            await locks.enter_async_context(_turn_lock(store, owner, conversation_id))
         if not await store.conversations.delete(principal.name, conversation_id):
-            await _conversation(store, principal, conversation_id)  # deleted meanwhile: 404
+            raise _no_conversation(conversation_id)  # deleted meanwhile
     return {"id": conversation_id, "object": "conversation.deleted", "deleted": True}
 
 

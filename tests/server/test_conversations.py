@@ -264,6 +264,10 @@ async def test_bad_conversation_bodies_are_400s(client: openai.AsyncOpenAI) -> N
     conversation = await client.conversations.create()
     with pytest.raises(openai.BadRequestError):
         await client.conversations.items.create(conversation.id, items=[])
+    with pytest.raises(openai.BadRequestError):
+        await client.conversations.items.create(
+            conversation.id, items=[{"type": "reasoning", "id": "rs_1", "summary": []}]
+        )
     with pytest.raises(openai.NotFoundError):
         await client.conversations.items.delete("msg_nope", conversation_id=conversation.id)
 
@@ -290,3 +294,67 @@ async def test_a_conversation_is_not_changed_under_a_response_in_progress(
         assert time.monotonic() < deadline, "the response never completed"
         await asyncio.sleep(0.05)
     assert (await client.conversations.delete(conversation.id)).deleted
+
+
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return f"21 °C in {city}"
+
+
+@pytest.mark.xdist_group("openai_agents_sdk")  # one process pays for the SDK's import
+async def test_the_agents_sdk_runs_a_client_tool_in_a_conversation_and_continues_it(
+    simulator: SimulatorServer, hermes: ThreadedServer, client: openai.AsyncOpenAI
+) -> None:
+    from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
+
+    set_tracing_disabled(True)  # the SDK would upload traces to OpenAI
+    conversation = await client.conversations.create()
+    weather = ToolCallSpec(name="get_weather", arguments={"city": "Paris"})
+    script(
+        simulator,
+        Step(reply=Reply(tool_calls=[weather])),
+        Step(reply=Reply(text="It is 21 °C in Paris.")),
+        Step(reply=Reply(text="You asked about Paris.")),
+    )
+    model = OpenAIResponsesModel(model="hermes-agent", openai_client=client)
+    agent = Agent(name="assistant", model=model, tools=[function_tool(get_weather)])
+
+    first = await Runner.run(agent, "Weather in Paris?", conversation_id=conversation.id)
+    second = await Runner.run(agent, "Which city did I ask about?", conversation_id=conversation.id)
+
+    assert first.final_output == "It is 21 °C in Paris."
+    assert second.final_output == "You asked about Paris."
+    assert texts(said(simulator)[2])[-2:] == [
+        ("assistant", "It is 21 °C in Paris."),
+        ("user", "Which city did I ask about?"),
+    ]
+    kinds = [
+        item.type async for item in client.conversations.items.list(conversation.id, order="asc")
+    ]
+    assert kinds == [
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+        "message",
+        "message",
+    ]
+
+
+async def test_a_memory_scope_keeps_its_own_items_and_deleting_the_conversation_deletes_them(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    conversation = await client.conversations.create()
+    scoped = {"x-hermes-memory-scope": "user-7"}
+    script(simulator, Step(reply=Reply(text="Hi, user 7.")))
+    await client.responses.create(
+        model="hermes-agent", input="Hi.", conversation=conversation.id, extra_headers=scoped
+    )
+
+    listed = client.conversations.items.list(conversation.id, extra_headers=scoped)
+    assert len([item async for item in listed]) == 2
+    assert [item async for item in client.conversations.items.list(conversation.id)] == []
+
+    assert (await client.conversations.delete(conversation.id)).deleted
+    with pytest.raises(openai.NotFoundError):
+        await client.conversations.items.list(conversation.id, extra_headers=scoped)

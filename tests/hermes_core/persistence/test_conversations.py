@@ -88,6 +88,12 @@ async def test_deleting_a_conversation_deletes_its_sessions_and_messages(store: 
     kept = await store.conversations.start_session("alice", other.id)
     await store.conversations.append(kept, _said("kept"))
 
+    assert sorted(await store.conversations.session_owners("alice", made.id)) == [
+        "alice",
+        "alice/user-7",
+    ]
+    assert await store.conversations.session_owners("bob", made.id) == []
+
     assert await store.conversations.delete("alice", made.id)
 
     assert await store.conversations.get("alice", made.id) is None
