@@ -44,6 +44,23 @@ _SKILL_ID_CHARS, _SKILL_VERSION_CHARS = 128, 64
 SHELL_TOOL = "shell"
 """The agent's own tool that a request's ``shell`` tool stands for (the profile's shell
 toolset): the server runs the commands, in the conversation's sandbox."""
+WEB_SEARCH_TYPES = frozenset(
+    {"web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11"}
+)
+"""The hosted web search tool's names (its dated versions included): the agent's ``web``
+toolset (``web_search``, ``web_fetch``) serves it."""
+CODE_INTERPRETER = "code_interpreter"
+"""The hosted code interpreter: the agent's ``code`` tool serves it, in the conversation's
+container."""
+HOSTED_TYPES = frozenset({SHELL_TOOL, CODE_INTERPRETER, *WEB_SEARCH_TYPES})
+"""Tool types a request may name without defining them: the server's toolsets run them."""
+_UNSERVED_TYPES = {
+    "image_generation": (
+        "The image_generation tool is not available: no images provider is configured in "
+        "this server."
+    ),
+    "file_search": ("The file_search tool is not supported: this server keeps no vector stores."),
+}
 MAX_REQUEST_SKILLS = 16
 """Skills one request's ``shell`` tool may attach."""
 _T = TypeVar("_T")
@@ -120,12 +137,14 @@ class ResponseCreateRequest(_Open):
         responses_output_format((self.text or {}).get("format"))
         self.client_tools()
         remote_mcp_tools(self.tools)
-        shell = self.shell_tool()
+        self.shell_tool()
+        hosted = self.hosted_tools()
         _tool_choice(self.tool_choice)
-        if _forces_shell(self.tool_choice) and shell is None:
+        forced = _forced_hosted(self.tool_choice)
+        if forced is not None and forced not in hosted.types:
             raise APIError(
                 400,
-                "tool_choice forces the shell tool, but the request has no shell tool.",
+                f"tool_choice forces the {forced} tool, but the request has no {forced} tool.",
                 param="tool_choice",
             )
         return self
@@ -188,7 +207,7 @@ class ResponseCreateRequest(_Open):
         tools = [
             _tool_schema(tool)
             for tool in self.tools or ()
-            if tool.get("type") not in ("mcp", SHELL_TOOL)
+            if tool.get("type") != "mcp" and tool.get("type") not in HOSTED_TYPES
         ]
         allowed = _allowed_names(self.tool_choice)
         return tools if allowed is None else [tool for tool in tools if tool.name in allowed]
@@ -196,6 +215,11 @@ class ResponseCreateRequest(_Open):
     def shell_tool(self) -> ShellTool | None:
         """The request's ``shell`` tool, its shape checked (None: it has none)."""
         return _shell_tool(self.tools)
+
+    def hosted_tools(self) -> HostedTools:
+        """The hosted tools the request names (``web_search``, ``code_interpreter``,
+        ``shell``), their options checked."""
+        return _hosted_tools(self.tools, self.include)
 
     def to_agent_request(self, *, with_client_tools: bool = True) -> AgentRequest:
         """Fold the instructions and input items into the system layer, history and new turn."""
@@ -243,7 +267,7 @@ class ResponseCreateRequest(_Open):
             "output": [],
             "error": None,
             "tools": [_echo_tool(tool) for tool in self.tools or ()],
-            "tool_choice": self.tool_choice if self.tool_choice is not None else "auto",
+            "tool_choice": _echo_tool_choice(self.tool_choice),
             "truncation": self.truncation or "disabled",
             "parallel_tool_calls": _or(self.parallel_tool_calls, True),
             "text": {"format": {"type": "text"}, **_present(self.text or {})},
@@ -277,11 +301,14 @@ class ResponseCreateRequest(_Open):
 
 
 def _tool_schema(tool: dict[str, Any]) -> ToolSchema:
-    if tool.get("type") != "function":
+    kind = tool.get("type")
+    if kind in _UNSERVED_TYPES:
+        raise APIError(400, _UNSERVED_TYPES[kind], param="tools")
+    if kind != "function":
         raise APIError(
             400,
-            f"Unsupported tool type {tool.get('type')!r}: only function, mcp and shell tools "
-            "are supported.",
+            f"Unsupported tool type {kind!r}: only function, mcp, shell, web_search and "
+            "code_interpreter tools are supported.",
             param="tools",
         )
     name, description = tool.get("name"), tool.get("description")
@@ -307,8 +334,8 @@ def _echo_tool(tool: dict[str, Any]) -> dict[str, Any]:
     """A tool as the Response lists it: flat, with every key present (validators insist)."""
     if tool.get("type") == "mcp":
         return echo_mcp_tool(tool)
-    if tool.get("type") == SHELL_TOOL:
-        return dict(tool)  # as given: its skills are the request's own, no secret among them
+    if tool.get("type") in HOSTED_TYPES:
+        return dict(tool)  # as given: its options (a shell's skills) are the request's own
     return {
         "type": "function",
         "name": tool["name"],
@@ -316,6 +343,16 @@ def _echo_tool(tool: dict[str, Any]) -> dict[str, Any]:
         "parameters": tool.get("parameters"),
         "strict": tool.get("strict"),
     }
+
+
+def _echo_tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any]:
+    """The tool_choice as the Response shows it: a web search forced by any of its names is
+    ``web_search_preview``, the one name the SDKs' hosted tool_choice knows."""
+    if choice is None:
+        return "auto"
+    if isinstance(choice, dict) and choice.get("type") in WEB_SEARCH_TYPES:
+        return {"type": "web_search_preview"}
+    return choice
 
 
 def _tool_choice(choice: str | dict[str, Any] | None) -> ToolChoice:
@@ -327,8 +364,9 @@ def _tool_choice(choice: str | dict[str, Any] | None) -> ToolChoice:
         kind, name, mode = choice.get("type"), choice.get("name"), choice.get("mode")
         if kind == "function" and isinstance(name, str) and name:
             return ForcedTool(name=name)
-        if _forces_shell(choice):
-            return ForcedTool(name=SHELL_TOOL)
+        forced = _forced_hosted(choice)
+        if forced is not None:
+            return ForcedTool(name=_AGENT_TOOL[forced])
         if kind == "allowed_tools" and mode in ("auto", "required"):
             _allowed_names(choice)
             return "auto" if mode == "auto" else "required"
@@ -348,8 +386,113 @@ def _allowed_names(choice: str | dict[str, Any] | None) -> frozenset[str] | None
     return frozenset(tool["name"] for tool in tools)
 
 
-def _forces_shell(choice: str | dict[str, Any] | None) -> bool:
-    return isinstance(choice, dict) and choice.get("type") == SHELL_TOOL
+def _forced_hosted(choice: str | dict[str, Any] | None) -> str | None:
+    """The hosted tool type a ``{"type": <hosted>}`` tool_choice forces (None: none is)."""
+    if not isinstance(choice, dict):
+        return None
+    kind = choice.get("type")
+    if kind in _UNSERVED_TYPES:
+        raise APIError(400, _UNSERVED_TYPES[kind], param="tool_choice")
+    return kind if isinstance(kind, str) and kind in HOSTED_TYPES else None
+
+
+_AGENT_TOOL = {
+    SHELL_TOOL: SHELL_TOOL,
+    CODE_INTERPRETER: "code",
+    **{kind: "web_search" for kind in WEB_SEARCH_TYPES},
+}
+"""The agent tool a tool_choice naming a hosted type forces."""
+
+
+# --- hosted tools ---------------------------------------------------------------------------------
+
+
+SOURCES_INCLUDE = "web_search_call.action.sources"
+"""The ``include`` value that adds a search's sources to its ``web_search_call`` item."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostedTools:
+    """The hosted tools a request names: which types, and the options the server honours."""
+
+    types: frozenset[str] = frozenset()
+    """The canonical types named: ``web_search`` (for any of its names), ``code_interpreter``,
+    ``shell``."""
+    allowed_domains: tuple[str, ...] | None = None
+    """``web_search``'s ``filters.allowed_domains``: searches and fetches keep to these."""
+    sources: bool = False
+    """``include`` asked for the searches' sources."""
+
+    @property
+    def web_search(self) -> bool:
+        return "web_search" in self.types
+
+    @property
+    def code_interpreter(self) -> bool:
+        return CODE_INTERPRETER in self.types
+
+
+def _hosted_tools(tools: list[dict[str, Any]] | None, include: list[str] | None) -> HostedTools:
+    types: set[str] = set()
+    domains: tuple[str, ...] | None = None
+    for tool in tools or ():
+        kind = tool.get("type")
+        if kind in WEB_SEARCH_TYPES:
+            if "web_search" in types:
+                raise _hosted_error("At most one web_search tool per request.")
+            types.add("web_search")
+            domains = _allowed_domains(tool.get("filters"))
+        elif kind == CODE_INTERPRETER:
+            if CODE_INTERPRETER in types:
+                raise _hosted_error("At most one code_interpreter tool per request.")
+            types.add(CODE_INTERPRETER)
+            _check_container(tool.get("container"))
+        elif kind == SHELL_TOOL:
+            types.add(SHELL_TOOL)
+    return HostedTools(frozenset(types), domains, SOURCES_INCLUDE in (include or ()))
+
+
+def _allowed_domains(filters: object) -> tuple[str, ...] | None:
+    if filters is None:
+        return None
+    domains = filters.get("allowed_domains") if isinstance(filters, dict) else ()
+    if domains is None:
+        return None
+    if not (
+        isinstance(domains, list)
+        and len(domains) <= _MAX_ALLOWED_DOMAINS
+        and all(isinstance(d, str) and 0 < len(d) <= _DOMAIN_CHARS for d in domains)
+    ):
+        raise _hosted_error(
+            f"The web_search tool's filters.allowed_domains must be a list of at most "
+            f"{_MAX_ALLOWED_DOMAINS} domain names."
+        )
+    return tuple(domains) or None
+
+
+def _check_container(container: object) -> None:
+    """``"auto"``, ``{"type": "auto"}`` or a container id: the code runs in the
+    conversation's own container whichever it is (a response cannot borrow another's)."""
+    if container == "auto" or (isinstance(container, str) and container.startswith("cntr_")):
+        return
+    if isinstance(container, dict) and container.get("type") == "auto":
+        if container.get("file_ids"):
+            raise _hosted_error(
+                "The code_interpreter container's file_ids are not supported: attach files "
+                "to a message as input_file parts; they are placed in the conversation's "
+                "container."
+            )
+        return
+    raise _hosted_error(
+        'The code_interpreter tool needs a container: "auto", {"type": "auto"} or a container id.'
+    )
+
+
+_MAX_ALLOWED_DOMAINS, _DOMAIN_CHARS = 100, 253
+
+
+def _hosted_error(message: str) -> APIError:
+    return APIError(400, message, param="tools")
 
 
 def _tool_choice_error(choice: object) -> APIError:

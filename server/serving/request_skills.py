@@ -23,7 +23,13 @@ from pathlib import Path
 from hermes_core.skills.format import MAX_ZIP_BYTES, SkillError, bundle_from_zip, write_bundle
 from hermes_core.skills.library import AttachedSkill, SkillEntry, SkillLibrary
 from server.errors import APIError
-from server.protocol.responses import SHELL_TOOL, InlineSkill, ShellTool, SkillReference
+from server.protocol.responses import (
+    SHELL_TOOL,
+    HostedTools,
+    InlineSkill,
+    ShellTool,
+    SkillReference,
+)
 from server.services import Profile, Services
 
 INLINE_CACHE = Path("skills-cache", "inline")
@@ -53,6 +59,29 @@ async def request_skills(
         if names.count(name) > 1:
             raise _invalid(f"Two of the shell tool's skills are named '{name}'.")
     return tuple(attached)
+
+
+def check_hosted_tools(profile: Profile, hosted: HostedTools) -> None:
+    """A 400 naming ``tools`` when ``profile`` lacks what a hosted tool the request names
+    needs: the toolset serving it (and, for ``web_search``, a search backend). The shell's
+    own check is :func:`request_skills`'."""
+    needs = []
+    if hosted.web_search:
+        needs.append(("web_search", "web"))
+    if hosted.code_interpreter:
+        needs.append(("code_interpreter", "code"))
+    for kind, toolset in needs:
+        if toolset not in profile.toolsets:
+            why = profile.unavailable_toolsets.get(toolset)
+            raise _invalid(
+                f"The model '{profile.id}' cannot take a {kind} tool: its profile does not "
+                f"enable the {toolset} toolset" + (f" ({why})." if why else ".")
+            )
+    if hosted.web_search and profile.tools.get("web_search") is None:
+        raise _invalid(
+            f"The model '{profile.id}' cannot take a web_search tool: no search backend is "
+            "configured (set web.search in the server's configuration)."
+        )
 
 
 async def _referenced(

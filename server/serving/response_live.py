@@ -79,7 +79,8 @@ def record(
     """The response's recorder: saves it as it starts and as it ends (unless ``store`` is
     false), and gives its final object."""
     store = services.store if body.store else None
-    view = ResponsesView(shell, progress=progress, remote_mcp=remote, files=files)
+    sources = body.hosted_tools().sources
+    view = ResponsesView(shell, progress=progress, remote_mcp=remote, files=files, sources=sources)
     request_record = {
         "input_items": body.input_items(),
         "body": body.model_dump(mode="json", exclude={"input"}),

@@ -96,6 +96,7 @@ class StoredResponses:
             progress=stored.request.get("progress", "reasoning"),
             remote_mcp=RemoteMcpTools.from_record(stored.request.get("remote_mcp")),
             files=_announcer_of(stored.request.get("files_container")),
+            sources=request.hosted_tools().sources,
         )
 
         async def final() -> dict[str, Any]:

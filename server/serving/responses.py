@@ -28,6 +28,7 @@ from starlette.requests import HTTPConnection
 
 from hermes_core.agent import AgentRequest
 from hermes_core.messages import Message
+from hermes_core.tools.web.domains import only_domains
 from server.errors import run_failed_response
 from server.http.auth import Principal
 from server.http.json_response import FastJSONResponse
@@ -40,7 +41,7 @@ from server.services import Profile, Services
 from server.serving.common import is_openwebui, resolve_profile, unless_client_leaves
 from server.serving.item_references import resolve_item_references
 from server.serving.remote_mcp import RemoteMcp
-from server.serving.request_skills import request_skills
+from server.serving.request_skills import check_hosted_tools, request_skills
 from server.serving.response_chain import (
     MAX_UNSTORED,
     conversation_of,
@@ -74,7 +75,11 @@ class ResponsesServing:
         run, shell, recorder, headers = begun.run, begun.shell, begun.recorder, begun.headers
         if body.stream:
             view = ResponsesView(
-                shell, progress=begun.progress, remote_mcp=begun.remote, files=begun.files
+                shell,
+                progress=begun.progress,
+                remote_mcp=begun.remote,
+                files=begun.files,
+                sources=body.hosted_tools().sources,
             )
             frames = response_frames(
                 services, run, view, lambda: asyncio.shield(recorder), leave_running=body.background
@@ -113,7 +118,11 @@ class ResponsesServing:
         earlier = (unstored or {}).get(body.previous_response_id or "")
         begun = await self._begin(body, connection, principal, earlier=earlier)
         view = ResponsesView(
-            begun.shell, progress=begun.progress, remote_mcp=begun.remote, files=begun.files
+            begun.shell,
+            progress=begun.progress,
+            remote_mcp=begun.remote,
+            files=begun.files,
+            sources=body.hosted_tools().sources,
         )
         recorder = begun.recorder
         events: AsyncGenerator[Any, None] = response_frames(
@@ -151,6 +160,8 @@ class ResponsesServing:
         )
         conversation = await conversation_of(services, body, principal)
         await resolve_item_references(services.store, principal.name, body.input_items())
+        hosted = body.hosted_tools()
+        check_hosted_tools(profile, hosted)
         skills = await request_skills(services, profile, principal.name, body.shell_tool())
         progress = _progress(request, profile)
         side_task = (
@@ -169,29 +180,31 @@ class ResponsesServing:
 
         tools = RemoteMcp(services, profile, body.tools)
         response_id = new_id("resp_")
-        turn = await begin_turn(
-            services,
-            request,
-            principal,
-            profile,
-            TurnSpec(
-                endpoint="responses",
-                completion_id=response_id,
-                agent_request=agent_request,
-                side_task=side_task,
-                openwebui=progress == "openwebui",
-                join=(
-                    joining(previous, store=body.store)
-                    if conversation is None
-                    else in_conversation(conversation)
+        # The run's task, started inside, inherits the web tools' domains (the request's own).
+        with only_domains(hosted.allowed_domains):
+            turn = await begin_turn(
+                services,
+                request,
+                principal,
+                profile,
+                TurnSpec(
+                    endpoint="responses",
+                    completion_id=response_id,
+                    agent_request=agent_request,
+                    side_task=side_task,
+                    openwebui=progress == "openwebui",
+                    join=(
+                        joining(previous, store=body.store)
+                        if conversation is None
+                        else in_conversation(conversation)
+                    ),
+                    named=previous is None and conversation is None,
+                    answers=lambda: approval_answers(body.input_items()),
+                    keeps_questions=body.store,
+                    tools=tools,
+                    side_task_files=True,
                 ),
-                named=previous is None and conversation is None,
-                answers=lambda: approval_answers(body.input_items()),
-                keeps_questions=body.store,
-                tools=tools,
-                side_task_files=True,
-            ),
-        )
+            )
         run, rendering = turn.run, tools.rendering
         shell = body.shell(
             response_id=response_id,

@@ -65,6 +65,7 @@ from server.errors import ErrorBody, run_failed
 from server.views.chat import hermes_summary
 from server.views.citations import SourceList
 from server.views.file_citations import FileAnnouncer
+from server.views.hosted_tools import HostedCall, HostedItems, hosted_types
 from server.views.openwebui_status import OpenWebUIStatus
 from server.views.progress import (
     UNFINISHED_TOOL_OUTPUT,
@@ -125,6 +126,7 @@ class ResponsesView:
         completed_at: int | None = None,
         remote_mcp: RemoteMcpTools | None = None,
         files: FileAnnouncer | None = None,
+        sources: bool = False,
     ) -> None:
         self._response: dict[str, Any] = copy.deepcopy(shell)
         self._files = files
@@ -149,6 +151,14 @@ class ResponsesView:
         self._listed = remote_mcp is None
         self._mcp_calls: dict[str, McpCallState] = {}
         """Calls of the request's MCP tools, by call id."""
+        self._hosted = HostedItems(
+            # Open WebUI draws tool cards of its own instead.
+            frozenset() if progress == "openwebui" else hosted_types(shell.get("tools") or ()),
+            container_id=files.container_id if files is not None else "",
+            sources=sources,
+        )
+        """The hosted tools the request named, whose calls show as their items (``sources``:
+        ``include`` asked for a search's sources)."""
 
     # --- public surface ---------------------------------------------------------------------
 
@@ -194,13 +204,19 @@ class ResponsesView:
             case ToolStarted():
                 if self._remote is not None and event.name in self._remote.tools:
                     return self._mcp_started(event)
+                if (hosted := self._hosted.renders(event.name)) is not None:
+                    return self._hosted_started(event, hosted)
                 return self._tool_started(event, prefix="")
             case ToolFinished():
                 if event.call_id in self._mcp_calls:
                     return self._mcp_finished(event)
+                if event.call_id in self._hosted.calls:
+                    return self._hosted_finished(event)
                 return self._tool_finished(event, prefix="")
             case SourcesFound():
                 self._sources.add(event)
+                if (call := self._hosted.calls.get(event.call_id)) is not None:
+                    call.sources += event.sources
                 return []
             case ToolProgress():
                 frames = self._mcp_open(event.call_id) if event.call_id in self._mcp_calls else []
@@ -210,7 +226,7 @@ class ResponsesView:
                     frames += _status_events(self._status.tool_progress(event))
                 return frames
             case MessageAdded():
-                return self._mcp_result(event)
+                return self._mcp_result(event) + self._hosted_result(event)
             case SubagentEvent():
                 return self._subagent(event)
             case ClientToolCallsPending():
@@ -335,6 +351,8 @@ class ResponsesView:
         for call_id in list(self._mcp_calls):
             # A call the run ended during (a stop): it never finished.
             frames += self._mcp_close(call_id, status="incomplete", output=None)
+        for call_id in list(self._hosted.calls):
+            frames += self._hosted_close(call_id, None)
         if end.refusal:
             frames += self._refusal(end.refusal)
         # Every tool card must get its output, or Open WebUI runs the tool itself.
@@ -596,6 +614,69 @@ class ResponsesView:
         done = self._item_done(call.index)
         done["item"]["status"] = item["status"] = status
         return [*frames, {"type": f"response.mcp_call.{ended}", **where}, done]
+
+    # --- hosted tools (web_search, code_interpreter, shell) -----------------------------------
+
+    def _hosted_started(self, event: ToolStarted, kind: str) -> list[Frame]:
+        frames = self._close_item()
+        prefix = {"web_search": "ws", "code_interpreter": "ci", "shell": "sh"}[kind]
+        item = self._hosted.opened(kind, self._item_id(prefix), event)
+        added = self._add_item(item)
+        index = added["output_index"]
+        self._hosted.calls[event.call_id] = HostedCall(kind, index)
+        where = {"item_id": item["id"], "output_index": index}
+        frames += [added, *self._hosted.opening_events(item, where, event)]
+        if kind == "shell":  # the call is complete as asked; its output is an item of its own
+            frames.append(self._item_done(index))
+        if self._progress == "events":
+            frames.append({"type": "hermes:tool_progress", **tool_progress(event)})
+        return frames
+
+    def _hosted_finished(self, event: ToolFinished) -> list[Frame]:
+        self._hosted.finished(event)
+        frames: list[Frame] = []
+        ask = self._asked.get(event.call_id)
+        if event.outcome is ToolOutcome.AWAITING_APPROVAL and ask is not None:
+            # It did not run: the item ends, and the approval request says what waits.
+            frames += self._hosted_close(event.call_id, None)
+            frames += self._approval_request(ask)
+        if self._progress == "events":
+            frames.append({"type": "hermes:tool_progress", **tool_progress(event)})
+        return frames
+
+    def _hosted_result(self, event: MessageAdded) -> list[Frame]:
+        message = event.message
+        call_id = message.get("tool_call_id") if message["role"] == "tool" else None
+        if call_id is None or call_id not in self._hosted.calls:
+            return []
+        content = message.get("content")
+        if not isinstance(content, str):  # text parts, and images the model alone needs
+            parts = content if isinstance(content, list) else []
+            content = "".join(
+                str(p.get("text", "")) for p in parts if isinstance(p, dict) and "text" in p
+            )
+        return self._hosted_close(call_id, content)
+
+    def _hosted_close(self, call_id: str, result: str | None) -> list[Frame]:
+        """Close a hosted call's item with its result (None: it never gave one)."""
+        call = self._hosted.calls.pop(call_id)
+        item = self._response["output"][call.index]
+        if item["type"] == "shell_call":
+            frames = self._close_item()
+            output = self._hosted.shell_output(call, call_id, self._item_id("sho"), result)
+            added = self._add_item(output)
+            index = added["output_index"]
+            where = {"item_id": output["id"], "output_index": index}
+            status = "completed" if result is not None else "incomplete"
+            return [
+                *frames,
+                added,
+                *self._hosted.shell_output_events(output, where),
+                self._item_done(index, status),
+            ]
+        where = {"item_id": item["id"], "output_index": call.index}
+        status, frames = self._hosted.closing(call, item, where, result)
+        return [*frames, self._item_done(call.index, status)]
 
     # --- bookkeeping ------------------------------------------------------------------------
 

@@ -216,7 +216,7 @@ def test_an_input_file_becomes_the_file_part_the_server_places_in_the_workspace(
     [
         ({"type": "item_reference", "id": "msg_1"}, "use previous_response_id"),
         ({"id": "msg_1"}, "item_reference"),
-        ({"type": "web_search_call", "id": "ws_1"}, "web_search_call"),
+        ({"type": "file_search_call", "id": "fs_1"}, "file_search_call"),
         ({"role": "tool", "content": "x"}, "'tool'"),
         ({"role": "user", "content": [{"type": "input_image"}]}, "image_url or a file_id"),
         ({"role": "user", "content": [{"type": "input_audio"}]}, "input_audio"),
@@ -310,7 +310,7 @@ def test_without_client_tools_none_are_declared() -> None:
 @pytest.mark.parametrize(
     "tool",
     [
-        {"type": "web_search"},
+        {"type": "computer_use_preview"},
         {"type": "function", "function": {"name": "nested_like_chat"}},
         {"type": "function", "name": "has space"},
         {"type": "function", "name": "x" * 65},

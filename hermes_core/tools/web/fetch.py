@@ -16,6 +16,7 @@ from urllib.parse import urljoin
 
 import aiohttp
 
+from hermes_core.tools.web.domains import allowed_domains, within
 from hermes_core.tools.web.guard import (
     AddressPolicy,
     AddressRefused,
@@ -96,6 +97,8 @@ class WebFetcher:
         ) as session:
             for _hop in range(self.limits.max_redirects + 1):
                 self.policy.check_url(url)
+                if not within(url, allowed_domains()):  # a redirect away from them included
+                    raise FetchFailed(f"{url} is outside the domains this request allows")
                 try:
                     async with session.get(url, allow_redirects=False) as response:
                         if response.status in REDIRECTS and "Location" in response.headers:

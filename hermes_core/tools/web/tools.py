@@ -12,6 +12,7 @@ from typing import Any
 
 from hermes_core.events import Source, SourcesFound
 from hermes_core.tools.registry import ApprovalCheck, Tool, ToolContext
+from hermes_core.tools.web.domains import allowed_domains, within
 from hermes_core.tools.web.fetch import FetchFailed, FetchLimits, Page, WebFetcher
 from hermes_core.tools.web.guard import AddressPolicy, AddressRefused
 from hermes_core.tools.web.search import SearchFailed, SearchSettings, search_backend
@@ -53,6 +54,9 @@ def _fetch_tool(fetcher: WebFetcher, approval: ApprovalCheck | None) -> Tool:
             return "Error: 'url' must be a non-empty http(s) URL."
         max_chars = arguments.get("max_chars")
         limit = max_chars if isinstance(max_chars, int) and max_chars > 0 else MAX_PAGE_CHARS
+        domains = allowed_domains()
+        if not within(url.strip(), domains):
+            return f"Error: this request allows only pages of {', '.join(domains or ())}."
         try:
             page = await fetcher.fetch(url.strip())
         except AddressRefused as refused:
@@ -119,10 +123,13 @@ def _search_tool(settings: SearchSettings, approval: ApprovalCheck | None) -> To
             return "Error: 'query' must be a non-empty string."
         count = arguments.get("count")
         count = count if isinstance(count, int) and 1 <= count <= 10 else 5
+        domains = allowed_domains()
         try:
-            results = await backend.search(query.strip(), count)
+            # Asking for more when some will be filtered out leaves enough to answer with.
+            results = await backend.search(query.strip(), count if domains is None else 20)
         except SearchFailed as failed:
             return f"Error: {failed}"
+        results = [r for r in results if within(r.url, domains)][:count]
         if not results:
             return f"No results for {query!r}."
         ctx.emit(SourcesFound, call_id=ctx.call_id, name="web_search", sources=results, read=False)

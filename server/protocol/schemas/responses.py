@@ -102,12 +102,70 @@ class McpApprovalRequestItem(Open):
     server_label: Literal["hermes"]
 
 
+class WebSearchCallItem(Open):
+    """A search (``web_search``) or a page read (``web_fetch``) by the agent, when the request
+    named the hosted ``web_search`` tool (else: a progress line in a reasoning item)."""
+
+    type: Literal["web_search_call"]
+    id: str
+    status: Literal["in_progress", "searching", "completed", "failed", "incomplete"]
+    action: dict[str, Any]
+    """``{"type": "search", "query", "sources"?}`` (``sources``, ``[{"type": "url", "url"}]``,
+    when ``include`` has ``web_search_call.action.sources``) or ``{"type": "open_page",
+    "url"}``."""
+
+
+class CodeInterpreterCallItem(Open):
+    """A Python run by the agent's ``code`` tool, when the request named the hosted
+    ``code_interpreter`` tool."""
+
+    type: Literal["code_interpreter_call"]
+    id: str
+    status: Literal["in_progress", "interpreting", "completed", "failed", "incomplete"]
+    code: str | None
+    container_id: str
+    """The conversation's container (``/v1/containers``): the files the code wrote are there."""
+    outputs: list[dict[str, Any]] | None
+    """``[{"type": "logs", "logs"}]``: what the run printed; null until it ended."""
+
+
+class ShellCallItem(Open):
+    """A command by the agent's ``shell`` tool, when the request named the hosted ``shell``
+    tool; its output follows as a ``shell_call_output`` item."""
+
+    type: Literal["shell_call"]
+    id: str
+    call_id: str
+    action: dict[str, Any]
+    """``{"commands": [command], "timeout_ms", "max_output_length"}``."""
+    status: ItemStatus
+    environment: dict[str, Any] | None
+    """``{"type": "container_reference", "container_id"}``: the conversation's container."""
+
+
+class ShellCallOutputItem(Open):
+    """What a ``shell_call``'s command printed, and how it ended."""
+
+    type: Literal["shell_call_output"]
+    id: str
+    call_id: str
+    output: list[dict[str, Any]]
+    """``[{"stdout", "stderr", "outcome": {"type": "exit", "exit_code"} | {"type":
+    "timeout"}}]``."""
+    max_output_length: int | None
+    status: ItemStatus
+
+
 OutputItem = Annotated[
     MessageItem
     | ReasoningItem
     | FunctionCallItem
     | FunctionCallOutputItem
-    | McpApprovalRequestItem,
+    | McpApprovalRequestItem
+    | WebSearchCallItem
+    | CodeInterpreterCallItem
+    | ShellCallItem
+    | ShellCallOutputItem,
     Field(discriminator="type"),
 ]
 
@@ -156,6 +214,25 @@ class ShellTool(Open):
     base64 zip) skills."""
 
 
+class WebSearchTool(Open):
+    """The hosted ``web_search`` tool (or ``web_search_preview``, or a dated name), echoed:
+    the agent's ``web`` toolset serves it (a profile without it, or a server without a search
+    backend, refuses it). ``filters.allowed_domains`` keeps searches and page reads to those
+    domains; ``user_location`` and ``search_context_size`` are accepted and ignored."""
+
+    type: Literal[
+        "web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11"
+    ]
+
+
+class CodeInterpreterTool(Open):
+    """The hosted ``code_interpreter`` tool, echoed: the agent's ``code`` tool serves it, in
+    the conversation's container whatever ``container`` names."""
+
+    type: Literal["code_interpreter"]
+    container: str | dict[str, Any]
+
+
 class TextFormat(Shape):
     type: Literal["text"]
 
@@ -198,7 +275,12 @@ class ResponseObject(Open):
     instructions: str | None
     output: list[OutputItem]
     error: ResponseError | None
-    tools: list[Annotated[FunctionTool | ShellTool, Field(discriminator="type")]]
+    tools: list[
+        Annotated[
+            FunctionTool | ShellTool | WebSearchTool | CodeInterpreterTool,
+            Field(discriminator="type"),
+        ]
+    ]
     tool_choice: str | dict[str, Any]
     truncation: Literal["auto", "disabled"]
     parallel_tool_calls: bool
@@ -245,6 +327,19 @@ ResponseEventType = Literal[
     "response.function_call_arguments.done",
     "response.refusal.delta",
     "response.refusal.done",
+    "response.web_search_call.in_progress",
+    "response.web_search_call.searching",
+    "response.web_search_call.completed",
+    "response.code_interpreter_call.in_progress",
+    "response.code_interpreter_call_code.delta",
+    "response.code_interpreter_call_code.done",
+    "response.code_interpreter_call.interpreting",
+    "response.code_interpreter_call.completed",
+    "response.shell_call_command.added",
+    "response.shell_call_command.delta",
+    "response.shell_call_command.done",
+    "response.shell_call_output_content.delta",
+    "response.shell_call_output_content.done",
     "response.completed",
     "response.incomplete",
     "response.failed",
@@ -286,7 +381,8 @@ class ResponseStreamEvent(Open):
     part: Omittable[Annotated[OutputText | SummaryText | Refusal, Field(discriminator="type")]] = (
         None
     )
-    delta: Omittable[str] = None
+    delta: Omittable[str | dict[str, Any]] = None
+    """Text; on ``shell_call_output_content.delta``, ``{"stdout", "stderr"}``."""
     text: Omittable[str] = None
     """The part's whole text, on ``….done``."""
     refusal: Omittable[str] = None
@@ -295,8 +391,14 @@ class ResponseStreamEvent(Open):
     """The whole JSON arguments string on ``function_call_arguments.done``; the parsed object
     on ``hermes:tool_progress``."""
     logprobs: Omittable[list[Any]] = None
+    command_index: Omittable[int] = None
+    command: Omittable[str] = None
+    """``shell_call_command.added`` / ``.done``: the command (so far)."""
+    output: Omittable[list[dict[str, Any]]] = None
+    """``shell_call_output_content.done``: the ``shell_call_output`` item's ``output``."""
     code: Omittable[str] = None
-    """``error`` events: OpenAI's flat fields, and Open Responses' nested ``error``."""
+    """``error`` events: OpenAI's flat fields, and Open Responses' nested ``error``;
+    ``code_interpreter_call_code.done``: the whole code."""
     message: Omittable[str] = None
     param: Omittable[str | None] = None
     error: Omittable[ErrorBody | str | None] = None

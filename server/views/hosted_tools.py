@@ -1,0 +1,246 @@
+"""The agent's own tools shown as OpenAI's hosted tool items, when the request named the
+hosted tool they serve (``tools: [{"type": "web_search"}]`` and the like):
+
+- ``web_search`` / ``web_fetch`` → ``web_search_call`` (action ``search`` with its query, and
+  its sources when ``include`` asks; ``open_page`` with its URL), events
+  ``response.web_search_call.in_progress`` / ``.searching`` / ``.completed``;
+- ``code`` → ``code_interpreter_call`` (its code, its output as ``logs``, the conversation's
+  container), events ``…in_progress``, ``response.code_interpreter_call_code.delta`` /
+  ``.done``, ``…interpreting``, ``…completed``;
+- ``shell`` → a ``shell_call`` item (its command, the ``shell_call_command.*`` events) and,
+  once it ran, a ``shell_call_output`` item (its output and outcome: exit code or timeout).
+
+A request that did not name the hosted tool sees these calls as before (progress lines): an
+agent SDK must never be shown a call it did not ask the server to make. Which tools were
+named is read from the Response's own ``tools``, so a replay renders the same items.
+
+An item opens when its call starts and closes with the call's result (the tool message); a
+call the run ended during closes ``incomplete``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hermes_core.events import Source, ToolFinished, ToolOutcome, ToolStarted
+
+Frame = dict[str, Any]
+
+_WEB_SEARCH_TYPES = frozenset(
+    {"web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11"}
+)
+_RENDERED_BY = {
+    "web_search": "web_search",
+    "web_fetch": "web_search",
+    "code": "code_interpreter",
+    "shell": "shell",
+}
+"""The agent's tool → the hosted type whose items show its calls."""
+_ENDING = re.compile(
+    r"^\[(?:exit code (?P<code>-?\d+)|killed by signal (?P<signal>\d+)|(?P<timeout>timed out)"
+    r"[^;\]]*|(?P<stopped>stopped)[^;\]]*); [\d.]+ s\]\n?"
+)
+"""The first line of a ``shell`` / ``code`` result (``tools/commands.py``'s
+``describe_result``): how the command ended."""
+_NO_OUTPUT = "[no output]"
+
+
+def hosted_types(tools: Sequence[dict[str, Any]]) -> frozenset[str]:
+    """The hosted tool types a Response's ``tools`` name (any web search name as
+    ``web_search``)."""
+    kinds = set()
+    for tool in tools:
+        kind = tool.get("type")
+        if kind in _WEB_SEARCH_TYPES:
+            kinds.add("web_search")
+        elif kind in ("code_interpreter", "shell"):
+            kinds.add(kind)
+    return frozenset(kinds)
+
+
+@dataclass(slots=True)
+class HostedCall:
+    """One call shown as a hosted tool item, as the view follows it."""
+
+    kind: str
+    """``web_search``, ``code_interpreter`` or ``shell``."""
+    index: int
+    """Its item's output index."""
+    outcome: ToolOutcome | None = None
+    sources: list[Source] = field(default_factory=list)
+
+
+class HostedItems:
+    """Builds the hosted items and their events; the view places them (ids, indexes,
+    sequence numbers)."""
+
+    def __init__(self, types: frozenset[str], *, container_id: str, sources: bool) -> None:
+        self.types = types
+        self.container_id = container_id
+        self.sources = sources
+        self.calls: dict[str, HostedCall] = {}
+
+    def renders(self, tool: str) -> str | None:
+        """The hosted type that shows calls of the agent's ``tool`` (None: not shown so)."""
+        kind = _RENDERED_BY.get(tool)
+        return kind if kind in self.types else None
+
+    # --- items ------------------------------------------------------------------------------
+
+    def opened(self, kind: str, item_id: str, event: ToolStarted) -> dict[str, Any]:
+        """The item as it opens (``in_progress``)."""
+        arguments = event.arguments
+        if kind == "web_search":
+            if event.name == "web_fetch":
+                action = {"type": "open_page", "url": str(arguments.get("url", ""))}
+            else:
+                action = {"type": "search", "query": str(arguments.get("query", ""))}
+            return {
+                "type": "web_search_call",
+                "id": item_id,
+                "status": "in_progress",
+                "action": action,
+            }
+        if kind == "code_interpreter":
+            return {
+                "type": "code_interpreter_call",
+                "id": item_id,
+                "status": "in_progress",
+                "code": "",
+                "container_id": self.container_id,
+                "outputs": None,
+            }
+        timeout = arguments.get("timeout")
+        return {
+            "type": "shell_call",
+            "id": item_id,
+            "call_id": event.call_id,
+            "action": {
+                "commands": [str(arguments.get("command", ""))],
+                "timeout_ms": int(timeout * 1000) if isinstance(timeout, int | float) else None,
+                "max_output_length": None,
+            },
+            "status": "in_progress",
+            "environment": (
+                {"type": "container_reference", "container_id": self.container_id}
+                if self.container_id
+                else None
+            ),
+        }
+
+    def opening_events(self, item: dict[str, Any], where: Frame, event: ToolStarted) -> list[Frame]:
+        """What follows ``output_item.added``: the call under way."""
+        kind = item["type"]
+        if kind == "web_search_call":
+            return [
+                {"type": "response.web_search_call.in_progress", **where},
+                {"type": "response.web_search_call.searching", **where},
+            ]
+        if kind == "code_interpreter_call":
+            code = str(event.arguments.get("code", ""))
+            item["code"] = code
+            return [
+                {"type": "response.code_interpreter_call.in_progress", **where},
+                {"type": "response.code_interpreter_call_code.delta", **where, "delta": code},
+                {"type": "response.code_interpreter_call_code.done", **where, "code": code},
+                {"type": "response.code_interpreter_call.interpreting", **where},
+            ]
+        (command,) = item["action"]["commands"]
+        placed = {"command_index": 0, "output_index": where["output_index"]}
+        return [
+            {"type": "response.shell_call_command.added", **placed, "command": ""},
+            {"type": "response.shell_call_command.delta", **placed, "delta": command},
+            {"type": "response.shell_call_command.done", **placed, "command": command},
+        ]
+
+    def finished(self, event: ToolFinished) -> None:
+        call = self.calls.get(event.call_id)
+        if call is not None:
+            call.outcome = event.outcome
+
+    def closing(
+        self, call: HostedCall, item: dict[str, Any], where: Frame, result: str | None
+    ) -> tuple[str, list[Frame]]:
+        """Fill ``item`` with the call's result (None: the run ended first); its final
+        status and the events before its ``output_item.done``."""
+        ran = result is not None and call.outcome is not ToolOutcome.CANCELLED
+        kind = item["type"]
+        if kind == "web_search_call":
+            action = item["action"]
+            if action["type"] == "search" and self.sources:
+                action["sources"] = [{"type": "url", "url": s.url} for s in call.sources]
+            status = "completed" if ran else "incomplete"
+            if ran and call.outcome is not ToolOutcome.SUCCESS:
+                status = "failed"
+            return status, [{"type": "response.web_search_call.completed", **where}]
+        if kind == "code_interpreter_call":
+            if not ran:
+                return "incomplete", []
+            assert result is not None
+            item["outputs"] = [{"type": "logs", "logs": command_output(result)[0]}]
+            status = "completed" if call.outcome is ToolOutcome.SUCCESS else "failed"
+            return status, [{"type": "response.code_interpreter_call.completed", **where}]
+        return ("completed" if ran else "incomplete"), []
+
+    def shell_output(
+        self, call: HostedCall, call_id: str, item_id: str, result: str | None
+    ) -> dict[str, Any]:
+        """The ``shell_call_output`` item of a shell call (``result`` None: it never ran)."""
+        output: list[dict[str, Any]] = []
+        if result is not None:
+            stdout, outcome = command_output(result)
+            if call.outcome is ToolOutcome.TIMEOUT:  # the executor's own limit, not the sandbox's
+                output.append({"stdout": stdout, "stderr": "", "outcome": {"type": "timeout"}})
+            elif outcome is None:  # not the command's own report: the call failed before it ran
+                output.append({"stdout": "", "stderr": result, "outcome": _exit(1)})
+            else:
+                output.append({"stdout": stdout, "stderr": "", "outcome": outcome})
+        return {
+            "type": "shell_call_output",
+            "id": item_id,
+            "call_id": call_id,
+            "output": output,
+            "max_output_length": None,
+            "status": "in_progress",
+        }
+
+    @staticmethod
+    def shell_output_events(item: dict[str, Any], where: Frame) -> list[Frame]:
+        placed = {**where, "command_index": 0}
+        frames: list[Frame] = []
+        for chunk in item["output"]:
+            delta = {"stdout": chunk["stdout"], "stderr": chunk["stderr"]}
+            frames.append(
+                {"type": "response.shell_call_output_content.delta", **placed, "delta": delta}
+            )
+        frames.append(
+            {"type": "response.shell_call_output_content.done", **placed, "output": item["output"]}
+        )
+        return frames
+
+
+def command_output(result: str) -> tuple[str, dict[str, Any] | None]:
+    """A ``shell`` / ``code`` result as what the command printed and how it ended (None:
+    the result is not a command's report, e.g. an error before it ran)."""
+    ending = _ENDING.match(result)
+    if ending is None:
+        return result, None
+    output = result[ending.end() :]
+    if output.startswith(_NO_OUTPUT):
+        output = output[len(_NO_OUTPUT) :].lstrip("\n")
+    if ending["code"] is not None:
+        outcome = _exit(int(ending["code"]))
+    elif ending["signal"] is not None:
+        outcome = _exit(128 + int(ending["signal"]))
+    elif ending["timeout"] is not None:
+        outcome = {"type": "timeout"}
+    else:
+        outcome = _exit(130)  # stopped: as a shell reports an interrupted command
+    return output, outcome
+
+
+def _exit(code: int) -> dict[str, Any]:
+    return {"type": "exit", "exit_code": code}
