@@ -145,6 +145,7 @@ def create_app(services: Services) -> HermesApp:
         keyring=services.keyring,
         body_limit=body_limit,
         record=services.metrics.record_request,
+        idempotency=services.idempotency,
     )
     app.include_router(chat.router)
     app.include_router(responses.router)

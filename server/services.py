@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,7 @@ from server.files.links import FileLinks
 from server.files.uploads import FileLimits, FileVault
 from server.files.workspaces import conversation_workspace
 from server.http.auth import KeyRing
+from server.http.idempotency import Idempotency
 from server.metrics import Metrics
 from server.runs.approvals import ApprovalDesk
 from server.runs.manager import RunInfo, RunManager
@@ -356,6 +358,8 @@ class Services:
     """The other replicas (``server.redis_url``): cross-replica stops and dead-replica
     recovery. None: this process is alone."""
     store: Store | None = None
+    idempotency: Idempotency = field(default_factory=Idempotency)
+    """``Idempotency-Key`` requests, answered once (kept in ``store`` once it is open)."""
     files: FileVault | None = None
     """Uploaded files; set by :meth:`open` when there is a database and a ``files_dir``."""
     skills: SkillLibrary | None = None
@@ -391,6 +395,7 @@ class Services:
             responses_max_age_seconds=self.responses_max_age_seconds,
         )
         self.store = store
+        self.idempotency.store = store.idempotency
         self.stores = Stores(memory=store.memory, todos=store.todos, sessions=store.search)
         self.sessions = SessionService(store, self.session_settings)
         self.runs.observers.append(self.sessions.journal)
@@ -430,9 +435,14 @@ class Services:
                 await cluster.release(run.owner, run.id)
             self.runs.observers.append(self._release_reservation)
             self.runs.observers.append(lambda _info, event: cluster.record(event))
-        if self.responses_max_count is not None or self.responses_max_age_seconds is not None:
+        responses = (
+            self.responses_max_count is not None or self.responses_max_age_seconds is not None
+        )
+        if responses:
             await store.responses.prune()
-            self._pruning = asyncio.create_task(_prune_forever(store), name="hermes-prune")
+        self._pruning = asyncio.create_task(
+            _prune_forever(store, responses=responses), name="hermes-prune"
+        )
 
     def workspace(self, owner: str, conversation: str) -> Path | None:
         """The working directory of ``owner``'s conversation ``conversation`` (a session
@@ -546,14 +556,20 @@ class Services:
 PRUNE_SECONDS = 600.0
 
 
-async def _prune_forever(store: Store) -> None:
-    """Keep stored responses within their retention limits."""
+async def _prune_forever(store: Store, *, responses: bool) -> None:
+    """Keep stored responses within their retention limits (when they have any), and forget
+    idempotency keys past their 24 hours."""
     while True:
         await asyncio.sleep(PRUNE_SECONDS)
+        if responses:
+            try:
+                removed = await store.responses.prune()
+            except Exception:  # a failed prune must not stop the next one
+                log.exception("pruning stored responses failed")
+            else:
+                if removed:
+                    log.info("pruned %d stored response(s)", removed)
         try:
-            removed = await store.responses.prune()
-        except Exception:  # a failed prune must not stop the next one
-            log.exception("pruning stored responses failed")
-        else:
-            if removed:
-                log.info("pruned %d stored response(s)", removed)
+            await store.idempotency.prune(time.time())
+        except Exception:
+            log.exception("pruning idempotency keys failed")

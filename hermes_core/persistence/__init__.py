@@ -17,6 +17,7 @@ from hermes_core.persistence.conversations import (
 )
 from hermes_core.persistence.database import Database, SchemaOutOfDate, sqlite_url
 from hermes_core.persistence.files import FileRecord, FileStore, FileUsage
+from hermes_core.persistence.idempotency import IdempotencyRecord, IdempotencyStore
 from hermes_core.persistence.responses import ResponseStore, StoredResponse
 from hermes_core.persistence.rows import Source, StoredMessage
 from hermes_core.persistence.runs import RunRecord, RunStore
@@ -34,6 +35,8 @@ __all__ = [
     "FileRecord",
     "FileStore",
     "FileUsage",
+    "IdempotencyRecord",
+    "IdempotencyStore",
     "LogicalMessage",
     "ResponseStore",
     "RunRecord",
@@ -75,6 +78,7 @@ class Store:
         self.approvals = ApprovalStore(db)
         self.files = FileStore(db)
         self.skills = SkillStore(db)
+        self.idempotency = IdempotencyStore(db)
         self.conversations = ConversationStore(db)
 
     @classmethod

@@ -35,8 +35,10 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from server.errors import APIError, error_response
 from server.http.auth import KeyRing, Principal
 from server.http.body_limit import too_large
+from server.http.idempotency import Claim, Idempotency, checked_key, fingerprint
 
 Body = TypeVar("Body", bound=BaseModel)
 Handler = Callable[[Request, Any], Response | Awaitable[Response]]
@@ -66,6 +68,7 @@ class HotPath:
         keyring: KeyRing,
         body_limit: Callable[[str], int],
         record: RecordRequest,
+        idempotency: Idempotency | None = None,
     ) -> None:
         self.app = app
         """The whole app: its middlewares and routes answer what the hot path does not take."""
@@ -75,6 +78,8 @@ class HotPath:
         self.keyring = keyring
         self.body_limit = body_limit
         self.record = record
+        self.idempotency = idempotency
+        """Where ``Idempotency-Key`` requests are answered once (see server/http/idempotency.py)."""
 
     def route_of(self, scope: Scope) -> HotRoute[Any] | None:
         if scope["type"] == "http" and scope["method"] == "POST":
@@ -84,7 +89,7 @@ class HotPath:
     async def serve(self, route: HotRoute[Any], scope: Scope, receive: Receive, send: Send) -> None:
         """Serve a request to ``route`` (see :meth:`route_of`), or hand it on."""
         started = time.monotonic()
-        authorization, media, declared = _headers(scope)
+        authorization, media, declared, key = _headers(scope)
         limit = self.body_limit(scope["path"])
         principal = None
         if b"%00" not in scope["query_string"] and (declared is None or declared <= limit):
@@ -105,7 +110,23 @@ class HotPath:
             await self.app(scope, _replaying(body, complete, receive), send)
             return
         scope.setdefault("state", {})["principal"] = principal  # as RequireKey leaves it
-        await self._answer(route, parsed, principal, body, started, scope, receive, send)
+        if key is None or self.idempotency is None:
+            await self._answer(route, parsed, principal, body, started, scope, receive, send)
+            return
+        try:
+            claim = Claim(principal.name, checked_key(key), scope["path"], fingerprint(body))
+        except APIError as exc:
+            self.record(route.endpoint, exc.status, time.monotonic() - started)
+            refusal = error_response(exc.status, exc.message, param=exc.param, code=exc.code)
+            await refusal(scope, receive, send)
+            return
+
+        async def work(keyed_receive: Receive, keyed_send: Send) -> None:
+            await self._answer(
+                route, parsed, principal, body, started, scope, keyed_receive, keyed_send
+            )
+
+        await self.idempotency.serve(claim, work, receive, send)
 
     async def _answer(
         self,
@@ -176,11 +197,13 @@ async def _called(handler: Handler, request: Request, exc: Exception) -> Respons
     return await answer if inspect.isawaitable(answer) else answer
 
 
-def _headers(scope: Scope) -> tuple[str | None, str, int | None]:
-    """The request's authorization, media type (lower case) and declared length, in one pass."""
+def _headers(scope: Scope) -> tuple[str | None, str, int | None, str | None]:
+    """The request's authorization, media type (lower case), declared length and
+    ``Idempotency-Key``, in one pass."""
     authorization: str | None = None
     media: str | None = None
     declared: int | None = None
+    key: str | None = None
     for name, value in scope["headers"]:
         if name == b"authorization":
             if authorization is None:
@@ -189,7 +212,9 @@ def _headers(scope: Scope) -> tuple[str | None, str, int | None]:
             media = value.decode("latin-1").split(";", 1)[0].strip().lower()
         elif name == b"content-length" and value.isdigit():
             declared = int(value)
-    return authorization, media or "", declared
+        elif name == b"idempotency-key" and key is None:
+            key = value.decode("latin-1")
+    return authorization, media or "", declared, key
 
 
 async def _read_body(receive: Receive, limit: int) -> tuple[bytes, bool]:

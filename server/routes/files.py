@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, File, Form, Query, Request, UploadFile
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, Response
 
 from hermes_core.persistence import FileRecord
 from server.errors import APIError
 from server.files.uploads import FileVault
 from server.http.auth import Principal, require_principal
+from server.http.idempotency import claim_of, file_digest, key_of
 from server.http.openapi import BYTES, errors
 from server.protocol.pages import list_page
 from server.protocol.schemas.files import FileDeleted, FileList, FileObject
@@ -47,18 +48,30 @@ async def upload_file(
     principal: Annotated[Principal, Depends(require_principal)],
     file: Annotated[UploadFile, File(description="The file's bytes, with its name.")],
     purpose: Annotated[str, Form(description="What it is for, as OpenAI names it.")],
-) -> dict[str, Any]:
+) -> dict[str, Any] | Response:
     """Upload a file (multipart: ``file`` and ``purpose``). A message refers to it by id: a
     chat ``file`` part or a Responses ``input_file``; the agent then finds it in its
     workspace."""
-    record = await _vault(request).save(
-        principal.name,
-        file.file,
-        size=file.size,
-        filename=file.filename or "upload",
-        purpose=purpose,
-    )
-    return file_object(record)
+    # With an Idempotency-Key, a retry gets the first upload's file (server/http/idempotency.py).
+    vault = _vault(request)
+    claim = None
+    if key_of(request.scope) is not None:
+        content = await file_digest(file.file)
+        name = (file.filename or "").encode()
+        claim = claim_of(request.scope, principal.name, lambda: (purpose.encode(), name, content))
+
+    async def save() -> dict[str, Any]:
+        record = await vault.save(
+            principal.name,
+            file.file,
+            size=file.size,
+            filename=file.filename or "upload",
+            purpose=purpose,
+        )
+        return file_object(record)
+
+    services: Services = request.app.state.services
+    return await services.idempotency.once(claim, save)
 
 
 @router.get("", response_model=FileList, responses=errors(400, 401))

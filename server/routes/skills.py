@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -29,6 +30,7 @@ from hermes_core.skills.format import MAX_SKILL_FILES, SkillError, bundle_from_f
 from hermes_core.skills.library import SkillBundle
 from server.errors import APIError
 from server.http.auth import Principal, require_principal
+from server.http.idempotency import claim_of
 from server.http.openapi import errors
 from server.protocol.pages import list_page
 from server.protocol.schemas.skills import (
@@ -174,26 +176,31 @@ def _zip(name: str, data: bytes) -> Response:
     responses=errors(400, 401, 413),
     openapi_extra=UPLOAD,
 )
-async def create_skill(request: Request, principal: Owner) -> dict[str, Any]:
+async def create_skill(request: Request, principal: Owner) -> dict[str, Any] | Response:
     """Upload a new skill (its version "1"). A name the key already uses is refused: add a
     version to that skill instead."""
+    # With an Idempotency-Key, a retry gets the first upload's skill (server/http/idempotency.py).
     skills = _skills(request)
-    bundle, _ = await _upload(request)
-    version = await asyncio.to_thread(new_version, bundle)
-    try:
-        record = await skills.store.create(principal.name, version, origin="uploaded")
-        skills.forget(principal.name)
-    except SkillNameTaken:
-        existing = await skills.store.named(principal.name, bundle.name)
-        where = f"/v1/skills/{existing.id}/versions" if existing else "its versions"
-        raise APIError(
-            400,
-            f"You already have a skill named {bundle.name!r}: add a version to it instead "
-            f"(POST {where}).",
-            param="files",
-            code="skill_name_taken",
-        ) from None
-    return skill_object(record)
+    bundle, fields = await _upload(request)
+
+    async def create() -> dict[str, Any]:
+        version = await asyncio.to_thread(new_version, bundle)
+        try:
+            record = await skills.store.create(principal.name, version, origin="uploaded")
+            skills.forget(principal.name)
+        except SkillNameTaken:
+            existing = await skills.store.named(principal.name, bundle.name)
+            where = f"/v1/skills/{existing.id}/versions" if existing else "its versions"
+            raise APIError(
+                400,
+                f"You already have a skill named {bundle.name!r}: add a version to it instead "
+                f"(POST {where}).",
+                param="files",
+                code="skill_name_taken",
+            ) from None
+        return skill_object(record)
+
+    return await _once(request, principal, bundle, fields, create)
 
 
 @router.get(
@@ -308,8 +315,11 @@ async def skill_content(skill_id: str, request: Request, principal: Owner) -> Re
     responses=errors(400, 401, 404, 413),
     openapi_extra=UPLOAD,
 )
-async def create_version(skill_id: str, request: Request, principal: Owner) -> dict[str, Any]:
+async def create_version(
+    skill_id: str, request: Request, principal: Owner
+) -> dict[str, Any] | Response:
     """Upload a new version of a skill (same name); ``default=true`` makes runs use it."""
+    # With an Idempotency-Key, a retry gets the first upload's version.
     skills = _skills(request)
     record = await _skill(skills, principal.name, skill_id)
     bundle, fields = await _upload(request)
@@ -321,14 +331,37 @@ async def create_version(skill_id: str, request: Request, principal: Owner) -> d
             param="files",
         )
     make_default = fields.get("default", "false").strip().lower() in ("true", "1")
-    version = await asyncio.to_thread(new_version, bundle)
-    added = await skills.store.add_version(
-        principal.name, record.id, version, make_default=make_default
-    )
-    skills.forget(principal.name)
-    if added is None:  # deleted meanwhile
-        raise APIError(404, f"No skill with id {skill_id[:80]!r}.", param="skill_id")
-    return version_object(added)
+
+    async def add() -> dict[str, Any]:
+        version = await asyncio.to_thread(new_version, bundle)
+        added = await skills.store.add_version(
+            principal.name, record.id, version, make_default=make_default
+        )
+        skills.forget(principal.name)
+        if added is None:  # deleted meanwhile
+            raise APIError(404, f"No skill with id {skill_id[:80]!r}.", param="skill_id")
+        return version_object(added)
+
+    return await _once(request, principal, bundle, fields, add)
+
+
+async def _once(
+    request: Request,
+    principal: Principal,
+    bundle: SkillBundle,
+    fields: dict[str, str],
+    make: Callable[[], Awaitable[dict[str, Any]]],
+) -> dict[str, Any] | Response:
+    """``make``'s object, or (a retry with the same ``Idempotency-Key``) the first one's."""
+
+    def parts() -> list[bytes]:
+        named = [(path.encode(), data) for path, data in sorted(bundle.files.items())]
+        given = [f"{k}={v}".encode() for k, v in sorted(fields.items())]
+        return [part for pair in named for part in pair] + given
+
+    services: Services = request.app.state.services
+    claim = claim_of(request.scope, principal.name, parts)
+    return await services.idempotency.once(claim, make)
 
 
 @router.get(

@@ -1,0 +1,480 @@
+"""``Idempotency-Key``: a POST that starts work, retried with the same key, gets the first
+request's answer instead of starting the work again.
+
+OpenAI's SDKs retry a POST after a timeout or a 5xx; without a key a retried agent run runs its
+tools again (a second ``rm``, a second email). With one, for 24 hours:
+
+- the first request claims the key (one INSERT, so replicas agree on who did) and is answered
+  to the end *whoever listens*: the client leaving does not stop its run, since its retry is
+  coming for the answer. Its whole answer (a stream's frames too) is kept with the key;
+- a retry while it runs follows it: on the replica serving it, the retry gets the answer's
+  bytes as they are sent (a stream's frames so far, then the rest live; a waiting request's
+  body when it is whole); on another replica, the retry waits for the kept answer;
+- a retry after it gets the kept answer (``Idempotent-Replayed: true``);
+- the same key with another body, or on another endpoint, is a 422
+  ``idempotency_key_reused`` (not retried by the SDKs: it is the caller's mistake); a retry
+  that waited past its limit is a 409 ``idempotency_key_in_use`` (which the SDKs retry).
+
+A first request that did no work — refused with a 429 or a 5xx before a run started, or that
+crashed before it answered — gives the key up, so its retry does the work. Other answers
+(4xx included) are kept: they were the request's outcome.
+
+A request without the header pays one header lookup (the hot path's header loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
+
+from hermes_core import json_codec
+from hermes_core.persistence import IdempotencyRecord, IdempotencyStore
+from server.errors import APIError, error_envelope
+
+log = logging.getLogger(__name__)
+
+HEADER = "idempotency-key"
+HEADER_BYTES = HEADER.encode()
+TTL_SECONDS = 24 * 3600.0
+MAX_KEY_LENGTH = 255
+MAX_KEPT_BYTES = 16 * 1024 * 1024
+"""A longer answer is not kept (its retry is told to read the run instead)."""
+RUN_ID_HEADER = b"x-hermes-run-id"
+REPLAYED = (b"idempotent-replayed", b"true")
+JSON = "application/json"
+
+Work = Callable[[Receive, Send], Awaitable[None]]
+"""Answering the request (ASGI ``receive``/``send`` of the app serving it)."""
+
+
+def key_of(scope: Scope) -> str | None:
+    """The request's ``Idempotency-Key`` (checked: 1–255 visible ASCII characters)."""
+    for name, value in scope["headers"]:
+        if name == HEADER_BYTES:
+            return checked_key(value.decode("latin-1"))
+    return None
+
+
+def checked_key(key: str) -> str:
+    if not 0 < len(key) <= MAX_KEY_LENGTH or not all(33 <= ord(c) <= 126 for c in key):
+        raise APIError(
+            400,
+            f"The Idempotency-Key must be 1 to {MAX_KEY_LENGTH} visible ASCII characters "
+            "(a UUID is a good one).",
+            param="Idempotency-Key",
+            code="invalid_idempotency_key",
+        )
+    return key
+
+
+def fingerprint(*parts: bytes) -> str:
+    """What the same request is: a digest of its body (or of its parts, for a multipart one,
+    whose boundary differs from try to try)."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return digest.hexdigest()
+
+
+def claim_of(scope: Scope, owner: str, parts: Callable[[], Iterable[bytes]]) -> Claim | None:
+    """The claim of a keyed request to a route (None without the header): ``parts`` say what
+    the same request is, read only when there is a key."""
+    key = key_of(scope)
+    if key is None:
+        return None
+    return Claim(owner, key, scope["path"], fingerprint(*parts()))
+
+
+async def file_digest(file: BinaryIO) -> bytes:
+    """An uploaded file's SHA-256 (read in a thread, then rewound for whoever reads it)."""
+
+    def digest() -> bytes:
+        file.seek(0)
+        made = hashlib.sha256()
+        for chunk in iter(lambda: file.read(1024 * 1024), b""):
+            made.update(chunk)
+        file.seek(0)
+        return made.digest()
+
+    return await asyncio.to_thread(digest)
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A keyed request: whose, which key, where, and what body."""
+
+    owner: str
+    key: str
+    endpoint: str
+    fingerprint: str
+
+
+class Idempotency:
+    """Keyed requests, kept in the SQL store (``store`` is set once it is open; without one
+    the header is ignored: nothing could be kept across a retry to another replica)."""
+
+    def __init__(self, *, wait_seconds: float = 600.0, poll_seconds: float = 0.25) -> None:
+        self.store: IdempotencyStore | None = None
+        self.wait_seconds = wait_seconds
+        """How long a retry waits for an answer another replica is making."""
+        self.poll_seconds = poll_seconds
+        self._live: dict[tuple[str, str], _Answer] = {}
+        """The answers this replica is making, by ``(owner, key)``: what its retries follow."""
+
+    async def serve(self, claim: Claim, work: Work, receive: Receive, send: Send) -> None:
+        """Answer a keyed request: do ``work`` if the key is new, else what the first did."""
+        store = self.store
+        if store is None:
+            await work(receive, send)
+            return
+        try:
+            held = await store.claim(
+                claim.owner,
+                claim.key,
+                endpoint=claim.endpoint,
+                fingerprint=claim.fingerprint,
+                now=time.time(),
+                ttl=TTL_SECONDS,
+            )
+        except Exception:
+            # The table cannot say: doing the work is what the client asked for.
+            await work(receive, send)
+            return
+        if held is None:
+            await self._first(store, claim, work, receive, send)
+        else:
+            await self._again(store, claim, held, receive, send)
+
+    async def once(
+        self, claim: Claim | None, make: Callable[[], Awaitable[dict[str, Any]]]
+    ) -> dict[str, Any] | Response:
+        """For a route whose answer is a JSON object (an upload): ``make``'s object when the
+        request is new (kept as the answer), else the first request's answer."""
+        store = self.store
+        if claim is None or store is None:
+            return await make()
+        held = await store.claim(
+            claim.owner,
+            claim.key,
+            endpoint=claim.endpoint,
+            fingerprint=claim.fingerprint,
+            now=time.time(),
+            ttl=TTL_SECONDS,
+        )
+        if held is not None:
+            messages: list[Message] = []
+
+            async def collect(message: Message) -> None:
+                messages.append(message)
+
+            await self._again(store, claim, held, None, collect)
+            return _response_of(messages)
+        try:
+            made = await make()
+        except APIError as exc:
+            if exc.status == 429 or exc.status >= 500:
+                await _quietly(store.release(claim.owner, claim.key))
+            else:  # the request's outcome: a retry is told the same
+                body = json_codec.dumps(
+                    error_envelope(exc.status, exc.message, param=exc.param, code=exc.code)
+                )
+                await _quietly(
+                    store.finish(
+                        claim.owner,
+                        claim.key,
+                        status_code=exc.status,
+                        content_type=JSON,
+                        body=body,
+                    )
+                )
+            raise
+        except BaseException:
+            await _quietly(store.release(claim.owner, claim.key))
+            raise
+        await _quietly(
+            store.finish(
+                claim.owner,
+                claim.key,
+                status_code=200,
+                content_type=JSON,
+                body=json_codec.dumps(made),
+            )
+        )
+        return made
+
+    async def _first(
+        self, store: IdempotencyStore, claim: Claim, work: Work, receive: Receive, send: Send
+    ) -> None:
+        answer = _Answer()
+        place = (claim.owner, claim.key)
+        self._live[place] = answer
+        listening = True
+
+        async def steady_receive() -> Message:
+            # The client leaving is hidden from the work: it goes on to its answer, for the
+            # retry that is coming for it.
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                await asyncio.Event().wait()
+            return message
+
+        async def capturing_send(message: Message) -> None:
+            nonlocal listening
+            answer.add(message)
+            if message["type"] == "http.response.start" and answer.run_id is not None:
+                await _quietly(store.started(claim.owner, claim.key, answer.run_id))
+            if listening:
+                try:
+                    await send(message)
+                except OSError:  # gone: the rest is kept for the retry only
+                    listening = False
+
+        try:
+            await work(steady_receive, capturing_send)
+        finally:
+            # Kept (or given up) before retries stop following it here: one arriving between
+            # the two finds the row done.
+            answer.finish()
+            try:
+                if answer.did_work:
+                    await _quietly(self._keep(store, claim, answer))
+                else:
+                    await _quietly(store.release(claim.owner, claim.key))
+            finally:
+                if self._live.get(place) is answer:
+                    del self._live[place]
+
+    async def _keep(self, store: IdempotencyStore, claim: Claim, answer: _Answer) -> None:
+        body = b"".join(answer.chunks)
+        await store.finish(
+            claim.owner,
+            claim.key,
+            status_code=answer.status or 500,
+            content_type=answer.content_type,
+            body=body if len(body) <= MAX_KEPT_BYTES else b"",
+        )
+
+    async def _again(
+        self,
+        store: IdempotencyStore,
+        claim: Claim,
+        held: IdempotencyRecord,
+        receive: Receive | None,
+        send: Send,
+    ) -> None:
+        if held.endpoint != claim.endpoint:
+            await _refuse(
+                send,
+                422,
+                f"This Idempotency-Key was used on POST {held.endpoint} already; use a new key "
+                "for this request.",
+                "idempotency_key_reused",
+            )
+            return
+        if held.fingerprint != claim.fingerprint:
+            await _refuse(
+                send,
+                422,
+                "This Idempotency-Key was used with another request body already; a retry "
+                "must send the same body (or use a new key for a new request).",
+                "idempotency_key_reused",
+            )
+            return
+        live = self._live.get((claim.owner, claim.key))
+        if held.state == "running" and live is not None:
+            async for message in live.follow():
+                await send(message)
+            return
+        if held.state == "running":
+            found = await _unless_gone(self._until_done(store, claim), receive)
+            if found is None:
+                await _refuse(
+                    send,
+                    409,
+                    "The first request with this Idempotency-Key has not answered yet (or "
+                    "failed before it did); retry.",
+                    "idempotency_key_in_use",
+                )
+                return
+            held = found
+        await _replay(held, send)
+
+    async def _until_done(self, store: IdempotencyStore, claim: Claim) -> IdempotencyRecord | None:
+        """The key's row once its answer is kept (another replica is making it), or None:
+        the key was given up (its work failed: the client should retry), or the wait ran out."""
+        deadline = time.monotonic() + self.wait_seconds
+        while time.monotonic() < deadline:
+            await asyncio.sleep(self.poll_seconds)
+            found = await store.get(claim.owner, claim.key)
+            if found is None or found.state == "done":
+                return found
+        return None
+
+
+class _Answer:
+    """An answer being sent: kept as it goes, followed by retries."""
+
+    __slots__ = ("_changed", "chunks", "content_type", "finished", "run_id", "start")
+
+    def __init__(self) -> None:
+        self.start: Message | None = None
+        self.chunks: list[bytes] = []
+        self.run_id: str | None = None
+        self.content_type: str | None = None
+        self.finished = False
+        self._changed = asyncio.Event()
+
+    @property
+    def status(self) -> int | None:
+        return None if self.start is None else int(self.start["status"])
+
+    @property
+    def did_work(self) -> bool:
+        """Whether the answer is the request's outcome (not a refusal before any work)."""
+        status = self.status
+        if status is None:
+            return self.run_id is not None
+        return self.run_id is not None or not (status == 429 or status >= 500)
+
+    def add(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.start = message
+            for name, value in message.get("headers", ()):
+                if name == RUN_ID_HEADER:
+                    self.run_id = value.decode("latin-1")
+                elif name == b"content-type":
+                    self.content_type = value.decode("latin-1")
+        elif message["type"] == "http.response.body":
+            chunk = message.get("body", b"")
+            if chunk:
+                self.chunks.append(chunk)
+            if not message.get("more_body", False):
+                self.finished = True
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def finish(self) -> None:
+        if not self.finished:
+            self.finished = True
+            self._changed.set()
+
+    async def follow(self) -> AsyncIterator[Message]:
+        """The answer's messages from its start: those sent already, then the rest as sent."""
+        sent = 0
+        started = False
+        while True:
+            changed = self._changed
+            if not started and self.start is not None:
+                started = True
+                headers = [*self.start.get("headers", ()), REPLAYED]
+                yield {
+                    "type": "http.response.start",
+                    "status": self.start["status"],
+                    "headers": headers,
+                }
+            while started and sent < len(self.chunks):
+                sent += 1
+                yield {
+                    "type": "http.response.body",
+                    "body": self.chunks[sent - 1],
+                    "more_body": True,
+                }
+            if self.finished:
+                break
+            await changed.wait()
+        if not started:  # the first request crashed before answering: the retry may retry
+            for message in _refusal(
+                409,
+                "The first request with this Idempotency-Key failed before it answered; retry.",
+                "idempotency_key_in_use",
+            ):
+                yield message
+            return
+        yield {"type": "http.response.body", "body": b"", "more_body": False}
+
+
+async def _unless_gone(
+    waiting: Awaitable[IdempotencyRecord | None], receive: Receive | None
+) -> IdempotencyRecord | None:
+    """``waiting``'s row, or None as soon as the client goes away (nobody to answer)."""
+    if receive is None:
+        return await waiting
+    task = asyncio.ensure_future(waiting)
+
+    async def until_gone() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    gone = asyncio.ensure_future(until_gone())
+    try:
+        await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if not task.done():
+        task.cancel()
+        return None
+    return task.result()
+
+
+def _response_of(messages: list[Message]) -> Response:
+    start = next(m for m in messages if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.response.body")
+    response = Response(body, status_code=start["status"])
+    response.raw_headers = [
+        (name, value) for name, value in start["headers"] if name != b"content-length"
+    ] + [(b"content-length", str(len(body)).encode())]
+    return response
+
+
+async def _replay(held: IdempotencyRecord, send: Send) -> None:
+    if not held.body and held.status_code is not None and held.status_code < 300:
+        await _refuse(
+            send,
+            409,
+            "The answer to the first request with this Idempotency-Key was too long to keep"
+            + (f"; read its run {held.run_id} instead." if held.run_id else "."),
+            "idempotency_answer_not_kept",
+        )
+        return
+    body = held.body or b""
+    headers = [(b"content-length", str(len(body)).encode()), REPLAYED]
+    if held.content_type:
+        headers.append((b"content-type", held.content_type.encode("latin-1")))
+    if held.run_id:
+        headers.append((RUN_ID_HEADER, held.run_id.encode("latin-1")))
+    await send(
+        {"type": "http.response.start", "status": held.status_code or 200, "headers": headers}
+    )
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def _refusal(status: int, message: str, code: str) -> list[Message]:
+    body = json_codec.dumps(error_envelope(status, message, param="Idempotency-Key", code=code))
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    return [
+        {"type": "http.response.start", "status": status, "headers": headers},
+        {"type": "http.response.body", "body": body, "more_body": False},
+    ]
+
+
+async def _refuse(send: Send, status: int, message: str, code: str) -> None:
+    for part in _refusal(status, message, code):
+        await send(part)
+
+
+async def _quietly(step: Awaitable[None]) -> None:
+    """A bookkeeping write whose failure must not fail the answer (the key then simply
+    expires, or stays claimed: a retry waits and is told to retry)."""
+    try:
+        await step
+    except Exception:
+        log.exception("keeping an idempotency key's answer failed")

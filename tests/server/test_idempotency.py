@@ -1,0 +1,331 @@
+"""``Idempotency-Key``: a POST retried with the same key gets the first request's answer, and
+its tools run once.
+
+A real server (uvicorn on a thread, so the test counts what its tool did) in front of the
+upstream simulator, the official SDK as the client. The SDK does not send the header itself
+(its ``_idempotency_header`` is None for OpenAI), so the client sets it: its own retry resends
+the request's headers, the key included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from hermes_core.persistence import IdempotencyStore, Store, sqlite_url
+from hermes_core.tools.registry import ToolContext
+from server.app import create_app
+from server.http.threaded import ThreadedServer
+from server.services import Services
+from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step
+from tests.plain_http import TLS_UNUSED
+from tests.server.conftest import KEY_ALICE, KEY_BOB, UPSTREAM_MODEL, make_services
+from tests.server.served import call, sse_data
+
+pytestmark = pytest.mark.slow
+
+SLOW_ANSWER_SECONDS = 4.5
+"""How long the model takes over its answer, after the tool ran."""
+CLIENT_TIMEOUT_SECONDS = 3.0
+"""Shorter than the answer (the first try times out), longer than what is left of it when
+the SDK's retry comes (about half a second later): the retry gets the answer."""
+
+
+class Outbox:
+    """A tool with a side effect the test counts: ``send_email`` appends here."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.posted = threading.Event()
+
+
+def _services(simulator: SimulatorServer, data: Path, outbox: Outbox) -> Services:
+    services = make_services(
+        simulator, database_url=sqlite_url(data / "hermes.db"), files_dir=data / "files"
+    )
+
+    @services.profiles[0].tools.tool(
+        description="Send an email.",
+        parameters={"type": "object", "properties": {"to": {"type": "string"}}},
+    )
+    async def send_email(arguments: dict[str, Any], ctx: ToolContext) -> str:
+        outbox.sent.append(str(arguments.get("to")))
+        outbox.posted.set()
+        return "sent"
+
+    return services
+
+
+@pytest.fixture(scope="module")
+def outbox() -> Outbox:
+    return Outbox()
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("idempotency")
+
+
+@pytest.fixture(scope="module")
+def replicas(
+    _simulator_server: SimulatorServer, data: Path, outbox: Outbox
+) -> Iterator[tuple[ThreadedServer, ThreadedServer]]:
+    """Two replicas on one database (and one files volume)."""
+    first = ThreadedServer(create_app(_services(_simulator_server, data, outbox)))
+    second = ThreadedServer(create_app(_services(_simulator_server, data, outbox)))
+    with first, second:
+        yield first, second
+
+
+@pytest.fixture
+def server(replicas: tuple[ThreadedServer, ThreadedServer], outbox: Outbox) -> ThreadedServer:
+    outbox.sent.clear()
+    outbox.posted.clear()
+    return replicas[0]
+
+
+class Sent:
+    """The requests a client sent (its retries included): their ``Idempotency-Key``s."""
+
+    def __init__(self) -> None:
+        self.keys: list[str | None] = []
+
+    async def __call__(self, request: httpx.Request) -> None:
+        self.keys.append(request.headers.get("idempotency-key"))
+
+
+@pytest.fixture
+async def sent() -> Sent:
+    return Sent()
+
+
+def _sdk(base_url: str, sent: Sent | None = None, key: str = KEY_ALICE) -> openai.AsyncOpenAI:
+    hooks: dict[str, list[Callable[..., Any]]] = {"request": [sent]} if sent is not None else {}
+    return openai.AsyncOpenAI(
+        http_client=openai.DefaultAsyncHttpxClient(verify=TLS_UNUSED, event_hooks=hooks),
+        base_url=base_url + "/v1",
+        api_key=key,
+        max_retries=0,
+        _strict_response_validation=True,
+    )
+
+
+@pytest.fixture
+async def client(server: ThreadedServer, sent: Sent) -> AsyncIterator[openai.AsyncOpenAI]:
+    async with _sdk(server.base_url, sent) as sdk:
+        yield sdk
+
+
+def _script(simulator: SimulatorServer, *, slow: bool = True) -> None:
+    """The model emails bob, then answers — slowly, when ``slow``."""
+    delay = Fault(first_byte_delay=SLOW_ANSWER_SECONDS) if slow else None
+    simulator.state.script(
+        UPSTREAM_MODEL,
+        Scenario(
+            steps=[
+                call("send_email", to="bob@example.com"),
+                Step(reply=Reply(text="Emailed bob."), fault=delay),
+            ]
+        ),
+    )
+
+
+def _model_calls(simulator: SimulatorServer) -> int:
+    return len(simulator.state.requests(scenario=UPSTREAM_MODEL))
+
+
+def _key() -> dict[str, str]:
+    return {"Idempotency-Key": str(uuid.uuid4())}
+
+
+MESSAGES: Any = [{"role": "user", "content": "Email bob."}]
+
+
+async def test_a_chat_completion_retried_after_a_client_timeout_runs_its_tools_once(
+    client: openai.AsyncOpenAI, simulator: SimulatorServer, outbox: Outbox, sent: Sent
+) -> None:
+    _script(simulator)
+    key = _key()
+    retrying = client.with_options(timeout=CLIENT_TIMEOUT_SECONDS, max_retries=1)
+    completion = await retrying.chat.completions.create(
+        model="hermes-agent", messages=MESSAGES, extra_headers=key
+    )
+    assert completion.choices[0].message.content == "Emailed bob."
+    assert sent.keys == [key["Idempotency-Key"]] * 2  # it timed out once; its retry, same key
+    assert outbox.sent == ["bob@example.com"]
+    assert _model_calls(simulator) == 2
+
+
+async def test_a_response_retried_after_a_client_timeout_runs_its_tools_once(
+    client: openai.AsyncOpenAI, simulator: SimulatorServer, outbox: Outbox, sent: Sent
+) -> None:
+    _script(simulator)
+    key = _key()
+    retrying = client.with_options(timeout=CLIENT_TIMEOUT_SECONDS, max_retries=1)
+    response = await retrying.responses.create(
+        model="hermes-agent", input="Email bob.", extra_headers=key
+    )
+    assert response.output_text == "Emailed bob."
+    assert len(sent.keys) == 2
+    assert outbox.sent == ["bob@example.com"]
+    stored = await client.responses.retrieve(response.id)  # the one response there is
+    assert stored.output_text == "Emailed bob."
+
+
+async def test_a_streamed_retry_follows_the_first_stream_from_its_start(
+    server: ThreadedServer, simulator: SimulatorServer, outbox: Outbox
+) -> None:
+    _script(simulator)
+    key = _key()
+    body = {"model": "hermes-agent", "input": "Email bob.", "stream": True}
+    headers = {"authorization": f"Bearer {KEY_ALICE}", **key}
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=server.base_url) as http:
+        async with http.stream("POST", "/v1/responses", json=body, headers=headers) as first:
+            async for line in first.aiter_lines():
+                if "response.created" in line:
+                    break  # the client drops the stream early
+        again = await http.post("/v1/responses", json=body, headers=headers, timeout=30)
+    assert again.headers["idempotent-replayed"] == "true"
+    events = sse_data(again.text)
+    assert events[0]["type"] == "response.created"
+    assert events[-1]["type"] == "response.completed"
+    assert events[-1]["response"]["output"][-1]["content"][0]["text"] == "Emailed bob."
+    assert outbox.sent == ["bob@example.com"]
+
+
+async def test_a_retry_after_the_answer_gets_the_same_answer_again(
+    client: openai.AsyncOpenAI, simulator: SimulatorServer, outbox: Outbox
+) -> None:
+    _script(simulator, slow=False)
+    key = _key()
+    first = await client.chat.completions.with_raw_response.create(
+        model="hermes-agent", messages=MESSAGES, extra_headers=key
+    )
+    again = await client.chat.completions.with_raw_response.create(
+        model="hermes-agent", messages=MESSAGES, extra_headers=key
+    )
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.parse().id == first.parse().id
+    assert again.headers["x-hermes-run-id"] == first.headers["x-hermes-run-id"]
+    assert outbox.sent == ["bob@example.com"]
+
+
+async def test_the_same_key_with_another_body_is_refused(
+    client: openai.AsyncOpenAI, simulator: SimulatorServer
+) -> None:
+    _script(simulator, slow=False)
+    key = _key()
+    await client.chat.completions.create(model="hermes-agent", messages=MESSAGES, extra_headers=key)
+    with pytest.raises(openai.UnprocessableEntityError) as refused:
+        await client.chat.completions.create(
+            model="hermes-agent",
+            messages=[{"role": "user", "content": "Email carol."}],
+            extra_headers=key,
+        )
+    assert refused.value.code == "idempotency_key_reused"
+
+
+async def test_a_key_used_on_another_endpoint_is_refused(
+    client: openai.AsyncOpenAI, simulator: SimulatorServer
+) -> None:
+    _script(simulator, slow=False)
+    key = _key()
+    await client.chat.completions.create(model="hermes-agent", messages=MESSAGES, extra_headers=key)
+    with pytest.raises(openai.UnprocessableEntityError) as refused:
+        await client.responses.create(model="hermes-agent", input="Email bob.", extra_headers=key)
+    assert refused.value.code == "idempotency_key_reused"
+    assert "/v1/chat/completions" in refused.value.message
+
+
+async def test_keys_are_per_api_key(
+    server: ThreadedServer, client: openai.AsyncOpenAI, simulator: SimulatorServer, outbox: Outbox
+) -> None:
+    key = _key()
+    _script(simulator, slow=False)
+    await client.chat.completions.create(model="hermes-agent", messages=MESSAGES, extra_headers=key)
+    _script(simulator, slow=False)
+    async with _sdk(server.base_url, key=KEY_BOB) as bob:
+        answer = await bob.chat.completions.with_raw_response.create(
+            model="hermes-agent", messages=MESSAGES, extra_headers=key
+        )
+    assert "idempotent-replayed" not in answer.headers  # bob's own request, not alice's answer
+    assert outbox.sent == ["bob@example.com"] * 2
+
+
+async def test_a_retry_on_another_replica_waits_for_the_answer(
+    replicas: tuple[ThreadedServer, ThreadedServer],
+    server: ThreadedServer,
+    simulator: SimulatorServer,
+    outbox: Outbox,
+) -> None:
+    _script(simulator)
+    key = _key()
+    async with _sdk(replicas[0].base_url) as first, _sdk(replicas[1].base_url) as second:
+        started = asyncio.create_task(
+            first.chat.completions.create(
+                model="hermes-agent", messages=MESSAGES, extra_headers=key
+            )
+        )
+        assert await asyncio.to_thread(outbox.posted.wait, 30)  # the first run is under way
+        retried = await second.chat.completions.with_raw_response.create(
+            model="hermes-agent", messages=MESSAGES, extra_headers=key
+        )
+        original = await started
+    assert retried.headers["idempotent-replayed"] == "true"
+    assert retried.parse().id == original.id
+    assert outbox.sent == ["bob@example.com"]
+
+
+async def test_an_upload_retried_with_its_key_is_kept_once(
+    client: openai.AsyncOpenAI, tmp_path: Path
+) -> None:
+    key = _key()
+    upload = tmp_path / "notes.txt"
+    upload.write_text("kept once")
+    first = await client.files.create(file=upload, purpose="user_data", extra_headers=key)
+    again = await client.files.create(file=upload, purpose="user_data", extra_headers=key)
+    assert again.id == first.id
+    listed = [f.id for f in (await client.files.list()).data if f.filename == "notes.txt"]
+    assert listed == [first.id]
+    upload.write_text("another file")
+    with pytest.raises(openai.UnprocessableEntityError):
+        await client.files.create(file=upload, purpose="user_data", extra_headers=key)
+
+
+async def test_a_skill_upload_retried_with_its_key_is_created_once(
+    client: openai.AsyncOpenAI,
+) -> None:
+    key = _key()
+    files: Any = [("SKILL.md", b"---\nname: mailer\ndescription: Mails.\n---\n\nBody\n")]
+    first = await client.skills.create(files=files, extra_headers=key)
+    again = await client.skills.create(files=files, extra_headers=key)  # else: name taken
+    assert again.id == first.id
+
+
+async def test_a_malformed_key_is_refused(client: openai.AsyncOpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as refused:
+        await client.chat.completions.create(
+            model="hermes-agent", messages=MESSAGES, extra_headers={"Idempotency-Key": "a b"}
+        )
+    assert refused.value.code == "invalid_idempotency_key"
+
+
+async def test_expired_keys_are_pruned(tmp_path: Path) -> None:
+    store = await Store.open(sqlite_url(tmp_path / "keys.db"))
+    try:
+        keys: IdempotencyStore = store.idempotency
+        await keys.claim("alice", "old", endpoint="/v1/files", fingerprint="f", now=0, ttl=10)
+        await keys.claim("alice", "new", endpoint="/v1/files", fingerprint="f", now=100, ttl=10)
+        assert await keys.prune(now=105) == 1
+        assert await keys.get("alice", "old") is None
+        assert await keys.get("alice", "new") is not None
+    finally:
+        await store.close()
