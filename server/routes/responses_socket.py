@@ -1,11 +1,13 @@
 """``/v1/responses`` over a WebSocket (the Open Responses WebSocket transport; the OpenAI SDK's
 ``client.responses.connect()``).
 
-The key is checked at the handshake (``Authorization: Bearer``). The client then sends
-``response.create`` events — the body of ``POST /v1/responses`` with ``"type"`` beside it,
-``stream`` implied — and gets, for each, the same events a streamed HTTP response carries, one
-per message. Turns on one connection run one after another; a bad event gets an ``error``
-event (``{"type": "error", "status", "error": {...}}``) and the connection stays open.
+The key is checked at the handshake (``Authorization: Bearer``): without a valid one the
+upgrade is answered with a 401 and the usual ``invalid_api_key`` error envelope. The client
+then sends ``response.create`` events — the body of ``POST /v1/responses`` with ``"type"``
+beside it, ``stream`` implied — and gets, for each, the same events a streamed HTTP response
+carries, one per message. Turns on one connection run one after another; a bad event gets an
+``error`` event (``{"type": "error", "status", "error": {...}}``) and the connection stays
+open.
 ``stream``, ``stream_options`` and ``background`` are refused (the transport forbids them).
 A ``store: false`` response is kept by the connection (not the store), so a later turn on the
 same socket may continue it by ``previous_response_id``.
@@ -27,7 +29,14 @@ from pydantic import ValidationError
 from hermes_core.errors import InvalidRequestError
 from hermes_core.json_codec import dumps_text
 from hermes_core.messages import Message
-from server.errors import APIError, RunLimitExceeded, ServerDraining, SessionBusy, error_body
+from server.errors import (
+    APIError,
+    RunLimitExceeded,
+    ServerDraining,
+    SessionBusy,
+    error_body,
+    error_response,
+)
 from server.protocol.responses import ResponseCreateRequest
 from server.services import Services
 from server.serving.responses import ResponsesServing
@@ -43,6 +52,7 @@ _HTTP_ONLY = ("stream", "stream_options", "background")
 CONNECTION_SECONDS = 3600.0
 """How long a connection lasts (Open Responses: 60 minutes); a turn under way is finished
 first, then the connection is closed and the client reconnects."""
+_NO_KEY = "A valid API key is required (Authorization: Bearer <key>) to open this socket."
 _CODES = {400: "invalid_request", 404: "not_found", 409: "conflict", 429: "rate_limit_exceeded"}
 
 
@@ -51,7 +61,7 @@ async def responses_socket(websocket: WebSocket) -> None:
     services: Services = websocket.app.state.services
     principal = services.keyring.authenticate(websocket.headers.get("authorization"))
     if principal is None:
-        await websocket.close(code=1008, reason="A valid API key is required.")
+        await _refuse_handshake(websocket)
         return
     await websocket.accept()
     serving: ResponsesServing = websocket.app.state.responses
@@ -76,6 +86,17 @@ async def responses_socket(websocket: WebSocket) -> None:
                 await websocket.send_text(json.dumps(_error_event(exc)))
     except WebSocketDisconnect:
         return
+
+
+async def _refuse_handshake(websocket: WebSocket) -> None:
+    """A 401 with the error envelope plain HTTP gets, as the handshake's answer: the SDK's
+    ``responses.connect()`` raises ``websockets``' ``InvalidStatus``, whose ``response`` holds
+    that status and body (a close before accepting is a bare 403 with nothing to read)."""
+    refusal = error_response(401, _NO_KEY, code="invalid_api_key")
+    try:
+        await websocket.send_denial_response(refusal)
+    except RuntimeError:  # a server without the denial extension: the bare refusal
+        await websocket.close(code=1008, reason=_NO_KEY)
 
 
 def _loop_time(monotonic_deadline: float) -> float:

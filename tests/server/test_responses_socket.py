@@ -95,7 +95,7 @@ async def test_a_socket_without_a_valid_key_is_refused(hermes: ThreadedServer) -
         with pytest.raises(InvalidStatus) as refused:
             await connecting.__aenter__()
 
-    assert refused.value.response.status_code == 403
+    assert refused.value.response.status_code == 401
 
 
 async def test_closing_the_socket_stops_the_run_in_progress(
