@@ -71,6 +71,10 @@ class HostedCall:
     """Its item's output index."""
     outcome: ToolOutcome | None = None
     sources: list[Source] = field(default_factory=list)
+    output_index: int | None = None
+    """A shell call's ``shell_call_output`` item, open while the command runs."""
+    streamed: bool = False
+    """Some of a shell command's output was sent as it ran."""
 
 
 class HostedItems:
@@ -185,37 +189,52 @@ class HostedItems:
             return status, [{"type": "response.code_interpreter_call.completed", **where}]
         return ("completed" if ran else "incomplete"), []
 
-    def shell_output(
-        self, call: HostedCall, call_id: str, item_id: str, result: str | None
-    ) -> dict[str, Any]:
-        """The ``shell_call_output`` item of a shell call (``result`` None: it never ran)."""
-        output: list[dict[str, Any]] = []
-        if result is not None:
-            stdout, outcome = command_output(result)
-            if call.outcome is ToolOutcome.TIMEOUT:  # the executor's own limit, not the sandbox's
-                output.append({"stdout": stdout, "stderr": "", "outcome": {"type": "timeout"}})
-            elif outcome is None:  # not the command's own report: the call failed before it ran
-                output.append({"stdout": "", "stderr": result, "outcome": _exit(1)})
-            else:
-                output.append({"stdout": stdout, "stderr": "", "outcome": outcome})
+    @staticmethod
+    def shell_output_item(call_id: str, item_id: str) -> dict[str, Any]:
+        """A shell call's ``shell_call_output`` item as it opens: no output yet."""
         return {
             "type": "shell_call_output",
             "id": item_id,
             "call_id": call_id,
-            "output": output,
+            "output": [],
             "max_output_length": None,
             "status": "in_progress",
         }
 
     @staticmethod
-    def shell_output_events(item: dict[str, Any], where: Frame) -> list[Frame]:
+    def shell_outputs(call: HostedCall, result: str | None) -> list[dict[str, Any]]:
+        """The item's ``output``: what the command printed and how it ended (none when it
+        never ran)."""
+        if result is None:
+            return []
+        stdout, outcome = command_output(result)
+        if call.outcome is ToolOutcome.TIMEOUT:  # the executor's own limit, not the sandbox's
+            return [{"stdout": stdout, "stderr": "", "outcome": {"type": "timeout"}}]
+        if outcome is None:  # not the command's own report: the call failed before it ran
+            return [{"stdout": "", "stderr": result, "outcome": _exit(1)}]
+        return [{"stdout": stdout, "stderr": "", "outcome": outcome}]
+
+    @staticmethod
+    def shell_progress(call: HostedCall, where: Frame, output: str) -> Frame:
+        """Output of a running command, as it comes (the sandbox reports stdout and stderr
+        together: as stdout)."""
+        call.streamed = True
+        delta = {"stdout": output, "stderr": ""}
+        placed = {**where, "command_index": 0}
+        return {"type": "response.shell_call_output_content.delta", **placed, "delta": delta}
+
+    @staticmethod
+    def shell_output_events(call: HostedCall, item: dict[str, Any], where: Frame) -> list[Frame]:
+        """What closes a ``shell_call_output`` item's content: its output in one delta if none
+        was sent as the command ran, then the whole of it."""
         placed = {**where, "command_index": 0}
         frames: list[Frame] = []
-        for chunk in item["output"]:
-            delta = {"stdout": chunk["stdout"], "stderr": chunk["stderr"]}
-            frames.append(
-                {"type": "response.shell_call_output_content.delta", **placed, "delta": delta}
-            )
+        if not call.streamed:
+            for chunk in item["output"]:
+                delta = {"stdout": chunk["stdout"], "stderr": chunk["stderr"]}
+                frames.append(
+                    {"type": "response.shell_call_output_content.delta", **placed, "delta": delta}
+                )
         frames.append(
             {"type": "response.shell_call_output_content.done", **placed, "output": item["output"]}
         )

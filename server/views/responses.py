@@ -220,6 +220,7 @@ class ResponsesView:
                 return []
             case ToolProgress():
                 frames = self._mcp_open(event.call_id) if event.call_id in self._mcp_calls else []
+                frames += self._hosted_progress(event)
                 if self._progress == "events":
                     frames.append({"type": "hermes:tool_progress", **tool_progress(event)})
                 if self._openwebui and event.call_id in self._cards:
@@ -623,14 +624,28 @@ class ResponsesView:
         item = self._hosted.opened(kind, self._item_id(prefix), event)
         added = self._add_item(item)
         index = added["output_index"]
-        self._hosted.calls[event.call_id] = HostedCall(kind, index)
+        call = self._hosted.calls[event.call_id] = HostedCall(kind, index)
         where = {"item_id": item["id"], "output_index": index}
         frames += [added, *self._hosted.opening_events(item, where, event)]
-        if kind == "shell":  # the call is complete as asked; its output is an item of its own
+        if kind == "shell":
+            # The call is complete as asked; its output is an item of its own, open while the
+            # command runs.
             frames.append(self._item_done(index))
+            output = self._hosted.shell_output_item(event.call_id, self._item_id("sho"))
+            opened = self._add_item(output)
+            call.output_index = opened["output_index"]
+            frames.append(opened)
         if self._progress == "events":
             frames.append({"type": "hermes:tool_progress", **tool_progress(event)})
         return frames
+
+    def _hosted_progress(self, event: ToolProgress) -> list[Frame]:
+        call = self._hosted.calls.get(event.call_id)
+        if call is None or call.output_index is None or not event.output:
+            return []
+        output = self._response["output"][call.output_index]
+        where = {"item_id": output["id"], "output_index": call.output_index}
+        return [self._hosted.shell_progress(call, where, event.output)]
 
     def _hosted_finished(self, event: ToolFinished) -> list[Frame]:
         self._hosted.finished(event)
@@ -661,18 +676,14 @@ class ResponsesView:
         """Close a hosted call's item with its result (None: it never gave one)."""
         call = self._hosted.calls.pop(call_id)
         item = self._response["output"][call.index]
-        if item["type"] == "shell_call":
-            frames = self._close_item()
-            output = self._hosted.shell_output(call, call_id, self._item_id("sho"), result)
-            added = self._add_item(output)
-            index = added["output_index"]
-            where = {"item_id": output["id"], "output_index": index}
+        if call.output_index is not None:  # a shell call: its output item closes
+            output = self._response["output"][call.output_index]
+            output["output"] = self._hosted.shell_outputs(call, result)
+            where = {"item_id": output["id"], "output_index": call.output_index}
             status = "completed" if result is not None else "incomplete"
             return [
-                *frames,
-                added,
-                *self._hosted.shell_output_events(output, where),
-                self._item_done(index, status),
+                *self._hosted.shell_output_events(call, output, where),
+                self._item_done(call.output_index, status),
             ]
         where = {"item_id": item["id"], "output_index": call.index}
         status, frames = self._hosted.closing(call, item, where, result)

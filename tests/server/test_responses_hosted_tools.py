@@ -166,6 +166,11 @@ def of_item(events: list[Any], index: int) -> list[str]:
     return [e.type for e in events if getattr(e, "output_index", None) == index]
 
 
+def collapsed(types: list[str]) -> list[str]:
+    """``types`` with runs of the same type as one."""
+    return [kind for i, kind in enumerate(types) if i == 0 or types[i - 1] != kind]
+
+
 # --- web_search -----------------------------------------------------------------------------------
 
 
@@ -368,6 +373,19 @@ async def test_shell_returns_its_call_and_output_with_the_exit_code(
 
 
 @needs_sandbox
+async def test_a_shell_command_that_outruns_its_timeout_has_a_timeout_outcome(
+    client: AsyncOpenAI, simulator: SimulatorServer
+) -> None:
+    script(simulator, call("shell", command="sleep 30", timeout=1), answer("Too slow."))
+    response = await client.responses.create(model=MODEL, input="Wait.", tools=[SHELL])
+    [shell_call] = of_type(response, "shell_call")
+    [output] = of_type(response, "shell_call_output")
+    assert shell_call.action.timeout_ms == 1000
+    [ran] = output.output
+    assert ran.outcome.type == "timeout"
+
+
+@needs_sandbox
 async def test_streamed_shell_emits_its_events_in_order(
     client: AsyncOpenAI, simulator: SimulatorServer
 ) -> None:
@@ -382,12 +400,24 @@ async def test_streamed_shell_emits_its_events_in_order(
         "response.shell_call_command.done",
         "response.output_item.done",
     ]
-    assert of_item(events, final.output.index(output)) == [
+    # The output streams as the command runs: one delta or more.
+    assert collapsed(of_item(events, final.output.index(output))) == [
         "response.output_item.added",
         "response.shell_call_output_content.delta",
         "response.shell_call_output_content.done",
         "response.output_item.done",
     ]
+
+
+@needs_sandbox
+async def test_a_shell_commands_output_streams_as_it_runs(
+    client: AsyncOpenAI, simulator: SimulatorServer
+) -> None:
+    script(simulator, call("shell", command="echo first; sleep 1; echo second"), answer("Ok."))
+    events, _ = await streamed(client, input="Run it.", tools=[SHELL])
+    deltas = [e for e in events if e.type == "response.shell_call_output_content.delta"]
+    assert len(deltas) >= 2
+    assert "".join(d.delta.stdout or "" for d in deltas) == "first\nsecond\n"
 
 
 # --- what cannot be served ------------------------------------------------------------------------
