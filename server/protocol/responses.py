@@ -422,6 +422,9 @@ class HostedTools:
     """``web_search``'s ``filters.allowed_domains``: searches and fetches keep to these."""
     sources: bool = False
     """``include`` asked for the searches' sources."""
+    container: str | None = None
+    """The container id ``code_interpreter`` names (None: ``auto``): it must be one of the
+    key's; the code runs in the conversation's own container in any case."""
 
     @property
     def web_search(self) -> bool:
@@ -435,6 +438,7 @@ class HostedTools:
 def _hosted_tools(tools: list[dict[str, Any]] | None, include: list[str] | None) -> HostedTools:
     types: set[str] = set()
     domains: tuple[str, ...] | None = None
+    container: str | None = None
     for tool in tools or ():
         kind = tool.get("type")
         if kind in WEB_SEARCH_TYPES:
@@ -446,10 +450,10 @@ def _hosted_tools(tools: list[dict[str, Any]] | None, include: list[str] | None)
             if CODE_INTERPRETER in types:
                 raise _hosted_error("At most one code_interpreter tool per request.")
             types.add(CODE_INTERPRETER)
-            _check_container(tool.get("container"))
+            container = _container(tool.get("container"))
         elif kind == SHELL_TOOL:
             types.add(SHELL_TOOL)
-    return HostedTools(frozenset(types), domains, SOURCES_INCLUDE in (include or ()))
+    return HostedTools(frozenset(types), domains, SOURCES_INCLUDE in (include or ()), container)
 
 
 def _allowed_domains(filters: object) -> tuple[str, ...] | None:
@@ -470,11 +474,13 @@ def _allowed_domains(filters: object) -> tuple[str, ...] | None:
     return tuple(domains) or None
 
 
-def _check_container(container: object) -> None:
-    """``"auto"``, ``{"type": "auto"}`` or a container id: the code runs in the
+def _container(container: object) -> str | None:
+    """``"auto"``, ``{"type": "auto"}`` (None) or a container id: the code runs in the
     conversation's own container whichever it is (a response cannot borrow another's)."""
-    if container == "auto" or (isinstance(container, str) and container.startswith("cntr_")):
-        return
+    if container == "auto":
+        return None
+    if isinstance(container, str) and container.startswith("cntr_"):
+        return container
     if isinstance(container, dict) and container.get("type") == "auto":
         if container.get("file_ids"):
             raise _hosted_error(
@@ -482,7 +488,7 @@ def _check_container(container: object) -> None:
                 "to a message as input_file parts; they are placed in the conversation's "
                 "container."
             )
-        return
+        return None
     raise _hosted_error(
         'The code_interpreter tool needs a container: "auto", {"type": "auto"} or a container id.'
     )

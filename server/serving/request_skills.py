@@ -23,6 +23,7 @@ from pathlib import Path
 from hermes_core.skills.format import MAX_ZIP_BYTES, SkillError, bundle_from_zip, write_bundle
 from hermes_core.skills.library import AttachedSkill, SkillEntry, SkillLibrary
 from server.errors import APIError
+from server.files.links import container_root
 from server.protocol.responses import (
     SHELL_TOOL,
     HostedTools,
@@ -61,10 +62,13 @@ async def request_skills(
     return tuple(attached)
 
 
-def check_hosted_tools(profile: Profile, hosted: HostedTools) -> None:
+async def check_hosted_tools(
+    services: Services, profile: Profile, owner: str, hosted: HostedTools
+) -> None:
     """A 400 naming ``tools`` when ``profile`` lacks what a hosted tool the request names
-    needs: the toolset serving it (and, for ``web_search``, a search backend). The shell's
-    own check is :func:`request_skills`'."""
+    needs: the toolset serving it (and, for ``web_search``, a search backend); or when the
+    container ``code_interpreter`` names is not one of ``owner``'s. The shell's own check is
+    :func:`request_skills`'."""
     needs = []
     if hosted.web_search:
         needs.append(("web_search", "web"))
@@ -82,6 +86,13 @@ def check_hosted_tools(profile: Profile, hosted: HostedTools) -> None:
             f"The model '{profile.id}' cannot take a web_search tool: no search backend is "
             "configured (set web.search in the server's configuration)."
         )
+    if hosted.container is not None:
+        root = None
+        if services.workspaces_dir is not None:
+            root = container_root(services.workspaces_dir, owner, hosted.container)
+        if root is None or not await asyncio.to_thread(root.is_dir):
+            # The same words whether made up or another key's: nothing says it exists.
+            raise _invalid(f"No container found with id '{hosted.container}'.")
 
 
 async def _referenced(

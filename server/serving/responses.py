@@ -38,7 +38,12 @@ from server.protocol.response_input import approval_answers
 from server.protocol.responses import ResponseCreateRequest
 from server.runs.manager import Run, new_id
 from server.services import Profile, Services
-from server.serving.common import is_openwebui, resolve_profile, unless_client_leaves
+from server.serving.common import (
+    conversation_owner,
+    is_openwebui,
+    resolve_profile,
+    unless_client_leaves,
+)
 from server.serving.item_references import resolve_item_references
 from server.serving.remote_mcp import RemoteMcp
 from server.serving.request_skills import check_hosted_tools, request_skills
@@ -161,7 +166,7 @@ class ResponsesServing:
         conversation = await conversation_of(services, body, principal)
         await resolve_item_references(services.store, principal.name, body.input_items())
         hosted = body.hosted_tools()
-        check_hosted_tools(profile, hosted)
+        await check_hosted_tools(services, profile, conversation_owner(request, principal), hosted)
         skills = await request_skills(services, profile, principal.name, body.shell_tool())
         progress = _progress(request, profile)
         side_task = (

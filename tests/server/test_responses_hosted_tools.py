@@ -334,6 +334,31 @@ async def test_code_interpreter_returns_its_call_logs_and_a_downloadable_file(
 
 
 @needs_sandbox
+async def test_code_interpreter_continues_in_the_container_it_names(
+    client: AsyncOpenAI, simulator: SimulatorServer
+) -> None:
+    script(simulator, call("code", code="open('kept.txt', 'w').write('1')"), answer("Kept."))
+    first = await client.responses.create(model=MODEL, input="Keep.", tools=[CODE_INTERPRETER])
+    [run] = of_type(first, "code_interpreter_call")
+    script(simulator, call("code", code="print(open('kept.txt').read())"), answer("1."))
+    named: Any = {"type": "code_interpreter", "container": run.container_id}
+    second = await client.responses.create(
+        model=MODEL, input="Read it.", tools=[named], previous_response_id=first.id
+    )
+    [again] = of_type(second, "code_interpreter_call")
+    assert again.container_id == run.container_id
+    assert [getattr(o, "logs", "").strip() for o in again.outputs or ()] == ["1"]
+
+
+@needs_sandbox
+async def test_a_container_that_is_not_the_keys_is_a_400(client: AsyncOpenAI) -> None:
+    made_up: Any = {"type": "code_interpreter", "container": "cntr_" + "0" * 32}
+    error = await refusal(client, tools=[made_up])
+    assert error.param == "tools"
+    assert "No container found" in error.message
+
+
+@needs_sandbox
 async def test_streamed_code_interpreter_emits_its_events_in_order(
     client: AsyncOpenAI, simulator: SimulatorServer
 ) -> None:

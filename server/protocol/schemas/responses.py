@@ -227,7 +227,9 @@ class WebSearchTool(Open):
 
 class CodeInterpreterTool(Open):
     """The hosted ``code_interpreter`` tool, echoed: the agent's ``code`` tool serves it, in
-    the conversation's container whatever ``container`` names."""
+    the conversation's container. ``container`` is ``"auto"``, ``{"type": "auto"}`` or a
+    container id of the key's (another is a 400): the conversation's own container in any
+    case."""
 
     type: Literal["code_interpreter"]
     container: str | dict[str, Any]
