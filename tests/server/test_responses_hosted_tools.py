@@ -480,6 +480,51 @@ async def test_a_hosted_tool_whose_toolset_the_profile_lacks_is_a_400_naming_it(
     assert toolset in error.message
 
 
+NO_SEARCH_CONFIG = """\
+server:
+  data_dir: {data}
+  api_keys: [{{key: {key}, principal: alice}}]
+providers:
+  - name: sim
+    model: {upstream}
+    api_mode: chat_completions
+    base_url: {simulator}/v1
+    api_key: upstream-key
+profiles:
+  - id: {model}
+    providers: [sim]
+    tools: [web]
+"""
+"""A server whose web toolset has no search backend (``web.search`` unset)."""
+
+
+async def test_web_search_without_a_search_backend_is_a_400_naming_the_setting(
+    simulator: SimulatorServer, tmp_path: Path
+) -> None:
+    config = tmp_path / "hermes.yaml"
+    config.write_text(
+        NO_SEARCH_CONFIG.format(
+            data=tmp_path,
+            key=KEY,
+            upstream=UPSTREAM,
+            simulator=simulator.base_url,
+            model=MODEL,
+        )
+    )
+    port, log = free_port(), tmp_path / "server.log"
+    with hermes_command("serve", "--config", str(config), port=port, log=log):
+        async with AsyncOpenAI(
+            http_client=DefaultAsyncHttpxClient(verify=TLS_UNUSED),
+            base_url=f"http://127.0.0.1:{port}/v1",
+            api_key=KEY,
+            max_retries=0,
+            _strict_response_validation=True,
+        ) as client:
+            error = await refusal(client, tools=[WEB_SEARCH])
+    assert error.param == "tools"
+    assert "web.search" in error.message
+
+
 async def test_tool_choice_naming_a_hosted_tool_the_request_lacks_is_a_400(
     client: AsyncOpenAI,
 ) -> None:
