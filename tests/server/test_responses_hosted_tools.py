@@ -45,6 +45,8 @@ KEY = "sk-hosted-alice-0123456789"
 MODEL = "hermes-agent"
 FILES_MODEL = "files-agent"
 """A profile with files only: no web, no code, no shell."""
+ASKING_MODEL = "asking-agent"
+"""A profile whose shell asks a person before every command."""
 # Typed Any: the SDK's TypedDicts for tools are not what a test's plain dicts infer as.
 WEB_SEARCH: Any = {"type": "web_search"}
 CODE_INTERPRETER: Any = {"type": "code_interpreter", "container": {"type": "auto"}}
@@ -76,6 +78,10 @@ profiles:
   - id: {files_model}
     providers: [sim]
     tools: [files]
+  - id: {asking_model}
+    providers: [sim]
+    tools: [shell]
+    approvals: {{shell: always}}
 """
 
 needs_sandbox = pytest.mark.skipif(
@@ -118,6 +124,7 @@ def hosted_server(
             simulator=_simulator_server.base_url,
             model=MODEL,
             files_model=FILES_MODEL,
+            asking_model=ASKING_MODEL,
         )
     )
     port, log = free_port(), data / "server.log"
@@ -432,6 +439,28 @@ async def test_streamed_shell_emits_its_events_in_order(
         "response.shell_call_output_content.done",
         "response.output_item.done",
     ]
+
+
+@needs_sandbox
+async def test_a_shell_call_awaiting_approval_runs_once_approved(
+    client: AsyncOpenAI, simulator: SimulatorServer
+) -> None:
+    script(simulator, call("shell", command="echo approved"), answer("It ran."))
+    asked = await client.responses.create(model=ASKING_MODEL, input="Run it.", tools=[SHELL])
+    [request] = of_type(asked, "mcp_approval_request")
+    [waiting] = of_type(asked, "shell_call_output")
+    assert waiting.status == "incomplete"
+    answered = await client.responses.create(
+        model=ASKING_MODEL,
+        previous_response_id=asked.id,
+        input=[
+            {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": True}
+        ],
+        tools=[SHELL],
+    )
+    [ran] = of_type(answered, "shell_call_output")
+    assert ran.output[0].stdout.strip() == "approved"
+    assert ran.output[0].outcome.type == "exit"
 
 
 @needs_sandbox
