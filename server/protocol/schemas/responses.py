@@ -262,6 +262,12 @@ class ReasoningConfig(Shape):
     summary: str | None
 
 
+class ConversationReference(Shape):
+    """The conversation a response was appended to."""
+
+    id: str
+
+
 class ResponseObject(Open):
     """A Response: every one of Open Responses' 31 keys, echoing the request, plus ``hermes``
     once the run has ended. ``status`` is ``cancelled`` for a stopped run."""
@@ -305,6 +311,8 @@ class ResponseObject(Open):
     prompt_cache_key: str | None
     user: Omittable[str] = None
     """Echoed when the request had one."""
+    conversation: Omittable[ConversationReference] = None
+    """The conversation (``/v1/conversations``) the response belongs to, when it has one."""
     hermes: Omittable[HermesSummary] = None
     """Once the run has ended."""
 
