@@ -396,6 +396,7 @@ class Services:
         )
         self.store = store
         self.idempotency.store = store.idempotency
+        self.idempotency.runs = store.runs
         self.stores = Stores(memory=store.memory, todos=store.todos, sessions=store.search)
         self.sessions = SessionService(store, self.session_settings)
         self.runs.observers.append(self.sessions.journal)

@@ -36,7 +36,8 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from hermes_core import json_codec
-from hermes_core.persistence import IdempotencyRecord, IdempotencyStore
+from hermes_core.persistence import IdempotencyRecord, IdempotencyStore, RunStore
+from hermes_core.persistence.runs import LIVE_STATUSES
 from server.errors import APIError, error_envelope
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,11 @@ log = logging.getLogger(__name__)
 HEADER = "idempotency-key"
 HEADER_BYTES = HEADER.encode()
 TTL_SECONDS = 24 * 3600.0
+RUN_LOOK_SECONDS = 2.0
+"""How often a waiting retry asks whether the first request's run is still going."""
+ORPHAN_GRACE_SECONDS = 5.0
+"""How long after its run ended a first request's answer may still be on its way to the
+store, before a retry takes it as lost."""
 MAX_KEY_LENGTH = 255
 MAX_KEPT_BYTES = 16 * 1024 * 1024
 """A longer answer is not kept (its retry is told to read the run instead)."""
@@ -127,6 +133,9 @@ class Idempotency:
         self.wait_seconds = wait_seconds
         """How long a retry waits for an answer another replica is making."""
         self.poll_seconds = poll_seconds
+        self.runs: RunStore | None = None
+        """Where a retry learns that the first request's run ended without its answer being
+        kept (its replica died): it stops waiting then (set with ``store``)."""
         self._live: dict[tuple[str, str], _Answer] = {}
         """The answers this replica is making, by ``(owner, key)``: what its retries follow."""
 
@@ -312,12 +321,51 @@ class Idempotency:
         """The key's row once its answer is kept (another replica is making it), or None:
         the key was given up (its work failed: the client should retry), or the wait ran out."""
         deadline = time.monotonic() + self.wait_seconds
+        next_look = time.monotonic() + RUN_LOOK_SECONDS
         while time.monotonic() < deadline:
             await asyncio.sleep(self.poll_seconds)
             found = await store.get(claim.owner, claim.key)
             if found is None or found.state == "done":
                 return found
+            if found.run_id is not None and time.monotonic() >= next_look:
+                next_look = time.monotonic() + RUN_LOOK_SECONDS
+                if await self._orphaned(found.run_id, claim.owner):
+                    return await self._interrupted(store, claim, found.run_id)
         return None
+
+    async def _orphaned(self, run_id: str, owner: str) -> bool:
+        """The run ended a while ago and its answer was never kept: the replica answering
+        the first request died (crash recovery closed the run)."""
+        if self.runs is None:
+            return False
+        run = await self.runs.get(owner, run_id)
+        ended = run.ended_at if run is not None else None
+        return (
+            run is not None
+            and run.status not in LIVE_STATUSES
+            and ended is not None
+            and time.time() - ended > ORPHAN_GRACE_SECONDS
+        )
+
+    async def _interrupted(
+        self, store: IdempotencyStore, claim: Claim, run_id: str
+    ) -> IdempotencyRecord | None:
+        """Keep, as the key's answer, that its first request was cut off: every retry gets
+        it at once instead of waiting out the wait, and none runs the work again (its tools
+        may have acted)."""
+        body = json_codec.dumps(
+            error_envelope(
+                422,
+                f"The first request with this Idempotency-Key was cut off (its server stopped) "
+                f"and never answered; its run {run_id} ended without an answer. Check what it "
+                "did, then send a new key to try again.",
+                code="idempotency_key_interrupted",
+            )
+        )
+        await store.finish(
+            claim.owner, claim.key, status_code=422, content_type="application/json", body=body
+        )
+        return await store.get(claim.owner, claim.key)
 
 
 class _Answer:

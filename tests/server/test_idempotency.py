@@ -11,18 +11,23 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import openai
 import pytest
 
+from hermes_core import json_codec
 from hermes_core.persistence import IdempotencyStore, Store, sqlite_url
 from hermes_core.tools.registry import ToolContext
 from server.app import create_app
+from server.http import idempotency
+from server.http.idempotency import Claim, Idempotency
 from server.http.threaded import ThreadedServer
 from server.services import Services
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step
@@ -329,3 +334,53 @@ async def test_expired_keys_are_pruned(tmp_path: Path) -> None:
         assert await keys.get("alice", "new") is not None
     finally:
         await store.close()
+
+
+async def test_a_retry_whose_first_request_died_with_its_replica_is_told_so_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(idempotency, "RUN_LOOK_SECONDS", 0.0)
+    store = await Store.open(sqlite_url(tmp_path / "hermes.db"), migrate=True)
+    try:
+        claim = Claim(owner="alice", key="k-1", endpoint="/v1/responses", fingerprint="f")
+        assert (
+            await store.idempotency.claim(
+                "alice", "k-1", endpoint=claim.endpoint, fingerprint="f", now=time.time(), ttl=60
+            )
+            is None
+        )
+        await store.idempotency.started("alice", "k-1", "run_dead")  # then its replica died
+
+        class Runs:  # what crash recovery left of the run: interrupted a while ago
+            async def get(self, owner: str, run_id: str) -> object:
+                return SimpleNamespace(status="interrupted", ended_at=time.time() - 60)
+
+        keys = Idempotency(wait_seconds=30, poll_seconds=0.01)
+        keys.store = store.idempotency
+        keys.runs = Runs()  # type: ignore[assignment]
+        sent: list[dict[str, Any]] = []
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        async def work(receive: Any, send: Any) -> None:
+            raise AssertionError("the work ran again")
+
+        started = time.monotonic()
+        await keys.serve(claim, work, _never, send)
+
+        assert time.monotonic() - started < 10  # not the whole wait
+        assert sent[0]["status"] == 422
+        error = json_codec.loads(sent[1]["body"])["error"]
+        assert error["code"] == "idempotency_key_interrupted"
+        assert "run_dead" in error["message"]
+        again = await store.idempotency.get("alice", "k-1")
+        assert again is not None
+        assert again.state == "done"  # the next retry is told at once
+    finally:
+        await store.close()
+
+
+async def _never() -> dict[str, Any]:
+    await asyncio.Event().wait()
+    raise AssertionError
