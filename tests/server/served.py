@@ -1,6 +1,6 @@
-"""What every suite driving a real ``hermes-server serve`` process needs: scripted model steps,
-the tool results the model was shown, SSE frames, API clients, and a wait on observable state
-that fails at once if the server process died."""
+"""What every suite driving a real ``hermes-server serve`` process needs: the process itself
+on a YAML configuration, scripted model steps, what the model was shown, SSE frames, API
+clients, and a wait on observable state that fails at once if the server process died."""
 
 from __future__ import annotations
 
@@ -9,16 +9,18 @@ import inspect
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
-from server.simulator import Reply, SimulatorServer, Step, ToolCallSpec
+from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from tests.plain_http import TLS_UNUSED
+from tests.processes import free_port, hermes_command
 
 
 class ServedProcess(Protocol):
@@ -36,6 +38,62 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def simulated_provider(simulator: SimulatorServer, upstream: str, name: str = "sim") -> str:
+    """The YAML of a provider ``name`` sending model ``upstream`` to the simulator (an item of
+    ``providers:``, indented as one)."""
+    return (
+        f"  - name: {name}\n"
+        f"    model: {upstream}\n"
+        "    api_mode: chat_completions\n"
+        f"    base_url: {simulator.base_url}/v1\n"
+        "    api_key: upstream-key\n"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """A ``serve`` process under test: where it answers, its data directory and its log."""
+
+    base_url: str
+    data_dir: Path
+    pid: int
+    log: Path
+
+    def alive(self) -> bool:
+        return pid_alive(self.pid)
+
+
+@contextmanager
+def serving(data: Path, config: str) -> Iterator[Served]:
+    """``hermes-server serve`` on ``config`` (YAML, written to ``data/hermes.yaml``) until the
+    block ends; its log in ``data/server.log``."""
+    path = data / "hermes.yaml"
+    path.write_text(config)
+    port, log = free_port(), data / "server.log"
+    with hermes_command("serve", "--config", str(path), port=port, log=log) as process:
+        yield Served(f"http://127.0.0.1:{port}", data, process.pid, log)
+
+
+def script(simulator: SimulatorServer, upstream: str, *steps: Step) -> None:
+    """The model ``upstream`` answers with ``steps``, in order."""
+    simulator.state.script(upstream, Scenario(steps=list(steps)))
+
+
+def last_messages(simulator: SimulatorServer, upstream: str) -> list[dict[str, Any]]:
+    """The messages of the last model call of ``upstream`` the simulator received."""
+    messages: list[dict[str, Any]] = simulator.state.requests(scenario=upstream)[-1].body[
+        "messages"
+    ]
+    return messages
+
+
+def system_prompt(simulator: SimulatorServer, upstream: str) -> str:
+    """The system message of the last model call of ``upstream``."""
+    first = last_messages(simulator, upstream)[0]
+    assert first["role"] == "system"
+    return str(first["content"])
 
 
 def calls(*specs: tuple[str, dict[str, Any]]) -> Step:

@@ -7,17 +7,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletionMessageParam
 
-from server.simulator import Scenario, SimulatorServer, Step
-from tests.processes import free_port, hermes_command
-from tests.server.served import answer, sdk_client
+from server.simulator import SimulatorServer
+from tests.server.served import (
+    Served,
+    answer,
+    last_messages,
+    script,
+    sdk_client,
+    serving,
+    simulated_provider,
+)
 
 pytestmark = pytest.mark.slow  # starts a server process (make fast leaves it out)
 
@@ -32,12 +37,7 @@ server:
     - {{key: {key}, principal: alice}}
     - {{key: {key_bob}, principal: bob}}
 providers:
-  - name: sim
-    model: {upstream}
-    api_mode: chat_completions
-    base_url: {simulator}/v1
-    api_key: upstream-key
-profiles:
+{provider}profiles:
   - id: {recalling}
     providers: [sim]
     memory: {{inject_episodes: 2}}
@@ -46,31 +46,21 @@ profiles:
 """
 
 
-@dataclass(frozen=True, slots=True)
-class Served:
-    base_url: str
-
-
 @pytest.fixture(scope="module")
 def served(
     _simulator_server: SimulatorServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
     data = tmp_path_factory.mktemp("episodes")
-    config = data / "hermes.yaml"
-    config.write_text(
-        CONFIG.format(
-            data=data,
-            key=KEY,
-            key_bob=KEY_BOB,
-            upstream=UPSTREAM,
-            simulator=_simulator_server.base_url,
-            recalling=RECALLING,
-            forgetful=FORGETFUL,
-        )
+    config = CONFIG.format(
+        data=data,
+        key=KEY,
+        key_bob=KEY_BOB,
+        provider=simulated_provider(_simulator_server, UPSTREAM),
+        recalling=RECALLING,
+        forgetful=FORGETFUL,
     )
-    port = free_port()
-    with hermes_command("serve", "--config", str(config), port=port, log=data / "server.log"):
-        yield Served(f"http://127.0.0.1:{port}")
+    with serving(data, config) as server:
+        yield server
 
 
 @pytest.fixture
@@ -85,10 +75,6 @@ async def bob(served: Served) -> AsyncIterator[AsyncOpenAI]:
         yield client
 
 
-def _script(simulator: SimulatorServer, *steps: Step) -> None:
-    simulator.state.script(UPSTREAM, Scenario(steps=list(steps)))
-
-
 async def _say(client: AsyncOpenAI, model: str, text: str, session: str) -> str:
     completion = await client.chat.completions.create(
         model=model,
@@ -98,23 +84,16 @@ async def _say(client: AsyncOpenAI, model: str, text: str, session: str) -> str:
     return completion.choices[0].message.content or ""
 
 
-def _last_prompt(simulator: SimulatorServer) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = simulator.state.requests(scenario=UPSTREAM)[-1].body[
-        "messages"
-    ]
-    return messages
-
-
 async def test_a_new_session_starts_with_a_fact_from_an_earlier_one(
     simulator: SimulatorServer, alice: AsyncOpenAI, tmp_path: Path
 ) -> None:
-    _script(simulator, answer("Noted: BLUEBIRD."), answer("It is BLUEBIRD."))
+    script(simulator, UPSTREAM, answer("Noted: BLUEBIRD."), answer("It is BLUEBIRD."))
     await _say(alice, RECALLING, "Our launch codename is BLUEBIRD, keep it in mind.", "brief")
 
     reply = await _say(alice, RECALLING, "Which codename did we pick for the launch?", "later")
 
     assert reply == "It is BLUEBIRD."
-    prompt = json.dumps(_last_prompt(simulator))
+    prompt = json.dumps(last_messages(simulator, UPSTREAM))
     assert "BLUEBIRD" in prompt, "the earlier session's fact never reached the new one"
     assert "Recalled from your earlier conversations" in prompt
 
@@ -122,7 +101,7 @@ async def test_a_new_session_starts_with_a_fact_from_an_earlier_one(
 async def test_the_recalled_note_stays_in_the_session_for_its_next_turn(
     simulator: SimulatorServer, alice: AsyncOpenAI
 ) -> None:
-    _script(simulator, answer("Noted."), answer("Teal."), answer("Still teal."))
+    script(simulator, UPSTREAM, answer("Noted."), answer("Teal."), answer("Still teal."))
     await _say(alice, RECALLING, "The brand colour for the dashboard is teal.", "colours")
     first: list[ChatCompletionMessageParam] = [
         {"role": "user", "content": "What brand colour does the dashboard use?"}
@@ -130,7 +109,7 @@ async def test_the_recalled_note_stays_in_the_session_for_its_next_turn(
     done = await alice.chat.completions.create(
         model=RECALLING, messages=first, extra_headers={"x-hermes-session-id": "colours-2"}
     )
-    turn_one = _last_prompt(simulator)
+    turn_one = last_messages(simulator, UPSTREAM)
     again: list[ChatCompletionMessageParam] = [
         *first,
         {"role": "assistant", "content": done.choices[0].message.content},
@@ -139,7 +118,7 @@ async def test_the_recalled_note_stays_in_the_session_for_its_next_turn(
     await alice.chat.completions.create(
         model=RECALLING, messages=again, extra_headers={"x-hermes-session-id": "colours-2"}
     )
-    turn_two = _last_prompt(simulator)
+    turn_two = last_messages(simulator, UPSTREAM)
 
     # The second turn's prompt begins with the whole first one: the provider's cache holds.
     assert turn_two[: len(turn_one)] == turn_one
@@ -149,20 +128,20 @@ async def test_the_recalled_note_stays_in_the_session_for_its_next_turn(
 async def test_another_keys_sessions_are_never_recalled(
     simulator: SimulatorServer, alice: AsyncOpenAI, bob: AsyncOpenAI
 ) -> None:
-    _script(simulator, answer("Noted."), answer("I do not know."))
+    script(simulator, UPSTREAM, answer("Noted."), answer("I do not know."))
     await _say(alice, RECALLING, "My locker combination is 4471 at the gym.", "locker")
 
     await _say(bob, RECALLING, "What is the locker combination at the gym?", "bob-locker")
 
-    assert "4471" not in json.dumps(_last_prompt(simulator))
+    assert "4471" not in json.dumps(last_messages(simulator, UPSTREAM))
 
 
 async def test_a_profile_without_the_setting_recalls_nothing(
     simulator: SimulatorServer, alice: AsyncOpenAI
 ) -> None:
-    _script(simulator, answer("Noted."), answer("No idea."))
+    script(simulator, UPSTREAM, answer("Noted."), answer("No idea."))
     await _say(alice, FORGETFUL, "The staging database lives on host marmot.", "hosts")
 
     await _say(alice, FORGETFUL, "Which host holds the staging database?", "hosts-2")
 
-    assert "marmot" not in json.dumps(_last_prompt(simulator))
+    assert "marmot" not in json.dumps(last_messages(simulator, UPSTREAM))

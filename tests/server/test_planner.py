@@ -8,16 +8,25 @@ The tool is the files toolset's ``read_file`` on files that are not there (its a
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
 from openai import AsyncOpenAI
 
-from server.simulator import Scenario, SimulatorServer, Step
-from tests.processes import free_port, hermes_command
-from tests.server.served import answer, call, calls, http_client, sdk_client, sse_data
+from server.simulator import SimulatorServer
+from tests.server.served import (
+    Served,
+    answer,
+    call,
+    calls,
+    http_client,
+    script,
+    sdk_client,
+    serving,
+    simulated_provider,
+    sse_data,
+)
 
 pytestmark = pytest.mark.slow  # starts a server process (make fast leaves it out)
 
@@ -31,12 +40,7 @@ server:
   api_keys:
     - {{key: {key}, principal: alice}}
 providers:
-  - name: sim
-    model: {upstream}
-    api_mode: chat_completions
-    base_url: {simulator}/v1
-    api_key: upstream-key
-profiles:
+{provider}profiles:
   - id: {model}
     providers: [sim]
     tools: [files]
@@ -46,29 +50,14 @@ profiles:
 PLAN = "1. Read notes.txt\n2. Check the numbers in it\n3. Write the summary"
 
 
-@dataclass(frozen=True, slots=True)
-class Served:
-    base_url: str
-
-
 @pytest.fixture(scope="module")
 def served(
     _simulator_server: SimulatorServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
     data = tmp_path_factory.mktemp("planner")
-    config = data / "hermes.yaml"
-    config.write_text(
-        CONFIG.format(
-            data=data,
-            key=KEY,
-            upstream=UPSTREAM,
-            simulator=_simulator_server.base_url,
-            model=MODEL,
-        )
-    )
-    port = free_port()
-    with hermes_command("serve", "--config", str(config), port=port, log=data / "server.log"):
-        yield Served(f"http://127.0.0.1:{port}")
+    provider = simulated_provider(_simulator_server, UPSTREAM)
+    with serving(data, CONFIG.format(data=data, key=KEY, provider=provider, model=MODEL)) as server:
+        yield server
 
 
 @pytest.fixture
@@ -81,10 +70,6 @@ async def openai(served: Served) -> AsyncIterator[AsyncOpenAI]:
 async def http(served: Served) -> AsyncIterator[httpx.AsyncClient]:
     async with http_client(served.base_url, KEY) as client:
         yield client
-
-
-def _script(simulator: SimulatorServer, *steps: Step) -> None:
-    simulator.state.script(UPSTREAM, Scenario(steps=list(steps)))
 
 
 async def _streamed(openai: AsyncOpenAI, text: str) -> tuple[list[str], str]:
@@ -118,7 +103,7 @@ def _first(pieces: list[str], start: str) -> int:
 async def test_a_chat_stream_shows_the_plan_as_reasoning_before_the_tool_runs(
     simulator: SimulatorServer, openai: AsyncOpenAI
 ) -> None:
-    _script(simulator, answer(PLAN), call("read_file", path="notes.txt"), answer("Done."))
+    script(simulator, UPSTREAM, answer(PLAN), call("read_file", path="notes.txt"), answer("Done."))
     reasoning, _ = await _streamed(openai, "Summarise the numbers in notes.txt")
     plan = _first(reasoning, "Plan:")
     assert reasoning[plan] == (
@@ -130,7 +115,7 @@ async def test_a_chat_stream_shows_the_plan_as_reasoning_before_the_tool_runs(
 async def test_open_webui_shows_the_plan_as_status_lines_before_the_tool_runs(
     simulator: SimulatorServer, http: httpx.AsyncClient
 ) -> None:
-    _script(simulator, answer(PLAN), call("read_file", path="notes.txt"), answer("Done."))
+    script(simulator, UPSTREAM, answer(PLAN), call("read_file", path="notes.txt"), answer("Done."))
     response = await http.post(
         "/v1/chat/completions",
         headers={"x-openwebui-chat-id": "planned-chat"},
@@ -160,7 +145,7 @@ async def test_open_webui_shows_the_plan_as_status_lines_before_the_tool_runs(
 async def test_a_responses_stream_shows_the_plan_as_a_reasoning_summary(
     simulator: SimulatorServer, openai: AsyncOpenAI
 ) -> None:
-    _script(simulator, answer(PLAN), call("read_file", path="notes.txt"), answer("Done."))
+    script(simulator, UPSTREAM, answer(PLAN), call("read_file", path="notes.txt"), answer("Done."))
     stream = await openai.responses.create(
         model=MODEL, input="Summarise the numbers in notes.txt", stream=True
     )
@@ -175,7 +160,7 @@ async def test_a_responses_stream_shows_the_plan_as_a_reasoning_summary(
 async def test_the_runs_event_stream_has_the_plan_before_the_first_tool(
     simulator: SimulatorServer, openai: AsyncOpenAI, http: httpx.AsyncClient
 ) -> None:
-    _script(simulator, answer(PLAN), call("read_file", path="notes.txt"), answer("Done."))
+    script(simulator, UPSTREAM, answer(PLAN), call("read_file", path="notes.txt"), answer("Done."))
     _, run_id = await _streamed(openai, "Summarise the numbers in notes.txt")
     events = await _events(http, run_id)
     kinds = [event["kind"] for event in events]
@@ -191,8 +176,9 @@ async def test_the_runs_event_stream_has_the_plan_before_the_first_tool(
 async def test_failed_tool_calls_make_a_new_plan_that_the_client_is_told_of(
     simulator: SimulatorServer, openai: AsyncOpenAI, http: httpx.AsyncClient
 ) -> None:
-    _script(
+    script(
         simulator,
+        UPSTREAM,
         answer(PLAN),
         calls(
             ("read_file", {"path": "notes.txt"}),

@@ -14,17 +14,14 @@ import base64
 import io
 import zipfile
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
 
 from hermes_core.tools.toolsets import sandbox_missing
-from server.simulator import Scenario, SimulatorServer, Step
-from tests.processes import free_port, hermes_command
-from tests.server.served import answer, call, pid_alive, sdk_client, tool_results_of
+from server.simulator import SimulatorServer
+from tests.server.served import Served, answer, call, script, sdk_client, serving, tool_results_of
 
 pytestmark = pytest.mark.slow
 
@@ -64,53 +61,34 @@ needs_sandbox = pytest.mark.skipif(
 """Without the sandbox the shell toolset is off: every shell tool is a model without one."""
 
 
-@dataclass(frozen=True, slots=True)
-class SkillServer:
-    base_url: str
-    data_dir: Path
-    pid: int
-    log: Path
-
-    def alive(self) -> bool:
-        return pid_alive(self.pid)
-
-
 @pytest.fixture(scope="module")
 def skill_server(
     _simulator_server: SimulatorServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[SkillServer]:
+) -> Iterator[Served]:
     data = tmp_path_factory.mktemp("shell-skills")
-    config = data / "hermes.yaml"
-    config.write_text(
-        CONFIG.format(
-            data=data,
-            key=KEY,
-            key_bob=KEY_BOB,
-            upstream=UPSTREAM,
-            simulator=_simulator_server.base_url,
-            model=MODEL,
-            no_shell_model=NO_SHELL_MODEL,
-        )
+    config = CONFIG.format(
+        data=data,
+        key=KEY,
+        key_bob=KEY_BOB,
+        upstream=UPSTREAM,
+        simulator=_simulator_server.base_url,
+        model=MODEL,
+        no_shell_model=NO_SHELL_MODEL,
     )
-    port, log = free_port(), data / "server.log"
-    with hermes_command("serve", "--config", str(config), port=port, log=log) as process:
-        yield SkillServer(f"http://127.0.0.1:{port}", data, process.pid, log)
+    with serving(data, config) as server:
+        yield server
 
 
 @pytest.fixture
-async def alice(skill_server: SkillServer) -> AsyncIterator[openai.AsyncOpenAI]:
+async def alice(skill_server: Served) -> AsyncIterator[openai.AsyncOpenAI]:
     async with sdk_client(skill_server.base_url, KEY) as client:
         yield client
 
 
 @pytest.fixture
-async def bob(skill_server: SkillServer) -> AsyncIterator[openai.AsyncOpenAI]:
+async def bob(skill_server: Served) -> AsyncIterator[openai.AsyncOpenAI]:
     async with sdk_client(skill_server.base_url, KEY_BOB) as client:
         yield client
-
-
-def script(simulator: SimulatorServer, *steps: Step) -> None:
-    simulator.state.script(UPSTREAM, Scenario(steps=list(steps)))
 
 
 def skill_md(name: str, description: str) -> bytes:
@@ -238,7 +216,7 @@ async def test_an_inline_skill_that_is_no_skill_is_refused_with_why(
 async def test_the_response_echoes_the_shell_tool_as_given(
     alice: openai.AsyncOpenAI, simulator: SimulatorServer
 ) -> None:
-    script(simulator, answer("hi"))
+    script(simulator, UPSTREAM, answer("hi"))
     tool = shell_tool()
     created = await alice.responses.create(model=MODEL, input="hello", tools=[tool])
     stored = await alice.responses.retrieve(created.id)
@@ -259,7 +237,7 @@ async def test_forcing_the_shell_without_a_shell_tool_is_refused(
 async def test_tool_choice_shell_forces_the_agents_shell(
     alice: openai.AsyncOpenAI, simulator: SimulatorServer
 ) -> None:
-    script(simulator, answer("hi"))
+    script(simulator, UPSTREAM, answer("hi"))
     await alice.responses.create(
         model=MODEL, input="hello", tools=[shell_tool()], tool_choice={"type": "shell"}
     )
@@ -286,14 +264,17 @@ async def test_a_skill_attached_by_reference_is_listed_and_runs_for_that_request
     )
     reference = {"type": "skill_reference", "skill_id": skill.id, "version": "2"}
     script(
-        simulator, call("shell", command="bash /skills/pinned-skill/scripts/run.sh"), answer("ok")
+        simulator,
+        UPSTREAM,
+        call("shell", command="bash /skills/pinned-skill/scripts/run.sh"),
+        answer("ok"),
     )
     first = await alice.responses.create(model=MODEL, input="run it", tools=[shell_tool(reference)])
     assert "Version two, attached by reference." in system_prompts(simulator)[0]
     assert any("v2-ran" in result for result in tool_results_of(simulator, UPSTREAM))
 
     simulator.state.reset()
-    script(simulator, answer("plain"))
+    script(simulator, UPSTREAM, answer("plain"))
     await alice.responses.create(model=MODEL, input="and now?", previous_response_id=first.id)
     (prompt,) = system_prompts(simulator)
     assert "Version two, attached by reference." not in prompt
@@ -306,14 +287,17 @@ async def test_an_inline_skill_is_listed_and_runs_for_that_request_only(
 ) -> None:
     skill = inline("inline-helper", "Helps inline, for one request only.", "inline-ran")
     script(
-        simulator, call("shell", command="bash /skills/inline-helper/scripts/run.sh"), answer("ok")
+        simulator,
+        UPSTREAM,
+        call("shell", command="bash /skills/inline-helper/scripts/run.sh"),
+        answer("ok"),
     )
     first = await alice.responses.create(model=MODEL, input="run it", tools=[shell_tool(skill)])
     assert "Helps inline, for one request only." in system_prompts(simulator)[0]
     assert any("inline-ran" in result for result in tool_results_of(simulator, UPSTREAM))
 
     simulator.state.reset()
-    script(simulator, answer("plain"))
+    script(simulator, UPSTREAM, answer("plain"))
     await alice.responses.create(model=MODEL, input="and now?", previous_response_id=first.id)
     (prompt,) = system_prompts(simulator)
     assert "Helps inline, for one request only." not in prompt
@@ -321,7 +305,7 @@ async def test_an_inline_skill_is_listed_and_runs_for_that_request_only(
 
 @needs_sandbox
 async def test_the_same_inline_skill_is_written_once(
-    alice: openai.AsyncOpenAI, simulator: SimulatorServer, skill_server: SkillServer
+    alice: openai.AsyncOpenAI, simulator: SimulatorServer, skill_server: Served
 ) -> None:
     skill = inline("written-once", "Sent with two requests.", "once")
     cache = skill_server.data_dir / "skills-cache" / "inline"
@@ -336,7 +320,7 @@ async def test_the_same_inline_skill_is_written_once(
 
     seen = []
     for _ in range(2):
-        script(simulator, answer("ok"))
+        script(simulator, UPSTREAM, answer("ok"))
         await alice.responses.create(model=MODEL, input="hi", tools=[shell_tool(skill)])
         seen.append(folders())
     assert len(seen[0]) == 1

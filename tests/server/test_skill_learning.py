@@ -6,17 +6,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from openai import AsyncOpenAI
 
-from server.simulator import Scenario, SimulatorServer, Step
-from tests.processes import free_port, hermes_command
-from tests.server.served import answer, call, http_client, pid_alive, sdk_client, until
+from server.simulator import SimulatorServer
+from tests.server.served import (
+    Served,
+    answer,
+    call,
+    http_client,
+    script,
+    sdk_client,
+    serving,
+    simulated_provider,
+    system_prompt,
+    until,
+)
 
 pytestmark = pytest.mark.slow  # starts a server process (make fast leaves it out)
 
@@ -35,12 +43,7 @@ server:
   api_keys:
     - {{key: {key}, principal: alice}}
 providers:
-  - name: sim
-    model: {upstream}
-    api_mode: chat_completions
-    base_url: {simulator}/v1
-    api_key: upstream-key
-profiles:
+{provider}profiles:
   - id: {model}
     providers: [sim]
     tools: [files]
@@ -48,34 +51,14 @@ profiles:
 """
 
 
-@dataclass(frozen=True, slots=True)
-class Served:
-    base_url: str
-    pid: int
-    log: Path
-
-    def alive(self) -> bool:
-        return pid_alive(self.pid)
-
-
 @pytest.fixture(scope="module")
 def served(
     _simulator_server: SimulatorServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
     data = tmp_path_factory.mktemp("learning")
-    config = data / "hermes.yaml"
-    config.write_text(
-        CONFIG.format(
-            data=data,
-            key=KEY,
-            upstream=UPSTREAM,
-            simulator=_simulator_server.base_url,
-            model=MODEL,
-        )
-    )
-    port, log = free_port(), data / "server.log"
-    with hermes_command("serve", "--config", str(config), port=port, log=log) as process:
-        yield Served(f"http://127.0.0.1:{port}", process.pid, log)
+    provider = simulated_provider(_simulator_server, UPSTREAM)
+    with serving(data, CONFIG.format(data=data, key=KEY, provider=provider, model=MODEL)) as server:
+        yield server
 
 
 @pytest.fixture
@@ -90,17 +73,6 @@ async def http(served: Served) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-def _script(simulator: SimulatorServer, *steps: Step) -> None:
-    simulator.state.script(UPSTREAM, Scenario(steps=list(steps)))
-
-
-def _system_prompt(simulator: SimulatorServer) -> str:
-    messages: list[dict[str, Any]] = simulator.state.requests(scenario=UPSTREAM)[-1].body[
-        "messages"
-    ]
-    return str(messages[0]["content"])
-
-
 async def _chat(alice: AsyncOpenAI, text: str, session: str) -> str:
     completion = await alice.chat.completions.create(
         model=MODEL,
@@ -113,8 +85,9 @@ async def _chat(alice: AsyncOpenAI, text: str, session: str) -> str:
 async def test_a_run_with_enough_tool_calls_leaves_a_draft_offered_once_approved(
     served: Served, simulator: SimulatorServer, alice: AsyncOpenAI, http: httpx.AsyncClient
 ) -> None:
-    _script(
+    script(
         simulator,
+        UPSTREAM,
         call("write_file", path="NOTES.md", content="- faster starts\n"),
         call("read_file", path="NOTES.md"),
         answer("Release notes written."),
@@ -134,12 +107,12 @@ async def test_a_run_with_enough_tool_calls_leaves_a_draft_offered_once_approved
     assert await until(drafted, server=served, seconds=60), "no draft skill was kept"
     assert [(d["name"], d["origin"]) for d in kept] == [("release-notes", "agent")]
     await _chat(alice, "Hi.", "before-approval")
-    assert "release-notes" not in _system_prompt(simulator)
+    assert "release-notes" not in system_prompt(simulator, UPSTREAM)
 
     approved = await http.post(f"/v1/skills/{kept[0]['id']}/approve")
     assert approved.status_code == 200
     await _chat(alice, "Hi again.", "after-approval")
-    assert f"- release-notes: {PROPOSAL['description']}" in _system_prompt(simulator)
+    assert f"- release-notes: {PROPOSAL['description']}" in system_prompt(simulator, UPSTREAM)
     metrics = (await http.get("/metrics")).text
     assert 'hermes_skills_created_total{origin="extracted",profile="learning-agent"} 1.0' in metrics
 
@@ -147,8 +120,9 @@ async def test_a_run_with_enough_tool_calls_leaves_a_draft_offered_once_approved
 async def test_a_run_with_too_few_tool_calls_is_not_read(
     served: Served, simulator: SimulatorServer, alice: AsyncOpenAI
 ) -> None:
-    _script(
+    script(
         simulator,
+        UPSTREAM,
         call("read_file", path="missing.md"),
         answer("Nothing there."),
         answer("Next."),

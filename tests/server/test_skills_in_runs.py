@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -21,11 +19,20 @@ from hermes_core.skills.format import skill_markdown
 from hermes_core.tools.toolsets import sandbox_missing
 from server.bootstrap import build_profiles
 from server.config import ConfigError, load_config
-from server.simulator import Scenario, SimulatorServer, Step
+from server.simulator import SimulatorServer
 from tests.plain_http import TLS_UNUSED
-from tests.processes import free_port, hermes_command
 from tests.server.config.test_config import run_check_config
-from tests.server.served import answer, call, calls, sdk_client, tool_results_of
+from tests.server.served import (
+    Served,
+    answer,
+    call,
+    calls,
+    script,
+    sdk_client,
+    serving,
+    system_prompt,
+    tool_results_of,
+)
 
 pytestmark = pytest.mark.slow  # starts a server process (make fast leaves it out)
 
@@ -61,66 +68,51 @@ profiles:
 """
 
 
-@dataclass(frozen=True, slots=True)
-class SkillServer:
-    base_url: str
-    log: Path
-    config: Path
-    skills: Path
+def _skills_dir(server: Served) -> Path:
+    """The profile's skills directory (``skills.dirs``)."""
+    return server.data_dir / "profile-skills"
+
+
+def _config_file(server: Served) -> Path:
+    return server.data_dir / "hermes.yaml"
 
 
 @pytest.fixture(scope="module")
 def skill_server(
     _simulator_server: SimulatorServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[SkillServer]:
+) -> Iterator[Served]:
     data = tmp_path_factory.mktemp("skill-server")
     skills = data / "profile-skills"
     folder = skills / SKILL
     (folder / "scripts").mkdir(parents=True)
     (folder / "SKILL.md").write_text(skill_markdown(SKILL, DESCRIPTION, BODY))
     (folder / "scripts" / "hello.py").write_text("print('hello from the skill')\n")
-    config = data / "hermes.yaml"
-    config.write_text(
-        CONFIG.format(
-            data=data,
-            key=KEY,
-            key_bob=KEY_BOB,
-            upstream=UPSTREAM,
-            simulator=_simulator_server.base_url,
-            model=MODEL,
-            skills=skills,
-        )
+    config = CONFIG.format(
+        data=data,
+        key=KEY,
+        key_bob=KEY_BOB,
+        upstream=UPSTREAM,
+        simulator=_simulator_server.base_url,
+        model=MODEL,
+        skills=skills,
     )
-    port, log = free_port(), data / "server.log"
-    with hermes_command("serve", "--config", str(config), port=port, log=log):
-        yield SkillServer(f"http://127.0.0.1:{port}", log, config, skills)
+    with serving(data, config) as server:
+        yield server
 
 
 @pytest.fixture
-async def alice(skill_server: SkillServer) -> AsyncIterator[AsyncOpenAI]:
+async def alice(skill_server: Served) -> AsyncIterator[AsyncOpenAI]:
     async with sdk_client(skill_server.base_url, KEY) as client:
         yield client
 
 
 @pytest.fixture
-async def bob(skill_server: SkillServer) -> AsyncIterator[AsyncOpenAI]:
+async def bob(skill_server: Served) -> AsyncIterator[AsyncOpenAI]:
     async with sdk_client(skill_server.base_url, KEY_BOB) as client:
         yield client
 
 
-def _script(simulator: SimulatorServer, *steps: Step) -> None:
-    simulator.state.script(UPSTREAM, Scenario(steps=list(steps)))
-
-
-def _system_prompt(simulator: SimulatorServer) -> str:
-    """The system message of the last model call the simulator received."""
-    requests = simulator.state.requests(scenario=UPSTREAM)
-    messages: list[dict[str, Any]] = requests[-1].body["messages"]
-    assert messages[0]["role"] == "system"
-    return str(messages[0]["content"])
-
-
-async def _metric(server: SkillServer, name: str, **labels: str) -> float:
+async def _metric(server: Served, name: str, **labels: str) -> float:
     """The value of the series ``name`` with ``labels`` on the server's /metrics (0: none)."""
     async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=server.base_url) as client:
         text = (await client.get("/metrics")).text
@@ -149,34 +141,34 @@ async def _chat(
 
 
 async def test_the_profiles_skill_is_named_in_the_system_prompt_the_model_gets(
-    skill_server: SkillServer, simulator: SimulatorServer, alice: AsyncOpenAI
+    skill_server: Served, simulator: SimulatorServer, alice: AsyncOpenAI
 ) -> None:
-    _script(simulator, answer("Hi."))
+    script(simulator, UPSTREAM, answer("Hi."))
 
     await _chat(alice, "hi")
 
-    system = _system_prompt(simulator)
+    system = system_prompt(simulator, UPSTREAM)
     assert LISTED in system
     assert "skill_view" in system
 
 
 async def test_the_system_prompt_with_skills_is_the_same_bytes_on_every_request(
-    skill_server: SkillServer, simulator: SimulatorServer, alice: AsyncOpenAI
+    skill_server: Served, simulator: SimulatorServer, alice: AsyncOpenAI
 ) -> None:
-    _script(simulator, answer("One."))
+    script(simulator, UPSTREAM, answer("One."))
     await _chat(alice, "first")
-    first = _system_prompt(simulator)
-    _script(simulator, answer("Two."))
+    first = system_prompt(simulator, UPSTREAM)
+    script(simulator, UPSTREAM, answer("Two."))
     await _chat(alice, "second")
 
-    assert _system_prompt(simulator) == first
+    assert system_prompt(simulator, UPSTREAM) == first
 
 
 async def test_skill_view_gives_the_model_the_skills_body_and_its_script(
-    skill_server: SkillServer, simulator: SimulatorServer, alice: AsyncOpenAI
+    skill_server: Served, simulator: SimulatorServer, alice: AsyncOpenAI
 ) -> None:
     views = await _metric(skill_server, "hermes_skill_views_total", profile=MODEL)
-    _script(simulator, calls(("skill_view", {"name": SKILL})), answer("Loaded."))
+    script(simulator, UPSTREAM, calls(("skill_view", {"name": SKILL})), answer("Loaded."))
 
     assert await _chat(alice, "greet me") == "Loaded."
 
@@ -187,12 +179,12 @@ async def test_skill_view_gives_the_model_the_skills_body_and_its_script(
 
 
 async def test_a_shell_command_runs_the_skills_script_at_its_sandbox_path(
-    skill_server: SkillServer, simulator: SimulatorServer, alice: AsyncOpenAI
+    skill_server: Served, simulator: SimulatorServer, alice: AsyncOpenAI
 ) -> None:
     if (reason := sandbox_missing()) is not None:
         pytest.skip(f"no sandbox here: {reason}")
     command = f"python3 /skills/{SKILL}/scripts/hello.py"
-    _script(simulator, call("shell", command=command), answer("Greeted."))
+    script(simulator, UPSTREAM, call("shell", command=command), answer("Greeted."))
 
     assert await _chat(alice, "greet me", "shell-skill") == "Greeted."
 
@@ -202,22 +194,22 @@ async def test_a_shell_command_runs_the_skills_script_at_its_sandbox_path(
 
 
 async def test_a_skill_uploaded_with_the_sdk_is_offered_in_the_next_run(
-    skill_server: SkillServer, simulator: SimulatorServer, alice: AsyncOpenAI, bob: AsyncOpenAI
+    skill_server: Served, simulator: SimulatorServer, alice: AsyncOpenAI, bob: AsyncOpenAI
 ) -> None:
     markdown = skill_markdown("fold-maps", "Folds paper maps the right way.", "Fold twice.")
     await alice.skills.create(files=[("fold-maps/SKILL.md", io.BytesIO(markdown.encode()))])
-    _script(simulator, answer("Hi."))
+    script(simulator, UPSTREAM, answer("Hi."))
 
     await _chat(alice, "hi")
 
-    assert "- fold-maps: Folds paper maps the right way." in _system_prompt(simulator)
-    _script(simulator, answer("Hi."))
+    assert "- fold-maps: Folds paper maps the right way." in system_prompt(simulator, UPSTREAM)
+    script(simulator, UPSTREAM, answer("Hi."))
     await _chat(bob, "hi")
-    assert "fold-maps" not in _system_prompt(simulator)
+    assert "fold-maps" not in system_prompt(simulator, UPSTREAM)
 
 
 async def test_a_skill_the_agent_writes_is_asked_approved_then_offered_to_that_key_alone(
-    skill_server: SkillServer, simulator: SimulatorServer, alice: AsyncOpenAI, bob: AsyncOpenAI
+    skill_server: Served, simulator: SimulatorServer, alice: AsyncOpenAI, bob: AsyncOpenAI
 ) -> None:
     create = {
         "action": "create",
@@ -225,12 +217,12 @@ async def test_a_skill_the_agent_writes_is_asked_approved_then_offered_to_that_k
         "description": "Brews tea properly.",
         "body": "Boil water, then steep three minutes.",
     }
-    _script(simulator, calls(("skill_manage", create)), answer("unreached"))
+    script(simulator, UPSTREAM, calls(("skill_manage", create)), answer("unreached"))
     question = await _chat(alice, "remember how to brew tea", "brew")
     assert "brew-tea" in question
     assert "approve" in question
 
-    _script(simulator, answer("Kept."))
+    script(simulator, UPSTREAM, answer("Kept."))
     said = await _chat(
         alice,
         "remember how to brew tea",
@@ -244,16 +236,16 @@ async def test_a_skill_the_agent_writes_is_asked_approved_then_offered_to_that_k
     )
     assert created == 1
 
-    _script(simulator, answer("Hi."))
+    script(simulator, UPSTREAM, answer("Hi."))
     await _chat(alice, "hello again", "a-new-session")
-    assert "- brew-tea: Brews tea properly." in _system_prompt(simulator)
-    _script(simulator, answer("Hi."))
+    assert "- brew-tea: Brews tea properly." in system_prompt(simulator, UPSTREAM)
+    script(simulator, UPSTREAM, answer("Hi."))
     await _chat(bob, "hello", "bobs-session")
-    assert "brew-tea" not in _system_prompt(simulator)
+    assert "brew-tea" not in system_prompt(simulator, UPSTREAM)
 
 
 async def test_the_model_lists_the_profiles_own_skills(
-    skill_server: SkillServer, alice: AsyncOpenAI
+    skill_server: Served, alice: AsyncOpenAI
 ) -> None:
     model = await alice.models.retrieve(MODEL)
 
@@ -264,13 +256,18 @@ async def test_the_model_lists_the_profiles_own_skills(
 
 
 def test_check_config_lists_the_profiles_skills_and_says_which_folder_is_broken(
-    skill_server: SkillServer, tmp_path: Path
+    skill_server: Served, tmp_path: Path
 ) -> None:
     broken = tmp_path / "skills" / "broken"
     broken.mkdir(parents=True)
     (broken / "SKILL.md").write_text("no front matter here\n")
-    config = skill_server.config.read_text().replace(
-        f"dirs: [{skill_server.skills}]", f"dirs: [{skill_server.skills}, {tmp_path / 'skills'}]"
+    config = (
+        _config_file(skill_server)
+        .read_text()
+        .replace(
+            f"dirs: [{_skills_dir(skill_server)}]",
+            f"dirs: [{_skills_dir(skill_server)}, {tmp_path / 'skills'}]",
+        )
     )
     path = tmp_path / "hermes.yaml"
     path.write_text(config)
@@ -285,13 +282,15 @@ def test_check_config_lists_the_profiles_skills_and_says_which_folder_is_broken(
 
 
 def test_a_profile_may_let_skill_manage_write_without_asking_or_turn_skills_off(
-    skill_server: SkillServer, tmp_path: Path
+    skill_server: Served, tmp_path: Path
 ) -> None:
-    text = skill_server.config.read_text()
+    text = _config_file(skill_server).read_text()
     never = text.replace(
         "{shell: never, code: never}", "{shell: never, code: never, skills: never}"
     )
-    off = text.replace(f"skills: {{dirs: [{skill_server.skills}]}}", "skills: {enabled: false}")
+    off = text.replace(
+        f"skills: {{dirs: [{_skills_dir(skill_server)}]}}", "skills: {enabled: false}"
+    )
     (tmp_path / "never.yaml").write_text(never)
     (tmp_path / "off.yaml").write_text(off)
 
@@ -305,9 +304,9 @@ def test_a_profile_may_let_skill_manage_write_without_asking_or_turn_skills_off(
 
 
 def test_approvals_apply_to_skills_but_not_to_other_agent_level_toolsets(
-    skill_server: SkillServer, tmp_path: Path
+    skill_server: Served, tmp_path: Path
 ) -> None:
-    text = skill_server.config.read_text()
+    text = _config_file(skill_server).read_text()
     (tmp_path / "bad.yaml").write_text(text.replace("code: never}", "code: never, todo: never}"))
 
     with pytest.raises(ConfigError, match="unknown toolset 'todo'"):
