@@ -5,6 +5,7 @@ Protocol routes::
     POST /v1/chat/completions   OpenAI Chat Completions   (openai_chat.py)
     POST /v1/responses          OpenAI Responses          (openai_responses.py)
     POST /v1/messages           Anthropic Messages        (anthropic_messages.py)
+    POST /v1/images/generations OpenAI images API         (openai_images.py)
 
 Control routes (for tests, benchmarks and demos that run the simulator in another process)::
 
@@ -29,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from server.simulator import anthropic_messages, openai_chat, openai_responses
+from server.simulator import anthropic_messages, openai_chat, openai_images, openai_responses
 from server.simulator.scenario import Scenario
 from server.simulator.state import Api, CallPlan, SimulatorState
 from server.simulator.wire import error_body
@@ -152,6 +153,11 @@ def create_simulator_app(state: SimulatorState | None = None) -> Starlette:
         Route(
             "/v1/messages",
             _protocol_endpoint(sim, "anthropic_messages", anthropic_messages.respond),
+            methods=["POST"],
+        ),
+        Route(
+            "/v1/images/generations",
+            _protocol_endpoint(sim, "images", openai_images.respond),
             methods=["POST"],
         ),
         Route("/v1/models", models, methods=["GET"]),

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from server.simulator.cache import PromptCache
 from server.simulator.scenario import Scenario, Step
 
-Api = Literal["chat_completions", "responses", "anthropic_messages"]
+Api = Literal["chat_completions", "responses", "anthropic_messages", "images"]
 Outcome = Literal["pending", "completed", "error", "dropped", "disconnected"]
 SCENARIO_HEADER = "x-sim-scenario"
 
