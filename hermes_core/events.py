@@ -378,6 +378,21 @@ class ToolProgress(_Event):
     """What the tool wrote since its last report (a command's output as it runs)."""
 
 
+@event
+class ImagePartial(_Event):
+    """A tool generating an image (``generate_image``) received one of its partial images,
+    as the images API streams them: a view showing the call as an ``image_generation_call``
+    streams it; the others ignore it (the final image is the tool's result)."""
+
+    kind: Literal["image_partial"] = "image_partial"
+    call_id: str
+    name: str
+    index: int
+    """0-based, in the order the upstream sent them."""
+    image_b64: str
+    """The partial image, base64 (as the images API sends it)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Source:
     """A web page a tool read or found: what a citation of the answer may point to."""
@@ -462,6 +477,7 @@ ModelCallEvent = (
 ToolEvent = (
     ToolStarted
     | ToolProgress
+    | ImagePartial
     | SourcesFound
     | ToolFinished
     | ApprovalRequested

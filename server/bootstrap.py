@@ -3,6 +3,7 @@ keys and limits, and the embedded simulator when no real upstream is configured.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,8 +11,10 @@ from typing import TYPE_CHECKING
 
 from hermes_core.context import CachingContext, CompressingContext, Compressor, PromptCacheSettings
 from hermes_core.providers.fallback import FallbackChain
+from hermes_core.providers.images_api import ImageChain, ImagesProvider
 from hermes_core.skills.shelf import load_directory_skills
 from hermes_core.tools.egress import EgressPolicy
+from hermes_core.tools.image_generation import IMAGES_TOOLSET
 from hermes_core.tools.images import vision_analyze_tool
 from hermes_core.tools.isolation import configure_total
 from hermes_core.tools.sandbox_settings import SandboxPolicy
@@ -118,7 +121,13 @@ def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
         config.web.options(own_ports=[config.server.port]),
         workspace_key_mb=config.server.workspace_key_mb,
     )
-    toolsets = build_toolsets(profile.tools, options)
+    names = list(profile.tools)
+    if profile.image_providers:
+        # Its image models make images: the images toolset is on, served by them.
+        images = ImageChain([ImagesProvider(config.provider(n)) for n in profile.image_providers])
+        options = dataclasses.replace(options, images=images)
+        names.append(IMAGES_TOOLSET)
+    toolsets = build_toolsets(names, options)
     vision: FallbackChain | None = None
     if profile.vision_providers and not all(p.vision for p in config.chain(profile)):
         # The main model may not see images: a vision chain looks at them for it.

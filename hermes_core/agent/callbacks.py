@@ -23,6 +23,7 @@ from hermes_core.events import (
     ClientToolCallsPending,
     CompressionPerformed,
     FallbackActivated,
+    ImagePartial,
     MessageAdded,
     ModelCallStarted,
     PlanMade,
@@ -155,7 +156,13 @@ class AgentCallbacks:
                 await self._call(self.status_callback, "finished", event.exit_reason.value)
             case SubagentEvent():
                 await self.dispatch(event.event)
-            case ApprovalResolved() | MessageAdded() | ClientToolCallsPending() | SourcesFound():
+            case (
+                ApprovalResolved()
+                | MessageAdded()
+                | ClientToolCallsPending()
+                | SourcesFound()
+                | ImagePartial()
+            ):
                 pass
             case _:
                 assert_never(event)

@@ -16,11 +16,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS, SKILL_TOOLS
 from hermes_core.tools.commands import code_tool, shell_tool
 from hermes_core.tools.files import file_tools
+from hermes_core.tools.image_generation import IMAGES_TOOLSET, generate_image_tool
 from hermes_core.tools.images import view_image_tool
 from hermes_core.tools.quota import WorkspaceQuota, bound_to
 from hermes_core.tools.registry import Tool, ToolRegistry
@@ -28,10 +29,13 @@ from hermes_core.tools.sandbox import SandboxLimits, SandboxPolicy, sandbox_unav
 from hermes_core.tools.skills import SKILLS_TOOLSET
 from hermes_core.tools.web.tools import WebOptions, web_tools
 
+if TYPE_CHECKING:
+    from hermes_core.providers.images_api import ImageChain
+
 ApprovalPolicy = Literal["never", "dangerous", "always"]
 """When a toolset's calls wait for a human: never; when a call matches the documented danger
 patterns (``tools/commands.py``); or on every call that acts."""
-WORKSPACE_TOOLSETS = frozenset({"files", "shell", "code"})
+WORKSPACE_TOOLSETS = frozenset({"files", "shell", "code", "images"})
 """Toolsets that act on the conversation's workspace."""
 AGENT_TOOLSET = "agent"
 """The toolset the agent-level tools are counted under."""
@@ -48,6 +52,9 @@ class ToolsetOptions:
     approvals: dict[str, ApprovalPolicy] = field(default_factory=dict)
     """Toolset name → policy; a toolset not named gets its ``default_approval``."""
     web: WebOptions = field(default_factory=WebOptions)
+    images: ImageChain | None = None
+    """The profile's image providers (``image_providers``), behind ``generate_image``; None:
+    the ``images`` toolset stays off."""
 
     def approval(self, toolset: Toolset) -> ApprovalPolicy:
         return self.approvals.get(toolset.name, toolset.default_approval)
@@ -76,6 +83,8 @@ class Toolset:
         """Why this toolset cannot work here, or None."""
         if self.needs_sandbox and not options.policy.unsandboxed:
             return sandbox_missing()
+        if self.name == IMAGES_TOOLSET and options.images is None:
+            return "no image providers are configured (profiles[].image_providers)"
         return None
 
 
@@ -120,6 +129,11 @@ def _web(toolset: Toolset, options: ToolsetOptions) -> list[Tool]:
     return web_tools(options.web, approval=options.approval(toolset))
 
 
+def _images(toolset: Toolset, options: ToolsetOptions) -> list[Tool]:
+    assert options.images is not None  # missing() kept the toolset off otherwise
+    return [generate_image_tool(options.images, options.quota)]
+
+
 TOOLSETS: dict[str, Toolset] = {
     toolset.name: toolset
     for toolset in (
@@ -146,6 +160,12 @@ TOOLSETS: dict[str, Toolset] = {
             name="web",
             description="search the web and read pages (public addresses unless allow-listed)",
             build=_web,
+        ),
+        Toolset(
+            name=IMAGES_TOOLSET,
+            description="generate images with the profile's image models, into the workspace "
+            "(on when the profile has image_providers)",
+            build=_images,
         ),
         *(Toolset(name=name, description="agent-level, always on") for name in ALWAYS_ON_TOOLS),
         Toolset(

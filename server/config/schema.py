@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from hermes_core.agent.budget import DEFAULT_MAX_ITERATIONS
 from hermes_core.agent.config import AgentConfig
+from hermes_core.errors import ConfigurationError
 from hermes_core.providers.config import ProviderConfig
 from hermes_core.providers.retry import RetryPolicy
 from hermes_core.tools.agent_tools import ALWAYS_ON_TOOLS
@@ -533,6 +534,11 @@ class ProfileConfig(_Model):
     vision_providers: list[str] = Field(default_factory=list)
     """Chain of models that see images, behind the ``vision_analyze`` tool: offered when a
     provider of the main chain cannot see images (``vision: false``)."""
+    image_providers: list[str] = Field(default_factory=list)
+    """Chain of OpenAI-wire providers whose images API (``POST {base_url}/images/generations``,
+    each with its own ``model``, e.g. ``gpt-image-1``) makes images: the ``generate_image``
+    tool (toolset ``images``, on when this is set) and the Responses ``image_generation``
+    tool."""
     instructions: str = ""
     """The profile's own instructions, layered after the core agent instructions."""
     tools: list[str] = Field(default_factory=list)
@@ -684,7 +690,12 @@ class HermesConfig(_Model):
             if profile.id in ids:
                 problems.append(f"profiles[{index}].id: duplicate profile id {profile.id!r}")
             ids.add(profile.id)
-            for field in ("providers", "auxiliary_providers", "vision_providers"):
+            for field in (
+                "providers",
+                "auxiliary_providers",
+                "vision_providers",
+                "image_providers",
+            ):
                 for position, name in enumerate(getattr(profile, field)):
                     if name not in names:
                         problems.append(
@@ -695,10 +706,39 @@ class HermesConfig(_Model):
                     problems.append(
                         f"profiles[{index}].{field}: a provider appears twice in the chain"
                     )
+        problems += self._image_provider_problems()
         problems += self._key_problems(ids)
         if problems:
             raise ValueError("\n".join(problems))
         return self
+
+    def _image_provider_problems(self) -> list[str]:
+        """Image providers that cannot serve the images API: only OpenAI-wire providers with
+        an address have ``/images/generations`` (the simulator gets its address at start)."""
+        problems = []
+        by_name = {provider.name: provider for provider in self.providers}
+        for index, profile in enumerate(self.profiles):
+            for position, name in enumerate(profile.image_providers):
+                provider = by_name.get(name)
+                if provider is None:
+                    continue  # reported as unknown
+                where = f"profiles[{index}].image_providers[{position}]"
+                try:
+                    mode = provider.resolved_api_mode
+                except ConfigurationError:
+                    continue  # reported with the provider
+                if mode not in ("chat_completions", "codex_responses"):
+                    problems.append(
+                        f"{where}: provider {name!r} speaks {mode}, which has no images API "
+                        "(use an OpenAI-wire provider: api_mode chat_completions or "
+                        "codex_responses)"
+                    )
+                elif provider.base_url is None and name != SIMULATOR_PROVIDER:
+                    problems.append(
+                        f"{where}: provider {name!r} needs a base_url (its images API is "
+                        "{base_url}/images/generations)"
+                    )
+        return problems
 
     def _key_problems(self, ids: set[str]) -> list[str]:
         """Keys restricted to profiles that do not exist."""

@@ -39,6 +39,7 @@ from hermes_core.events import (
     CompressionPerformed,
     ExitReason,
     FallbackActivated,
+    ImagePartial,
     InterruptSource,
     MessageAdded,
     ModelCallStarted,
@@ -362,6 +363,7 @@ class Metrics:
                 | MessageAdded()
                 | ToolProgress()
                 | SourcesFound()
+                | ImagePartial()
                 | ClientToolCallsPending()
             ):
                 pass

@@ -26,6 +26,7 @@ from hermes_core.events import (
     ClientToolCallsPending,
     CompressionPerformed,
     FallbackActivated,
+    ImagePartial,
     MessageAdded,
     ModelCallStarted,
     PlanMade,
@@ -129,6 +130,7 @@ class SessionJournal:
                 | StepFinished()
                 | ToolStarted()
                 | ToolProgress()
+                | ImagePartial()
                 | SourcesFound()
                 | ToolFinished()
                 | ApprovalRequested()

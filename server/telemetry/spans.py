@@ -48,6 +48,7 @@ from hermes_core.events import (
     CompressionPerformed,
     ExitReason,
     FallbackActivated,
+    ImagePartial,
     MessageAdded,
     ModelCallStarted,
     PlanMade,
@@ -257,6 +258,7 @@ class RunSpans:
                 | ToolCallGenerating()
                 | ToolProgress()
                 | SourcesFound()
+                | ImagePartial()
             ):
                 pass
             case _:

@@ -22,6 +22,7 @@ from hermes_core.events import (
     CompressionPerformed,
     ExitReason,
     FallbackActivated,
+    ImagePartial,
     MessageAdded,
     ModelCallStarted,
     PlanMade,
@@ -199,7 +200,13 @@ class ChatStreamView:
                 return self._approval(event)
             case PlanMade():
                 return self._plan(event)
-            case ModelCallStarted() | ToolCallGenerating() | MessageAdded() | StepFinished():
+            case (
+                ModelCallStarted()
+                | ToolCallGenerating()
+                | MessageAdded()
+                | StepFinished()
+                | ImagePartial()
+            ):
                 return []
             case _:
                 assert_never(event)

@@ -101,6 +101,7 @@ AgentEventKind = Literal[
     "tool_started",
     "tool_progress",
     "sources_found",
+    "image_partial",
     "tool_finished",
     "approval_requested",
     "approval_resolved",
