@@ -125,7 +125,13 @@ class Transcript:
                 self.messages.append(_tool_result(item))
             case "reasoning" | "mcp_approval_request" | "mcp_list_tools":
                 pass  # our own output, replayed by the client: the session already has it
-            case "web_search_call" | "code_interpreter_call" | "shell_call" | "shell_call_output":
+            case (
+                "web_search_call"
+                | "code_interpreter_call"
+                | "shell_call"
+                | "shell_call_output"
+                | "image_generation_call"
+            ):
                 pass  # hosted tool calls the server made: shown to the client, not its to replay
             case "mcp_call":
                 self._mcp_call(item)

@@ -29,6 +29,7 @@ from pydantic import (
 from hermes_core.agent import AgentRequest
 from hermes_core.providers.base import ForcedTool, ToolChoice, ToolSchema
 from hermes_core.skills.format import MAX_NAME_CHARS, MAX_ZIP_BYTES
+from hermes_core.tools.image_generation import IMAGE_TOOL, ImageOptions
 from server.errors import APIError
 from server.protocol.openwebui_tasks import is_task_prompt
 from server.protocol.output_formats import responses_output_format
@@ -52,13 +53,12 @@ toolset (``web_search``, ``web_fetch``) serves it."""
 CODE_INTERPRETER = "code_interpreter"
 """The hosted code interpreter: the agent's ``code`` tool serves it, in the conversation's
 container."""
-HOSTED_TYPES = frozenset({SHELL_TOOL, CODE_INTERPRETER, *WEB_SEARCH_TYPES})
+IMAGE_GENERATION = "image_generation"
+"""The hosted image generator: the agent's ``generate_image`` tool serves it, with the
+profile's image providers (``profiles[].image_providers``)."""
+HOSTED_TYPES = frozenset({SHELL_TOOL, CODE_INTERPRETER, IMAGE_GENERATION, *WEB_SEARCH_TYPES})
 """Tool types a request may name without defining them: the server's toolsets run them."""
 _UNSERVED_TYPES = {
-    "image_generation": (
-        "The image_generation tool is not available: no images provider is configured in "
-        "this server."
-    ),
     "file_search": ("The file_search tool is not supported: this server keeps no vector stores."),
 }
 MAX_REQUEST_SKILLS = 16
@@ -307,8 +307,8 @@ def _tool_schema(tool: dict[str, Any]) -> ToolSchema:
     if kind != "function":
         raise APIError(
             400,
-            f"Unsupported tool type {kind!r}: only function, mcp, shell, web_search and "
-            "code_interpreter tools are supported.",
+            f"Unsupported tool type {kind!r}: only function, mcp, shell, web_search, "
+            "code_interpreter and image_generation tools are supported.",
             param="tools",
         )
     name, description = tool.get("name"), tool.get("description")
@@ -399,6 +399,7 @@ def _forced_hosted(choice: str | dict[str, Any] | None) -> str | None:
 _AGENT_TOOL = {
     SHELL_TOOL: SHELL_TOOL,
     CODE_INTERPRETER: "code",
+    IMAGE_GENERATION: IMAGE_TOOL,
     **{kind: "web_search" for kind in WEB_SEARCH_TYPES},
 }
 """The agent tool a tool_choice naming a hosted type forces."""
@@ -425,6 +426,8 @@ class HostedTools:
     container: str | None = None
     """The container id ``code_interpreter`` names (None: ``auto``): it must be one of the
     key's; the code runs in the conversation's own container in any case."""
+    images: ImageOptions | None = None
+    """``image_generation``'s options (None: the request has no such tool)."""
 
     @property
     def web_search(self) -> bool:
@@ -434,11 +437,16 @@ class HostedTools:
     def code_interpreter(self) -> bool:
         return CODE_INTERPRETER in self.types
 
+    @property
+    def image_generation(self) -> bool:
+        return IMAGE_GENERATION in self.types
+
 
 def _hosted_tools(tools: list[dict[str, Any]] | None, include: list[str] | None) -> HostedTools:
     types: set[str] = set()
     domains: tuple[str, ...] | None = None
     container: str | None = None
+    images: ImageOptions | None = None
     for tool in tools or ():
         kind = tool.get("type")
         if kind in WEB_SEARCH_TYPES:
@@ -453,7 +461,55 @@ def _hosted_tools(tools: list[dict[str, Any]] | None, include: list[str] | None)
             container = _container(tool.get("container"))
         elif kind == SHELL_TOOL:
             types.add(SHELL_TOOL)
-    return HostedTools(frozenset(types), domains, SOURCES_INCLUDE in (include or ()), container)
+        elif kind == IMAGE_GENERATION:
+            if IMAGE_GENERATION in types:
+                raise _hosted_error("At most one image_generation tool per request.")
+            types.add(IMAGE_GENERATION)
+            images = _image_options(tool)
+    sources = SOURCES_INCLUDE in (include or ())
+    return HostedTools(frozenset(types), domains, sources, container, images)
+
+
+_IMAGE_CHOICES = {
+    "quality": ("auto", "low", "medium", "high"),
+    "output_format": ("png", "jpeg", "webp"),
+    "background": ("auto", "transparent", "opaque"),
+}
+_IMAGE_SIZE = re.compile(r"^(auto|[1-9][0-9]{1,4}x[1-9][0-9]{1,4})$")
+
+
+def _image_options(tool: dict[str, Any]) -> ImageOptions:
+    """``image_generation``'s settings, checked; ``model`` and the others are the profile's
+    image providers' to decide, and ignored."""
+    chosen: dict[str, str | None] = {}
+    for name, allowed in _IMAGE_CHOICES.items():
+        value = tool.get(name)
+        if value is not None and value not in allowed:
+            raise _hosted_error(
+                f"The image_generation tool's {name} must be one of {', '.join(allowed)}."
+            )
+        chosen[name] = value
+    size = tool.get("size")
+    if size is not None and not (isinstance(size, str) and _IMAGE_SIZE.fullmatch(size)):
+        raise _hosted_error(
+            "The image_generation tool's size must be auto or WIDTHxHEIGHT, e.g. 1024x1024."
+        )
+    partial = tool.get("partial_images", 0)
+    if partial is None:
+        partial = 0
+    if not (isinstance(partial, int) and not isinstance(partial, bool) and 0 <= partial <= 3):
+        raise _hosted_error("The image_generation tool's partial_images must be 0 to 3.")
+    if tool.get("action") == "edit":
+        raise _hosted_error(
+            "The image_generation tool's edit action is not supported: it generates new images."
+        )
+    return ImageOptions(
+        size=None if size == "auto" else size,
+        quality=None if chosen["quality"] == "auto" else chosen["quality"],
+        output_format=chosen["output_format"],
+        background=None if chosen["background"] == "auto" else chosen["background"],
+        partial_images=partial,
+    )
 
 
 def _allowed_domains(filters: object) -> tuple[str, ...] | None:

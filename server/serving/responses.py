@@ -28,14 +28,15 @@ from starlette.requests import HTTPConnection
 
 from hermes_core.agent import AgentRequest
 from hermes_core.messages import Message
+from hermes_core.tools.image_generation import IMAGES_TOOLSET, image_options
 from hermes_core.tools.web.domains import only_domains
-from server.errors import run_failed_response
+from server.errors import APIError, run_failed_response
 from server.http.auth import Principal
 from server.http.json_response import FastJSONResponse
 from server.http.sse import sse_response
 from server.protocol.openwebui_tasks import is_side_task
 from server.protocol.response_input import approval_answers
-from server.protocol.responses import ResponseCreateRequest
+from server.protocol.responses import HostedTools, ResponseCreateRequest
 from server.runs.manager import Run, new_id
 from server.services import Profile, Services
 from server.serving.common import (
@@ -167,6 +168,7 @@ class ResponsesServing:
         await resolve_item_references(services.store, principal.name, body.input_items())
         hosted = body.hosted_tools()
         await check_hosted_tools(services, profile, conversation_owner(request, principal), hosted)
+        _check_image_generation(profile, hosted)
         skills = await request_skills(services, profile, principal.name, body.shell_tool())
         progress = _progress(request, profile)
         side_task = (
@@ -185,8 +187,9 @@ class ResponsesServing:
 
         tools = RemoteMcp(services, profile, body.tools)
         response_id = new_id("resp_")
-        # The run's task, started inside, inherits the web tools' domains (the request's own).
-        with only_domains(hosted.allowed_domains):
+        # The run's task, started inside, inherits the web tools' domains and the image
+        # settings (the request's own).
+        with only_domains(hosted.allowed_domains), image_options(hosted.images):
             turn = await begin_turn(
                 services,
                 request,
@@ -269,6 +272,19 @@ class _Begun:
     """The history the run started from (its transcript before its own messages)."""
     remote: RemoteMcpTools | None
     files: FileAnnouncer | None = None
+
+
+def _check_image_generation(profile: Profile, hosted: HostedTools) -> None:
+    """A 400 naming the setting when the request's ``image_generation`` tool has no image
+    model behind it on this profile."""
+    if not hosted.image_generation or IMAGES_TOOLSET in profile.toolsets:
+        return
+    raise APIError(
+        400,
+        f"The model '{profile.id}' cannot take an image_generation tool: no images provider "
+        "is configured for it (set profiles[].image_providers in the server's configuration).",
+        param="tools",
+    )
 
 
 def _progress(request: HTTPConnection, profile: Profile) -> Progress:

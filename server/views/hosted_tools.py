@@ -8,7 +8,10 @@ hosted tool they serve (``tools: [{"type": "web_search"}]`` and the like):
   container), events ``…in_progress``, ``response.code_interpreter_call_code.delta`` /
   ``.done``, ``…interpreting``, ``…completed``;
 - ``shell`` → a ``shell_call`` item (its command, the ``shell_call_command.*`` events) and,
-  once it ran, a ``shell_call_output`` item (its output and outcome: exit code or timeout).
+  once it ran, a ``shell_call_output`` item (its output and outcome: exit code or timeout);
+- ``generate_image`` → ``image_generation_call`` (its final image, base64, as ``result``),
+  events ``…in_progress``, ``…generating``, one ``…partial_image`` per partial image the
+  upstream streamed, ``…completed``.
 
 A request that did not name the hosted tool sees these calls as before (progress lines): an
 agent SDK must never be shown a call it did not ask the server to make. Which tools were
@@ -25,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hermes_core.events import Source, ToolFinished, ToolOutcome, ToolStarted
+from hermes_core.events import ImagePartial, Source, ToolFinished, ToolOutcome, ToolStarted
 
 Frame = dict[str, Any]
 
@@ -37,6 +40,7 @@ _RENDERED_BY = {
     "web_fetch": "web_search",
     "code": "code_interpreter",
     "shell": "shell",
+    "generate_image": "image_generation",
 }
 """The agent's tool → the hosted type whose items show its calls."""
 _ENDING = re.compile(
@@ -56,7 +60,7 @@ def hosted_types(tools: Sequence[dict[str, Any]]) -> frozenset[str]:
         kind = tool.get("type")
         if kind in _WEB_SEARCH_TYPES:
             kinds.add("web_search")
-        elif kind in ("code_interpreter", "shell"):
+        elif kind in ("code_interpreter", "shell", "image_generation"):
             kinds.add(kind)
     return frozenset(kinds)
 
@@ -66,7 +70,7 @@ class HostedCall:
     """One call shown as a hosted tool item, as the view follows it."""
 
     kind: str
-    """``web_search``, ``code_interpreter`` or ``shell``."""
+    """``web_search``, ``code_interpreter``, ``shell`` or ``image_generation``."""
     index: int
     """Its item's output index."""
     outcome: ToolOutcome | None = None
@@ -75,6 +79,8 @@ class HostedCall:
     """A shell call's ``shell_call_output`` item, open while the command runs."""
     streamed: bool = False
     """Some of a shell command's output was sent as it ran."""
+    image: str | None = None
+    """An image call's final image (base64), once its result came."""
 
 
 class HostedItems:
@@ -107,6 +113,13 @@ class HostedItems:
                 "id": item_id,
                 "status": "in_progress",
                 "action": action,
+            }
+        if kind == "image_generation":
+            return {
+                "type": "image_generation_call",
+                "id": item_id,
+                "status": "in_progress",
+                "result": None,
             }
         if kind == "code_interpreter":
             return {
@@ -142,6 +155,11 @@ class HostedItems:
             return [
                 {"type": "response.web_search_call.in_progress", **where},
                 {"type": "response.web_search_call.searching", **where},
+            ]
+        if kind == "image_generation_call":
+            return [
+                {"type": "response.image_generation_call.in_progress", **where},
+                {"type": "response.image_generation_call.generating", **where},
             ]
         if kind == "code_interpreter_call":
             code = str(event.arguments.get("code", ""))
@@ -180,6 +198,11 @@ class HostedItems:
             if ran and call.outcome is not ToolOutcome.SUCCESS:
                 status = "failed"
             return status, [{"type": "response.web_search_call.completed", **where}]
+        if kind == "image_generation_call":
+            if not ran or call.image is None:  # the SDK knows no "incomplete" image call
+                return "failed", []
+            item["result"] = call.image
+            return "completed", [{"type": "response.image_generation_call.completed", **where}]
         if kind == "code_interpreter_call":
             if not ran:
                 return "incomplete", []
@@ -188,6 +211,16 @@ class HostedItems:
             status = "completed" if call.outcome is ToolOutcome.SUCCESS else "failed"
             return status, [{"type": "response.code_interpreter_call.completed", **where}]
         return ("completed" if ran else "incomplete"), []
+
+    @staticmethod
+    def partial_image(where: Frame, event: ImagePartial) -> Frame:
+        """One partial image of an image call, as the upstream streamed it."""
+        return {
+            "type": "response.image_generation_call.partial_image",
+            **where,
+            "partial_image_index": event.index,
+            "partial_image_b64": event.image_b64,
+        }
 
     @staticmethod
     def shell_output_item(call_id: str, item_id: str) -> dict[str, Any]:
@@ -259,6 +292,16 @@ def command_output(result: str) -> tuple[str, dict[str, Any] | None]:
     else:
         outcome = _exit(130)  # stopped: as a shell reports an interrupted command
     return output, outcome
+
+
+def result_image(content: object) -> str | None:
+    """The base64 of the first image a tool result carries (an ``image_url`` part with a
+    ``data:`` URL), or None."""
+    for part in content if isinstance(content, list) else ():
+        url = (part.get("image_url") or {}).get("url") if isinstance(part, dict) else None
+        if isinstance(url, str) and url.startswith("data:") and ";base64," in url:
+            return url.split(";base64,", 1)[1]
+    return None
 
 
 def _exit(code: int) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from hermes_core.events import (
     CompressionPerformed,
     ExitReason,
     FallbackActivated,
+    ImagePartial,
     InterruptSource,
     MessageAdded,
     ModelCallStarted,
@@ -65,7 +66,7 @@ from server.errors import ErrorBody, run_failed
 from server.views.chat import hermes_summary
 from server.views.citations import SourceList
 from server.views.file_citations import FileAnnouncer
-from server.views.hosted_tools import HostedCall, HostedItems, hosted_types
+from server.views.hosted_tools import HostedCall, HostedItems, hosted_types, result_image
 from server.views.openwebui_status import OpenWebUIStatus
 from server.views.progress import (
     UNFINISHED_TOOL_OUTPUT,
@@ -218,6 +219,8 @@ class ResponsesView:
                 if (call := self._hosted.calls.get(event.call_id)) is not None:
                     call.sources += event.sources
                 return []
+            case ImagePartial():
+                return self._hosted_partial_image(event)
             case ToolProgress():
                 frames = self._mcp_open(event.call_id) if event.call_id in self._mcp_calls else []
                 frames += self._hosted_progress(event)
@@ -616,11 +619,16 @@ class ResponsesView:
         done["item"]["status"] = item["status"] = status
         return [*frames, {"type": f"response.mcp_call.{ended}", **where}, done]
 
-    # --- hosted tools (web_search, code_interpreter, shell) -----------------------------------
+    # --- hosted tools (web_search, code_interpreter, shell, image_generation) -----------------
 
     def _hosted_started(self, event: ToolStarted, kind: str) -> list[Frame]:
         frames = self._close_item()
-        prefix = {"web_search": "ws", "code_interpreter": "ci", "shell": "sh"}[kind]
+        prefix = {
+            "web_search": "ws",
+            "code_interpreter": "ci",
+            "shell": "sh",
+            "image_generation": "ig",
+        }[kind]
         item = self._hosted.opened(kind, self._item_id(prefix), event)
         added = self._add_item(item)
         index = added["output_index"]
@@ -647,6 +655,13 @@ class ResponsesView:
         where = {"item_id": output["id"], "output_index": call.output_index}
         return [self._hosted.shell_progress(call, where, event.output)]
 
+    def _hosted_partial_image(self, event: ImagePartial) -> list[Frame]:
+        call = self._hosted.calls.get(event.call_id)
+        if call is None:
+            return []
+        where = {"item_id": self._response["output"][call.index]["id"], "output_index": call.index}
+        return [self._hosted.partial_image(where, event)]
+
     def _hosted_finished(self, event: ToolFinished) -> list[Frame]:
         self._hosted.finished(event)
         frames: list[Frame] = []
@@ -665,6 +680,9 @@ class ResponsesView:
         if call_id is None or call_id not in self._hosted.calls:
             return []
         content = message.get("content")
+        call = self._hosted.calls[call_id]
+        if call.kind == "image_generation":
+            call.image = result_image(content)
         if not isinstance(content, str):  # text parts, and images the model alone needs
             parts = content if isinstance(content, list) else []
             content = "".join(

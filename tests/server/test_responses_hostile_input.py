@@ -31,7 +31,7 @@ BAD_BODIES: list[Any] = [
     {"model": M, "input": [{"type": "compaction", "encrypted_content": None}]},
     {"model": M, "input": [{"type": "nonsense"}]},
     {"model": M, "input": "hi", "tools": "all of them"},
-    {"model": M, "input": "hi", "tools": [{"type": "image_generation"}]},
+    {"model": M, "input": "hi", "tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]},
     {"model": M, "input": "hi", "tools": [{"type": "function", "name": "bad name!"}]},
     {"model": M, "input": "hi", "tool_choice": {"type": "mystery"}},
     {"model": M, "input": "hi", "metadata": {f"k{i}": "v" for i in range(17)}},

@@ -156,6 +156,17 @@ class ShellCallOutputItem(Open):
     status: ItemStatus
 
 
+class ImageGenerationCallItem(Open):
+    """An image made by the agent's ``generate_image`` tool (the profile's image providers),
+    when the request named the hosted ``image_generation`` tool."""
+
+    type: Literal["image_generation_call"]
+    id: str
+    status: Literal["in_progress", "generating", "completed", "failed"]
+    result: str | None
+    """The final image, base64; null until it is made (or when it failed)."""
+
+
 OutputItem = Annotated[
     MessageItem
     | ReasoningItem
@@ -165,7 +176,8 @@ OutputItem = Annotated[
     | WebSearchCallItem
     | CodeInterpreterCallItem
     | ShellCallItem
-    | ShellCallOutputItem,
+    | ShellCallOutputItem
+    | ImageGenerationCallItem,
     Field(discriminator="type"),
 ]
 
@@ -235,6 +247,16 @@ class CodeInterpreterTool(Open):
     container: str | dict[str, Any]
 
 
+class ImageGenerationTool(Open):
+    """The hosted ``image_generation`` tool, echoed: the agent's ``generate_image`` tool serves
+    it with the profile's image providers (a profile without ``image_providers`` refuses it).
+    ``size``, ``quality``, ``output_format``, ``background`` and ``partial_images`` (0-3,
+    streamed as ``response.image_generation_call.partial_image`` events) are honoured;
+    ``model`` and the rest are the configured providers' to decide."""
+
+    type: Literal["image_generation"]
+
+
 class TextFormat(Shape):
     type: Literal["text"]
 
@@ -285,7 +307,7 @@ class ResponseObject(Open):
     error: ResponseError | None
     tools: list[
         Annotated[
-            FunctionTool | ShellTool | WebSearchTool | CodeInterpreterTool,
+            FunctionTool | ShellTool | WebSearchTool | CodeInterpreterTool | ImageGenerationTool,
             Field(discriminator="type"),
         ]
     ]
@@ -350,6 +372,10 @@ ResponseEventType = Literal[
     "response.shell_call_command.done",
     "response.shell_call_output_content.delta",
     "response.shell_call_output_content.done",
+    "response.image_generation_call.in_progress",
+    "response.image_generation_call.generating",
+    "response.image_generation_call.partial_image",
+    "response.image_generation_call.completed",
     "response.completed",
     "response.incomplete",
     "response.failed",
