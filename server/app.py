@@ -151,6 +151,7 @@ def create_app(services: Services) -> HermesApp:
     app.include_router(responses.router)
     app.include_router(responses_socket.router)
     app.include_router(runs.router)
+    app.include_router(runs.webhooks_router)
     app.include_router(files.router)
     app.include_router(skills.router)
     app.include_router(conversations.router)

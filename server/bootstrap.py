@@ -33,6 +33,7 @@ from server.services import Profile, Services
 from server.sessions.service import SessionSettings
 from server.simulator import SimulatorServer, SimulatorState
 from server.telemetry.json_logs import mask
+from server.webhooks.service import Webhooks, WebhookTarget
 
 if TYPE_CHECKING:
     from hermes_core.tools.mcp.toolset import McpToolset
@@ -89,7 +90,16 @@ def build_services(config: HermesConfig) -> Services:
         session_settings=SessionSettings(
             busy=config.server.session_busy, wait_seconds=config.server.session_wait_seconds
         ),
+        webhooks=Webhooks(webhook_targets(config)),
     )
+
+
+def webhook_targets(config: HermesConfig) -> list[WebhookTarget]:
+    """The configured webhook endpoints (``webhooks:``)."""
+    return [
+        WebhookTarget(hook.url, hook.secret.get_secret_value(), frozenset(hook.events))
+        for hook in config.webhooks
+    ]
 
 
 def keyring_of(config: HermesConfig) -> KeyRing:

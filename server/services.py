@@ -51,6 +51,7 @@ from server.runs.mcp_waiting import McpWaitingAgent
 from server.sessions.service import SessionService, SessionSettings
 from server.skills.extraction import Learner, SkillExtractor
 from server.skills.library import StoredSkills
+from server.webhooks.service import Webhooks
 
 if TYPE_CHECKING:
     from hermes_core.tools.mcp.toolset import McpToolset
@@ -368,6 +369,8 @@ class Services:
     """The keys' own skills (``/v1/skills``, the agent's); set by :meth:`open` when there is
     a database."""
     sessions: SessionService | None = None
+    webhooks: Webhooks = field(default_factory=Webhooks)
+    """Where events of runs and background responses are sent (delivering once open)."""
     _pruning: asyncio.Task[None] | None = None
     _releasing: set[asyncio.Task[None]] = field(default_factory=set)
     """Named conversations and transcripts; set by :meth:`open` when there is a database."""
@@ -407,6 +410,8 @@ class Services:
         skills_cache = data_dir / "skills-cache" if data_dir is not None else None
         self.skills = StoredSkills(store.skills, skills_cache)
         self.watch_learning()
+        self.webhooks.open(store, instance=store.runs.instance, policy=lambda: self.address_policy)
+        self.runs.observers.append(self.webhooks.observe)
         recovered = await self.sessions.recover()
         if recovered:
             log.warning("marked %d run(s) of a previous start interrupted", len(recovered))
@@ -538,6 +543,7 @@ class Services:
             await self.cluster.close()
         if self.extractor is not None:
             await self.extractor.close()
+        await self.webhooks.close()
         if self._pruning is not None:
             self._pruning.cancel()
             await asyncio.gather(self._pruning, return_exceptions=True)

@@ -24,6 +24,7 @@ from hermes_core.persistence.runs import RunRecord, RunStore
 from hermes_core.persistence.search import SqlSessionSearch
 from hermes_core.persistence.sessions import LogicalMessage, SessionInfo, SessionStore
 from hermes_core.persistence.skills import SkillStore
+from hermes_core.persistence.webhooks import WebhookStore
 
 __all__ = [
     "ApprovalRecord",
@@ -80,6 +81,7 @@ class Store:
         self.skills = SkillStore(db)
         self.idempotency = IdempotencyStore(db)
         self.conversations = ConversationStore(db)
+        self.webhooks = WebhookStore(db)
 
     @classmethod
     async def open(

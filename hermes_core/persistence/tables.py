@@ -289,3 +289,57 @@ class IdempotencyKeyRow(SQLModel, table=True):
     """The first answer, once it was whole (a stream's retry follows the run instead)."""
     created_at: float
     expires_at: float
+
+
+class WebhookDeliveryRow(SQLModel, table=True):
+    """One event on its way to one webhook endpoint: sent at least once, under a stable id
+    (``webhook-id``), retried with backoff until the endpoint answers 2xx or the attempts
+    run out. A replica claims a row by a conditional update of ``claimed_until`` (a lease):
+    one replica sends it at a time, and a dead replica's claims are taken over once their
+    lease has run out."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
+        Index("ix_webhook_deliveries_owner_created", "owner", "created_at"),
+        Index("ix_webhook_deliveries_run", "run_id"),
+    )
+
+    id: str = Field(primary_key=True)
+    """The ``webhook-id`` every attempt carries (``wh_…``)."""
+    owner: str
+    """The key whose run (or response) the event is about: only it sees the delivery."""
+    run_id: str | None = None
+    event_id: str
+    """The event's own id (``evt_…``): the same for every endpoint it goes to."""
+    event_type: str
+    body: str = Field(sa_column=Column(Text, nullable=False))
+    """The event as sent: the exact bytes each attempt signs."""
+    url: str
+    source: str
+    """``config`` (the file's ``webhooks``: its secret is read from the configuration) or
+    ``request`` (a run's own ``webhook``: its secret is kept here)."""
+    secret: str | None = None
+    status: str
+    """``pending``, ``delivered`` or ``failed`` (attempts exhausted, or the endpoint gone)."""
+    attempts: int = 0
+    next_attempt_at: float
+    claimed_by: str | None = None
+    claimed_until: float | None = None
+    last_status_code: int | None = None
+    last_error: str | None = None
+    created_at: float
+    delivered_at: float | None = None
+
+
+class ApiRunRow(SQLModel, table=True):
+    """What ``POST /v1/runs`` was given beside the run itself: its metadata and webhook
+    address, so every replica's ``GET /v1/runs`` shows them."""
+
+    __tablename__ = "api_runs"
+
+    run_id: str = Field(primary_key=True)
+    owner: str
+    meta: dict[str, Any] = Field(sa_column=Column("metadata", JSON, nullable=False))
+    webhook_url: str | None = None
+    created_at: float

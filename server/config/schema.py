@@ -34,6 +34,8 @@ from hermes_core.tools.web.fetch import FetchLimits
 from hermes_core.tools.web.guard import AddressPolicy, parse_allow_entry
 from hermes_core.tools.web.search import SearchBackendName, SearchSettings
 from hermes_core.tools.web.tools import WebOptions
+from server.webhooks.events import EVENT_TYPES, WebhookEventType
+from server.webhooks.signing import secret_key
 
 CacheTTL = Literal["5m", "1h"]
 
@@ -441,6 +443,24 @@ class WebConfig(_Model):
         )
 
 
+class WebhookConfig(_Model):
+    """An endpoint every event of the listed kinds is sent to (``webhooks:``), signed with
+    its ``secret`` the Standard Webhooks way (docs/webhooks.md)."""
+
+    url: str = Field(pattern=r"^https?://[^\s]+$")
+    """Held to the same address policy as ``web_fetch`` (``web.allow``)."""
+    secret: SecretStr
+    """``whsec_`` then base64 of at least 16 bytes (what OpenAI's dashboard hands out)."""
+    events: list[WebhookEventType] = Field(default_factory=lambda: sorted(EVENT_TYPES))
+    """The event types sent here; default: all of them."""
+
+    @field_validator("secret")
+    @classmethod
+    def _check_secret(cls, secret: SecretStr) -> SecretStr:
+        secret_key(secret.get_secret_value())  # its ValueError says what is wrong
+        return secret
+
+
 class McpServerConfig(_Model):
     """One MCP server whose tools a profile's agent may call: a command to start (stdio) or
     a URL (streamable HTTP). ``${VAR}`` in the file keeps secrets out of it."""
@@ -638,6 +658,20 @@ class HermesConfig(_Model):
     web: WebConfig = Field(default_factory=WebConfig)
     providers: list[ProviderConfig] = Field(min_length=1)
     profiles: list[ProfileConfig] = Field(min_length=1)
+    webhooks: list[WebhookConfig] = Field(default_factory=list)
+    """Endpoints told of runs and background responses (docs/webhooks.md)."""
+
+    @model_validator(mode="after")
+    def _webhooks_reachable(self) -> Self:
+        """An internal webhook address is refused here, as ``web_fetch`` would refuse it
+        (names are checked again, resolved, at each delivery)."""
+        policy = AddressPolicy.allowing(self.web.allow, own_ports=[self.server.port])
+        for index, hook in enumerate(self.webhooks):
+            try:
+                policy.check_url(hook.url)
+            except OSError as refused:
+                raise ValueError(f"webhooks[{index}].url: {refused}") from None
+        return self
 
     @property
     def uses_simulator(self) -> bool:

@@ -1,12 +1,13 @@
 """Reloading the configuration file without a restart: on SIGHUP, or when the file changes.
 
-What a reload changes: API keys, profiles (their providers, toolsets, MCP servers) and the web
-settings. Runs in progress finish on the profile they started with; its provider clients and
-MCP connections, and the egress proxies of sandbox network policies no profile has any more,
-are closed once those runs have ended. A new configuration that does not load
-(invalid YAML, a failed check, keys removed from a server that is not loopback-only, no upstream
-on a server that did not start with the built-in simulator) is refused
-with a log line naming the fault, and the running one stays. Settings of the process itself
+What a reload changes: API keys, profiles (their providers, toolsets, MCP servers), the web
+settings and the webhook endpoints (deliveries already kept for an endpoint a reload removed
+fail; those for one it kept go on). Runs in progress finish on the profile they started with;
+its provider clients and MCP connections, and the egress proxies of sandbox network policies
+no profile has any more, are closed once those runs have ended. A new configuration that does
+not load (invalid YAML, a failed check, keys removed from a server that is not loopback-only,
+no upstream on a server that did not start with the built-in simulator) is refused with a log
+line naming the fault, and the running one stays. Settings of the process itself
 (``server.host``, ``port``, ``database_url``, ``redis_url``, data directories, limits) need a
 restart: a reload that changes them says so in the log and leaves them as they are.
 
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from hermes_core.tools.egress.registry import close_unused_egress_proxies
 from hermes_core.tools.web.guard import AddressPolicy
-from server.bootstrap import build_profiles, keyring_of
+from server.bootstrap import build_profiles, keyring_of, webhook_targets
 from server.config import SIMULATOR_PROVIDER, ConfigError, HermesConfig, load_config
 from server.services import Profile, Services
 from server.telemetry.json_logs import mask_secrets, secrets_of
@@ -157,6 +158,7 @@ class ConfigReloader:
         services.address_policy = AddressPolicy.allowing(
             config.web.allow, own_ports=[config.server.port]
         )
+        services.webhooks.targets = tuple(webhook_targets(config))
         for profile in profiles:
             if profile.mcp is not None:
                 profile.mcp.start()

@@ -1,4 +1,6 @@
-"""Native run control: status, the replayable event stream, and stop."""
+"""Native runs: start one that goes on without its client (``POST /v1/runs``), list a key's
+runs, read one's status, its replayable event stream and webhook deliveries, stop it, answer
+its approvals; and ``GET /v1/webhooks/deliveries``."""
 
 from __future__ import annotations
 
@@ -6,31 +8,52 @@ import dataclasses
 import json
 import re
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
 
+from hermes_core.agent import Agent, AgentRequest
 from hermes_core.events import AgentEvent, InterruptSource
 from hermes_core.persistence import RunRecord
 from hermes_core.persistence.disk_full import StorageFull
+from hermes_core.persistence.webhooks import Delivery
+from hermes_core.tools.web.guard import checked_addresses, system_lookup
 from server.errors import APIError
 from server.http.auth import Principal, require_principal
 from server.http.input_text import StrictJSONRoute
 from server.http.openapi import errors, success
 from server.http.sse import sse_response
+from server.protocol.pages import list_page
+from server.protocol.responses import ResponseCreateRequest
 from server.protocol.schemas.runs import (
     Approval,
     ApprovalAnswer,
+    RunCreateRequest,
     RunEvent,
+    RunList,
     RunObject,
     RunStopped,
+    RunWebhook,
+    WebhookDeliveryList,
 )
 from server.runs.approvals import answer_pending, approval_object
-from server.runs.manager import Run
+from server.runs.manager import Run, RunStatus
 from server.services import Services
+from server.serving.common import resolve_profile
+from server.serving.response_chain import conversation_of, in_conversation
+from server.serving.turn import Joined, JoinSession, TurnSpec, begin_turn, join_by_name
+from server.webhooks.service import RUNS_ENDPOINT, RequestWebhook
+from server.webhooks.signing import secret_key
+
+if TYPE_CHECKING:
+    from server.sessions.service import SessionService
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], route_class=StrictJSONRoute)
+webhooks_router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"], route_class=StrictJSONRoute)
+Owner = Annotated[Principal, Depends(require_principal)]
 
 
 def _services(request: Request) -> Services:
@@ -65,6 +88,222 @@ def describe(run: Run) -> dict[str, Any]:
     }
 
 
+# --- POST /v1/runs, GET /v1/runs ------------------------------------------------------------------
+
+
+@router.post(
+    "",
+    status_code=202,
+    response_model=RunObject,
+    responses=errors(400, 401, 403, 404, 409, 429),
+)
+async def create_run(body: RunCreateRequest, request: Request, principal: Owner) -> JSONResponse:
+    """Start a run of a profile (``model``) on ``input``, in a session or a conversation (or
+    a new session); it goes on without the client. Follow it with ``/v1/runs/{id}/events``,
+    read it with ``GET /v1/runs/{id}``, or be told by its ``webhook``."""
+    services = _services(request)
+    if body.session is not None and body.conversation is not None:
+        raise APIError(400, "Name a session or a conversation, not both.", param="session")
+    metadata = _checked_metadata(body.metadata)
+    hook = await _checked_webhook(services, body.webhook) if body.webhook else None
+    profile = resolve_profile(services, body.model, principal)
+    turn = _as_response_request(body)
+    conversation = await conversation_of(services, turn, principal)
+
+    def agent_request(*, client_tools: bool, offer_tools: bool, run_id: str) -> AgentRequest:
+        made = turn.to_agent_request(with_client_tools=False)
+        # Nobody watches yet; a client may follow the run later: stream the model's replies.
+        return dataclasses.replace(
+            made, offer_tools=offer_tools, run_id=run_id, stream_model_replies=True
+        )
+
+    begun = await begin_turn(
+        services,
+        request,
+        principal,
+        profile,
+        TurnSpec(
+            endpoint=RUNS_ENDPOINT,
+            completion_id="",
+            agent_request=agent_request,
+            side_task=False,
+            openwebui=False,
+            join=in_conversation(conversation) if conversation else _named(body.session),
+            named=False,
+        ),
+    )
+    run = begun.run
+    if hook is not None:  # before anything is awaited: the run cannot have ended yet
+        services.webhooks.requested(run.id, hook)
+    store = services.store
+    if store is not None:
+        await store.webhooks.remember_run(
+            run_id=run.id,
+            owner=principal.name,
+            metadata=metadata,
+            webhook_url=hook.url if hook else None,
+            created_at=run.created_at,
+        )
+        # Its record is durable before its id is handed out (a restart then shows its end).
+        await run.until_started()
+        await store.db.writer.flush()
+    described = {**describe(run), "metadata": metadata, "approvals": [], "webhooks": []}
+    return JSONResponse(described, status_code=202, headers=begun.headers)
+
+
+def _named(session: str | None) -> JoinSession:
+    """How a run joins the session the body names (or a new one)."""
+
+    async def join(
+        sessions: SessionService,
+        agent: Agent,
+        request: AgentRequest,
+        *,
+        owner: str,
+        profile: str,
+        run_id: str,
+        name: str | None,
+    ) -> Joined:
+        return await join_by_name(
+            sessions, agent, request, owner=owner, profile=profile, run_id=run_id, name=session
+        )
+
+    return join
+
+
+def _as_response_request(body: RunCreateRequest) -> ResponseCreateRequest:
+    """The run's input read as a Responses request's (text or items, instructions)."""
+    try:
+        return ResponseCreateRequest.model_validate(
+            {
+                "model": body.model,
+                "input": body.input,
+                "instructions": body.instructions,
+                "conversation": body.conversation,
+            }
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or None
+        raise APIError(400, f"Invalid input: {first['msg']}.", param=where) from None
+
+
+def _checked_metadata(metadata: dict[str, str] | None) -> dict[str, str]:
+    metadata = metadata or {}
+    if len(metadata) > 16 or any(len(k) > 64 or len(v) > 512 for k, v in metadata.items()):
+        raise APIError(
+            400,
+            "metadata holds at most 16 pairs, keys up to 64 characters, values up to 512.",
+            param="metadata",
+        )
+    return metadata
+
+
+async def _checked_webhook(services: Services, hook: RunWebhook) -> RequestWebhook:
+    """The run's own webhook, if the server can keep it and may reach it (a 400 otherwise)."""
+    if not services.webhooks.enabled:
+        raise APIError(400, "This server keeps no webhooks (it runs without a database).")
+    if hook.secret is None:
+        raise APIError(
+            400,
+            "webhook.secret is required: a whsec_ secret of yours the events are signed with.",
+            param="webhook.secret",
+        )
+    try:
+        secret_key(hook.secret)
+    except ValueError as bad:
+        raise APIError(400, f"webhook.secret: {bad}.", param="webhook.secret") from None
+    policy = services.address_policy
+    try:
+        host = policy.check_url(hook.url)
+        parts = urlsplit(hook.url)
+        port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+        await checked_addresses(policy, system_lookup, host, port)
+    except (OSError, ValueError) as refused:
+        raise APIError(400, f"webhook.url: {refused}.", param="webhook.url") from None
+    return RequestWebhook(url=hook.url, secret=hook.secret)
+
+
+@router.get("", response_model=RunList, responses=errors(400, 401))
+async def list_runs(
+    request: Request,
+    principal: Owner,
+    status: Annotated[RunStatus | None, Query(description="Only runs in this state.")] = None,
+    session: Annotated[
+        str | None, Query(max_length=256, description="A session's name or id.")
+    ] = None,
+    since: Annotated[
+        int | None, Query(ge=0, description="Only runs created at or after (UNIX seconds).")
+    ] = None,
+    after: Annotated[str | None, Query(max_length=64, description="The last id seen.")] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+) -> dict[str, Any]:
+    """The key's runs, newest first: every endpoint's, ``POST /v1/runs``' with their
+    metadata."""
+    services = _services(request)
+    store = services.store
+    if store is None:
+        return list_page([], has_more=False)
+    records, more = await store.webhooks.runs_page(
+        principal.name,
+        after=after,
+        limit=limit,
+        status=status.value if status else None,
+        session=session,
+        since=since,
+    )
+    extras = await store.webhooks.api_runs(principal.name, [r.id for r in records])
+    data = []
+    for record in records:
+        live = services.runs.get(record.id, owner=principal.name)
+        described = describe(live) if live is not None else describe_record(record)
+        extra = extras.get(record.id)
+        described["metadata"] = extra.metadata if extra is not None else None
+        data.append(described)
+    return list_page(data, has_more=more)
+
+
+def delivery_object(delivery: Delivery) -> dict[str, Any]:
+    pending = delivery.status == "pending"
+    return {
+        "id": delivery.id,
+        "object": "hermes.webhook_delivery",
+        "event_id": delivery.event_id,
+        "type": delivery.event_type,
+        "run_id": delivery.run_id,
+        "source": delivery.source,
+        # An operator's endpoint is not the key's to see (its address may carry a token).
+        "url": delivery.url if delivery.source == "request" else None,
+        "status": delivery.status,
+        "attempts": delivery.attempts,
+        "next_attempt_at": int(delivery.next_attempt_at) if pending else None,
+        "last_status_code": delivery.last_status_code,
+        "last_error": delivery.last_error,
+        "created_at": int(delivery.created_at),
+        "delivered_at": int(delivery.delivered_at) if delivery.delivered_at else None,
+    }
+
+
+@webhooks_router.get("/deliveries", response_model=WebhookDeliveryList, responses=errors(400, 401))
+async def list_deliveries(
+    request: Request,
+    principal: Owner,
+    run_id: Annotated[str | None, Query(max_length=64, description="Only this run's.")] = None,
+    after: Annotated[str | None, Query(max_length=64, description="The last id seen.")] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+) -> dict[str, Any]:
+    """The key's webhook deliveries (of its runs' and background responses' events), newest
+    first: where each stands, its attempts and the last failure."""
+    store = _services(request).store
+    if store is None:
+        return list_page([], has_more=False)
+    found, more = await store.webhooks.page(principal.name, after=after, limit=limit, run_id=run_id)
+    return list_page([delivery_object(d) for d in found], has_more=more)
+
+
+# --- one run --------------------------------------------------------------------------------------
+
+
 @router.get("/{run_id}", response_model=RunObject, responses=errors(401, 404))
 async def get_run(
     run_id: str, request: Request, principal: Annotated[Principal, Depends(require_principal)]
@@ -88,6 +327,13 @@ async def get_run(
             raise  # a 507: what the database says of this run may be stale
         # The disk is full: the run's own state, held here, still answers (whether it ended).
         asked = []
+    if store is not None:
+        extra = (await store.webhooks.api_runs(principal.name, [described["id"]])).get(
+            described["id"]
+        )
+        described["metadata"] = extra.metadata if extra is not None else None
+        sent = await store.webhooks.of_run(principal.name, described["id"])
+        described["webhooks"] = [delivery_object(d) for d in sent]
     return {**described, "approvals": [approval_object(record) for record in asked]}
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, Field
 
 from hermes_core.events import ExitReason
 from server.protocol.schemas.common import Open, Shape
@@ -60,12 +60,46 @@ class ApprovalAnswer(Shape):
     """``session`` approves the tool for the rest of the conversation."""
 
 
-class RunObject(Shape):
+class WebhookDelivery(Shape):
+    """One event on its way to one webhook endpoint (``hermes.webhook_delivery``)."""
+
+    id: str
+    """The ``webhook-id`` header of every attempt (``wh_…``)."""
+    object: Literal["hermes.webhook_delivery"]
+    event_id: str
+    """The event's ``id`` (``evt_…``), the same for every endpoint it goes to."""
+    type: str
+    """``run.completed``, ``response.completed``, ``approval.requested``, …"""
+    run_id: str | None
+    source: Literal["config", "request"]
+    """``config``: an endpoint of the server's configuration (its address not shown);
+    ``request``: the run's own ``webhook``."""
+    url: str | None
+    status: Literal["pending", "delivered", "failed"]
+    attempts: int
+    next_attempt_at: int | None
+    """When a pending delivery is tried next."""
+    last_status_code: int | None
+    last_error: str | None
+    created_at: int
+    delivered_at: int | None
+
+
+class WebhookDeliveryList(Shape):
+    object: Literal["list"]
+    data: list[WebhookDelivery]
+    first_id: str | None
+    last_id: str | None
+    has_more: bool
+
+
+class RunSummary(Shape):
     """An agent run, live or (after a restart) from the database."""
 
     id: str
     object: Literal["hermes.run"]
-    endpoint: Literal["chat.completions", "responses"]
+    endpoint: Literal["chat.completions", "responses", "runs"]
+    """``runs``: started by ``POST /v1/runs``."""
     model: str
     completion_id: str | None
     """The ``chatcmpl-…`` or ``resp_…`` id the run answers."""
@@ -80,8 +114,60 @@ class RunObject(Shape):
     """Once the run has ended."""
     events: int
     """Events in the replayable log (0 for a run known only from the database)."""
+    metadata: dict[str, str] | None = None
+    """What ``POST /v1/runs`` was given (None for runs of other endpoints)."""
+
+
+class RunObject(RunSummary):
+    """An agent run with the approvals it asked for and its webhook deliveries."""
+
     approvals: list[Approval]
     """The approvals the run asked for (pending ones wait for an answer)."""
+    webhooks: list[WebhookDelivery] = Field(default_factory=list)
+    """The webhook events about this run and how their delivery goes."""
+
+
+class RunList(Shape):
+    """``GET /v1/runs``: the key's runs, newest first."""
+
+    object: Literal["list"]
+    data: list[RunSummary]
+    first_id: str | None
+    last_id: str | None
+    has_more: bool
+    """More runs follow: ask again with ``after`` = ``last_id``."""
+
+
+class RunWebhook(Shape):
+    """Where this run's events (``run.completed``, ``run.failed``, ``run.cancelled``,
+    ``approval.requested``) are sent, signed with ``secret``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    url: str = Field(min_length=1, max_length=2048)
+    """``http(s)://``, held to the server's address policy (no internal address unless the
+    operator allows it in ``web.allow``)."""
+    secret: str | None = Field(default=None, max_length=512)
+    """``whsec_`` then base64 (at least 16 bytes): required."""
+
+
+class RunCreateRequest(Shape):
+    """``POST /v1/runs``: a run that goes on without its client."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=False)
+
+    model: str = Field(min_length=1)
+    """The profile."""
+    input: str | list[dict[str, Any]]
+    """Text, or Responses input items."""
+    instructions: str | None = None
+    session: str | None = Field(default=None, min_length=1, max_length=256)
+    """A session name (as ``X-Hermes-Session-Id``): the run continues it."""
+    conversation: str | None = Field(default=None, min_length=1, max_length=256)
+    """A ``conv_…`` id: the run is a turn of that conversation."""
+    metadata: dict[str, str] | None = None
+    """At most 16 pairs; keys up to 64 characters, values up to 512."""
+    webhook: RunWebhook | None = None
 
 
 class RunStopped(Shape):

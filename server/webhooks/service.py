@@ -1,0 +1,224 @@
+"""Which events go where: a run observer turns the endings of runs (``POST /v1/runs``) and of
+background responses, and runs' approval requests, into deliveries kept in the store; the
+dispatcher (:mod:`server.webhooks.delivery`) sends them.
+
+The observer costs nothing when no webhook could apply: no endpoint configured and no run
+with a webhook of its own is one comparison per event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from hermes_core.events import AgentEvent, ApprovalRequested, ExitReason, RunFinished
+from hermes_core.ids import token_hex
+from hermes_core.persistence import Store
+from hermes_core.persistence.webhooks import Delivery
+from hermes_core.tools.web.guard import AddressPolicy
+from server.runs.manager import STATUS_OF_EXIT, RunInfo
+from server.webhooks.delivery import DeliverySettings, Dispatcher
+from server.webhooks.events import RESPONSE_EVENTS
+
+log = logging.getLogger("hermes.webhooks")
+
+RUNS_ENDPOINT = "runs"
+"""The endpoint of runs started by ``POST /v1/runs``: the runs ``run.*`` events are about."""
+
+_RESPONSE_EVENT = {
+    ExitReason.COMPLETED: "response.completed",
+    ExitReason.AWAITING_CLIENT_TOOLS: "response.completed",
+    ExitReason.AWAITING_APPROVAL: "response.completed",
+    ExitReason.BUDGET_EXHAUSTED: "response.incomplete",
+    ExitReason.TRUNCATED: "response.incomplete",
+    ExitReason.INTERRUPTED: "response.cancelled",
+    ExitReason.FAILED: "response.failed",
+}
+_RUN_EVENT = {
+    ExitReason.COMPLETED: "run.completed",
+    ExitReason.AWAITING_CLIENT_TOOLS: "run.completed",
+    ExitReason.AWAITING_APPROVAL: "run.completed",
+    ExitReason.BUDGET_EXHAUSTED: "run.completed",
+    ExitReason.TRUNCATED: "run.completed",
+    ExitReason.INTERRUPTED: "run.cancelled",
+    ExitReason.FAILED: "run.failed",
+}
+"""A run that ended incomplete or awaiting an answer still completed its turn: the event's
+``data.status`` says how."""
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookTarget:
+    """A configured endpoint (``webhooks:`` in the file)."""
+
+    url: str
+    secret: str
+    events: frozenset[str]
+
+    def __repr__(self) -> str:  # never the secret, in a log or a traceback
+        return f"WebhookTarget(url={self.url!r}, events={sorted(self.events)!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestWebhook:
+    """A run's own endpoint (``webhook`` on ``POST /v1/runs``): every run event goes there."""
+
+    url: str
+    secret: str
+
+    def __repr__(self) -> str:
+        return f"RequestWebhook(url={self.url!r})"
+
+
+class Webhooks:
+    """The webhooks of one server: its configured endpoints (replaced by a reload), the
+    runs' own ones, the observer and the dispatcher."""
+
+    def __init__(
+        self, targets: Sequence[WebhookTarget] = (), settings: DeliverySettings | None = None
+    ) -> None:
+        self.targets = tuple(targets)
+        self.settings = settings or DeliverySettings()
+        self._requested: dict[str, RequestWebhook] = {}
+        self._store: Store | None = None
+        self._dispatcher: Dispatcher | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def enabled(self) -> bool:
+        """Whether deliveries can be kept (there is a database)."""
+        return self._store is not None
+
+    def open(self, store: Store, *, instance: str, policy: Callable[[], AddressPolicy]) -> None:
+        """Start delivering (this replica's share of every replica's deliveries); ``policy``:
+        where webhooks may go, as it stands at each attempt (a reload may change it)."""
+        self._store = store
+        self._dispatcher = Dispatcher(
+            store.webhooks,
+            instance=instance,
+            secret_of=self._secret_of,
+            policy=policy,
+            settings=self.settings,
+        )
+        self._dispatcher.start()
+
+    async def close(self) -> None:
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=5)
+        if self._dispatcher is not None:
+            await self._dispatcher.close()
+
+    def requested(self, run_id: str, hook: RequestWebhook) -> None:
+        """Run ``run_id`` (about to start) has a webhook of its own."""
+        self._requested[run_id] = hook
+
+    # --- the observer -------------------------------------------------------------------------
+
+    def observe(self, info: RunInfo, event: AgentEvent) -> None:
+        if not self.targets and not self._requested:
+            return
+        if isinstance(event, RunFinished):
+            own = self._requested.pop(info.id, None)
+            if info.endpoint == RUNS_ENDPOINT:
+                kind = _RUN_EVENT[event.exit_reason]
+                data = {
+                    "id": info.id,
+                    "object": "hermes.run",
+                    "status": STATUS_OF_EXIT[event.exit_reason].value,
+                }
+                self._spawn(self._emit(info, kind, data, own))
+            elif info.endpoint == "responses" and info.completion_id:
+                kind = _RESPONSE_EVENT[event.exit_reason]
+                if any(kind in target.events for target in self.targets):
+                    self._spawn(self._background_response(info, kind))
+        elif isinstance(event, ApprovalRequested) and info.endpoint == RUNS_ENDPOINT:
+            data = {"id": event.approval_id, "object": "hermes.approval", "run_id": info.id}
+            self._spawn(self._emit(info, "approval.requested", data, self._requested.get(info.id)))
+
+    async def _background_response(self, info: RunInfo, kind: str) -> None:
+        """OpenAI tells of background responses only: a response another client waited for
+        (or streamed) is not announced."""
+        if self._store is None:
+            return
+        await self._store.db.writer.flush()  # the response is saved through the write queue
+        stored = await self._store.responses.get(info.owner, info.completion_id)
+        if stored is None or stored.body.get("background") is not True:
+            return
+        await self._emit(info, kind, {"id": info.completion_id}, None)
+
+    async def _emit(
+        self, info: RunInfo, kind: str, data: Mapping[str, object], own: RequestWebhook | None
+    ) -> None:
+        store = self._store
+        if store is None:
+            return
+        now = time.time()
+        event_id = "evt_" + token_hex(12)
+        body = json.dumps(
+            {
+                "id": event_id,
+                "object": "event",
+                "type": kind,
+                "created_at": int(now),
+                "data": data,
+            },
+            separators=(",", ":"),
+        )
+        destinations: list[tuple[str, str, str | None]] = [
+            (target.url, "config", None) for target in self.targets if kind in target.events
+        ]
+        if own is not None and kind not in RESPONSE_EVENTS:
+            destinations.append((own.url, "request", own.secret))
+        deliveries = [
+            Delivery(
+                id="wh_" + token_hex(12),
+                owner=info.owner,
+                run_id=info.id,
+                event_id=event_id,
+                event_type=kind,
+                body=body,
+                url=url,
+                source=source,
+                secret=secret,
+                status="pending",
+                attempts=0,
+                next_attempt_at=now,
+                last_status_code=None,
+                last_error=None,
+                created_at=now,
+                delivered_at=None,
+            )
+            for url, source, secret in destinations
+        ]
+        if not deliveries:
+            return
+        await store.webhooks.add(deliveries)
+        if self._dispatcher is not None:
+            self._dispatcher.wake()
+
+    def _secret_of(self, delivery: Delivery) -> str | None:
+        if delivery.source == "request":
+            return delivery.secret
+        return next(
+            (
+                target.secret
+                for target in self.targets
+                if target.url == delivery.url and delivery.event_type in target.events
+            ),
+            None,
+        )
+
+    def _spawn(self, work: object) -> None:
+        assert asyncio.iscoroutine(work)
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("keeping a webhook event failed", exc_info=task.exception())
