@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import base64
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import openai
@@ -22,8 +20,7 @@ from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
 from server.simulator import Fault, Scenario, SimulatorServer, Step
 from tests.plain_http import TLS_UNUSED
-from tests.processes import free_port, hermes_command
-from tests.server.served import answer, call, pid_alive
+from tests.server.served import Served, answer, call, script, serving, simulated_provider
 
 pytestmark = pytest.mark.slow
 
@@ -37,71 +34,28 @@ PLAIN_MODEL = "plain-agent"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 IMAGE_GENERATION: Any = {"type": "image_generation"}
 
-CONFIG = """\
-server:
-  data_dir: {data}
-  api_keys: [{{key: {key}, principal: alice}}]
-providers:
-  - name: sim
-    model: {upstream}
-    api_mode: chat_completions
-    base_url: {simulator}/v1
-    api_key: upstream-key
-  - name: images-a
-    model: {first_images}
-    api_mode: chat_completions
-    base_url: {simulator}/v1
-    api_key: images-key
-  - name: images-b
-    model: {second_images}
-    api_mode: chat_completions
-    base_url: {simulator}/v1
-    api_key: images-key
-profiles:
-  - id: {model}
-    providers: [sim]
-    image_providers: [images-a, images-b]
-  - id: {plain_model}
-    providers: [sim]
-    tools: [files]
-"""
-
-
-@dataclass(frozen=True, slots=True)
-class ImageServer:
-    base_url: str
-    pid: int
-    log: Path
-
-    def alive(self) -> bool:
-        return pid_alive(self.pid)
-
 
 @pytest.fixture(scope="module")
 def image_server(
     _simulator_server: SimulatorServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ImageServer]:
-    data = tmp_path_factory.mktemp("image-generation")
-    config = data / "hermes.yaml"
-    config.write_text(
-        CONFIG.format(
-            data=data,
-            key=KEY,
-            upstream=UPSTREAM,
-            first_images=FIRST_IMAGES,
-            second_images=SECOND_IMAGES,
-            simulator=_simulator_server.base_url,
-            model=MODEL,
-            plain_model=PLAIN_MODEL,
-        )
+) -> Iterator[Served]:
+    sim, data = _simulator_server, tmp_path_factory.mktemp("image-generation")
+    config = (
+        f"server:\n  data_dir: {data}\n  api_keys: [{{key: {KEY}, principal: alice}}]\n"
+        "providers:\n"
+        + simulated_provider(sim, UPSTREAM)
+        + simulated_provider(sim, FIRST_IMAGES, name="images-a")
+        + simulated_provider(sim, SECOND_IMAGES, name="images-b")
+        + "profiles:\n"
+        f"  - {{id: {MODEL}, providers: [sim], image_providers: [images-a, images-b]}}\n"
+        f"  - {{id: {PLAIN_MODEL}, providers: [sim], tools: [files]}}\n"
     )
-    port, log = free_port(), data / "server.log"
-    with hermes_command("serve", "--config", str(config), port=port, log=log) as process:
-        yield ImageServer(f"http://127.0.0.1:{port}", process.pid, log)
+    with serving(data, config) as served:
+        yield served
 
 
 @pytest.fixture
-async def client(image_server: ImageServer) -> AsyncIterator[AsyncOpenAI]:
+async def client(image_server: Served) -> AsyncIterator[AsyncOpenAI]:
     """The official SDK, strict: every item and event must parse as its model."""
     async with AsyncOpenAI(
         http_client=DefaultAsyncHttpxClient(verify=TLS_UNUSED),
@@ -112,10 +66,6 @@ async def client(image_server: ImageServer) -> AsyncIterator[AsyncOpenAI]:
         _strict_response_validation=True,
     ) as sdk:
         yield sdk
-
-
-def script(simulator: SimulatorServer, *steps: Step) -> None:
-    simulator.state.script(UPSTREAM, Scenario(steps=list(steps)))
 
 
 def image_calls(response: Any) -> list[Any]:
@@ -130,7 +80,12 @@ def image_requests(simulator: SimulatorServer) -> list[str]:
 async def test_image_generation_returns_an_image_generation_call_with_the_png(
     client: AsyncOpenAI, simulator: SimulatorServer
 ) -> None:
-    script(simulator, call("generate_image", prompt="a red fox in snow"), answer("Here it is."))
+    script(
+        simulator,
+        UPSTREAM,
+        call("generate_image", prompt="a red fox in snow"),
+        answer("Here it is."),
+    )
     response = await client.responses.create(
         model=MODEL, input="Draw a red fox.", tools=[IMAGE_GENERATION]
     )
@@ -145,7 +100,7 @@ async def test_image_generation_returns_an_image_generation_call_with_the_png(
 async def test_streamed_image_generation_emits_its_events_in_order(
     client: AsyncOpenAI, simulator: SimulatorServer
 ) -> None:
-    script(simulator, call("generate_image", prompt="a lighthouse"), answer("Done."))
+    script(simulator, UPSTREAM, call("generate_image", prompt="a lighthouse"), answer("Done."))
     tool: Any = {"type": "image_generation", "partial_images": 2}
     events = []
     async with client.responses.stream(model=MODEL, input="Draw.", tools=[tool]) as stream:
@@ -185,7 +140,7 @@ async def test_a_failing_first_images_provider_falls_back_to_the_second(
     client: AsyncOpenAI, simulator: SimulatorServer
 ) -> None:
     simulator.state.script(FIRST_IMAGES, Scenario(steps=[Step(fault=Fault(status=503))]))
-    script(simulator, call("generate_image", prompt="a red fox"), answer("Here."))
+    script(simulator, UPSTREAM, call("generate_image", prompt="a red fox"), answer("Here."))
     response = await client.responses.create(
         model=MODEL, input="Draw a fox.", tools=[IMAGE_GENERATION]
     )
