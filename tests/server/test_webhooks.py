@@ -18,9 +18,9 @@ import pytest
 from openai import OpenAI
 
 from server.config import ConfigError, load_config
-from server.simulator import SimulatorServer
+from server.simulator import Scenario, SimulatorServer
 from tests.processes import free_port, hermes_command
-from tests.server.served import ServedProcess, http_client, sdk_client, until
+from tests.server.served import ServedProcess, answer, call, http_client, sdk_client, until
 from tests.server.webhook_receiver import Received, WebhookReceiver
 
 pytestmark = pytest.mark.slow
@@ -52,6 +52,7 @@ providers:
   - {{name: sim, model: {MODEL}, base_url: "{simulator.base_url}/v1", api_mode: chat_completions}}
 profiles:
   - {{id: hermes-agent, providers: [sim]}}
+  - {{id: hermes-asks, providers: [sim], tools: [files], approvals: {{files: always}}}}
 webhooks:
   - url: "{receiver.url("configured")}"
     secret: "{SECRET}"
@@ -316,3 +317,31 @@ async def test_a_bad_run_body_is_a_400(served: Served, body: dict[str, Any]) -> 
         answer = await http.post("/v1/runs", json=body)
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["type"] == "invalid_request_error"
+
+
+async def test_a_run_asking_for_approval_sends_approval_requested_then_its_ending(
+    served: Served, receiver: WebhookReceiver, simulator: SimulatorServer
+) -> None:
+    simulator.state.script(
+        MODEL,
+        Scenario(steps=[call("write_file", path="notes.txt", content="hi"), answer("Written.")]),
+    )
+    started = await _start_run(
+        served.base,
+        key=KEY,
+        model="hermes-asks",
+        input="Write a note.",
+        webhook={"url": receiver.url("asks"), "secret": RUN_SECRET},
+    )
+    assert started.status_code == 202, started.text
+    run_id = started.json()["id"]
+    assert await until(lambda: len(receiver.delivered("asks")) == 2, server=served)
+    events = [_unwrapped(hit, RUN_SECRET) for hit in receiver.delivered("asks")]
+    found = await _run(served.base, run_id)
+    (approval,) = found["approvals"]
+    assert sorted(events) == sorted(
+        [("approval.requested", approval["id"]), ("run.completed", run_id)]
+    )
+    (asked,) = [h.event for h in receiver.delivered("asks") if h.event["type"].startswith("appr")]
+    assert asked["data"]["run_id"] == run_id
+    assert found["status"] == "awaiting_approval"
