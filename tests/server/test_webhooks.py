@@ -8,6 +8,7 @@ delivery state; a pending delivery that outlives a restart; internal addresses r
 from __future__ import annotations
 
 import base64
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -345,3 +346,30 @@ async def test_a_run_asking_for_approval_sends_approval_requested_then_its_endin
     (asked,) = [h.event for h in receiver.delivered("asks") if h.event["type"].startswith("appr")]
     assert asked["data"]["run_id"] == run_id
     assert found["status"] == "awaiting_approval"
+
+
+async def test_a_reload_replaces_the_configured_webhooks_and_refuses_an_internal_one(
+    simulator: SimulatorServer, receiver: WebhookReceiver, tmp_path: Path
+) -> None:
+    config = _config(tmp_path, simulator, receiver)
+    env = {"HERMES_DATA_DIR": str(tmp_path / "data")}
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "serve.log"
+    with hermes_command("serve", "--config", str(config), port=port, env=env, log=log) as process:
+        server = Served(process, base, log)
+        config.write_text(config.read_text().replace('/hooks/configured"', '/hooks/reloaded"'))
+        process.send_signal(signal.SIGHUP)
+        assert await until(lambda: "live (was" in log.read_text(), server=server)
+        async with sdk_client(base, KEY) as client:
+            response = await client.responses.create(
+                model="hermes-agent", input="After the reload.", background=True
+            )
+        assert await until(lambda: bool(receiver.delivered("reloaded")), server=server)
+        (hit,) = receiver.delivered("reloaded")
+        assert _unwrapped(hit, SECRET) == ("response.completed", response.id)
+
+        config.write_text(config.read_text().replace(receiver.base_url, "http://10.9.8.7"))
+        process.send_signal(signal.SIGHUP)
+        assert await until(lambda: "config reload refused" in log.read_text(), server=server)
+        assert "webhooks[0].url" in log.read_text()
