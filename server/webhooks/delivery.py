@@ -24,7 +24,11 @@ log = logging.getLogger("hermes.webhooks")
 @dataclass(frozen=True, slots=True)
 class DeliverySettings:
     poll_seconds: float = 1.0
-    """How often a replica looks for due deliveries (at once, for its own new ones)."""
+    """How often a replica looks for due deliveries while there are some; it looks at once
+    for its own new ones, and when one of its retries is due."""
+    idle_poll_seconds: float = 10.0
+    """While it finds none, it looks less and less often, down to this: other replicas'
+    deliveries, and those a dead replica left, wait at most this long for a look."""
     lease_seconds: float = 60.0
     """How long a claim holds: a replica that died holding one loses it after this."""
     timeout_seconds: float = 10.0
@@ -83,6 +87,7 @@ class Dispatcher:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _loop(self) -> None:
+        wait = self.settings.poll_seconds
         while True:
             try:
                 claimed = await self.store.claim(
@@ -100,8 +105,15 @@ class Dispatcher:
                 task.add_done_callback(self._sending.discard)
             if len(claimed) == self.settings.batch:
                 continue  # more may be due
+            wait = (
+                self.settings.poll_seconds
+                if claimed
+                else min(wait * 2, self.settings.idle_poll_seconds)
+            )
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.settings.poll_seconds)
+                await asyncio.wait_for(self._wake.wait(), wait)
+            if self._wake.is_set():
+                wait = self.settings.poll_seconds
             self._wake.clear()
 
     async def _attempt(self, delivery: Delivery) -> None:
@@ -136,6 +148,8 @@ class Dispatcher:
             await self.store.attempt_failed(
                 delivery.id, status_code=status, error=error or "", retry_at=retry_at
             )
+            if retry_at is not None:  # look again when it is due, however idle the polls
+                asyncio.get_running_loop().call_later(retry_at - now + 0.05, self._wake.set)
         except Exception:  # its claim lapses and the delivery is tried again
             log.exception("recording webhook delivery %s failed", delivery.id)
 
