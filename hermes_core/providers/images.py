@@ -89,3 +89,16 @@ def _blind_note(tool_can_look: bool) -> str:
             "learn what it shows"
         )
     return "you cannot see images"
+
+
+def sniff_image_type(data: bytes) -> str | None:
+    """The image type ``data`` starts like (magic bytes), or None when it is none we send."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None

@@ -34,8 +34,8 @@ from hermes_core.providers._wire_errors import (
 )
 from hermes_core.providers.chat_completions import OPENAI_BASE_URL, USER_AGENT
 from hermes_core.providers.config import ProviderConfig
+from hermes_core.providers.images import sniff_image_type
 from hermes_core.providers.upstream_http import SseData, UpstreamSession, transport_errors
-from hermes_core.tools.results import sniff_image_type
 
 log = logging.getLogger(__name__)
 

@@ -16,14 +16,9 @@ from typing import Any
 from hermes_core.errors import ProviderError
 from hermes_core.messages import Message, text_of
 from hermes_core.providers.base import ModelRequest, ModelResponse, Provider
-from hermes_core.providers.images import VISION_TOOL
+from hermes_core.providers.images import VISION_TOOL, sniff_image_type
 from hermes_core.tools.registry import Tool, ToolContext
-from hermes_core.tools.results import (
-    MAX_IMAGE_BYTES,
-    ImagePart,
-    ToolOutput,
-    sniff_image_type,
-)
+from hermes_core.tools.results import MAX_IMAGE_BYTES, ImagePart, ToolOutput
 from hermes_core.tools.workspace import OutsideWorkspace, Workspace
 
 VISION_TIMEOUT_S = 180.0

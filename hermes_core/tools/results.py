@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hermes_core.providers.images import sniff_image_type
+
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 """Per image: Anthropic's limit for a base64 image, and well within OpenAI's."""
 MAX_IMAGES_PER_RESULT = 4
@@ -46,19 +48,6 @@ class ToolOutput:
 
     text: str
     images: Sequence[ImagePart] = field(default_factory=tuple)
-
-
-def sniff_image_type(data: bytes) -> str | None:
-    """The image type ``data`` starts like (magic bytes), or None when it is none we send."""
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if data.startswith((b"GIF87a", b"GIF89a")):
-        return "image/gif"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return None
 
 
 def admit_images(images: Sequence[ImagePart]) -> tuple[tuple[ImagePart, ...], list[str]]:
