@@ -132,6 +132,7 @@ def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
         workspace_key_mb=config.server.workspace_key_mb,
     )
     names = list(profile.tools)
+    images: ImageChain | None = None
     if profile.image_providers:
         # Its image models make images: the images toolset is on, served by them.
         images = ImageChain([ImagesProvider(config.provider(n)) for n in profile.image_providers])
@@ -182,6 +183,7 @@ def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
         skills_approval=options.approval(TOOLSETS[SKILLS_TOOLSET]) != "never",
         skills_mounted=not options.policy.unsandboxed,
         learn_after=profile.learning.min_tool_calls if profile.learning.extract_skills else None,
+        images=images,
     )
 
 

@@ -54,6 +54,7 @@ from server.skills.library import StoredSkills
 from server.webhooks.service import Webhooks
 
 if TYPE_CHECKING:
+    from hermes_core.providers.images_api import ImageChain
     from hermes_core.tools.mcp.toolset import McpToolset
     from server.replicas.cluster import Cluster
 
@@ -100,6 +101,8 @@ class Profile:
     """``skill_manage`` waits for a person's approval (``approvals.skills``, default always)."""
     skills_mounted: bool = True
     """Its commands see skills at ``/skills/<name>`` (False: unsandboxed, at host paths)."""
+    images: ImageChain | None = None
+    """The image models behind its ``generate_image`` tool (``image_providers``)."""
     learn_after: int | None = None
     """Tool calls after which a completed run is read for a draft skill
     (``learning.extract_skills``; ``server/skills/extraction.py``); None: it is not."""
@@ -128,6 +131,12 @@ class Profile:
         return tuple(
             chain for chain in (self.provider, self.auxiliary, self.vision) if chain is not None
         )
+
+    @property
+    def clients(self) -> tuple[Provider | ImageChain, ...]:
+        """Everything holding upstream HTTP clients, its image models' chain included: what
+        closing this profile closes."""
+        return self.chains if self.images is None else (*self.chains, self.images)
 
     @property
     def chain_names(self) -> list[str]:
@@ -554,10 +563,10 @@ class Services:
                 await profile.mcp.stop()
         closed: set[int] = set()
         for profile in self.profiles:
-            for provider in profile.chains:
-                if id(provider) not in closed:
-                    closed.add(id(provider))
-                    await provider.aclose()
+            for client in profile.clients:
+                if id(client) not in closed:
+                    closed.add(id(client))
+                    await client.aclose()
 
 
 PRUNE_SECONDS = 600.0

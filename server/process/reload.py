@@ -218,8 +218,8 @@ async def _retire(profiles: list[Profile], running: list[asyncio.Task[None]]) ->
     for profile in profiles:
         if profile.mcp is not None:
             await profile.mcp.stop()
-        for provider in profile.chains:
-            if id(provider) not in closed:
-                closed.add(id(provider))
+        for client in profile.clients:
+            if id(client) not in closed:
+                closed.add(id(client))
                 with contextlib.suppress(Exception):
-                    await provider.aclose()
+                    await client.aclose()

@@ -59,3 +59,12 @@ def test_an_image_provider_must_speak_openai_wire(tmp_path: Path) -> None:
     assert "profiles[0].image_providers[0]: provider 'claude' speaks anthropic_messages" in (
         str(caught.value)
     )
+
+
+def test_closing_a_profile_closes_its_image_models_clients_too(tmp_path: Path) -> None:
+    artist, writer = build_profiles(load_config(_config(tmp_path), {}))
+
+    assert artist.images is not None
+    assert artist.images in artist.clients  # what a shutdown or a reload's retirement closes
+    assert writer.images is None
+    assert writer.clients == writer.chains
