@@ -74,6 +74,7 @@ _CHANGE_NOTHING = frozenset(
         FallbackActivated,
         SubagentEvent,
         PlanMade,  # its todo call and result arrive as MessageAdded
+        ImagePartial,  # the finished image is the tool's result
     }
 )
 """The kinds the ``match`` below passes over, looked up at once: most of a stream's events
