@@ -456,6 +456,17 @@ class PlanMade(_Event):
 
 
 @event
+class Steered(_Event):
+    """A message someone steered into the running turn (``Agent.steer``). Applied: it was
+    appended to the transcript (its ``MessageAdded`` precedes this) before the next model
+    call. Not applied: the run ended before another model call could see it."""
+
+    kind: Literal["steered"] = "steered"
+    text: str
+    applied: bool
+
+
+@event
 class ClientToolCallsPending(_Event):
     kind: Literal["client_tool_calls"] = "client_tool_calls"
     tool_calls: list[ToolCall]
@@ -463,7 +474,13 @@ class ClientToolCallsPending(_Event):
 
 
 RunLifecycleEvent = (
-    RunStarted | BudgetWarning | CompressionPerformed | MessageAdded | RunFinished | SubagentEvent
+    RunStarted
+    | BudgetWarning
+    | CompressionPerformed
+    | MessageAdded
+    | Steered
+    | RunFinished
+    | SubagentEvent
 )
 ModelCallEvent = (
     ModelCallStarted

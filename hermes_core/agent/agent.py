@@ -29,6 +29,7 @@ from hermes_core.agent.config import AgentConfig, AgentRequest
 from hermes_core.agent.emitter import Deliver, Emitter
 from hermes_core.agent.episodes import recall
 from hermes_core.agent.loop import RunDriver
+from hermes_core.agent.run_state import Steering
 from hermes_core.agent.run_tools import RunTools
 from hermes_core.context.hooks import ContextHooks
 from hermes_core.errors import InvalidRequestError, disk_full
@@ -121,6 +122,9 @@ class Agent:
         self._driver: RunDriver | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
+        self.steering = Steering()
+        """The current run's steered messages (closed between runs: a steer needs a run)."""
+        self.steering.close()
 
     # --- control ------------------------------------------------------------------------------
 
@@ -149,6 +153,14 @@ class Agent:
                 loop.call_soon_threadsafe(self._interrupt_now)
         else:
             self.interrupt_event.set()
+
+    def steer(self, message: str) -> bool:
+        """Give the running turn ``message`` before its next model call; safe from any task or
+        thread. The loop appends it to the transcript as a user message, so the turn's answer
+        answers it too. False when no run is going on, or it has made its last model call
+        (its answer is final): the message was not taken, and the caller should say so."""
+        with self._lock:
+            return self.steering.offer(message)
 
     def _interrupt_now(self) -> None:
         self.interrupt_event.set()
@@ -226,6 +238,8 @@ class Agent:
         )
         emitter = Emitter(run_id, deliver)
         self._loop = asyncio.get_running_loop()
+        with self._lock:
+            self.steering = Steering()
         turn = self._begin_turn()
         try:
             emitter.emit(
@@ -263,6 +277,7 @@ class Agent:
                 driver.finish(ExitReason.FAILED, "", error=error)
         finally:
             self._driver = None
+            self.steering.close()  # a run that ended before its loop took none
             self.children.clear()
             if self.interrupt_event.is_set():  # honoured: the next run starts clean
                 self.interrupt_event.clear()

@@ -32,6 +32,7 @@ from hermes_core.events import (
     RunFinished,
     RunStarted,
     SourcesFound,
+    Steered,
     StepFinished,
     SubagentEvent,
     TextDelta,
@@ -162,6 +163,7 @@ class AgentCallbacks:
                 | ClientToolCallsPending()
                 | SourcesFound()
                 | ImagePartial()
+                | Steered()
             ):
                 pass
             case _:

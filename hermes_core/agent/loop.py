@@ -29,7 +29,8 @@ from hermes_core.agent.run_state import ActiveRun, LoopOwner
 from hermes_core.agent.run_tools import RunTools
 from hermes_core.agent.text_reply import handle_text
 from hermes_core.agent.tool_calls import ToolCallStep
-from hermes_core.providers.base import Provider
+from hermes_core.messages import Message, text_of
+from hermes_core.providers.base import ModelResponse, Provider
 
 
 class RunDriver:
@@ -75,6 +76,7 @@ class RunDriver:
         while True:
             if run.agent.interrupt_event.is_set():
                 return run.finish_interrupted("")
+            run.apply_steering()
             if not run.budget.consume():
                 return await budget_exhausted(run, self.model)
             run.state.iterations += 1
@@ -93,8 +95,25 @@ class RunDriver:
                 if planner is not None and not await planner.after_tools():
                     return
                 continue
+            if self._steered_after(response):
+                continue
             if not handle_text(run, response, outcome.streamed_text):
                 return
+
+    def _steered_after(self, response: ModelResponse) -> bool:
+        """A plain text reply while steered messages wait: keep it as the model's word so far
+        and go round again, so the next call answers them too (the turn's answer is then the
+        one to both). Not a reply that would end the run any other way (cut off, filtered, a
+        refusal, a structured answer still to check)."""
+        run = self.run
+        if not run.agent.steering.waiting() or run.output_format is not None:
+            return False
+        text = text_of(response.message.get("content"))
+        if not text.strip() or response.finish_reason != "stop":
+            return False
+        message: Message = dict(response.message)  # type: ignore[assignment]
+        run.append(message)
+        return True
 
     async def _begin(self) -> bool:
         """What the run starts from: the new message, answered approvals, a plan. False: the

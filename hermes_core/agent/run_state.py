@@ -11,6 +11,7 @@ a message or ends the run.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -27,6 +28,7 @@ from hermes_core.events import (
     InterruptSource,
     MessageAdded,
     RunFinished,
+    Steered,
 )
 from hermes_core.messages import Message
 from hermes_core.providers.base import Provider
@@ -61,6 +63,49 @@ class RunState:
     warned: set[str] = field(default_factory=set)
 
 
+class Steering:
+    """Messages steered into a run from any task or thread (``Agent.steer``), waiting for the
+    loop to append them before its next model call.
+
+    Closed when the run ends, under the same lock as every offer, so a steer is either taken
+    by a model call still to come or refused: none is accepted and silently lost. Only a run
+    that ends otherwise (stopped, failed, out of budget) with a steer taken but not yet
+    applied leaves one behind, and it says so (``Steered(applied=False)``).
+    """
+
+    __slots__ = ("_closed", "_lock", "_waiting")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting: list[str] = []
+        self._closed = False
+
+    def offer(self, text: str) -> bool:
+        """Queue ``text`` for the next model call; False when the run has ended."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._waiting.append(text)
+            return True
+
+    def take(self) -> list[str]:
+        """The messages waiting, in the order they came; the queue is left empty."""
+        with self._lock:
+            taken, self._waiting = self._waiting, []
+            return taken
+
+    def waiting(self) -> bool:
+        with self._lock:
+            return bool(self._waiting)
+
+    def close(self) -> list[str]:
+        """Refuse every later offer; what was offered and never taken."""
+        with self._lock:
+            self._closed = True
+            left, self._waiting = self._waiting, []
+            return left
+
+
 class LoopOwner(Protocol):
     """What the loop needs of the agent that runs it (``Agent``, seen without importing it)."""
 
@@ -80,6 +125,8 @@ class LoopOwner(Protocol):
     def interrupt_reason(self) -> str | None: ...
     @property
     def interrupt_source(self) -> InterruptSource | None: ...
+    @property
+    def steering(self) -> Steering: ...
 
 
 class ActiveRun:
@@ -121,6 +168,13 @@ class ActiveRun:
         self.state.transcript.append(message)
         self.emit(MessageAdded, index=len(self.state.transcript) - 1, message=message)
 
+    def apply_steering(self) -> None:
+        """Append the messages steered in since the last model call, as user messages: the
+        next call sees them, and the session stores them (``MessageAdded``)."""
+        for text in self.agent.steering.take():
+            self.append({"role": "user", "content": text})
+            self.emit(Steered, text=text, applied=True)
+
     def last_role(self) -> str | None:
         return self.state.transcript[-1]["role"] if self.state.transcript else None
 
@@ -145,6 +199,8 @@ class ActiveRun:
         refusal: str | None = None,
     ) -> None:
         interrupted = reason is ExitReason.INTERRUPTED
+        for text in self.agent.steering.close():
+            self.emit(Steered, text=text, applied=False)
         self.emit(
             RunFinished,
             exit_reason=reason,

@@ -49,6 +49,7 @@ from hermes_core.events import (
     RunFinished,
     RunStarted,
     SourcesFound,
+    Steered,
     StepFinished,
     SubagentEvent,
     TextDelta,
@@ -365,6 +366,7 @@ class Metrics:
                 | SourcesFound()
                 | ImagePartial()
                 | ClientToolCallsPending()
+                | Steered()
             ):
                 pass
             case ApprovalRequested():

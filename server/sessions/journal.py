@@ -35,6 +35,7 @@ from hermes_core.events import (
     RunFinished,
     RunStarted,
     SourcesFound,
+    Steered,
     StepFinished,
     SubagentEvent,
     TextDelta,
@@ -75,6 +76,7 @@ _CHANGE_NOTHING = frozenset(
         SubagentEvent,
         PlanMade,  # its todo call and result arrive as MessageAdded
         ImagePartial,  # the finished image is the tool's result
+        Steered,  # its message arrives as MessageAdded
     }
 )
 """The kinds the ``match`` below passes over, looked up at once: most of a stream's events
@@ -142,6 +144,7 @@ class SessionJournal:
                 | FallbackActivated()
                 | SubagentEvent()
                 | PlanMade()
+                | Steered()
             ):
                 pass
             case _:

@@ -57,6 +57,7 @@ from hermes_core.events import (
     RunFinished,
     RunStarted,
     SourcesFound,
+    Steered,
     StepFinished,
     SubagentEvent,
     TextDelta,
@@ -259,6 +260,7 @@ class RunSpans:
                 | ToolProgress()
                 | SourcesFound()
                 | ImagePartial()
+                | Steered()
             ):
                 pass
             case _:

@@ -31,6 +31,7 @@ from hermes_core.events import (
     RunFinished,
     RunStarted,
     SourcesFound,
+    Steered,
     StepFinished,
     SubagentEvent,
     TextDelta,
@@ -204,6 +205,7 @@ class ChatStreamView:
                 ModelCallStarted()
                 | ToolCallGenerating()
                 | MessageAdded()
+                | Steered()
                 | StepFinished()
                 | ImagePartial()
             ):

@@ -51,6 +51,7 @@ from hermes_core.events import (
     RunFinished,
     RunStarted,
     SourcesFound,
+    Steered,
     StepFinished,
     SubagentEvent,
     TextDelta,
@@ -260,7 +261,13 @@ class ResponsesView:
                 if self._progress == "events":
                     frames.append({"type": "hermes:plan", **plan_progress(event)})
                 return frames
-            case RunStarted() | ModelCallStarted() | ToolCallGenerating() | StepFinished():
+            case (
+                RunStarted()
+                | ModelCallStarted()
+                | ToolCallGenerating()
+                | StepFinished()
+                | Steered()
+            ):
                 return []
             case _:
                 assert_never(event)
