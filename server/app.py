@@ -11,6 +11,7 @@ from starlette.types import Receive, Scope, Send
 from hermes_core.skills.format import MAX_ZIP_BYTES
 from hermes_core.tools.agent_tools import AGENT_LEVEL_TOOLS
 from hermes_core.tools.toolsets import AGENT_TOOLSET
+from server.crons.scheduler import scheduling
 from server.errors import install_error_handlers
 from server.http.auth import RequireKey
 from server.http.body_limit import UPLOAD_ENVELOPE_BYTES, BodySizeLimit
@@ -25,6 +26,7 @@ from server.routes import (
     chat,
     containers,
     conversations,
+    crons,
     files,
     health,
     models,
@@ -152,6 +154,8 @@ def create_app(services: Services) -> HermesApp:
     app.include_router(responses_socket.router)
     app.include_router(runs.router)
     app.include_router(runs.webhooks_router)
+    app.include_router(crons.router)
+    services.schedules = scheduling(runs.start_api_run)
     app.include_router(files.router)
     app.include_router(skills.router)
     app.include_router(conversations.router)

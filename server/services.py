@@ -10,7 +10,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from hermes_core.agent import Agent, AgentConfig, ContextHooks
 from hermes_core.events import AgentEvent, InterruptSource, RunFinished
@@ -320,6 +320,12 @@ class Stores:
     """None until the SQL store is open: without a store there is no past to search."""
 
 
+class Background(Protocol):
+    """Work a replica does on its own once open (firing schedules), stopped at close."""
+
+    async def close(self) -> None: ...
+
+
 @dataclass(slots=True, kw_only=True)
 class Services:
     profiles: Sequence[Profile]
@@ -380,6 +386,10 @@ class Services:
     sessions: SessionService | None = None
     webhooks: Webhooks = field(default_factory=Webhooks)
     """Where events of runs and background responses are sent (delivering once open)."""
+    schedules: Callable[[Services, Store], Background | None] = lambda _services, _store: None
+    """Starts firing the schedules (``/v1/crons``) once the store is open; set by
+    ``create_app``, since the scheduler starts runs as the routes do (above this module)."""
+    scheduler: Background | None = None
     _pruning: asyncio.Task[None] | None = None
     _releasing: set[asyncio.Task[None]] = field(default_factory=set)
     """Named conversations and transcripts; set by :meth:`open` when there is a database."""
@@ -458,6 +468,7 @@ class Services:
         self._pruning = asyncio.create_task(
             _prune_forever(store, responses=responses), name="hermes-prune"
         )
+        self.scheduler = self.schedules(self, store)
 
     def workspace(self, owner: str, conversation: str) -> Path | None:
         """The working directory of ``owner``'s conversation ``conversation`` (a session
@@ -552,6 +563,8 @@ class Services:
             await self.cluster.close()
         if self.extractor is not None:
             await self.extractor.close()
+        if self.scheduler is not None:
+            await self.scheduler.close()
         await self.webhooks.close()
         if self._pruning is not None:
             self._pruning.cancel()

@@ -15,6 +15,7 @@ from hermes_core.persistence.conversations import (
     ConversationRecord,
     ConversationStore,
 )
+from hermes_core.persistence.crons import CronStore
 from hermes_core.persistence.database import Database, SchemaOutOfDate, sqlite_url
 from hermes_core.persistence.files import FileRecord, FileStore, FileUsage
 from hermes_core.persistence.idempotency import IdempotencyRecord, IdempotencyStore
@@ -82,6 +83,7 @@ class Store:
         self.idempotency = IdempotencyStore(db)
         self.conversations = ConversationStore(db)
         self.webhooks = WebhookStore(db)
+        self.crons = CronStore(db)
 
     @classmethod
     async def open(

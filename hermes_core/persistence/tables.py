@@ -343,3 +343,52 @@ class ApiRunRow(SQLModel, table=True):
     meta: dict[str, Any] = Field(sa_column=Column("metadata", JSON, nullable=False))
     webhook_url: str | None = None
     created_at: float
+
+
+class CronRow(SQLModel, table=True):
+    """A schedule (``/v1/crons``): what to run, when. ``next_fire_at`` is the claim: a
+    replica fires the cron by advancing it with a conditional update (from the value it read)
+    in the same transaction that writes the firing, so one replica fires each time."""
+
+    __tablename__ = "crons"
+    __table_args__ = (
+        Index("ix_crons_due", "paused", "next_fire_at"),
+        Index("ix_crons_owner_created", "owner", "created_at"),
+    )
+
+    id: str = Field(primary_key=True)
+    owner: str
+    schedule: str
+    timezone: str
+    model: str
+    body: dict[str, Any] = Field(sa_column=Column("body", JSON, nullable=False))
+    """What each firing posts as ``POST /v1/runs`` would get: input, instructions, session,
+    metadata, webhook (its secret included: a firing needs it)."""
+    paused: bool = False
+    next_fire_at: float | None = None
+    """None while paused."""
+    created_at: float
+    updated_at: float
+
+
+class CronFiringRow(SQLModel, table=True):
+    """One firing of a cron: claimed by a replica (a lease), then its run's id once started.
+    A claim whose lease ran out with no run is retaken; one with a run never fires again."""
+
+    __tablename__ = "cron_firings"
+    __table_args__ = (
+        UniqueConstraint("cron_id", "scheduled_at", name="uq_cron_firings_time"),
+        Index("ix_cron_firings_open", "status", "claimed_until"),
+    )
+
+    id: str = Field(primary_key=True)
+    cron_id: str
+    owner: str
+    scheduled_at: float
+    status: str
+    """``claimed`` (its run not started yet), ``started`` or ``failed`` (the run refused)."""
+    claimed_by: str | None = None
+    claimed_until: float | None = None
+    run_id: str | None = None
+    error: str | None = None
+    created_at: float

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
+from starlette.requests import HTTPConnection
 
 from hermes_core.agent import Agent, AgentRequest
 from hermes_core.events import AgentEvent, InterruptSource
@@ -101,7 +102,15 @@ async def create_run(body: RunCreateRequest, request: Request, principal: Owner)
     """Start a run of a profile (``model``) on ``input``, in a session or a conversation (or
     a new session); it goes on without the client. Follow it with ``/v1/runs/{id}/events``,
     read it with ``GET /v1/runs/{id}``, or be told by its ``webhook``."""
-    services = _services(request)
+    described, headers = await start_api_run(_services(request), request, principal, body)
+    return JSONResponse(described, status_code=202, headers=headers)
+
+
+async def start_api_run(
+    services: Services, request: HTTPConnection, principal: Principal, body: RunCreateRequest
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Start the run ``body`` asks for: the run as ``POST /v1/runs`` answers it, and its
+    headers (also how a schedule's firing starts its run, with a connection of its own)."""
     if body.session is not None and body.conversation is not None:
         raise APIError(400, "Name a session or a conversation, not both.", param="session")
     metadata = _checked_metadata(body.metadata)
@@ -148,7 +157,7 @@ async def create_run(body: RunCreateRequest, request: Request, principal: Owner)
         await run.until_started()
         await store.db.writer.flush()
     described = {**describe(run), "metadata": metadata, "approvals": [], "webhooks": []}
-    return JSONResponse(described, status_code=202, headers=begun.headers)
+    return described, begun.headers
 
 
 def _named(session: str | None) -> JoinSession:

@@ -1,0 +1,214 @@
+"""The scheduler: one task per replica that fires the schedules that are due.
+
+Each wake costs one query (the active crons that fire first) and sleeps until the earliest
+next firing, at most ``max_sleep`` seconds, so a cron made or changed on another replica is
+seen within that. A due cron is fired by the replica whose claim wins (see
+``hermes_core/persistence/crons.py``); the firing starts a run exactly as ``POST /v1/runs``
+does, through the function the app hands in (the routes sit above this package).
+
+Missed firings (every replica down, or a late wake): only the most recent time that was due is
+fired, if it is at most ``grace_seconds`` old; older times are skipped. The next firing is
+then the first time after now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import HTTPConnection
+
+from hermes_core.persistence import Store
+from hermes_core.persistence.crons import Cron, Firing
+from server.crons.expression import BadSchedule, parse
+from server.errors import APIError
+from server.http.auth import Principal
+from server.protocol.schemas.runs import RunCreateRequest
+from server.runs.manager import new_id
+from server.services import Services
+
+log = logging.getLogger(__name__)
+
+StartRun = Callable[
+    [Services, HTTPConnection, Principal, RunCreateRequest],
+    Awaitable[tuple[dict[str, Any], dict[str, str]]],
+]
+"""``server.routes.runs.start_api_run``: what ``POST /v1/runs`` does."""
+
+GRACE_SECONDS = 3600.0
+"""How old a missed firing may be and still be fired (once, for the most recent time)."""
+LEASE_SECONDS = 60.0
+"""How long a claimed firing waits for its run to start before another replica retakes it."""
+CRON_ID_KEY = "hermes_cron_id"
+"""The metadata key that names the cron a run was fired by (``GET /v1/runs`` shows it)."""
+_BATCH = 20
+
+
+def planned(cron: Cron, now: float, grace_seconds: float) -> tuple[float | None, float | None]:
+    """What a due ``cron`` does at ``now``: the time it fires for (None: every missed time is
+    older than the grace, nothing fires) and its next firing time after now."""
+    schedule = parse(cron.schedule, cron.timezone)
+    due = cron.next_fire_at if cron.next_fire_at is not None else now
+    oldest = now - grace_seconds
+    first = due if due >= oldest else schedule.next_after(oldest - 1)
+    latest: float | None = None
+    if first is not None and first <= now:
+        latest = first
+        while (following := schedule.next_after(latest)) is not None and following <= now:
+            latest = following
+    return latest, schedule.next_after(now)
+
+
+def _connection() -> HTTPConnection:
+    """What a firing's run sees of "its request": no headers (no approval wait, no memory
+    scope), a local base URL for its file links."""
+    return HTTPConnection(
+        {
+            "type": "http",
+            "scheme": "http",
+            "server": ("localhost", 80),
+            "path": "/v1/runs",
+            "root_path": "",
+            "query_string": b"",
+            "headers": [],
+        }
+    )
+
+
+class CronScheduler:
+    def __init__(
+        self,
+        services: Services,
+        store: Store,
+        start: StartRun,
+        *,
+        instance: str,
+        clock: Callable[[], float] = time.time,
+        max_sleep: float = 10.0,
+        grace_seconds: float = GRACE_SECONDS,
+        lease_seconds: float = LEASE_SECONDS,
+    ) -> None:
+        self.services = services
+        self.store = store
+        self.start_run = start
+        self.instance = instance
+        self.clock = clock
+        self.max_sleep = max_sleep
+        self.grace_seconds = grace_seconds
+        self.lease_seconds = lease_seconds
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._next_retake = 0.0
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._forever(), name="hermes-crons")
+
+    def wake(self) -> None:
+        """Look again now (a cron was made or changed here)."""
+        self._wake.set()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _forever(self) -> None:
+        while True:
+            try:
+                wake_at = await self.tick()
+            except Exception:  # a failed pass (the database away) must not end the next one
+                log.exception("firing schedules failed")
+                wake_at = None
+            now = self.clock()
+            pause = self.max_sleep if wake_at is None else max(0.0, wake_at - now)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), min(pause, self.max_sleep))
+            self._wake.clear()
+
+    async def tick(self) -> float | None:
+        """One pass: fire what is due, retake lapsed claims; when the next cron is due."""
+        now = self.clock()
+        upcoming: float | None = None
+        first = await self.store.crons.earliest(_BATCH)
+        for cron in first:
+            assert cron.next_fire_at is not None  # earliest() leaves the others out
+            if cron.next_fire_at > now:
+                upcoming = cron.next_fire_at
+                break
+            await self._due(cron, now)
+        else:
+            if len(first) == _BATCH:  # a whole batch was due: more may be, look again at once
+                upcoming = now
+        # Without an active cron there is nothing to retake (a deleted cron fires no more).
+        if first and now >= self._next_retake:
+            self._next_retake = now + self.lease_seconds / 2
+            for firing in await self.store.crons.retake(
+                self.instance, now=now, lease_seconds=self.lease_seconds
+            ):
+                owner = await self.store.crons.cron_of(firing)
+                if owner is None:
+                    await self.store.crons.failed(firing.id, "The cron was deleted.")
+                else:
+                    await self.fire(owner, firing)
+        return upcoming
+
+    async def _due(self, cron: Cron, now: float) -> None:
+        try:
+            scheduled, following = planned(cron, now, self.grace_seconds)
+        except BadSchedule:  # kept before a rule changed: never fire it again
+            scheduled, following = None, None
+        firing = await self.store.crons.claim(
+            cron,
+            scheduled_at=scheduled,
+            next_fire_at=following,
+            firing_id=new_id("cronfire_"),
+            instance=self.instance,
+            now=now,
+            lease_seconds=self.lease_seconds,
+        )
+        if firing is not None:
+            await self.fire(cron, firing)
+
+    async def fire(self, cron: Cron, firing: Firing) -> None:
+        """Start the firing's run and record it (a failure to start is recorded instead)."""
+        body = cron.body
+        metadata = {**(body.get("metadata") or {}), CRON_ID_KEY: cron.id}
+        try:
+            request = RunCreateRequest.model_validate(
+                {
+                    "model": cron.model,
+                    "input": body["input"],
+                    "instructions": body.get("instructions"),
+                    "session": body.get("session"),
+                    "metadata": metadata,
+                    "webhook": body.get("webhook"),
+                }
+            )
+            described, _ = await self.start_run(
+                self.services, _connection(), Principal(cron.owner), request
+            )
+        except APIError as refused:
+            log.warning("cron %s could not start its run: %s", cron.id, refused.message)
+            await self.store.crons.failed(firing.id, refused.message)
+            return
+        except Exception as error:
+            log.exception("cron %s could not start its run", cron.id)
+            await self.store.crons.failed(firing.id, f"{type(error).__name__}: {error}")
+            return
+        await self.store.crons.started(firing.id, described["id"])
+
+
+def scheduling(start: StartRun) -> Callable[[Services, Store], CronScheduler]:
+    """What ``Services.schedules`` calls once the store is open: a started scheduler whose
+    firings start runs with ``start``."""
+
+    def begin(services: Services, store: Store) -> CronScheduler:
+        scheduler = CronScheduler(services, store, start, instance=store.runs.instance)
+        scheduler.start()
+        return scheduler
+
+    return begin

@@ -1,0 +1,173 @@
+"""The scheduler in process, on a real store and an injected clock: a due cron is fired once
+by two schedulers at once, a firing missed while everything was down is fired once for its
+most recent time within the grace and older ones are skipped, and a claim whose replica died
+before starting its run is retaken after its lease."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from starlette.requests import HTTPConnection
+
+from hermes_core.persistence import Store, sqlite_url
+from hermes_core.persistence.crons import Cron
+from server.crons.expression import parse
+from server.crons.scheduler import CRON_ID_KEY, CronScheduler
+from server.http.auth import Principal
+from server.protocol.schemas.runs import RunCreateRequest
+from server.services import Services
+
+T0 = dt.datetime(2027, 1, 4, 12, 0, tzinfo=dt.UTC).timestamp()
+"""A Monday noon, UTC."""
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Starts:
+    """Stands for ``start_api_run``: records the runs it was asked to start."""
+
+    def __init__(self) -> None:
+        self.bodies: list[RunCreateRequest] = []
+
+    async def __call__(
+        self, _services: Services, _connection: HTTPConnection, _who: Principal, body: Any
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        self.bodies.append(body)
+        return {"id": f"run_{len(self.bodies)}"}, {}
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    opened = await Store.open(sqlite_url(tmp_path / "crons.db"))
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+def scheduler(store: Store, starts: Starts, clock: Clock, instance: str = "a") -> CronScheduler:
+    services = cast(Services, object())  # only handed to the start function
+    return CronScheduler(services, store, starts, instance=instance, clock=clock)
+
+
+async def _cron(store: Store, schedule: str, *, next_fire_at: float) -> Cron:
+    cron = Cron(
+        id="cron_1",
+        owner="alice",
+        schedule=schedule,
+        timezone="UTC",
+        model="hermes-agent",
+        body={"input": "tick", "session": None, "metadata": {"job": "j"}, "webhook": None},
+        paused=False,
+        next_fire_at=next_fire_at,
+        created_at=T0 - 86400,
+        updated_at=T0 - 86400,
+    )
+    await store.crons.add(cron)
+    return cron
+
+
+async def test_two_schedulers_fire_a_due_cron_once(store: Store) -> None:
+    await _cron(store, "*/5 * * * *", next_fire_at=T0)
+    starts, clock = Starts(), Clock(T0 + 1)
+
+    await asyncio.gather(
+        scheduler(store, starts, clock, "a").tick(), scheduler(store, starts, clock, "b").tick()
+    )
+
+    assert len(starts.bodies) == 1
+    assert starts.bodies[0].metadata == {"job": "j", CRON_ID_KEY: "cron_1"}
+    (firing,) = await store.crons.firings("alice", "cron_1")
+    assert (firing.scheduled_at, firing.status, firing.run_id) == (T0, "started", "run_1")
+    cron = await store.crons.get("alice", "cron_1")
+    assert cron is not None
+    assert cron.next_fire_at == T0 + 300
+
+
+async def test_a_firing_missed_within_the_grace_fires_once_for_its_most_recent_time(
+    store: Store,
+) -> None:
+    await _cron(store, "*/5 * * * *", next_fire_at=T0)
+    starts, clock = Starts(), Clock(T0 + 20 * 60 + 34)  # down 20 minutes: 5 times missed
+
+    await scheduler(store, starts, clock).tick()
+
+    assert len(starts.bodies) == 1
+    (firing,) = await store.crons.firings("alice", "cron_1")
+    assert firing.scheduled_at == T0 + 20 * 60
+    cron = await store.crons.get("alice", "cron_1")
+    assert cron is not None
+    assert cron.next_fire_at == T0 + 25 * 60
+
+
+async def test_firings_missed_beyond_the_grace_are_skipped(store: Store) -> None:
+    await _cron(store, "0 3 * * *", next_fire_at=T0 - 9 * 3600)  # 03:00 today
+    starts, clock = Starts(), Clock(T0 + 2 * 86400)  # down two and a half days
+
+    await scheduler(store, starts, clock).tick()
+
+    assert starts.bodies == []
+    assert await store.crons.firings("alice", "cron_1") == []
+    cron = await store.crons.get("alice", "cron_1")
+    assert cron is not None
+    assert cron.next_fire_at == T0 + 3 * 86400 - 9 * 3600
+
+
+async def test_a_claim_whose_replica_died_before_its_run_is_retaken_after_the_lease(
+    store: Store,
+) -> None:
+    cron = await _cron(store, "*/5 * * * *", next_fire_at=T0)
+    # Replica "dead" claimed the firing and died before starting its run.
+    await store.crons.claim(
+        cron,
+        scheduled_at=T0,
+        next_fire_at=T0 + 300,
+        firing_id="fire_1",
+        instance="dead",
+        now=T0,
+        lease_seconds=60,
+    )
+    starts, clock = Starts(), Clock(T0 + 30)
+    alive = scheduler(store, starts, clock, "alive")
+    await alive.tick()
+    assert starts.bodies == []  # the claim still holds
+
+    clock.now = T0 + 61
+    alive._next_retake = 0.0  # look now, not at its next periodic retake
+    await alive.tick()
+    clock.now = T0 + 200
+    alive._next_retake = 0.0
+    await alive.tick()
+
+    assert len(starts.bodies) == 1
+    (firing,) = await store.crons.firings("alice", "cron_1")
+    assert (firing.id, firing.status, firing.run_id) == ("fire_1", "started", "run_1")
+
+
+async def test_no_cron_means_one_query_and_a_bounded_sleep(store: Store) -> None:
+    starts, clock = Starts(), Clock(T0)
+
+    assert await scheduler(store, starts, clock).tick() is None
+    assert starts.bodies == []
+
+
+def test_a_schedule_is_read_in_its_time_zone_and_skips_a_missing_wall_time() -> None:
+    paris = parse("30 2 * * *", "Europe/Paris")
+    before = dt.datetime(2026, 3, 28, 12, tzinfo=dt.UTC).timestamp()
+
+    following = paris.next_after(before)
+
+    assert following is not None  # 29 March 02:30 does not exist there (clocks go forward)
+    local = dt.datetime.fromtimestamp(following, paris.zone)
+    assert (local.month, local.day, local.hour, local.minute) == (3, 30, 2, 30)
