@@ -68,6 +68,8 @@ class InterruptSource(StrEnum):
     """The client following the run went away (Open WebUI's stop button)."""
     SHUTDOWN = "shutdown"
     """The server is shutting down."""
+    SESSION_BUSY = "session_busy"
+    """A newer turn of its session came with ``session_busy: interrupt``, and runs next."""
     PARENT = "parent"
     """The run is a sub-agent's, and its parent was interrupted."""
     OTHER = "other"

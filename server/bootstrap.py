@@ -176,6 +176,7 @@ def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
         ),
         openwebui=profile.openwebui,
         description=profile.description,
+        session_busy=profile.session_busy,
         mcp=_mcp_of(profile),
         egress=_egress_of(options.policy),
         workspace_quota=options.quota,

@@ -41,14 +41,15 @@ from hermes_core.tools.web.guard import AddressPolicy
 from server.errors import RunLimitExceeded
 from server.files.links import FileLinks
 from server.files.uploads import FileLimits, FileVault
+from server.files.workspace_changes import WorkspaceWatch
 from server.files.workspaces import conversation_workspace
 from server.http.auth import KeyRing
 from server.http.idempotency import Idempotency
 from server.metrics import Metrics
 from server.runs.approvals import ApprovalDesk
-from server.runs.manager import RunInfo, RunManager
+from server.runs.manager import Run, RunInfo, RunManager, RunStatus
 from server.runs.mcp_waiting import McpWaitingAgent
-from server.sessions.service import SessionService, SessionSettings
+from server.sessions.service import BusyMode, SessionService, SessionSettings
 from server.skills.extraction import Learner, SkillExtractor
 from server.skills.library import StoredSkills
 from server.webhooks.service import Webhooks
@@ -81,6 +82,8 @@ class Profile:
     openwebui: bool = False
     """Always use Open WebUI's extras, even without X-OpenWebUI-* headers."""
     description: str = ""
+    session_busy: BusyMode | None = None
+    """What a turn of its busy session does (None: ``server.session_busy``)."""
     toolsets: list[str] = field(default_factory=lambda: list(ALWAYS_ON_TOOLS))
     """The toolsets this profile's runs have (``GET /v1/models/{id}`` shows them)."""
     unavailable_toolsets: dict[str, str] = field(default_factory=dict)
@@ -454,6 +457,7 @@ class Services:
                 live_runs=self.runs.live_run_keys,
                 cooldowns=PROCESS_COOLDOWNS,
                 lapsed=self.runs.lost_lease,
+                on_steer=self._steer_requested,
             )
             for run in recovered:  # this replica's previous life, as another would recover it
                 await cluster.close_log(run.id, "The replica running this run stopped.")
@@ -556,6 +560,34 @@ class Services:
         await self.cluster.request_stop(record.id, owner, source.value)
         return record.id
 
+    def _steer_requested(self, run_id: str, owner: str, text: str) -> bool | None:
+        """Another replica was asked to steer a run: steer it if it is one of ours."""
+        run = self.runs.get(run_id, owner=owner)
+        if run is None:
+            return None
+        return steer_run(run, text)
+
+    async def steer_anywhere(self, run_id: str, owner: str, text: str) -> bool | None:
+        """Give ``owner``'s live run ``run_id`` the message ``text`` before its next model call,
+        on whichever replica runs it: whether the run took it (False: it has made its last
+        model call), or None when no replica runs it."""
+        run = self.runs.get(run_id, owner=owner)
+        if run is not None:
+            return steer_run(run, text)
+        if self.cluster is None or self.store is None:
+            return None
+        record = await self.store.runs.get(owner, run_id)
+        if record is None:
+            found = await self.cluster.reserved_run(owner, run_id)  # in its first moments
+            if found is None:
+                return None
+            run_id = found
+        elif record.status not in LIVE_STATUSES:
+            return None
+        else:
+            run_id = record.id
+        return await self.cluster.request_steer(run_id, owner, text)
+
     async def close(self) -> None:
         """Release upstream connections (profiles may share providers) and the database."""
         await close_egress_proxies()  # sandboxes' network: started by their first command
@@ -583,6 +615,17 @@ class Services:
 
 
 PRUNE_SECONDS = 600.0
+
+
+def steer_run(run: Run, text: str) -> bool | None:
+    """Steer one of this replica's runs (``Agent.steer``): whether it took ``text``; None when
+    it is not an agent's run going on (ended, or a job that takes no messages)."""
+    agent = run.agent
+    while isinstance(agent, WorkspaceWatch):
+        agent = agent.inner
+    if run.status.finished or run.status is RunStatus.STOPPING or not isinstance(agent, Agent):
+        return None
+    return agent.steer(text)
 
 
 async def _prune_forever(store: Store, *, responses: bool) -> None:

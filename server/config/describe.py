@@ -132,7 +132,9 @@ def _server_lines(server: ServerConfig) -> list[str]:
             "busy session",
             f"wait up to {server.session_wait_seconds:g} s"
             if server.session_busy == "wait"
-            else "refuse (409)",
+            else "refuse (409)"
+            if server.session_busy in ("reject", "refuse")
+            else server.session_busy,
         ),
     ]
 

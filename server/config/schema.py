@@ -38,6 +38,8 @@ from server.webhooks.events import EVENT_TYPES, WebhookEventType
 from server.webhooks.signing import secret_key
 
 CacheTTL = Literal["5m", "1h"]
+SessionBusyMode = Literal["wait", "reject", "refuse", "interrupt", "enqueue", "steer"]
+"""What a turn does when its named session is running another (``refuse``: ``reject``)."""
 
 DEFAULT_PROFILE_ID = "hermes-agent"
 SIMULATOR_PROVIDER = "simulator"
@@ -207,9 +209,12 @@ class ServerConfig(_Model):
     approval_timeout_seconds: float = Field(default=900.0, gt=0, le=7 * 86400)
     """How long a tool call's approval request stays answerable; unanswered by then, it is
     a denial the model is told about. Also the longest a run may wait in place for one."""
-    session_busy: Literal["wait", "refuse"] = "wait"
-    """A turn of a named session that is already running a turn waits for it, or is refused
-    with 409 ``session_busy``."""
+    session_busy: SessionBusyMode = "wait"
+    """What a turn of a named session that is already running a turn does: ``wait`` for it
+    (up to ``session_wait_seconds``), ``reject`` (409 ``session_busy``; ``refuse`` is the
+    same), ``interrupt`` it and then run, ``enqueue`` after it, or ``steer`` its message into
+    it (docs/webhooks.md, "Busy sessions and steering"). A profile's own ``session_busy``, and
+    a request's (``X-Hermes-Session-Busy``, a run's ``session_busy``), override it."""
     session_wait_seconds: float = Field(default=30.0, ge=0, le=3600)
     """How long a waiting turn waits before it too is refused."""
     responses_max_count: int | None = Field(default=None, ge=0)
@@ -546,6 +551,9 @@ class ProfileConfig(_Model):
     id: str = Field(pattern=_NAME_PATTERN)
     """The model id clients send (``"model": "hermes-agent"``)."""
     description: str = ""
+    session_busy: SessionBusyMode | None = None
+    """What a turn of a busy session of this profile does (``server.session_busy``'s modes);
+    None: as the server says."""
     providers: list[str] = Field(min_length=1)
     """Provider names in order of preference: the fallback chain."""
     auxiliary_providers: list[str] = Field(default_factory=list)

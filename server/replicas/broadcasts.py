@@ -3,6 +3,10 @@
 - **Stop requests.** A stop, cancel or delete may reach any replica. The one receiving it, not
   running the run itself, publishes the run's id on ``hermes:stop``; every replica listens and
   the one running it stops it, exactly as a local stop would.
+- **Steering.** A message for a running turn (``Agent.steer``) may reach any replica too. It
+  is published on ``hermes:steer`` with a reply key; the replica running the run steers it
+  and pushes whether the run took the message onto that key, which the asking replica waits
+  on (a few seconds): unlike a stop, a steer's caller must know whether it was taken.
 - **Provider cooldowns.** A replica that puts a provider on cooldown (a 429 with Retry-After)
   or sees it answer again says so on ``hermes:cooldown``; the others apply it, so that they do
   not each spend a call to learn what one already knows.
@@ -14,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import secrets
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,9 +31,18 @@ log = logging.getLogger("hermes.cluster")
 
 STOP_CHANNEL = "hermes:stop"
 COOLDOWN_CHANNEL = "hermes:cooldown"
+STEER_CHANNEL = "hermes:steer"
+STEER_REPLY_SECONDS = 3.0
+"""How long a steer waits for the running replica's word (it answers at once when alive)."""
+
+CHANNELS = (STOP_CHANNEL, COOLDOWN_CHANNEL, STEER_CHANNEL)
 
 StopHandler = Callable[[str, str, str], None]
 """``(run_id, owner, source)``: stop that run if this replica runs it."""
+
+SteerHandler = Callable[[str, str, str], bool | None]
+"""``(run_id, owner, text)``: steer that run if this replica runs it; whether it took the
+message, or None when the run is not this replica's."""
 
 
 class Broadcasts:
@@ -46,18 +60,48 @@ class Broadcasts:
         self._cooldowns = cooldowns
         cooldowns.listeners.append(self._cooled_here)
         pubsub = self._redis.pubsub()
-        await pubsub.subscribe(STOP_CHANNEL, COOLDOWN_CHANNEL)
+        await pubsub.subscribe(*CHANNELS)
         return pubsub
 
     async def request_stop(self, run_id: str, owner: str, source: str) -> None:
         message = json.dumps({"run_id": run_id, "owner": owner, "source": source})
         await self._publish(STOP_CHANNEL, message)
 
+    async def request_steer(self, run_id: str, owner: str, text: str) -> bool | None:
+        """Steer ``owner``'s run ``run_id`` on the replica running it: whether the run took
+        the message, or None when no replica answered (it is no longer running anywhere)."""
+        reply = f"hermes:steer:reply:{secrets.token_hex(12)}"
+        message = json.dumps({"run_id": run_id, "owner": owner, "text": text, "reply": reply})
+        await self._publish(STEER_CHANNEL, message)
+        answer = await self._redis.blpop([reply], timeout=STEER_REPLY_SECONDS)
+        if answer is None:
+            return None
+        return bool(answer[1] == b"1")
+
     async def _publish(self, channel: str, message: str) -> None:
         await self._redis.publish(channel, message)
 
-    async def listen(self, pubsub: Any, on_stop: StopHandler) -> None:
-        """Hand stop requests to ``on_stop`` and apply the others' cooldowns, for good."""
+    async def _reply(self, key: str, taken: bool) -> None:
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.rpush(key, "1" if taken else "0")
+            pipe.expire(key, 60)  # unread (the asker gave up): gone soon
+            await pipe.execute()
+
+    def _steer_requested(self, request: dict[str, Any], on_steer: SteerHandler | None) -> None:
+        if on_steer is None:
+            return
+        taken = on_steer(str(request["run_id"]), str(request["owner"]), str(request["text"]))
+        if taken is None:  # not ours: the replica running it answers
+            return
+        task = asyncio.get_running_loop().create_task(self._reply(str(request["reply"]), taken))
+        self._publishing.add(task)
+        task.add_done_callback(self._publishing.discard)
+
+    async def listen(
+        self, pubsub: Any, on_stop: StopHandler, on_steer: SteerHandler | None = None
+    ) -> None:
+        """Hand stop requests to ``on_stop``, steers to ``on_steer``, and apply the others'
+        cooldowns, for good."""
         while True:
             try:
                 message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
@@ -65,14 +109,17 @@ class Broadcasts:
                 log.warning("stop channel: %s; resubscribing", type(error).__name__)
                 await asyncio.sleep(1.0)
                 with contextlib.suppress(Exception):
-                    await pubsub.subscribe(STOP_CHANNEL, COOLDOWN_CHANNEL)
+                    await pubsub.subscribe(*CHANNELS)
                 continue
             if message is None:
                 continue
             try:
                 request = json.loads(message["data"])
-                if message["channel"] in (COOLDOWN_CHANNEL, COOLDOWN_CHANNEL.encode()):
+                channel = message["channel"]
+                if channel in (COOLDOWN_CHANNEL, COOLDOWN_CHANNEL.encode()):
                     self._cooled_elsewhere(request)
+                elif channel in (STEER_CHANNEL, STEER_CHANNEL.encode()):
+                    self._steer_requested(request, on_steer)
                 else:
                     on_stop(str(request["run_id"]), str(request["owner"]), str(request["source"]))
             except (ValueError, KeyError, TypeError):

@@ -4,7 +4,7 @@ Several ``serve`` processes on one database each run their own runs. What must c
 processes quickly, Redis carries (``server.redis_url``; without it a single process needs
 none of it), each part in a module of its own:
 
-- ``broadcasts``: stop requests and provider cooldowns, published to every replica;
+- ``broadcasts``: stop requests, steers and provider cooldowns, published to every replica;
 - ``reservations``: per-key run limits counted across replicas;
 - ``event_log``: each run's events, replayable from any replica;
 - ``liveness``: each replica's lease, and the recovery of the runs of one that died;
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from hermes_core.events import AgentEvent
 from hermes_core.providers.retry import Cooldowns
-from server.replicas.broadcasts import Broadcasts, StopHandler
+from server.replicas.broadcasts import Broadcasts, SteerHandler, StopHandler
 from server.replicas.event_log import EventLog
 from server.replicas.liveness import Lapsed, LiveInstances, Liveness, Recover
 from server.replicas.reservations import LiveRuns, Reservations
@@ -74,6 +74,7 @@ class Cluster:
         live_runs: LiveRuns,
         cooldowns: Cooldowns,
         lapsed: Lapsed | None = None,
+        on_steer: SteerHandler | None = None,
     ) -> None:
         """Check the shared volume and take the lease (before serving a run), then keep it
         (``lapsed`` when it was lost meanwhile: this replica's runs were taken over), listen,
@@ -87,7 +88,9 @@ class Cluster:
         renew = self._renew
         self._tasks = [
             asyncio.create_task(self._liveness.keep_lease(renew, lapsed), name="hermes-lease"),
-            asyncio.create_task(self._broadcasts.listen(pubsub, on_stop), name="hermes-listener"),
+            asyncio.create_task(
+                self._broadcasts.listen(pubsub, on_stop, on_steer), name="hermes-listener"
+            ),
             asyncio.create_task(self._liveness.watch(recover, live_instances), name="hermes-watch"),
             asyncio.create_task(self._writes.send_forever(), name="hermes-run-writes"),
         ]
@@ -108,6 +111,11 @@ class Cluster:
 
     async def request_stop(self, run_id: str, owner: str, source: str) -> None:
         await self._broadcasts.request_stop(run_id, owner, source)
+
+    async def request_steer(self, run_id: str, owner: str, text: str) -> bool | None:
+        """Steer the run on the replica running it: whether it took ``text`` (None: no
+        replica runs it)."""
+        return await self._broadcasts.request_steer(run_id, owner, text)
 
     async def reserve(self, owner: str, run_id: str, limit: int, alias: str = "") -> bool:
         """Count ``run_id`` among ``owner``'s live runs on all replicas, unless ``limit`` are

@@ -36,6 +36,8 @@ from server.protocol.schemas.runs import (
     RunEvent,
     RunList,
     RunObject,
+    RunSteered,
+    RunSteerRequest,
     RunStopped,
     RunWebhook,
     WebhookDeliveryList,
@@ -139,9 +141,14 @@ async def start_api_run(
             openwebui=False,
             join=in_conversation(conversation) if conversation else _named(body.session),
             named=False,
+            session_busy=body.session_busy,
         ),
     )
     run = begun.run
+    if "x-hermes-steered-into" in begun.headers:
+        # The input went into the session's running run (session_busy: steer): that run is
+        # the answer; it keeps its own metadata and webhook.
+        return {**describe(run), "metadata": {}, "approvals": [], "webhooks": []}, begun.headers
     if hook is not None:  # before anything is awaited: the run cannot have ended yet
         services.webhooks.requested(run.id, hook)
     store = services.store
@@ -497,3 +504,41 @@ async def stop_run(
         )
     services.runs.stop(run, InterruptSource.STOP_API)
     return JSONResponse({"id": run.id, "object": "hermes.run", "status": run.status.value}, 202)
+
+
+@router.post(
+    "/{run_id}/steer",
+    status_code=202,
+    response_model=RunSteered,
+    responses=errors(400, 401, 404, 409),
+)
+async def steer_run(
+    run_id: str,
+    body: RunSteerRequest,
+    request: Request,
+    principal: Annotated[Principal, Depends(require_principal)],
+) -> JSONResponse:
+    """Give a running run ``input`` as a user message before its next model call, on
+    whichever replica runs it: its answer then answers it too. 409 when the run is not
+    running, or has made its last model call (its answer is final)."""
+    services = _services(request)
+    taken = await services.steer_anywhere(run_id, principal.name, body.input)
+    if taken is None:
+        run = services.runs.get(run_id, owner=principal.name)
+        record = None
+        if run is None and services.store is not None:
+            record = await services.store.runs.get(principal.name, run_id)
+        if run is None and record is None:  # another key's run is as invisible as a missing one
+            raise APIError(404, f"No run '{run_id}'.", param="run_id", code="run_not_found")
+        raise APIError(409, f"Run '{run_id}' is not running.", code="run_not_running")
+    if not taken:
+        raise APIError(
+            409,
+            f"Run '{run_id}' has made its last model call; start a new turn instead.",
+            code="run_not_running",
+        )
+    run = services.runs.get(run_id, owner=principal.name)
+    found = run.id if run is not None else run_id
+    return JSONResponse(
+        {"id": found, "object": "hermes.run", "status": "running", "steered": True}, 202
+    )

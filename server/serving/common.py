@@ -26,7 +26,7 @@ from server.runs.approvals import Asker, settle_open_approvals
 from server.runs.manager import Run, Runnable, new_id
 from server.services import Profile, Services
 from server.serving.attachments import with_files
-from server.sessions.service import MAX_NAME_LENGTH, valid_name
+from server.sessions.service import BUSY_MODES, MAX_NAME_LENGTH, BusyMode, valid_name
 from server.telemetry.run_context import bind_run
 from server.telemetry.tracing import incoming_trace
 
@@ -69,6 +69,21 @@ def session_name_of(request: HTTPConnection) -> str | None:
                 )
             return value
     return None
+
+
+def busy_mode_of(request: HTTPConnection) -> BusyMode | None:
+    """The ``X-Hermes-Session-Busy`` header: what the turn does if its session is busy."""
+    value = request.headers.get("x-hermes-session-busy", "").strip().lower()
+    if not value:
+        return None
+    for mode in BUSY_MODES:
+        if value == mode:
+            return mode
+    raise APIError(
+        400,
+        f"The x-hermes-session-busy header must be one of {', '.join(BUSY_MODES)}.",
+        param="x-hermes-session-busy",
+    )
 
 
 def conversation_owner(request: HTTPConnection, principal: Principal) -> str:

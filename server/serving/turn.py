@@ -18,13 +18,16 @@ from typing import TYPE_CHECKING, Protocol
 from starlette.requests import HTTPConnection
 
 from hermes_core.agent import Agent, AgentRequest
+from hermes_core.events import InterruptSource
 from hermes_core.messages import text_of
 from hermes_core.tools.registry import Tool
+from server.errors import APIError
 from server.http.auth import Principal
 from server.runs.approvals import Asker, wait_seconds_of
 from server.runs.manager import Run, Runnable, new_id
 from server.services import Profile, Services
 from server.serving.common import (
+    busy_mode_of,
     conversation_owner,
     new_agent,
     session_name_of,
@@ -34,6 +37,7 @@ from server.serving.common import (
     with_files_in_workspace,
 )
 from server.serving.file_announcements import file_announcer, watched
+from server.sessions.service import BUSY_POLICY, BusyMode, BusyPolicy, SessionSteered
 from server.views.file_citations import FileAnnouncer
 
 if TYPE_CHECKING:
@@ -143,6 +147,9 @@ class TurnSpec:
     tools: RequestTools | None = None
     side_task_files: bool = False
     """Whether a side task's files are placed as a turn's are (Responses) or left as sent."""
+    session_busy: BusyMode | None = None
+    """What the turn does when its session is busy, as the request's body says (a run's
+    ``session_busy``); the ``X-Hermes-Session-Busy`` header, then the profile's, otherwise."""
 
 
 @dataclass(slots=True)
@@ -191,17 +198,22 @@ async def begin_turn(
         # Else no approval work at all: the hot path stays bare.
         asks = (profile.asks_approval or (tools is not None and tools.asks)) and not side
         answers, spoken = (spec.answers(), text_of(request.user_message)) if asks else ({}, "")
-        joined = Joined(request)
-        if services.sessions is not None and not side:
-            joined = await spec.join(
-                services.sessions,
-                agent,
-                request,
-                owner=owner,
-                profile=profile.id,
-                run_id=run_id,
-                name=name,
-            )
+        joined = await _join(
+            services,
+            connection,
+            principal,
+            profile,
+            spec,
+            agent,
+            request,
+            run_id,
+            name,
+            owner,
+            tools if not side else None,
+            side=side,
+        )
+        if isinstance(joined, BegunTurn):  # steered into the running turn: no run of its own
+            return joined
         request, session_id = joined.request, joined.session_id
         conversation = (owner, joined.conversation) if joined.conversation is not None else None
         runnable: Runnable = agent
@@ -255,3 +267,95 @@ async def begin_turn(
     if session_id is not None:
         headers["x-hermes-session-id"] = name or session_id
     return BegunTurn(run, request, session_id, headers, files)
+
+
+async def _join(
+    services: Services,
+    connection: HTTPConnection,
+    principal: Principal,
+    profile: Profile,
+    spec: TurnSpec,
+    agent: Agent,
+    request: AgentRequest,
+    run_id: str,
+    name: str | None,
+    owner: str,
+    tools: RequestTools | None,
+    *,
+    side: bool,
+) -> Joined | BegunTurn:
+    """The session the turn joins, under its busy policy (none for a side task); or, when its
+    message was steered into the session's running turn, that turn."""
+    if services.sessions is None or side:
+        return Joined(request)
+    token = BUSY_POLICY.set(_busy_policy(services, connection, principal, profile, spec, request))
+    try:
+        return await spec.join(
+            services.sessions,
+            agent,
+            request,
+            owner=owner,
+            profile=profile.id,
+            run_id=run_id,
+            name=name,
+        )
+    except SessionSteered as steered:
+        if tools is not None:  # no run of its own: nothing else closes them
+            await tools.stop()
+        return _steered(services, principal, steered)
+    finally:
+        BUSY_POLICY.reset(token)
+
+
+def _busy_policy(
+    services: Services,
+    connection: HTTPConnection,
+    principal: Principal,
+    profile: Profile,
+    spec: TurnSpec,
+    request: AgentRequest,
+) -> BusyPolicy | None:
+    """The turn's busy policy: the request's mode (its body's, else its header's), else its
+    profile's; None leaves the server's."""
+    mode = spec.session_busy or busy_mode_of(connection) or profile.session_busy
+    if mode is None:
+        return None
+    key = principal.name
+
+    async def steer(run_id: str, text: str) -> bool | None:
+        return await services.steer_anywhere(run_id, key, text)
+
+    async def stop(run_id: str) -> object:
+        return await services.stop_anywhere(run_id, key, InterruptSource.SESSION_BUSY)
+
+    return BusyPolicy(mode=mode, text=_new_text(request), steer=steer, stop=stop)
+
+
+def _new_text(request: AgentRequest) -> str:
+    """The text of the turn's new message (the last of the client's messages when the client
+    sends its whole history)."""
+    if request.user_message is not None:
+        return text_of(request.user_message)
+    last = request.history[-1] if request.history else None
+    return text_of(last.get("content")) if last is not None and last["role"] == "user" else ""
+
+
+def _steered(services: Services, principal: Principal, steered: SessionSteered) -> BegunTurn:
+    """The turn whose message was steered into its session's running turn: answered by that
+    turn (its answer is the answer to both), when it runs here. On another replica, the
+    request is told where its message went (409 ``session_steered``): this replica cannot
+    follow that run as its own."""
+    run = services.runs.get(steered.run_id, owner=principal.name)
+    if run is None:
+        raise APIError(
+            409,
+            f"The message was steered into run {steered.run_id}, which is answering it "
+            f"(follow GET /v1/runs/{steered.run_id}/events).",
+            code="session_steered",
+        )
+    headers = {
+        "x-hermes-run-id": run.id,
+        "x-hermes-session-id": steered.conversation,
+        "x-hermes-steered-into": run.id,
+    }
+    return BegunTurn(run, AgentRequest(), run.session_id, headers, None)

@@ -14,15 +14,19 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Literal
+
+from sqlalchemy import select
 
 from hermes_core.agent import Agent, AgentRequest
 from hermes_core.messages import Message, text_of
 from hermes_core.persistence import RunRecord, SessionInfo, Store, StoredMessage
 from hermes_core.persistence.conversations import UNBOUND_PROFILE
-from hermes_core.persistence.sessions import new_session_id
+from hermes_core.persistence.sessions import LOCKS, new_session_id
 from server.errors import SessionBusy
 from server.sessions.journal import SessionJournal
 from server.sessions.reconcile import Reconciliation, reconcile
@@ -54,10 +58,47 @@ class SessionPoint:
     position: int
 
 
+BusyMode = Literal["wait", "reject", "refuse", "interrupt", "enqueue", "steer"]
+"""What a turn does when another turn of its conversation is running (``refuse``: ``reject``,
+its older name)."""
+BUSY_MODES: tuple[BusyMode, ...] = ("wait", "reject", "refuse", "interrupt", "enqueue", "steer")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BusyPolicy:
+    """How the turn being begun treats a busy conversation, with what its modes need: the
+    message to steer in, and how to reach the running turn on whichever replica runs it."""
+
+    mode: BusyMode
+    text: str = ""
+    """The turn's new message: what ``steer`` gives the running turn."""
+    steer: Callable[[str, str], Awaitable[bool | None]] | None = None
+    """``(run_id, text)``: whether the running run took the message (None: none runs)."""
+    stop: Callable[[str], Awaitable[object]] | None = None
+    """``(run_id)``: interrupt the running run, wherever it runs."""
+
+
+BUSY_POLICY: ContextVar[BusyPolicy | None] = ContextVar("hermes_busy_policy", default=None)
+"""The busy policy of the turn this task is beginning (set by ``begin_turn`` around joining
+its session): the join functions of every endpoint pass through here unchanged."""
+
+
+class SessionSteered(Exception):
+    """The turn's message was steered into the running turn ``run_id`` of its conversation
+    (``session_busy: steer``): no turn of its own was begun, and nothing of it was saved
+    here (the running turn stores the message when it takes it)."""
+
+    def __init__(self, run_id: str, conversation: str) -> None:
+        super().__init__(run_id)
+        self.run_id = run_id
+        self.conversation = conversation
+
+
 @dataclass(slots=True, kw_only=True)
 class SessionSettings:
-    busy: Literal["wait", "refuse"] = "wait"
-    """A second concurrent turn of one conversation waits for the first, or gets a 409."""
+    busy: BusyMode = "wait"
+    """What a second concurrent turn of one conversation does (a profile's or a request's
+    own mode wins)."""
     wait_seconds: float = 30.0
     lease_seconds: float = 6 * 3600.0
     """A lock older than this is considered abandoned (its holder died without recovery)."""
@@ -72,6 +113,8 @@ class SessionService:
         self.store = store
         self.settings = settings or SessionSettings()
         self.journal = SessionJournal(store)
+        self._lines: dict[tuple[str, str], _Line] = {}
+        """Turns of one conversation waiting for it on this replica, first come first served."""
 
     async def begin(
         self,
@@ -255,14 +298,57 @@ class SessionService:
     # --- the steps ----------------------------------------------------------------------------
 
     async def _lock(self, owner: str, name: str, run_id: str) -> None:
+        """Take the conversation's turn for ``run_id``, or do what the turn's busy policy says
+        when another turn holds it."""
         sessions, settings = self.store.sessions, self.settings
-        deadline = time.monotonic() + (settings.wait_seconds if settings.busy == "wait" else 0)
-        while not await sessions.lock(owner, name, run_id, lease_seconds=settings.lease_seconds):
-            if time.monotonic() >= deadline:
-                raise SessionBusy(
-                    f"Another turn of the session '{name}' is still running; retry when it ends."
-                )
-            await asyncio.sleep(LOCK_POLL_SECONDS)
+        policy = BUSY_POLICY.get() or BusyPolicy(mode=settings.busy)
+        mode = policy.mode
+        lease = settings.lease_seconds
+        if mode in ("reject", "refuse"):
+            if not await sessions.lock(owner, name, run_id, lease_seconds=lease):
+                raise _busy(name)
+            return
+        async with self._line(owner, name):
+            if await sessions.lock(owner, name, run_id, lease_seconds=lease):
+                return
+            holder = await self._holder(owner, name)
+            if mode == "steer":
+                steer = policy.steer if holder is not None and policy.text else None
+                if steer is not None and holder is not None and await steer(holder, policy.text):
+                    raise SessionSteered(holder, name)
+                mode = "enqueue"  # the running turn has given its answer: this one comes next
+            elif mode == "interrupt" and holder is not None and policy.stop is not None:
+                await policy.stop(holder)
+            waiting = lease if mode == "enqueue" else settings.wait_seconds
+            deadline = time.monotonic() + waiting
+            while not await sessions.lock(owner, name, run_id, lease_seconds=lease):
+                if time.monotonic() >= deadline:
+                    raise _busy(name)
+                await asyncio.sleep(LOCK_POLL_SECONDS)
+
+    @asynccontextmanager
+    async def _line(self, owner: str, name: str) -> AsyncIterator[None]:
+        """Wait for the turns of ``name`` that came before this one on this replica to have
+        taken the conversation (an ``asyncio.Lock`` wakes its waiters in order)."""
+        key = (owner, name)
+        line = self._lines.get(key)
+        if line is None:
+            line = self._lines[key] = _Line()
+        line.users += 1
+        try:
+            async with line.lock:
+                yield
+        finally:
+            line.users -= 1
+            if not line.users:
+                del self._lines[key]
+
+    async def _holder(self, owner: str, name: str) -> str | None:
+        """The run holding the conversation's turn now, if any."""
+        statement = select(LOCKS.c.run_id).where(LOCKS.c.owner == owner, LOCKS.c.name == name)
+        async with self.store.db.engine.connect() as conn:
+            row = (await conn.execute(statement)).first()
+        return None if row is None else str(row.run_id)
 
     async def _new_session(
         self,
@@ -341,6 +427,18 @@ class SessionService:
             if found.fork_at is None:
                 break  # a branch the client simply continues: nothing can match better
         return best
+
+
+@dataclass(slots=True)
+class _Line:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
+def _busy(name: str) -> SessionBusy:
+    return SessionBusy(
+        f"Another turn of the session '{name}' is still running; retry when it ends."
+    )
 
 
 INTERRUPTED_RESULT = (

@@ -168,6 +168,26 @@ class RunCreateRequest(Shape):
     metadata: dict[str, str] | None = None
     """At most 16 pairs; keys up to 64 characters, values up to 512."""
     webhook: RunWebhook | None = None
+    session_busy: Literal["wait", "reject", "refuse", "interrupt", "enqueue", "steer"] | None = None
+    """What the run does when its session is running another turn (as the
+    ``X-Hermes-Session-Busy`` header); default: the profile's, else ``server.session_busy``."""
+
+
+class RunSteerRequest(Shape):
+    """``POST /v1/runs/{id}/steer``: a message for the running turn's next model call."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=False)
+
+    input: str = Field(min_length=1, max_length=100_000)
+
+
+class RunSteered(Shape):
+    """The run took the message: its next model call sees it, and its answer answers it."""
+
+    id: str
+    object: Literal["hermes.run"]
+    status: RunStatus
+    steered: Literal[True]
 
 
 class RunStopped(Shape):
@@ -197,6 +217,7 @@ AgentEventKind = Literal[
     "fallback",
     "compression",
     "message_added",
+    "steered",
     "step_finished",
     "client_tool_calls",
     "run_finished",
