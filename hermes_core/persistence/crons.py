@@ -227,6 +227,21 @@ class CronStore:
             rows = (await conn.execute(select(FIRINGS).where(FIRINGS.c.id.in_(taken)))).all()
         return [_firing(row) for row in rows]
 
+    async def renew(self, firing_id: str, instance: str, *, until: float) -> bool:
+        """Hold ``instance``'s claim on a firing whose run is still starting (waiting for its
+        session) until ``until``; False when the claim is no longer its own."""
+        async with self.db.engine.begin() as conn:
+            result = await conn.execute(
+                update(FIRINGS)
+                .where(
+                    FIRINGS.c.id == firing_id,
+                    FIRINGS.c.claimed_by == instance,
+                    FIRINGS.c.status == "claimed",
+                )
+                .values(claimed_until=until)
+            )
+        return bool(result.rowcount == 1)
+
     async def started(self, firing_id: str, run_id: str) -> None:
         """The firing's run started: it never fires again."""
         await self._settle(firing_id, status="started", run_id=run_id)

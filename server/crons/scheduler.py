@@ -42,7 +42,8 @@ StartRun = Callable[
 GRACE_SECONDS = 3600.0
 """How old a missed firing may be and still be fired (once, for the most recent time)."""
 LEASE_SECONDS = 60.0
-"""How long a claimed firing waits for its run to start before another replica retakes it."""
+"""How long a claimed firing whose replica stopped renewing it (renewed every third of it while
+its run starts) is held before another replica retakes it; with replicas, their lease."""
 CRON_ID_KEY = "hermes_cron_id"
 """The metadata key that names the cron a run was fired by (``GET /v1/runs`` shows it)."""
 _BATCH = 20
@@ -173,6 +174,15 @@ class CronScheduler:
         if firing is not None:
             await self.fire(cron, firing)
 
+    async def _renew(self, firing: Firing) -> None:
+        """Keep the claim while the run starts (it may wait for its session): only a replica
+        that died loses its claims."""
+        while True:
+            await asyncio.sleep(self.lease_seconds / 3)
+            until = self.clock() + self.lease_seconds
+            if not await self.store.crons.renew(firing.id, self.instance, until=until):
+                return
+
     async def fire(self, cron: Cron, firing: Firing) -> None:
         """Start the firing's run and record it (a failure to start is recorded instead)."""
         body = cron.body
@@ -188,9 +198,14 @@ class CronScheduler:
                     "webhook": body.get("webhook"),
                 }
             )
-            described, _ = await self.start_run(
-                self.services, _connection(), Principal(cron.owner), request
-            )
+            renewing = asyncio.create_task(self._renew(firing))
+            try:
+                described, _ = await self.start_run(
+                    self.services, _connection(), Principal(cron.owner), request
+                )
+            finally:
+                renewing.cancel()
+                await asyncio.gather(renewing, return_exceptions=True)
         except APIError as refused:
             log.warning("cron %s could not start its run: %s", cron.id, refused.message)
             await self.store.crons.failed(firing.id, refused.message)
@@ -207,7 +222,11 @@ def scheduling(start: StartRun) -> Callable[[Services, Store], CronScheduler]:
     firings start runs with ``start``."""
 
     def begin(services: Services, store: Store) -> CronScheduler:
-        scheduler = CronScheduler(services, store, start, instance=store.runs.instance)
+        # With replicas, a dead replica's claims lapse as its runs' leases do.
+        lease = services.cluster.lease_seconds if services.cluster else LEASE_SECONDS
+        scheduler = CronScheduler(
+            services, store, start, instance=store.runs.instance, lease_seconds=lease
+        )
         scheduler.start()
         return scheduler
 

@@ -111,3 +111,16 @@ async def test_a_key_pages_its_own_crons_newest_first(store: Store) -> None:
     assert await store.crons.get("bob", "cron_0001") is None
     assert not await store.crons.remove("bob", "cron_0001")
     assert await store.crons.remove("alice", "cron_0001")
+
+
+async def test_a_renewed_claim_is_not_retaken_and_only_its_holder_renews_it(store: Store) -> None:
+    await store.crons.add(_cron(1))
+    (read,) = await store.crons.earliest(10)
+    held = await _claim(store, read, "slow")
+    assert held is not None
+
+    assert await store.crons.renew(held.id, "slow", until=NOW + 120)
+    assert not await store.crons.renew(held.id, "other", until=NOW + 500)
+    assert await store.crons.retake("other", now=NOW + 90, lease_seconds=60) == []
+    assert len(await store.crons.retake("other", now=NOW + 121, lease_seconds=60)) == 1
+    assert not await store.crons.renew(held.id, "slow", until=NOW + 200)  # lost it
