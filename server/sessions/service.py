@@ -308,7 +308,10 @@ class SessionService:
             if not await sessions.lock(owner, name, run_id, lease_seconds=lease):
                 raise _busy(name)
             return
-        async with self._line(owner, name):
+        # A wait (or an interrupt's wait for the stopped turn) counts its time in the line.
+        waits = mode in ("wait", "interrupt")
+        deadline = time.monotonic() + (settings.wait_seconds if waits else lease)
+        async with self._line(owner, name, deadline, busy=lambda: _busy(name)):
             if await sessions.lock(owner, name, run_id, lease_seconds=lease):
                 return
             holder = await self._holder(owner, name)
@@ -316,28 +319,39 @@ class SessionService:
                 steer = policy.steer if holder is not None and policy.text else None
                 if steer is not None and holder is not None and await steer(holder, policy.text):
                     raise SessionSteered(holder, name)
-                mode = "enqueue"  # the running turn has given its answer: this one comes next
+                # The running turn has given its answer: this one comes next.
             elif mode == "interrupt" and holder is not None and policy.stop is not None:
                 await policy.stop(holder)
-            waiting = lease if mode == "enqueue" else settings.wait_seconds
-            deadline = time.monotonic() + waiting
             while not await sessions.lock(owner, name, run_id, lease_seconds=lease):
                 if time.monotonic() >= deadline:
                     raise _busy(name)
                 await asyncio.sleep(LOCK_POLL_SECONDS)
 
     @asynccontextmanager
-    async def _line(self, owner: str, name: str) -> AsyncIterator[None]:
+    async def _line(
+        self, owner: str, name: str, deadline: float, *, busy: Callable[[], Exception]
+    ) -> AsyncIterator[None]:
         """Wait for the turns of ``name`` that came before this one on this replica to have
-        taken the conversation (an ``asyncio.Lock`` wakes its waiters in order)."""
+        taken the conversation (an ``asyncio.Lock`` wakes its waiters in order), until
+        ``deadline`` (then ``busy()`` is raised)."""
         key = (owner, name)
         line = self._lines.get(key)
         if line is None:
             line = self._lines[key] = _Line()
         line.users += 1
         try:
-            async with line.lock:
+            if not line.lock.locked():
+                await line.lock.acquire()  # at once (behind a woken waiter at most)
+            else:
+                try:
+                    left = max(0.0, deadline - time.monotonic())
+                    await asyncio.wait_for(line.lock.acquire(), left)
+                except TimeoutError:
+                    raise busy() from None
+            try:
                 yield
+            finally:
+                line.lock.release()
         finally:
             line.users -= 1
             if not line.users:
