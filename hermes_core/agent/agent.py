@@ -157,8 +157,10 @@ class Agent:
     def steer(self, message: str) -> bool:
         """Give the running turn ``message`` before its next model call; safe from any task or
         thread. The loop appends it to the transcript as a user message, so the turn's answer
-        answers it too. False when no run is going on, or it has made its last model call
-        (its answer is final): the message was not taken, and the caller should say so."""
+        answers it too. False when no run's loop is going on (none has begun yet, or the last
+        has ended) or the run has made its last model call (its answer is final): the message
+        was not taken, and the caller should say so. Unlike an interrupt, a steer between runs
+        is not kept for the next one: a message is for the turn it was written to."""
         with self._lock:
             return self.steering.offer(message)
 

@@ -534,7 +534,8 @@ async def steer_run(
     if not taken:
         raise APIError(
             409,
-            f"Run '{run_id}' has made its last model call; start a new turn instead.",
+            f"Run '{run_id}' cannot take a message now: its loop has not begun yet, or it has "
+            "made its last model call. Retry, or start a new turn.",
             code="run_not_running",
         )
     run = services.runs.get(run_id, owner=principal.name)
