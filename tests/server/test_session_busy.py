@@ -21,6 +21,7 @@ from tests.server.served import (
     script,
     serving,
     simulated_provider,
+    sse_data,
     until,
 )
 
@@ -230,6 +231,7 @@ async def test_steering_a_run_changes_what_it_does_next(
             "the steered run did not end"
         )
         after = await http.post(f"/v1/runs/{run_id}/steer", json={"input": STEER})
+        events = sse_data((await http.get(f"/v1/runs/{run_id}/events")).text)
 
     assert steered.status_code == 202, steered.text
     assert steered.json() == {
@@ -239,6 +241,9 @@ async def test_steering_a_run_changes_what_it_does_next(
         "steered": True,
     }
     assert said(simulator, 1)[-1] == STEER
+    assert [(e["text"], e["applied"]) for e in events if e["kind"] == "steered"] == [(STEER, True)]
+    stored = [e["message"] for e in events if e["kind"] == "message_added"]
+    assert {"role": "user", "content": STEER} in stored
     assert after.status_code == 409
     assert after.json()["error"]["code"] == "run_not_running"
 
