@@ -1,10 +1,11 @@
 """The scheduler: one task per replica that fires the schedules that are due.
 
-Each wake costs one query (the active crons that fire first) and sleeps until the earliest
-next firing, at most ``max_sleep`` seconds, so a cron made or changed on another replica is
-seen within that. A due cron is fired by the replica whose claim wins (see
-``hermes_core/persistence/crons.py``); the firing starts a run exactly as ``POST /v1/runs``
-does, through the function the app hands in (the routes sit above this package).
+Each wake costs one query (the active crons that fire first), and every half lease one more
+(claims that lapsed); it sleeps until the earliest next firing, at most ``max_sleep``
+seconds, so a cron made or changed on another replica is seen within that. A due cron is
+fired by the replica whose claim wins (see ``hermes_core/persistence/crons.py``); the firing
+starts a run exactly as ``POST /v1/runs`` does, through the function the app hands in (the
+routes sit above this package).
 
 Missed firings (every replica down, or a late wake): only the most recent time that was due is
 fired, if it is at most ``grace_seconds`` old; older times are skipped. The next firing is
@@ -144,8 +145,9 @@ class CronScheduler:
         else:
             if len(first) == _BATCH:  # a whole batch was due: more may be, look again at once
                 upcoming = now
-        # Without an active cron there is nothing to retake (a deleted cron fires no more).
-        if first and now >= self._next_retake:
+        # Claims lapse whether or not their cron is still active (one paused after a claim
+        # still fires that time): looked for every half lease, one indexed query.
+        if now >= self._next_retake:
             self._next_retake = now + self.lease_seconds / 2
             for firing in await self.store.crons.retake(
                 self.instance, now=now, lease_seconds=self.lease_seconds

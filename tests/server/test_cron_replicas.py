@@ -194,3 +194,72 @@ async def test_a_cron_fires_once_per_time_across_replicas_one_killed_during_a_fi
 
 def _time(firing: Firing) -> float:
     return firing.scheduled_at
+
+
+async def test_a_firing_claimed_by_a_replica_killed_before_its_run_started_is_retaken_once(
+    replicas: dict[str, Replica], simulator: SimulatorServer, postgres: str
+) -> None:
+    # Every run continues one session. The first run hangs holding it, so the next firings are
+    # claimed and wait for the session: claimed, their run not started (the window). A replica
+    # holding such a claim is killed; once the first run is stopped, its claims are retaken
+    # by the others after the lease and each started once.
+    hang = Step(reply=Reply(text="never sent"), fault=Fault(first_byte_delay=60))
+    quick = [Step(reply=Reply(text="Tick.")) for _ in range(200)]
+    simulator.state.script(UPSTREAM, Scenario(steps=[hang, *quick]))
+    a = replicas["A"]
+    by_instance = {r.instance: r for r in replicas.values()}
+    body = {"schedule": "* * * * * *", "model": "hermes-agent", "input": "Tick.", "session": "one"}
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
+        made = await http.post(f"{a.base_url}/v1/crons", json=body)
+        assert made.status_code == 200, made.text
+        cron_id = made.json()["id"]
+
+        async def holder() -> Firing | None:
+            started = [f for f in await _firings(postgres, cron_id) if f.run_id]
+            return started[0] if started else None
+
+        async def waiting_elsewhere() -> bool:
+            first = await holder()
+            return first is not None and any(
+                f.status == "claimed" and f.claimed_by != first.claimed_by
+                for f in await _firings(postgres, cron_id)
+            )
+
+        assert await until(waiting_elsewhere, server=a)
+        first = await holder()
+        assert first is not None
+        paused = await http.post(f"{a.base_url}/v1/crons/{cron_id}/pause")
+        assert paused.status_code == 200, paused.text
+        waiting = [
+            f
+            for f in await _firings(postgres, cron_id)
+            if f.status == "claimed" and f.claimed_by != first.claimed_by
+        ]
+        victim = by_instance[str(waiting[0].claimed_by)]
+        victim.process.send_signal(signal.SIGKILL)
+        victim.process.wait(timeout=10)
+        orphans = {
+            f.id
+            for f in await _firings(postgres, cron_id)
+            if f.claimed_by == victim.instance and not f.run_id
+        }
+        assert orphans
+        survivor = next(r for r in replicas.values() if r.alive())
+        stopped = await http.post(f"{survivor.base_url}/v1/runs/{first.run_id}/stop")
+        assert stopped.status_code == 202, stopped.text
+
+        async def all_started() -> bool:
+            return all(f.run_id for f in await _firings(postgres, cron_id))
+
+        settled = await until(all_started, server=survivor, seconds=60)
+        firings = await _firings(postgres, cron_id)
+        assert settled, [(f.id, f.status, f.claimed_by, f.run_id, f.error) for f in firings]
+        retaken = [f for f in firings if f.id in orphans]
+        assert all(f.claimed_by != victim.instance for f in retaken), retaken
+        run_ids = [f.run_id for f in firings]
+        assert len(run_ids) == len(set(run_ids))
+        listed = (await http.get(f"{survivor.base_url}/v1/runs", params={"limit": 100})).json()
+        mine = {
+            r["id"] for r in listed["data"] if (r["metadata"] or {}).get(CRON_ID_KEY) == cron_id
+        }
+        assert mine == set(run_ids)
