@@ -245,4 +245,5 @@ async def delete_cron(cron_id: str, request: Request, principal: Owner) -> dict[
     store = _store(_services(request))
     if not await store.crons.remove(principal.name, cron_id):
         raise APIError(404, f"No cron '{cron_id}'.", param="cron_id", code="cron_not_found")
+    await store.crons.forget_firings([cron_id])  # a claim still held fires nothing then
     return {"id": cron_id, "object": "hermes.cron.deleted", "deleted": True}

@@ -1,12 +1,15 @@
 """``/v1/crons`` against a real ``serve`` process, with plain HTTP (no SDK has crons): a key
 makes, lists, reads, changes, pauses, resumes and deletes its crons; another key sees none of
-them; a bad expression or time zone is a 400; and an every-second cron fires runs that
-``GET /v1/runs`` lists with the cron's id, whose webhook the official SDK verifies."""
+them; a bad expression or time zone is a 400; an every-second cron fires runs that
+``GET /v1/runs`` lists with the cron's id, whose webhook the official SDK verifies; and after
+a restart, the times missed while the server was down are fired once, for the latest."""
 
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +17,7 @@ import httpx
 import pytest
 from openai import OpenAI
 
+from hermes_core.persistence import Store, sqlite_url
 from server.crons.scheduler import CRON_ID_KEY
 from server.simulator import SimulatorServer
 from tests.processes import free_port, hermes_command
@@ -47,9 +51,13 @@ def served(
     _simulator_server: SimulatorServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
     directory = tmp_path_factory.mktemp("crons")
-    config = directory / "hermes.yaml"
-    config.write_text(
-        f"""
+    (directory / "hermes.yaml").write_text(_config(_simulator_server))
+    with _serve(directory) as running:
+        yield running
+
+
+def _config(simulator: SimulatorServer) -> str:
+    return f"""
 server:
   api_keys: [{{principal: alice, key: {KEY}}}, {{principal: bob, key: {OTHER_KEY}}}]
 web:
@@ -57,14 +65,18 @@ web:
 providers:
   - name: sim
     model: {MODEL}
-    base_url: "{_simulator_server.base_url}/v1"
+    base_url: "{simulator.base_url}/v1"
     api_mode: chat_completions
 profiles:
   - {{id: hermes-agent, providers: [sim]}}
 """
-    )
+
+
+@contextmanager
+def _serve(directory: Path) -> Iterator[Served]:
     env = {"HERMES_DATA_DIR": str(directory / "data")}
     port, log = free_port(), directory / "serve.log"
+    config = directory / "hermes.yaml"
     with hermes_command("serve", "--config", str(config), port=port, env=env, log=log) as process:
         yield Served(process, f"http://127.0.0.1:{port}", log)
 
@@ -210,3 +222,59 @@ async def test_an_every_second_cron_fires_runs_listed_with_its_id_and_its_webhoo
 
 async def _at_least(found: Any, count: int) -> bool:
     return len(await found()) >= count
+
+
+async def test_times_missed_while_the_server_was_down_fire_once_for_the_latest(
+    simulator: SimulatorServer, tmp_path: Path
+) -> None:
+    script(simulator, MODEL, *[answer("Tick.") for _ in range(40)])
+    (tmp_path / "hermes.yaml").write_text(_config(simulator))
+    with _serve(tmp_path) as first:
+        async with http_client(first.base, KEY) as http:
+            cron = await _create(http, schedule="* * * * * *", timezone="UTC")
+
+            async def fired_once() -> bool:
+                return bool(await _cron_runs(http, cron["id"]))
+
+            assert await until(fired_once, server=first)
+    stopped_at = time.time()
+    store = await Store.open(sqlite_url(tmp_path / "data" / "hermes.db"), migrate=False)
+    try:
+        before = {f.scheduled_at for f in await store.crons.firings("alice", cron["id"])}
+    finally:
+        await store.close()
+    # Down for a few seconds: several every-second times pass with no server to fire them.
+    assert await until(lambda: time.time() > stopped_at + 4, server=_Alive())
+    with _serve(tmp_path) as again:
+        async with http_client(again.base, KEY) as http:
+
+            async def fired_again() -> bool:
+                return len(await _cron_runs(http, cron["id"])) > len(before)
+
+            assert await until(fired_again, server=again)
+            await http.post(f"/v1/crons/{cron['id']}/pause")
+    store = await Store.open(sqlite_url(tmp_path / "data" / "hermes.db"), migrate=False)
+    try:
+        fired = await store.crons.firings("alice", cron["id"])
+        new = [f for f in fired if f.scheduled_at not in before]
+    finally:
+        await store.close()
+    back_at = min(f.created_at for f in new)  # the restarted server's first claim
+    missed = [f.scheduled_at for f in new if f.scheduled_at <= back_at]
+    # The times of the outage were not replayed: one firing, for the latest of them.
+    assert len(missed) == 1
+    assert missed[0] >= stopped_at + 3
+
+
+class _Alive:
+    """Nothing runs while the server is down: nothing to die meanwhile."""
+
+    log = Path("/dev/null")
+
+    def alive(self) -> bool:
+        return True
+
+
+async def _cron_runs(http: httpx.AsyncClient, cron_id: str) -> list[dict[str, Any]]:
+    runs = (await http.get("/v1/runs", params={"limit": 100})).json()["data"]
+    return [r for r in runs if (r["metadata"] or {}).get(CRON_ID_KEY) == cron_id]
