@@ -53,7 +53,7 @@ def _field(text: str, low: int, high: int, names: dict[str, int], what: str) -> 
         body, _, step_text = part.partition("/")
         step = 1
         if step_text:
-            if not step_text.isdigit() or int(step_text) == 0:
+            if not _digits(step_text) or int(step_text) == 0:
                 raise BadSchedule(f"bad step '{step_text}' in the {what} field")
             step = int(step_text)
         if body == "*":
@@ -70,11 +70,16 @@ def _field(text: str, low: int, high: int, names: dict[str, int], what: str) -> 
     return frozenset(values)
 
 
+def _digits(text: str) -> bool:
+    """ASCII digits only (``str.isdigit`` also takes ``²``, which ``int`` refuses)."""
+    return text.isascii() and text.isdigit()
+
+
 def _value(text: str, low: int, high: int, names: dict[str, int], what: str) -> int:
     lowered = text.lower()
     if lowered in names:
         return names[lowered]
-    if not text.isdigit():
+    if not _digits(text):
         raise BadSchedule(f"'{text}' is not a value of the {what} field")
     number = int(text)
     if not low <= number <= high:
@@ -148,7 +153,7 @@ def parse(expression: str, timezone: str = "UTC") -> Schedule:
     or the expression never fires."""
     try:
         zone = ZoneInfo(timezone)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a directory's name
         raise BadSchedule(
             f"unknown time zone '{timezone}' (an IANA name, e.g. Europe/Paris)"
         ) from None

@@ -178,6 +178,8 @@ async def test_another_key_sees_none_of_a_keys_crons(served: Served) -> None:
         ({"schedule": "every day"}, "schedule"),
         ({"schedule": "0 0 30 2 *"}, "schedule"),
         ({"timezone": "Mars/Olympus"}, "timezone"),
+        ({"timezone": "America"}, "timezone"),
+        ({"schedule": "\u00b2 * * * *"}, "schedule"),
         ({"metadata": {CRON_ID_KEY: "x"}}, "metadata"),
         ({"webhook": {"url": "http://10.0.0.1/hook", "secret": SECRET}}, "webhook.url"),
     ],
