@@ -242,6 +242,20 @@ class CronStore:
             )
         return bool(result.rowcount == 1)
 
+    async def release(self, firing_id: str, instance: str) -> None:
+        """Give back ``instance``'s claim at once (it is shutting down): the next replica to
+        look retakes it."""
+        async with self.db.engine.begin() as conn:
+            await conn.execute(
+                update(FIRINGS)
+                .where(
+                    FIRINGS.c.id == firing_id,
+                    FIRINGS.c.claimed_by == instance,
+                    FIRINGS.c.status == "claimed",
+                )
+                .values(claimed_until=0.0)
+            )
+
     async def started(self, firing_id: str, run_id: str) -> None:
         """The firing's run started: it never fires again."""
         await self._settle(firing_id, status="started", run_id=run_id)

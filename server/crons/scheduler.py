@@ -26,7 +26,7 @@ from starlette.requests import HTTPConnection
 from hermes_core.persistence import Store
 from hermes_core.persistence.crons import Cron, Firing
 from server.crons.expression import BadSchedule, parse
-from server.errors import APIError
+from server.errors import APIError, ServerDraining
 from server.http.auth import Principal
 from server.protocol.schemas.runs import RunCreateRequest
 from server.runs.manager import new_id
@@ -133,6 +133,8 @@ class CronScheduler:
 
     async def tick(self) -> float | None:
         """One pass: fire what is due, retake lapsed claims; when the next cron is due."""
+        if self.services.runs.draining:  # stopping: the other replicas fire what is due
+            return None
         now = self.clock()
         upcoming: float | None = None
         first = await self.store.crons.earliest(_BATCH)
@@ -208,6 +210,9 @@ class CronScheduler:
             finally:
                 renewing.cancel()
                 await asyncio.gather(renewing, return_exceptions=True)
+        except ServerDraining:  # this replica is stopping: another one starts the run
+            await self.store.crons.release(firing.id, self.instance)
+            return
         except APIError as refused:
             log.warning("cron %s could not start its run: %s", cron.id, refused.message)
             await self.store.crons.failed(firing.id, refused.message)

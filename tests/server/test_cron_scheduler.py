@@ -9,6 +9,7 @@ import asyncio
 import datetime as dt
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -18,6 +19,7 @@ from hermes_core.persistence import Store, sqlite_url
 from hermes_core.persistence.crons import Cron
 from server.crons.expression import parse
 from server.crons.scheduler import CRON_ID_KEY, CronScheduler
+from server.errors import ServerDraining
 from server.http.auth import Principal
 from server.protocol.schemas.runs import RunCreateRequest
 from server.services import Services
@@ -56,8 +58,11 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
         await opened.close()
 
 
-def scheduler(store: Store, starts: Starts, clock: Clock, instance: str = "a") -> CronScheduler:
-    services = cast(Services, object())  # only handed to the start function
+def scheduler(
+    store: Store, starts: Any, clock: Clock, instance: str = "a", *, draining: bool = False
+) -> CronScheduler:
+    # Only whether it drains is read; the rest is handed to the start function.
+    services = cast(Services, SimpleNamespace(runs=SimpleNamespace(draining=draining)))
     return CronScheduler(services, store, starts, instance=instance, clock=clock)
 
 
@@ -171,3 +176,31 @@ def test_a_schedule_is_read_in_its_time_zone_and_skips_a_missing_wall_time() -> 
     assert following is not None  # 29 March 02:30 does not exist there (clocks go forward)
     local = dt.datetime.fromtimestamp(following, paris.zone)
     assert (local.month, local.day, local.hour, local.minute) == (3, 30, 2, 30)
+
+
+async def test_a_firing_a_stopping_replica_could_not_start_is_started_by_another_at_once(
+    store: Store,
+) -> None:
+    await _cron(store, "*/5 * * * *", next_fire_at=T0)
+    clock = Clock(T0 + 1)
+
+    async def draining(*_: Any) -> tuple[dict[str, Any], dict[str, str]]:
+        raise ServerDraining()
+
+    await scheduler(store, draining, clock, "stopping").tick()
+    starts = Starts()
+    await scheduler(store, starts, clock, "other").tick()
+
+    assert len(starts.bodies) == 1
+    (firing,) = await store.crons.firings("alice", "cron_1")
+    assert (firing.claimed_by, firing.status, firing.run_id) == ("other", "started", "run_1")
+
+
+async def test_a_draining_replica_claims_nothing(store: Store) -> None:
+    await _cron(store, "*/5 * * * *", next_fire_at=T0)
+    starts = Starts()
+
+    await scheduler(store, starts, Clock(T0 + 1), draining=True).tick()
+
+    assert starts.bodies == []
+    assert await store.crons.firings("alice", "cron_1") == []
