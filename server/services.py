@@ -437,13 +437,15 @@ class Services:
         recovered = await self.sessions.recover()
         if recovered:
             log.warning("marked %d run(s) of a previous start interrupted", len(recovered))
+            await self.webhooks.recovered(recovered)
         if self.cluster is not None:
             sessions = self.sessions
-
+            webhooks = self.webhooks
             cluster = self.cluster
 
             async def recover(instance: str) -> int:
                 runs = await sessions.recover(instance)
+                await webhooks.recovered(runs)
                 for run in runs:
                     # Streams resumed elsewhere must end too, and the key's limit let go.
                     await cluster.close_log(run.id, "The replica running this run stopped.")

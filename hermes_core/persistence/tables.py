@@ -342,6 +342,8 @@ class ApiRunRow(SQLModel, table=True):
     owner: str
     meta: dict[str, Any] = Field(sa_column=Column("metadata", JSON, nullable=False))
     webhook_url: str | None = None
+    webhook_secret: str | None = None
+    """Kept so that a replica recovering the run (its own died) can still tell its webhook."""
     created_at: float
 
 

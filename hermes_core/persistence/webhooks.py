@@ -62,6 +62,7 @@ class ApiRun:
     run_id: str
     metadata: dict[str, str]
     webhook_url: str | None
+    webhook_secret: str | None = None
 
 
 class WebhookStore:
@@ -210,6 +211,7 @@ class WebhookStore:
         metadata: dict[str, str],
         webhook_url: str | None,
         created_at: float,
+        webhook_secret: str | None = None,
     ) -> None:
         async with self.db.engine.begin() as conn:
             await conn.execute(
@@ -219,6 +221,7 @@ class WebhookStore:
                     "owner": owner,
                     "metadata": metadata,
                     "webhook_url": webhook_url,
+                    "webhook_secret": webhook_secret,
                     "created_at": created_at,
                 },
             )
@@ -233,7 +236,10 @@ class WebhookStore:
             rows = (await conn.execute(statement)).all()
         return {
             row.run_id: ApiRun(
-                run_id=row.run_id, metadata=dict(row.metadata), webhook_url=row.webhook_url
+                run_id=row.run_id,
+                metadata=dict(row.metadata),
+                webhook_url=row.webhook_url,
+                webhook_secret=row.webhook_secret,
             )
             for row in rows
         }

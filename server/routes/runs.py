@@ -158,6 +158,7 @@ async def start_api_run(
             owner=principal.name,
             metadata=metadata,
             webhook_url=hook.url if hook else None,
+            webhook_secret=hook.secret if hook else None,
             created_at=run.created_at,
         )
         # Its record is durable before its id is handed out (a restart then shows its end).

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from hermes_core.events import AgentEvent, ApprovalRequested, ExitReason, RunFinished
 from hermes_core.ids import token_hex
-from hermes_core.persistence import Store
+from hermes_core.persistence import RunRecord, Store
 from hermes_core.persistence.webhooks import Delivery
 from hermes_core.tools.web.guard import AddressPolicy
 from server.runs.manager import STATUS_OF_EXIT, RunInfo
@@ -130,28 +130,70 @@ class Webhooks:
                     "object": "hermes.run",
                     "status": STATUS_OF_EXIT[event.exit_reason].value,
                 }
-                self._spawn(self._emit(info, kind, data, own))
+                self._spawn(self._emit(info.owner, info.id, kind, data, own))
             elif info.endpoint == "responses" and info.completion_id:
                 kind = _RESPONSE_EVENT[event.exit_reason]
                 if any(kind in target.events for target in self.targets):
                     self._spawn(self._background_response(info, kind))
         elif isinstance(event, ApprovalRequested) and info.endpoint == RUNS_ENDPOINT:
             data = {"id": event.approval_id, "object": "hermes.approval", "run_id": info.id}
-            self._spawn(self._emit(info, "approval.requested", data, self._requested.get(info.id)))
+            own = self._requested.get(info.id)
+            self._spawn(self._emit(info.owner, info.id, "approval.requested", data, own))
 
     async def _background_response(self, info: RunInfo, kind: str) -> None:
+        await self._response_ended(info.owner, info.id, info.completion_id, kind)
+
+    async def _response_ended(self, owner: str, run_id: str, completion_id: str, kind: str) -> None:
         """OpenAI tells of background responses only: a response another client waited for
         (or streamed) is not announced."""
         if self._store is None:
             return
         await self._store.db.writer.flush()  # the response is saved through the write queue
-        stored = await self._store.responses.get(info.owner, info.completion_id)
+        stored = await self._store.responses.get(owner, completion_id)
         if stored is None or stored.body.get("background") is not True:
             return
-        await self._emit(info, kind, {"id": info.completion_id}, None)
+        await self._emit(owner, run_id, kind, {"id": completion_id}, None)
+
+    async def recovered(self, runs: Sequence[RunRecord]) -> None:
+        """Tell of runs a replica left unfinished when it died (or this one, at its last
+        life), now closed by crash recovery: their clients went away trusting a webhook to
+        say how they ended. A run of ``POST /v1/runs`` is ``run.failed`` with status
+        ``interrupted`` (nobody cancelled it), a background response ``response.failed``."""
+        store = self._store
+        if store is None or not runs:
+            return
+        for run in runs:
+            try:
+                if run.endpoint == RUNS_ENDPOINT:
+                    kept = (await store.webhooks.api_runs(run.owner, [run.id])).get(run.id)
+                    own = (
+                        RequestWebhook(kept.webhook_url, kept.webhook_secret)
+                        if kept is not None and kept.webhook_url and kept.webhook_secret
+                        else None
+                    )
+                    if own is None and not self.targets:
+                        continue
+                    data = {
+                        "id": run.id,
+                        "object": "hermes.run",
+                        "status": "interrupted",
+                        "error": "The server running this run stopped.",
+                    }
+                    await self._emit(run.owner, run.id, "run.failed", data, own)
+                elif run.endpoint == "responses" and run.completion_id and self.targets:
+                    kind = "response.failed"
+                    if any(kind in target.events for target in self.targets):
+                        await self._response_ended(run.owner, run.id, run.completion_id, kind)
+            except Exception:  # one run's event must not keep the others' from being told
+                log.exception("telling of recovered run %s failed", run.id)
 
     async def _emit(
-        self, info: RunInfo, kind: str, data: Mapping[str, object], own: RequestWebhook | None
+        self,
+        owner: str,
+        run_id: str,
+        kind: str,
+        data: Mapping[str, object],
+        own: RequestWebhook | None,
     ) -> None:
         store = self._store
         if store is None:
@@ -176,8 +218,8 @@ class Webhooks:
         deliveries = [
             Delivery(
                 id="wh_" + token_hex(12),
-                owner=info.owner,
-                run_id=info.id,
+                owner=owner,
+                run_id=run_id,
                 event_id=event_id,
                 event_type=kind,
                 body=body,

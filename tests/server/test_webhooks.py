@@ -8,6 +8,7 @@ delivery state; a pending delivery that outlives a restart; internal addresses r
 from __future__ import annotations
 
 import base64
+import json
 import signal
 import time
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ import pytest
 from openai import OpenAI
 
 from server.config import ConfigError, load_config
-from server.simulator import Scenario, SimulatorServer
+from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step
 from tests.processes import free_port, hermes_command
 from tests.server.served import ServedProcess, answer, call, http_client, sdk_client, until
 from tests.server.webhook_receiver import Received, WebhookReceiver
@@ -373,3 +374,31 @@ async def test_a_reload_replaces_the_configured_webhooks_and_refuses_an_internal
         process.send_signal(signal.SIGHUP)
         assert await until(lambda: "config reload refused" in log.read_text(), server=server)
         assert "webhooks[0].url" in log.read_text()
+
+
+async def test_a_run_whose_server_died_is_told_failed_once_recovery_closes_it(
+    simulator: SimulatorServer, receiver: WebhookReceiver, tmp_path: Path
+) -> None:
+    hang = Step(reply=Reply(text="too late"), fault=Fault(first_byte_delay=120))
+    simulator.state.script(MODEL, Scenario(steps=[hang]))
+    config = _config(tmp_path, simulator, receiver)
+    env = {"HERMES_DATA_DIR": str(tmp_path / "data")}
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "serve.log"
+    with hermes_command("serve", "--config", str(config), port=port, env=env, log=log) as first:
+        server: ServedProcess = Served(first, base, log)
+        started = await _start_run(
+            base, input="Go.", webhook={"url": receiver.url("crash"), "secret": RUN_SECRET}
+        )
+        assert started.status_code == 202, started.text
+        assert await until(lambda: bool(simulator.state.requests(scenario=MODEL)), server=server)
+        first.send_signal(signal.SIGKILL)  # mid-run: no ending, no webhook from it
+        first.wait(timeout=30)
+    assert receiver.received("crash") == []
+    with hermes_command("serve", "--config", str(config), port=port, env=env, log=log) as again:
+        server = Served(again, base, log)
+        assert await until(lambda: bool(receiver.delivered("crash")), server=server, seconds=60)
+    (hit,) = receiver.delivered("crash")
+    assert _unwrapped(hit, RUN_SECRET) == ("run.failed", started.json()["id"])
+    assert json.loads(hit.body)["data"]["status"] == "interrupted"

@@ -51,6 +51,7 @@ def upgrade() -> None:
         sa.Column("owner", sa.String(), nullable=False),
         sa.Column("metadata", sa.JSON(), nullable=False),
         sa.Column("webhook_url", sa.String(), nullable=True),
+        sa.Column("webhook_secret", sa.String(), nullable=True),
         sa.Column("created_at", sa.Float(), nullable=False),
     )
 
