@@ -35,6 +35,7 @@ from hermes_core.agent.config import ApprovalAnswer
 from hermes_core.events import ApprovalDecision
 from hermes_core.persistence import ApprovalRecord, Store
 from hermes_core.persistence.approvals import ApprovalScope, ApprovalStatus
+from hermes_core.persistence.runs import LIVE_STATUSES
 from hermes_core.tools.registry import ApprovalAsk, ApprovalCallback, ApprovalVerdict
 from server.errors import APIError
 
@@ -288,6 +289,28 @@ def _answer(record: ApprovalRecord, status: ApprovalStatus) -> ApprovalAnswer:
     )
 
 
+ANOTHER_REPLICAS_WRITE_SECONDS = 3.0
+"""How long an answer waits for an approval its live run asked for on another replica to reach
+the database: that replica records it through its write queue, and a client that saw the
+request in the run's stream may answer here before the queue was written."""
+
+
+async def _recorded(
+    store: Store, owner: str, run_id: str, approval_id: str
+) -> ApprovalRecord | None:
+    record = await store.approvals.get(owner, approval_id)
+    if record is not None:
+        return record
+    run = await store.runs.get(owner, run_id)
+    if run is not None and run.status not in LIVE_STATUSES:
+        return None  # its run is over: it asks nothing any more (its row, too, may be queued)
+    deadline = time.monotonic() + ANOTHER_REPLICAS_WRITE_SECONDS
+    while record is None and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+        record = await store.approvals.get(owner, approval_id)
+    return record
+
+
 async def answer_pending(
     store: Store | None,
     desk: ApprovalDesk,
@@ -301,7 +324,7 @@ async def answer_pending(
     """Record ``owner``'s answer to a pending approval of ``run_id`` and hand it to the run
     paused on it, if one is; the approval as it now stands. 404 for an approval that is not
     the owner's or not that run's; 409 for one already answered or expired."""
-    record = await store.approvals.get(owner, approval_id) if store is not None else None
+    record = await _recorded(store, owner, run_id, approval_id) if store is not None else None
     if store is None or record is None or record.run_id != run_id:
         raise APIError(
             404,
