@@ -68,11 +68,13 @@ class Served:
 @contextmanager
 def serving(data: Path, config: str) -> Iterator[Served]:
     """``hermes-server serve`` on ``config`` (YAML, written to ``data/hermes.yaml``) until the
-    block ends; its log in ``data/server.log``."""
+    block ends, keeping its state in ``data`` (never the checkout's ``data/``); its log in
+    ``data/server.log``."""
     path = data / "hermes.yaml"
     path.write_text(config)
     port, log = free_port(), data / "server.log"
-    with hermes_command("serve", "--config", str(path), port=port, log=log) as process:
+    env = {"HERMES_DATA_DIR": str(data)}
+    with hermes_command("serve", "--config", str(path), port=port, env=env, log=log) as process:
         yield Served(f"http://127.0.0.1:{port}", data, process.pid, log)
 
 

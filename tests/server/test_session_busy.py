@@ -224,6 +224,7 @@ async def test_steering_a_run_changes_what_it_does_next(
     script(simulator, MODEL, slow(4), answer("Words, and pineapple."))
     async with http_client(served.base_url, KEY) as http:
         begun = await http.post("/v1/runs", json={"model": "hermes-agent", "input": "first"})
+        assert begun.status_code == 202, begun.text
         run_id = begun.json()["id"]
         await started(simulator, served)
         steered = await http.post(f"/v1/runs/{run_id}/steer", json={"input": STEER})
