@@ -54,8 +54,13 @@ typecheck: install
 	$(BIN)/mypy
 	$(BIN)/mypy deploy/openwebui/hermes_attachments.py
 
+# The suite in two passes: the tests that start no server process in worker processes (as
+# `make fast` runs them, PostgreSQL runs included), then those that do (`slow`: replicas,
+# sandboxes, the browser) one at a time, since they measure and wait on processes and a second
+# one beside them would only make them slower and less steady. ~12 min in one process.
 unit: install sandbox-python
-	$(BIN)/pytest -q
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -m "not slow" -n $(FAST_WORKERS) --dist loadgroup
+	$(BIN)/pytest -q -m slow
 
 test: lint typecheck openapi-check unit
 
