@@ -193,6 +193,28 @@ async def test_a_shell_command_runs_the_skills_script_at_its_sandbox_path(
     assert "hello from the skill" in result
 
 
+async def test_a_command_cannot_change_a_skill_every_key_shares(
+    skill_server: Served, simulator: SimulatorServer, alice: AsyncOpenAI
+) -> None:
+    if (reason := sandbox_missing()) is not None:
+        pytest.skip(f"no sandbox here: {reason}")
+    skill_md = _skills_dir(skill_server) / SKILL / "SKILL.md"
+    before = skill_md.read_bytes()
+    attack = (
+        f"echo hijacked > /skills/{SKILL}/SKILL.md; rm -f /skills/{SKILL}/scripts/hello.py; "
+        f"touch /skills/{SKILL}/new.txt; ls /skills/{SKILL}"
+    )
+    script(simulator, UPSTREAM, call("shell", command=attack), answer("Tried."))
+
+    assert await _chat(alice, "change the skill", "skill-attack") == "Tried."
+
+    (result,) = tool_results_of(simulator, UPSTREAM)
+    assert "Read-only file system" in result
+    assert skill_md.read_bytes() == before
+    assert (_skills_dir(skill_server) / SKILL / "scripts" / "hello.py").exists()
+    assert not (_skills_dir(skill_server) / SKILL / "new.txt").exists()
+
+
 async def test_a_skill_uploaded_with_the_sdk_is_offered_in_the_next_run(
     skill_server: Served, simulator: SimulatorServer, alice: AsyncOpenAI, bob: AsyncOpenAI
 ) -> None:
