@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 
 OUTPUT_FORMATS = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
 """``output_format`` → the image's MIME type."""
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+"""The most of an images answer (JSON or a stream, base64 images in it) read into memory."""
+MAX_ERROR_BYTES = 64 * 1024
 MAX_PARTIAL_IMAGES = 3
 """As OpenAI: 0-3 partial images per image."""
 
@@ -142,19 +145,45 @@ class ImagesProvider(ConfiguredProvider):
         with transport_errors(self.name):
             async with self._http.post(self._url, payload, headers) as response:
                 if response.status >= 400:
-                    body = await response.read()
+                    body = await self._capped(response, MAX_ERROR_BYTES, truncate=True)
                     raise error_from_status(self.name, response.status, response.headers, body)
                 if not streamed:
-                    return self._image_of_reply(await response.read(), request)
+                    return self._image_of_reply(
+                        await self._capped(response, MAX_ANSWER_BYTES), request
+                    )
                 frames = SseData()
+                seen = 0
                 async for piece in response.content.iter_any():
+                    seen += len(piece)
+                    if seen > MAX_ANSWER_BYTES:
+                        raise self._too_large()
                     for data in frames.feed(piece):
                         image = self._stream_frame(data, request, on_partial)
                         if image is not None:
                             # Read on to the end: a fully read answer keeps its connection.
-                            await response.read()
+                            await self._capped(response, MAX_ANSWER_BYTES)
                             return image
         raise unreadable_response(self.name, "the image stream ended without an image")
+
+    async def _capped(self, response: Any, limit: int, *, truncate: bool = False) -> bytes:
+        """The rest of ``response``'s body, at most ``limit`` bytes: an upstream sending more
+        is refused (``truncate``: cut, for an error's text) instead of filling our memory."""
+        parts: list[bytes] = []
+        seen = 0
+        async for piece in response.content.iter_any():
+            seen += len(piece)
+            if seen > limit:
+                if truncate:
+                    parts.append(piece[: max(0, limit - (seen - len(piece)))])
+                    break
+                raise self._too_large()
+            parts.append(piece)
+        return b"".join(parts)
+
+    def _too_large(self) -> ProviderError:
+        return unreadable_response(
+            self.name, f"the images answer is larger than {MAX_ANSWER_BYTES} bytes"
+        )
 
     def _stream_frame(
         self, data: bytes, request: ImageRequest, on_partial: OnPartial | None

@@ -11,6 +11,7 @@ import pytest
 from pydantic import SecretStr
 
 from hermes_core.errors import ErrorKind, ProviderError
+from hermes_core.providers import images_api
 from hermes_core.providers.config import ProviderConfig
 from hermes_core.providers.images_api import ImageChain, ImageRequest, ImagesProvider
 from server.simulator import Fault, Scenario, SimulatorServer, Step
@@ -132,3 +133,15 @@ async def test_a_stream_cut_before_the_final_image_is_an_error(
             ImageRequest(prompt="a fox", partial_images=2), lambda i, d: seen.append(i)
         )
     assert seen == [0]
+
+
+@pytest.mark.parametrize("partial_images", [0, 2])
+async def test_an_answer_larger_than_the_cap_is_refused_not_read_whole(
+    make_images: MakeImages, monkeypatch: pytest.MonkeyPatch, partial_images: int
+) -> None:
+    monkeypatch.setattr(images_api, "MAX_ANSWER_BYTES", 64)  # any real image is past it
+
+    with pytest.raises(ProviderError, match="larger than 64 bytes"):
+        await make_images("gpt-image-1").generate(
+            ImageRequest(prompt="a red fox", partial_images=partial_images)
+        )
