@@ -116,6 +116,8 @@ class CallRecord:
     provider: str
     model: str
     usage: Usage
+    cost_usd: float = 0.0
+    """What it cost at the agent's prices (``AgentConfig.prices``); 0 when unpriced."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -233,6 +235,8 @@ class RunFinished(_Event):
     usage: Usage
     """Summed over every model call of the run (a compression's summariser included)."""
     model_calls: int
+    cost_usd: float = 0.0
+    """Summed over ``calls`` (0 when the agent has no prices)."""
     error: str | None = None
     """What went wrong, naming the upstream failure, when the run did not complete."""
     interrupt_source: InterruptSource | None = None

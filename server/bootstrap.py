@@ -22,10 +22,11 @@ from hermes_core.tools.skills import SKILLS_TOOLSET
 from hermes_core.tools.toolsets import TOOLSETS, build_toolsets
 from hermes_core.tools.web.guard import AddressPolicy
 from server.config import SIMULATOR_PROVIDER, HermesConfig, ProfileConfig
+from server.config.schema import Budget as BudgetConfig
 from server.deferred_providers import provider_of
 from server.files.links import FileLinks, FileLinkSettings
 from server.files.uploads import FileLimits
-from server.http.auth import KeyRing, Principal
+from server.http.auth import Budget, KeyRing, Principal
 from server.replicas.instance import instance_name
 from server.runs.approvals import ApprovalDesk
 from server.runs.manager import RunManager
@@ -103,13 +104,27 @@ def webhook_targets(config: HermesConfig) -> list[WebhookTarget]:
 
 
 def keyring_of(config: HermesConfig) -> KeyRing:
+    limits = config.limits
     return KeyRing(
         {
             e.key.get_secret_value(): Principal(
-                e.principal, frozenset(e.profiles) if e.profiles is not None else None
+                e.principal,
+                frozenset(e.profiles) if e.profiles is not None else None,
+                trusted_front_end=e.trusted_front_end,
+                admin=e.admin,
+                budget=_budget(e.budget or limits.budget),
+                end_user_budget=_budget(e.end_user_budget or limits.end_user_budget),
             )
             for e in config.server.api_keys
         }
+    )
+
+
+def _budget(budget: BudgetConfig | None) -> Budget | None:
+    if budget is None:
+        return None
+    return Budget(
+        tokens_per_day=budget.tokens_per_day, cost_per_month_usd=budget.cost_per_month_usd
     )
 
 

@@ -38,6 +38,7 @@ from hermes_core.tools.quota import WorkspaceQuota
 from hermes_core.tools.registry import Tool, ToolRegistry
 from hermes_core.tools.toolsets import WORKSPACE_TOOLSETS
 from hermes_core.tools.web.guard import AddressPolicy
+from server.budgets.admission import Budgets
 from server.errors import RunLimitExceeded
 from server.files.links import FileLinks
 from server.files.uploads import FileLimits, FileVault
@@ -387,6 +388,8 @@ class Services:
     """The keys' own skills (``/v1/skills``, the agent's); set by :meth:`open` when there is
     a database."""
     sessions: SessionService | None = None
+    budgets: Budgets = field(default_factory=Budgets)
+    """Keys' and end users' budgets, held as each run starts (``server/budgets/``)."""
     webhooks: Webhooks = field(default_factory=Webhooks)
     """Where events of runs and background responses are sent (delivering once open)."""
     schedules: Callable[[Services, Store], Background | None] = lambda _services, _store: None

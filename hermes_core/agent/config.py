@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from hermes_core.agent.budget import DEFAULT_MAX_ITERATIONS, BudgetPressure
-from hermes_core.events import ApprovalDecision
+from hermes_core.events import ApprovalDecision, CallRecord
 from hermes_core.messages import Message
+from hermes_core.pricing import PriceTable
 from hermes_core.providers.base import OutputFormat, ToolChoice, ToolSchema
 from hermes_core.providers.retry import RetryPolicy
 from hermes_core.skills.library import AttachedSkill
@@ -51,6 +52,22 @@ class AgentConfig:
     inject_episodes: int = 0
     """At the start of a turn, add this many snippets of the owner's past sessions that
     match the new message to the context (0: none; ``agent/episodes.py``)."""
+    prices: PriceTable | None = None
+    """What model calls cost: each call's ``CallRecord.cost_usd``, the run's ``cost_usd``.
+    None: calls are counted in tokens only (they cost 0)."""
+    max_cost_usd: float | None = None
+    """A run's cost at most: reaching it ends the run ``budget_exhausted`` before its next
+    model call. None: no cap."""
+
+
+class SpendLimit(Protocol):
+    """What a run's spending is held to besides its own cost cap: its key's and end user's
+    budgets, what is left of them when the run started (``server/budgets/``)."""
+
+    def exceeded(self, calls: Sequence[CallRecord]) -> str | None:
+        """Why the run must end now, having made ``calls`` so far (each with its tokens and
+        cost); None while it may go on. Asked before every model call after the first."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,6 +130,8 @@ class AgentRequest:
     recorded as a system note just after it, so the model reads it with the message."""
     skills: Sequence[AttachedSkill] = ()
     """Skills this request attaches to its run, besides those its agent offers anyway."""
+    spend_limit: SpendLimit | None = None
+    """The budgets the run is held to (None: none but the profile's ``max_cost_usd``)."""
     stream_model_replies: bool = True
     """Someone follows the answer as it is generated (a streaming client). False lets each
     model reply come from upstream in one piece (cheaper for the server); the run's events

@@ -26,6 +26,8 @@ class FileRecord:
     purpose: str
     bytes: int
     created_at: float
+    end_user: str | None = None
+    """The end user who uploaded it (only requests naming them see it), if any."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    Float,
+    Index,
+    LargeBinary,
+    Text,
+    UniqueConstraint,
+    text,
+)
 from sqlmodel import Field, SQLModel
 
 
@@ -24,7 +34,10 @@ class SessionRow(SQLModel, table=True):
     """
 
     __tablename__ = "sessions"
-    __table_args__ = (Index("ix_sessions_owner_name", "owner", "name"),)
+    __table_args__ = (
+        Index("ix_sessions_owner_name", "owner", "name"),
+        Index("ix_sessions_updated_at", "updated_at"),
+    )
 
     id: str = Field(primary_key=True)
     owner: str  # indexed by ix_sessions_owner_name, of which it is the prefix
@@ -93,10 +106,17 @@ class MessageRow(SQLModel, table=True):
 
 class RunRow(SQLModel, table=True):
     __tablename__ = "runs"
+    __table_args__ = (
+        Index("ix_runs_owner_end_user", "owner", "end_user"),
+        Index("ix_runs_ended_at", "ended_at"),
+    )
 
     id: str = Field(primary_key=True)
     owner: str
-    """Not indexed: a run is found by its id or completion id, then its owner is checked."""
+    """The key's principal (a run is found by its id or completion id, then its owner is
+    checked)."""
+    end_user: str | None = None
+    """The end user the run was for (docs/end-users.md), if its key named one."""
     session_id: str | None = None
     endpoint: str
     model: str
@@ -106,6 +126,10 @@ class RunRow(SQLModel, table=True):
     iterations: int = 0
     model_calls: int = 0
     usage: Any = Field(default=None, sa_column=Column(JSON))
+    cost_usd: float = Field(
+        default=0.0, sa_column=Column(Float, nullable=False, server_default=text("0"))
+    )
+    """What its model calls cost (the configuration's ``prices``)."""
     error: str | None = None
     instance: str
     """The server instance that runs it (crash recovery closes only its own runs)."""
@@ -120,6 +144,8 @@ class ResponseRow(SQLModel, table=True):
 
     id: str = Field(primary_key=True)
     owner: str = Field(index=True)
+    end_user: str | None = None
+    """The end user it answered (docs/end-users.md), if its key named one."""
     session_id: str | None = None
     previous_id: str | None = None
     run_id: str | None = None
@@ -199,6 +225,9 @@ class FileRow(SQLModel, table=True):
     id: str = Field(primary_key=True)
     owner: str
     """The key's principal: only it sees the file."""
+    end_user: str | None = None
+    """The end user who uploaded it, if its key named one: only requests naming that end
+    user see it then."""
     filename: str
     purpose: str
     bytes: int = Field(sa_column=Column(BigInteger, nullable=False))
@@ -394,3 +423,42 @@ class CronFiringRow(SQLModel, table=True):
     run_id: str | None = None
     error: str | None = None
     created_at: float
+
+
+class UsageDailyRow(SQLModel, table=True):
+    """The usage ledger: what one key (and end user) spent on one model through one profile
+    on one UTC day, summed over every model call. A run adds its calls when it ends, by an
+    upsert that adds to the day's row (``persistence/usage.py``)."""
+
+    __tablename__ = "usage_daily"
+    __table_args__ = (Index("ix_usage_daily_owner_day", "owner", "day"),)
+
+    day: str = Field(primary_key=True)
+    """``YYYY-MM-DD``, UTC."""
+    owner: str = Field(primary_key=True)
+    """The key's principal."""
+    end_user: str = Field(primary_key=True)
+    """The end user, or ``""`` for the key's own runs (a key may name none)."""
+    profile: str = Field(primary_key=True)
+    provider: str = Field(primary_key=True)
+    """The configured provider name that served the calls."""
+    model: str = Field(primary_key=True)
+    calls: int = Field(sa_column=Column(BigInteger, nullable=False))
+    input_tokens: int = Field(sa_column=Column(BigInteger, nullable=False))
+    cache_read_tokens: int = Field(sa_column=Column(BigInteger, nullable=False))
+    cache_write_tokens: int = Field(sa_column=Column(BigInteger, nullable=False))
+    output_tokens: int = Field(sa_column=Column(BigInteger, nullable=False))
+    reasoning_tokens: int = Field(sa_column=Column(BigInteger, nullable=False))
+    cost_usd: float
+
+
+class LeaseRow(SQLModel, table=True):
+    """Who does a job only one replica may do at a time (the retention sweeper): a replica
+    takes the lease by a conditional update once ``lease_until`` has passed, and renews it
+    while it works."""
+
+    __tablename__ = "leases"
+
+    name: str = Field(primary_key=True)
+    holder: str
+    lease_until: float

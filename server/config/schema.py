@@ -70,6 +70,16 @@ def derived_principal(key: str) -> str:
     return "key-" + hashlib.sha256(key.encode()).hexdigest()[:8]
 
 
+class Budget(_Model):
+    """What a key, or one end user behind it, may spend (docs/budgets.md). Days and months
+    are UTC calendar ones: a day's tokens reset at 00:00 UTC, a month's cost on the 1st."""
+
+    tokens_per_day: int | None = Field(default=None, ge=1)
+    """Model tokens (input and output, every model call) per UTC day; None: no limit."""
+    cost_per_month_usd: float | None = Field(default=None, gt=0)
+    """Cost (the ``prices`` table) per UTC calendar month; None: no limit."""
+
+
 class ApiKey(_Model):
     """A client API key and the principal (owner of sessions, memory, runs) it stands for."""
 
@@ -78,6 +88,18 @@ class ApiKey(_Model):
     """Derived from the key when omitted (see :func:`derived_principal`)."""
     profiles: list[str] | None = None
     """The profile ids this key may use; None (the default) allows every profile."""
+    trusted_front_end: bool = False
+    """Its callers may name the end user a request is for (Open WebUI's
+    ``X-OpenWebUI-User-Id``, ``X-Hermes-Memory-Scope``, the ``user`` / ``safety_identifier``
+    fields): each end user then has their own memory, sessions, files and limits
+    (docs/end-users.md). A front end that signs its users in (Open WebUI) is one."""
+    admin: bool = False
+    """May use the admin routes (every key's usage, erasing an end user); no key is one
+    unless it says so."""
+    budget: Budget | None = None
+    """This key's own budget; None: ``limits.budget``."""
+    end_user_budget: Budget | None = None
+    """The budget of each end user behind this key; None: ``limits.end_user_budget``."""
 
     @model_validator(mode="before")
     @classmethod
@@ -135,6 +157,45 @@ class SandboxesConfig(_Model):
             max_processes=self.max_processes,
             cpus=self.cpus or default.cpus,
         )
+
+
+class LimitsConfig(_Model):
+    """What each key and each end user may run and spend (``limits:``; docs/budgets.md)."""
+
+    runs_per_user: int = Field(default=4, ge=1)
+    """Runs one end user may have in progress at once, inside their key's
+    ``server.max_concurrent_runs_per_key``."""
+    budget: Budget | None = None
+    """Every key's budget, unless the key names its own."""
+    end_user_budget: Budget | None = None
+    """Every end user's budget, unless their key names its own."""
+
+
+class ModelPrice(_Model):
+    """List prices of one model, in US dollars per million tokens."""
+
+    input: float = Field(ge=0)
+    """Prompt tokens neither read from nor written to a prompt cache."""
+    output: float = Field(ge=0)
+    """Generated tokens, reasoning included."""
+    cached_input: float | None = Field(default=None, ge=0)
+    """Prompt tokens read from the prompt cache; None: ``input``."""
+    cache_write: float | None = Field(default=None, ge=0)
+    """Prompt tokens written to the prompt cache (Anthropic); None: ``input``."""
+
+
+class RetentionConfig(_Model):
+    """How long things are kept (``retention:``, or a profile's own); None keeps them forever.
+    A sweeper on one replica at a time deletes what is older (docs/retention.md)."""
+
+    sessions_days: float | None = Field(default=None, gt=0)
+    """Sessions not updated for this long, with their transcripts and workspaces."""
+    runs_days: float | None = Field(default=None, gt=0)
+    """Records of runs that ended this long ago."""
+    files_days: float | None = Field(default=None, gt=0)
+    """Uploaded files (rows and bytes) this old."""
+    approvals_days: float | None = Field(default=None, gt=0)
+    """Approval requests created this long ago (answered or not)."""
 
 
 class ServerConfig(_Model):
@@ -594,6 +655,12 @@ class ProfileConfig(_Model):
     skills: SkillsSettings = Field(default_factory=SkillsSettings)
     learning: LearningSettings = Field(default_factory=LearningSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    """A run's cost (``prices``) at most: a run that reaches it ends with ``exit_reason:
+    budget_exhausted`` before its next model call. None: no cap."""
+    retention: RetentionConfig | None = None
+    """This profile's sessions, runs and approvals are kept as this says (files belong to
+    no profile: ``retention.files_days`` only); None: the top-level ``retention``."""
 
     @field_validator("tools")
     @classmethod
@@ -668,6 +735,12 @@ class HermesConfig(_Model):
     profiles: list[ProfileConfig] = Field(min_length=1)
     webhooks: list[WebhookConfig] = Field(default_factory=list)
     """Endpoints told of runs and background responses (docs/webhooks.md)."""
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    """Model name (or a prefix of it, the longest matching wins) → list prices, over the
+    built-in table of common models' (``hermes_core/pricing.py``); a model matching neither
+    costs nothing."""
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
 
     @model_validator(mode="after")
     def _webhooks_reachable(self) -> Self:

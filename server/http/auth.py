@@ -23,10 +23,28 @@ SIGNED_PREFIX = "/v1/workspaces/signed/"
 
 
 @dataclass(frozen=True, slots=True)
+class Budget:
+    """What a key, or each end user behind it, may spend (``api_keys[].budget``,
+    ``limits``; docs/budgets.md): per UTC day in tokens, per UTC month in dollars."""
+
+    tokens_per_day: int | None = None
+    cost_per_month_usd: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Principal:
     name: str
     profiles: frozenset[str] | None = None
     """The profile ids this principal may use; None allows every profile."""
+    trusted_front_end: bool = False
+    """Its requests may name the end user they are for (``api_keys[].trusted_front_end``;
+    the local principal, on a loopback server without keys, is trusted)."""
+    admin: bool = False
+    """May use the admin routes (``api_keys[].admin``)."""
+    budget: Budget | None = None
+    """The key's own budget (None: no limit)."""
+    end_user_budget: Budget | None = None
+    """The budget of each end user behind the key (None: no limit)."""
 
     def may_use(self, profile_id: str) -> bool:
         return self.profiles is None or profile_id in self.profiles
@@ -54,7 +72,7 @@ class KeyRing:
 
     def authenticate(self, authorization: str | None) -> Principal | None:
         if not self._keys:
-            return Principal(LOCAL_PRINCIPAL)
+            return _LOCAL
         if not authorization or not authorization.lower().startswith("bearer "):
             return None
         offered = authorization[7:].strip().encode()
@@ -65,6 +83,9 @@ class KeyRing:
                 found = principal
         return found
 
+
+_LOCAL = Principal(LOCAL_PRINCIPAL, trusted_front_end=True)
+"""Every caller of a server without keys: it listens on loopback only, for one operator."""
 
 API_PREFIX = "/v1/"
 _MISSING_KEY = "Incorrect or missing API key. Send it as 'Authorization: Bearer <key>'."
@@ -116,4 +137,17 @@ async def require_principal(request: Request) -> Principal:
         principal = keyring.authenticate(request.headers.get("authorization"))
     if principal is None:
         raise APIError(401, _MISSING_KEY, code="invalid_api_key")
+    return principal
+
+
+async def require_admin(request: Request) -> Principal:
+    """FastAPI dependency: the caller's principal if its key is an admin key, else a 403
+    (a 401 without a valid key)."""
+    principal = await require_principal(request)
+    if not principal.admin:
+        raise APIError(
+            403,
+            "This route needs an admin API key (api_keys[].admin: true).",
+            code="admin_key_required",
+        )
     return principal

@@ -75,6 +75,8 @@ class RunInfo:
     owner: str
     endpoint: str
     """``chat.completions`` or ``responses``."""
+    end_user: str | None = None
+    """The end user the run is for (docs/end-users.md), when its key named one."""
     model: str
     """The model id the client named (a profile)."""
     completion_id: str = ""
@@ -277,6 +279,7 @@ class RunManager:
         owner: str,
         endpoint: str,
         model: str,
+        end_user: str | None = None,
         completion_id: str = "",
         session_id: str | None = None,
         providers: Mapping[str, str] | None = None,
@@ -286,6 +289,7 @@ class RunManager:
         info = RunInfo(
             id=request.run_id or new_id("run_"),
             owner=owner,
+            end_user=end_user,
             endpoint=endpoint,
             model=model,
             completion_id=completion_id,

@@ -26,6 +26,7 @@ from server.runs.approvals import Asker, settle_open_approvals
 from server.runs.manager import Run, Runnable, new_id
 from server.services import Profile, Services
 from server.serving.attachments import with_files
+from server.serving.end_users import end_user_of, scoped_owner
 from server.sessions.service import BUSY_MODES, MAX_NAME_LENGTH, BusyMode, valid_name
 from server.telemetry.run_context import bind_run
 from server.telemetry.tracing import incoming_trace
@@ -87,20 +88,11 @@ def busy_mode_of(request: HTTPConnection) -> BusyMode | None:
 
 
 def conversation_owner(request: HTTPConnection, principal: Principal) -> str:
-    """Whose memory and conversations a request uses: the key's principal, or a named scope
-    inside it (``X-Hermes-Memory-Scope``), so that one key serving several end users keeps their
-    memories, sessions and session searches apart. Runs and responses stay the key's."""
-    scope = request.headers.get("x-hermes-memory-scope", "").strip()
-    if not scope:
-        return principal.name
-    if not valid_name(scope):
-        raise APIError(
-            400,
-            f"The x-hermes-memory-scope header must be 1 to {MAX_NAME_LENGTH} printable "
-            "characters.",
-            param="x-hermes-memory-scope",
-        )
-    return f"{principal.name}/{scope}"
+    """Whose memory and conversations a request uses: the key's principal, or the end user
+    its headers name inside it (``server/serving/end_users.py``), so that one key serving
+    several end users keeps their memories, sessions and session searches apart. Runs and
+    responses stay the key's (with the end user on their record)."""
+    return scoped_owner(principal, end_user_of(request, principal))
 
 
 def new_agent(
@@ -178,12 +170,14 @@ async def start_run(
     session_id: str | None,
     conversation: tuple[str, str] | None = None,
     headers: Mapping[str, str] | None = None,
+    end_user: str | None = None,
 ) -> Run:
     """Start the run; if it cannot start, give back the session turn it was given.
 
     ``conversation`` (owner, session name) is where the run's workspace is kept; a run of no
     conversation gets a workspace of its own, removed when it ends. ``headers``: the request's,
-    whose ``traceparent`` the run's trace continues.
+    whose ``traceparent`` the run's trace continues. ``end_user``: who behind the key the run
+    is for (``server/serving/end_users.py``): their run limit and budget hold it too.
 
     From here on, this task's log lines (and the run's, in the task it gets) are about the
     run: its ids ride in a context variable the run's task inherits."""
@@ -193,11 +187,13 @@ async def start_run(
     request = with_workspace(services, profile, request, principal, conversation)
     temporary = request.workspace if conversation is None else None
     with turn_given_back_on_failure(services, request.run_id):
+        request = await services.budgets.admit(principal, end_user, request)
         await services.reserve_run(principal.name, request.run_id or "", completion_id)
         run = services.runs.start(
             agent,
             request,
             owner=principal.name,
+            end_user=end_user,
             endpoint=endpoint,
             model=profile.id,
             completion_id=completion_id,

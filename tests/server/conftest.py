@@ -88,7 +88,7 @@ def make_services(
         ],
         "keyring": KeyRing(
             {
-                KEY_ALICE: "alice",
+                KEY_ALICE: Principal("alice", trusted_front_end=True),
                 KEY_BOB: "bob",
                 KEY_CAROL: Principal("carol", frozenset({"hermes-other"})),
             }

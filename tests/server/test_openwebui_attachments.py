@@ -40,7 +40,7 @@ class Served:
     base_url: str
     workspaces: Path
 
-    def workspace(self, chat: str, owner: str = "alice") -> Path:
+    def workspace(self, chat: str, owner: str = "alice/u-1") -> Path:
         return conversation_workspace(self.workspaces, owner, chat)
 
 
