@@ -290,6 +290,8 @@ class ConversationRow(SQLModel, table=True):
     id: str = Field(primary_key=True)
     owner: str
     """The key's principal: only it sees the conversation."""
+    end_user: str | None = None
+    """The end user whose request created it (docs/end-users.md), if its key named one."""
     meta: dict[str, Any] = Field(sa_column=Column("metadata", JSON, nullable=False))
     """The client's ``metadata`` (at most 16 string pairs, as OpenAI allows)."""
     created_at: float

@@ -1,4 +1,4 @@
-"""Serving a team: end users on runs, responses and files; the usage ledger; leases.
+"""Serving a team: end users on runs, responses, files and conversations; the usage ledger; leases.
 
 Revision ID: 0011
 Revises: 0010
@@ -27,6 +27,8 @@ def upgrade() -> None:
         responses.add_column(sa.Column("end_user", sa.String(), nullable=True))
     with op.batch_alter_table("files") as files:
         files.add_column(sa.Column("end_user", sa.String(), nullable=True))
+    with op.batch_alter_table("conversations") as conversations:
+        conversations.add_column(sa.Column("end_user", sa.String(), nullable=True))
     op.create_index("ix_sessions_updated_at", "sessions", ["updated_at"])
     op.create_table(
         "usage_daily",
@@ -58,6 +60,8 @@ def downgrade() -> None:
     op.drop_index("ix_usage_daily_owner_day", table_name="usage_daily")
     op.drop_table("usage_daily")
     op.drop_index("ix_sessions_updated_at", table_name="sessions")
+    with op.batch_alter_table("conversations") as conversations:
+        conversations.drop_column("end_user")
     with op.batch_alter_table("files") as files:
         files.drop_column("end_user")
     with op.batch_alter_table("responses") as responses:
