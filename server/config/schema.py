@@ -662,6 +662,16 @@ class ProfileConfig(_Model):
     """This profile's sessions, runs and approvals are kept as this says (files belong to
     no profile: ``retention.files_days`` only); None: the top-level ``retention``."""
 
+    @field_validator("retention")
+    @classmethod
+    def _check_retention(cls, retention: RetentionConfig | None) -> RetentionConfig | None:
+        if retention is not None and retention.files_days is not None:
+            raise ValueError(
+                "files_days: uploaded files belong to no profile (set it in the top-level "
+                "retention)"
+            )
+        return retention
+
     @field_validator("tools")
     @classmethod
     def _check_tools(cls, tools: list[str]) -> list[str]:
