@@ -1,4 +1,4 @@
-"""The SQL store: sessions and transcripts, runs, responses, memory and todos.
+"""The SQL store: sessions and transcripts, runs, responses, memory, todos and usage.
 
 ``Store`` opens one database (SQLite file by default, PostgreSQL by URL) and hands out one
 repository per kind of record; every repository shares the database's write queue.
@@ -25,6 +25,7 @@ from hermes_core.persistence.runs import RunRecord, RunStore
 from hermes_core.persistence.search import SqlSessionSearch
 from hermes_core.persistence.sessions import LogicalMessage, SessionInfo, SessionStore
 from hermes_core.persistence.skills import SkillStore
+from hermes_core.persistence.usage import Spent, UsageEntry, UsageLine, UsageStore
 from hermes_core.persistence.webhooks import WebhookStore
 
 __all__ = [
@@ -48,12 +49,16 @@ __all__ = [
     "SessionStore",
     "SkillStore",
     "Source",
+    "Spent",
     "SqlMemoryStore",
     "SqlSessionSearch",
     "SqlTodoStore",
     "Store",
     "StoredMessage",
     "StoredResponse",
+    "UsageEntry",
+    "UsageLine",
+    "UsageStore",
     "sqlite_url",
 ]
 
@@ -84,6 +89,7 @@ class Store:
         self.conversations = ConversationStore(db)
         self.webhooks = WebhookStore(db)
         self.crons = CronStore(db)
+        self.usage = UsageStore(db)
 
     @classmethod
     async def open(
