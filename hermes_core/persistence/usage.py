@@ -124,7 +124,7 @@ class UsageStore:
 
     def _adding(self) -> Executable:
         insert = (postgresql if self.db.dialect == "postgresql" else sqlite).insert(USAGE)
-        statement = insert.on_conflict_do_update(
+        statement: Executable = insert.on_conflict_do_update(
             index_elements=list(_KEYS),
             set_={name: USAGE.c[name] + insert.excluded[name] for name in SUMMED},
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from typing import Any
 
 from hermes_core.persistence import Spent, Store, UsageEntry
 from hermes_core.usage import Usage
@@ -92,7 +93,7 @@ async def test_a_report_groups_and_filters(store: Store) -> None:
             _entry(day="2026-10-01"),
         ]
     )
-    window = {"since_day": "2026-11-01", "until_day": "2026-11-30"}
+    window: dict[str, Any] = {"since_day": "2026-11-01", "until_day": "2026-11-30"}
 
     by_user = await store.usage.report(owner="alice", group_by=["end_user", "day"], **window)
     everyone = await store.usage.report(owner=None, group_by=["key"], **window)
