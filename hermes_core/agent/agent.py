@@ -25,7 +25,7 @@ from hermes_core.agent.builtins import (
     builtin_templates,
 )
 from hermes_core.agent.callbacks import AgentCallbacks
-from hermes_core.agent.config import AgentConfig, AgentRequest
+from hermes_core.agent.config import AgentConfig, AgentRequest, SpendLimit
 from hermes_core.agent.emitter import Deliver, Emitter
 from hermes_core.agent.episodes import recall
 from hermes_core.agent.loop import RunDriver
@@ -35,6 +35,7 @@ from hermes_core.context.hooks import ContextHooks
 from hermes_core.errors import InvalidRequestError, disk_full
 from hermes_core.events import (
     AgentEvent,
+    CallRecord,
     CompressionPerformed,
     ExitReason,
     InterruptSource,
@@ -178,7 +179,11 @@ class Agent:
         child = Agent(
             self.provider,
             tools=self.tools.without(*CHILD_EXCLUDED),
-            config=dataclasses.replace(self.config, instructions="", planner=False),
+            # The run's cost cap holds the child through its spend limit, over the run's
+            # spending and the child's together (``child_spend_limit``), not on its own.
+            config=dataclasses.replace(
+                self.config, instructions="", planner=False, max_cost_usd=None
+            ),
             owner=self.owner,
             todo_store=InMemoryTodoStore(),
             session_search=self.session_search,
@@ -192,6 +197,20 @@ class Agent:
         if self.interrupt_event.is_set():
             child.interrupt(self.interrupt_reason or "parent interrupted", source=PARENT)
         return child
+
+    def child_spend_limit(self) -> SpendLimit | None:
+        """What a sub-agent of the current run is held to: the run's cost cap and budgets,
+        over the run's spending so far and the sub-agent's own."""
+        driver = self._driver
+        return None if driver is None else driver.run.child_spend_limit()
+
+    def count_child_calls(self, calls: Sequence[CallRecord]) -> None:
+        """A finished sub-agent's model calls: the current run paid for them, so they are
+        in its usage, cost and ``calls`` (its budgets and its ledger rows see them)."""
+        driver = self._driver
+        if driver is not None:
+            for call in calls:
+                driver.run.count(call)
 
     # --- running ------------------------------------------------------------------------------
 

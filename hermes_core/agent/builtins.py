@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from hermes_core.agent.budget import IterationBudget
-from hermes_core.agent.config import AgentConfig, AgentRequest
-from hermes_core.events import AgentEvent, RunFinished, SubagentEvent
+from hermes_core.agent.config import AgentConfig, AgentRequest, SpendLimit
+from hermes_core.events import AgentEvent, CallRecord, RunFinished, SubagentEvent
 from hermes_core.skills.shelf import SkillShelf
 from hermes_core.stores import MemoryStore, SessionSearchStore, TodoStore
 from hermes_core.tools.agent_tools import (
@@ -87,6 +87,14 @@ class ToolOwner(Protocol):
 
     def spawn_child(self, budget: IterationBudget) -> SubAgent:
         """A sub-agent drawing on ``budget``, interrupted together with this agent."""
+        ...
+
+    def child_spend_limit(self) -> SpendLimit | None:
+        """What a sub-agent of the current run is held to (the run's caps and budgets)."""
+        ...
+
+    def count_child_calls(self, calls: Sequence[CallRecord]) -> None:
+        """Add a finished sub-agent's model calls to the current run's."""
         ...
 
 
@@ -206,7 +214,10 @@ def _delegate_tool(parent: ToolOwner, budget: IterationBudget) -> Tool:
             if isinstance(task.get("context"), str) and task["context"].strip():
                 prompt += f"\n\nContext:\n{task['context'].strip()}"
             request = AgentRequest(
-                user_message=prompt, task_id=f"{ctx.task_id}.sub{index}", workspace=ctx.workspace
+                user_message=prompt,
+                task_id=f"{ctx.task_id}.sub{index}",
+                workspace=ctx.workspace,
+                spend_limit=parent.child_spend_limit(),
             )
             finished: RunFinished | None = None
             async for event in child.run(request):
@@ -214,6 +225,7 @@ def _delegate_tool(parent: ToolOwner, budget: IterationBudget) -> Tool:
                 if isinstance(event, RunFinished):
                     finished = event
             assert finished is not None
+            parent.count_child_calls(finished.calls)  # the run paid for them
             share = MAX_CHILD_SUMMARY_CHARS // len(tasks)
             return {
                 "goal": task["goal"],

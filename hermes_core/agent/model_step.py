@@ -24,6 +24,7 @@ from hermes_core.events import (
     ModelCallStarted,
     StepFinished,
 )
+from hermes_core.messages import text_of
 from hermes_core.providers.base import ModelRequest, ToolSchema
 from hermes_core.usage import Usage
 
@@ -51,6 +52,11 @@ class ModelStep:
         ``planning``: the planner's call (``planner.py``), whose text is a plan, not the
         answer: it is not shown, no answer format applies, and it is not the run's first step."""
         run = self.run
+        if run.state.calls and (overspent := run.overspent()) is not None:
+            # Every model call after the first passes here (the loop's, a plan's, the grace
+            # call): a run that has spent what it may makes none of them.
+            run.finish(ExitReason.BUDGET_EXHAUSTED, _last_answer(run), error=overspent)
+            return None
         first_step = run.state.model_calls == run.state.plan_calls
         await self._compress_if_needed()
         note = self._budget_note() if tools_allowed else None
@@ -117,9 +123,7 @@ class ModelStep:
         run.state.model_calls += 1
         run.state.plan_calls += planning
         run.state.last_prompt_tokens = response.usage.input_tokens or None
-        self._count(
-            CallRecord(provider=response.provider, model=response.model, usage=response.usage)
-        )
+        self.run.count(self._priced(response.provider, response.model, response.usage))
         run.emit(
             StepFinished,
             iteration=run.state.iterations,
@@ -139,7 +143,7 @@ class ModelStep:
             output_tokens=-(-len(streamed) // 4),
         )
         run.state.model_calls += 1
-        self._count(CallRecord(provider=run.provider.name, model=run.provider.model, usage=usage))
+        self.run.count(self._priced(run.provider.name, run.provider.model, usage))
         run.emit(
             StepFinished,
             iteration=run.state.iterations,
@@ -149,9 +153,11 @@ class ModelStep:
             finish_reason="interrupted",
         )
 
-    def _count(self, call: CallRecord) -> None:
-        self.run.state.usage += call.usage
-        self.run.state.calls.append(call)
+    def _priced(self, provider: str, model: str, usage: Usage) -> CallRecord:
+        """The record of a call, with its cost at the agent's prices (0 without prices)."""
+        prices = self.run.agent.config.prices
+        cost = 0.0 if prices is None else prices.cost(model, usage)
+        return CallRecord(provider=provider, model=model, usage=usage, cost_usd=cost)
 
     async def _compress_if_needed(self) -> None:
         """Let the context hooks compress the transcript, and announce it when they did."""
@@ -167,8 +173,10 @@ class ModelStep:
         )
         if compaction is None:
             return
-        if compaction.summariser_call is not None:
-            self._count(compaction.summariser_call)
+        call = compaction.summariser_call
+        if call is not None:
+            call = self._priced(call.provider, call.model, call.usage)
+            self.run.count(call)
         if run.session_id is not None:
             run.session_id = compaction.session_id
         run.emit(
@@ -181,7 +189,7 @@ class ModelStep:
             parent_session_id=compaction.parent_session_id,
             messages=list(run.state.transcript),
             summarised=compaction.summarised,
-            summariser_call=compaction.summariser_call,
+            summariser_call=call,
         )
 
     def _offered_tools(self) -> Sequence[ToolSchema]:
@@ -213,6 +221,12 @@ class ModelStep:
             run.state.warned.add(tier)
             run.emit(BudgetWarning, tier=tier, used=used, total=total)
         return pressure.note(used, total) if run.last_role() == "tool" else None
+
+
+def _last_answer(run: ActiveRun) -> str:
+    """The text of the run's last message when it is the model's answer, else nothing."""
+    last = run.state.transcript[-1] if run.state.transcript else None
+    return text_of(last.get("content")) if last and last["role"] == "assistant" else ""
 
 
 def _first(*values: float | None) -> float | None:

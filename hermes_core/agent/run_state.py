@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from hermes_core.agent.budget import IterationBudget
-from hermes_core.agent.config import AgentConfig, AgentRequest
+from hermes_core.agent.config import AgentConfig, AgentRequest, SpendLimit
 from hermes_core.agent.emitter import Emitter
 from hermes_core.agent.run_tools import RunTools
 from hermes_core.agent.structured import format_instructions
@@ -46,6 +46,9 @@ class RunState:
     model_calls: int = 0
     usage: Usage = field(default_factory=Usage)
     calls: list[CallRecord] = field(default_factory=list)
+    """Every model call the run paid for: its own, its summariser's and its sub-agents'."""
+    cost_usd: float = 0.0
+    """The sum of ``calls``' costs, kept as they are counted (checked before every call)."""
     invalid_json_retries: int = 0
     unknown_tool_turns: int = 0
     nudged: bool = False
@@ -178,6 +181,38 @@ class ActiveRun:
     def last_role(self) -> str | None:
         return self.state.transcript[-1]["role"] if self.state.transcript else None
 
+    # --- spending ---------------------------------------------------------------------------
+
+    def count(self, call: CallRecord) -> None:
+        """Add a model call the run paid for (priced already) to its usage and cost."""
+        state = self.state
+        state.usage += call.usage
+        state.cost_usd += call.cost_usd
+        state.calls.append(call)
+
+    def overspent(self, more: Sequence[CallRecord] = ()) -> str | None:
+        """Why the run may make no further model call, having paid for its calls (and
+        ``more``: a sub-agent's, still running); None while it may go on. A cost cap is a
+        hard stop: unlike the iteration budget, no grace call follows it."""
+        state = self.state
+        cap = self.agent.config.max_cost_usd
+        if cap is not None:
+            spent = state.cost_usd + sum(call.cost_usd for call in more)
+            if spent >= cap:
+                return (
+                    f"The run's cost cap (max_cost_usd {cap:g} USD) is reached: "
+                    f"it has spent {spent:.4f} USD."
+                )
+        limit = self.request.spend_limit
+        if limit is None:
+            return None
+        return limit.exceeded([*state.calls, *more] if more else state.calls)
+
+    def child_spend_limit(self) -> SpendLimit:
+        """What a sub-agent of this run is held to: this run's caps, over what the run has
+        spent with the sub-agent's calls added (its cost is the run's)."""
+        return _ParentSpend(self)
+
     # --- endings ----------------------------------------------------------------------------
 
     def finish_interrupted(self, partial_text: str) -> None:
@@ -215,6 +250,19 @@ class ActiveRun:
             else None,
             session_id=self.session_id,
             transcript_length=len(self.state.transcript),
+            cost_usd=self.state.cost_usd,
             calls=list(self.state.calls),
             refusal=refusal,
         )
+
+
+class _ParentSpend:
+    """A sub-agent's spend limit: its parent run's, counting the parent's calls too."""
+
+    __slots__ = ("parent",)
+
+    def __init__(self, parent: ActiveRun) -> None:
+        self.parent = parent
+
+    def exceeded(self, calls: Sequence[CallRecord]) -> str | None:
+        return self.parent.overspent(calls)
