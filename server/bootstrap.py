@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from hermes_core.context import CachingContext, CompressingContext, Compressor, PromptCacheSettings
+from hermes_core.pricing import Price, PriceTable
 from hermes_core.providers.fallback import FallbackChain
 from hermes_core.providers.images_api import ImageChain, ImagesProvider
 from hermes_core.skills.shelf import load_directory_skills
@@ -57,6 +58,7 @@ def build_services(config: HermesConfig) -> Services:
         runs=RunManager(
             max_runs=config.server.max_concurrent_runs,
             max_runs_per_owner=config.server.max_concurrent_runs_per_key,
+            max_runs_per_user=config.limits.runs_per_user,
             redact=mask,
         ),
         stop_on_disconnect=config.server.stop_on_disconnect,
@@ -133,6 +135,21 @@ def build_profiles(config: HermesConfig) -> list[Profile]:
     return [_profile(config, profile) for profile in config.profiles]
 
 
+def price_table(config: HermesConfig) -> PriceTable:
+    """What model calls cost: the configuration's ``prices`` over the built-in table."""
+    return PriceTable.with_defaults(
+        {
+            model: Price(
+                input=price.input,
+                output=price.output,
+                cached_input=price.cached_input,
+                cache_write=price.cache_write,
+            )
+            for model, price in config.prices.items()
+        }
+    )
+
+
 def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
     # An SDK-backed provider is built on its first use or serve's warm-up, after /health answers.
     retry = profile.retry.to_policy()
@@ -181,7 +198,9 @@ def _profile(config: HermesConfig, profile: ProfileConfig) -> Profile:
         provider=chain,
         auxiliary=auxiliary if auxiliary is not chain else None,
         vision=vision,
-        config=profile.agent_config(),
+        config=dataclasses.replace(
+            profile.agent_config(), prices=price_table(config), max_cost_usd=profile.max_cost_usd
+        ),
         tools=toolsets.registry,
         toolsets=active,
         unavailable_toolsets=toolsets.unavailable,

@@ -48,11 +48,12 @@ from server.http.auth import KeyRing
 from server.http.idempotency import Idempotency
 from server.metrics import Metrics
 from server.runs.approvals import ApprovalDesk
-from server.runs.manager import Run, RunInfo, RunManager, RunStatus
+from server.runs.manager import Run, RunInfo, RunManager, RunStatus, end_user_limit_message
 from server.runs.mcp_waiting import McpWaitingAgent
 from server.sessions.service import BusyMode, SessionService, SessionSettings
 from server.skills.extraction import Learner, SkillExtractor
 from server.skills.library import StoredSkills
+from server.usage.ledger import UsageLedger
 from server.webhooks.service import Webhooks
 
 if TYPE_CHECKING:
@@ -428,6 +429,7 @@ class Services:
         self.stores = Stores(memory=store.memory, todos=store.todos, sessions=store.search)
         self.sessions = SessionService(store, self.session_settings)
         self.runs.observers.append(self.sessions.journal)
+        self.runs.observers.append(UsageLedger(store.usage))
         self.runs.settle = store.db.writer.flush
         if self.files_dir is not None:
             self.files = FileVault(self.files_dir, store, self.file_limits)
@@ -513,21 +515,35 @@ class Services:
             return None
         return Learner(provider=profile.side_task_provider, min_tool_calls=profile.learn_after)
 
-    async def reserve_run(self, owner: str, run_id: str, alias: str = "") -> None:
-        """Count a run about to start against ``owner``'s limit on every replica (this
-        replica's own count is checked by ``RunManager.admit``); 429 beyond it. ``alias``:
-        its completion's id, by which a stop finds it too."""
+    async def reserve_run(
+        self, owner: str, run_id: str, alias: str = "", end_user: str | None = None
+    ) -> None:
+        """Count a run about to start against ``owner``'s limit on every replica, and its
+        ``end_user``'s (``limits.runs_per_user``) when it names one (this replica's own count
+        is checked by ``RunManager.admit``); 429 beyond either. ``alias``: its completion's
+        id, by which a stop finds it too."""
         if self.cluster is None:
             return
         limit = self.runs.max_runs_per_owner
-        if not await self.cluster.reserve(owner, run_id, limit, alias):
+        refused: str | None
+        if end_user is None:
+            reserved = await self.cluster.reserve(owner, run_id, limit, alias)
+            refused = None if reserved else "key"
+        else:
+            user_limit = self.runs.max_runs_per_user
+            refused = await self.cluster.reserve_for_user(
+                owner, end_user, run_id, limit=limit, user_limit=user_limit, alias=alias
+            )
+            if refused == "user":
+                raise RunLimitExceeded(end_user_limit_message(user_limit), retry_after=5)
+        if refused is not None:
             raise RunLimitExceeded(
                 f"This API key already has {limit} runs in progress.", retry_after=5
             )
 
     def _release_reservation(self, info: RunInfo, event: AgentEvent) -> None:
         if isinstance(event, RunFinished) and self.cluster is not None:
-            task = asyncio.create_task(self.cluster.release(info.owner, info.id))
+            task = asyncio.create_task(self.cluster.release(info.owner, info.id, info.end_user))
             self._releasing.add(task)
             task.add_done_callback(self._releasing.discard)
 

@@ -25,7 +25,7 @@ from hermes_core.providers.retry import Cooldowns
 from server.replicas.broadcasts import Broadcasts, SteerHandler, StopHandler
 from server.replicas.event_log import EventLog
 from server.replicas.liveness import Lapsed, LiveInstances, Liveness, Recover
-from server.replicas.reservations import LiveRuns, Reservations
+from server.replicas.reservations import LiveRuns, Refusal, Reservations
 from server.replicas.run_writes import RunWrites
 from server.replicas.shared_volume import SharedVolume
 
@@ -122,14 +122,31 @@ class Cluster:
         live already (then False); ``alias``: its other id (completion, Response)."""
         return await self._reservations.reserve(owner, run_id, limit, alias)
 
+    async def reserve_for_user(
+        self,
+        owner: str,
+        end_user: str,
+        run_id: str,
+        *,
+        limit: int,
+        user_limit: int,
+        alias: str = "",
+    ) -> Refusal | None:
+        """Count ``run_id`` among ``owner``'s and its ``end_user``'s live runs on all
+        replicas, unless ``limit`` or ``user_limit`` are live already: None when reserved,
+        else whose limit refused it."""
+        return await self._reservations.reserve_for_user(
+            owner, end_user, run_id, limit=limit, user_limit=user_limit, alias=alias
+        )
+
     async def reserved_run(self, owner: str, run_id: str) -> str | None:
         """The run id of ``owner``'s live run ``run_id`` (or alias) on any replica, from its
         reservation: found before its row is in the database."""
         return await self._reservations.find(owner, run_id)
 
-    async def release(self, owner: str, run_id: str) -> None:
-        """Let go of the run's reservation, with the next flush of writes."""
-        self._reservations.release(owner, run_id)
+    async def release(self, owner: str, run_id: str, end_user: str | None = None) -> None:
+        """Let go of the run's reservation (and its end user's), with the next flush."""
+        self._reservations.release(owner, run_id, end_user)
 
     def record(self, event: AgentEvent) -> None:
         """Queue ``event`` for the run's log (sent in batches, off the run's path)."""

@@ -10,15 +10,22 @@ A reservation is also how any replica finds a run in its first moments, before i
 the database (written behind, in batches): a stop or a cancel sent elsewhere at once. A run's
 other id (its completion's, its Response's) is written beside it, in the same flush, as an
 alias that outlives the row's writing with room to spare.
+
+A run for an end user (docs/end-users.md) is reserved twice in one flush: in its key's set and
+in its end user's (``hermes:runs:<owner>/<end user>``, limited by ``limits.runs_per_user``).
+When one set refuses, the other's reservation is released again: for a moment a run may be
+counted that never starts (a refusal too many, never a run too many).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from server.replicas.run_writes import RunWrites
+from server.runs.manager import user_key
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
@@ -32,7 +39,11 @@ ALIAS_KEY = "hermes:run-of:{}"
 ALIAS_SECONDS = 60
 
 LiveRuns = Callable[[], list[tuple[str, str]]]
-"""``(owner, run_id)`` of this replica's runs in progress."""
+"""``(owner, run_id)`` of this replica's runs in progress (and ``(owner/end_user, run_id)``
+for a run of an end user: ``RunManager.live_run_keys``)."""
+
+Refusal = Literal["key", "user"]
+"""Whose limit refused a reservation: the key's or its end user's."""
 
 
 class Reservations:
@@ -56,6 +67,40 @@ class Reservations:
             self._writes.alias(ALIAS_KEY.format(alias), run_id, ALIAS_SECONDS)
         return await self._writes.reserve(RUNS_KEY.format(owner), limit, run_id)
 
+    async def reserve_for_user(
+        self,
+        owner: str,
+        end_user: str,
+        run_id: str,
+        *,
+        limit: int,
+        user_limit: int,
+        alias: str = "",
+    ) -> Refusal | None:
+        """Count ``run_id`` among ``owner``'s live runs and among its ``end_user``'s, unless
+        ``limit`` or ``user_limit`` are live already: None when reserved in both, else whose
+        limit refused it (the key's first)."""
+        if alias:
+            self._writes.alias(ALIAS_KEY.format(alias), run_id, ALIAS_SECONDS)
+        users = RUNS_KEY.format(user_key(owner, end_user))
+        keys = RUNS_KEY.format(owner)
+        # Both queued before either is awaited: they go in one flush.
+        for_key, for_user = await asyncio.gather(
+            self._writes.reserve(keys, limit, run_id),
+            self._writes.reserve(users, user_limit, run_id),
+            return_exceptions=True,
+        )
+        if for_key is True and for_user is True:
+            return None
+        if for_key is True:
+            self._writes.release(keys, run_id)
+        if for_user is True:
+            self._writes.release(users, run_id)
+        for answer in (for_key, for_user):
+            if isinstance(answer, BaseException):
+                raise answer
+        return "key" if not for_key else "user"
+
     async def find(self, owner: str, run_id: str) -> str | None:
         """The id of ``owner``'s run ``run_id`` (a run id or its alias) if it holds a
         reservation on some replica: it is live, whether or not its row is written yet."""
@@ -65,9 +110,12 @@ class Reservations:
         lapses: float | None = await self._redis.zscore(RUNS_KEY.format(owner), run_id)
         return run_id if lapses is not None and lapses > time.time() else None
 
-    def release(self, owner: str, run_id: str) -> None:
-        """Let go of ``run_id``'s reservation (with the next flush: its run's last entry)."""
+    def release(self, owner: str, run_id: str, end_user: str | None = None) -> None:
+        """Let go of ``run_id``'s reservation, and its ``end_user``'s when it names one (with
+        the next flush: its run's last entry)."""
         self._writes.release(RUNS_KEY.format(owner), run_id)
+        if end_user is not None:
+            self._writes.release(RUNS_KEY.format(user_key(owner, end_user)), run_id)
 
     async def renew(self) -> None:
         """Push the lapse of this replica's live runs' reservations a lease ahead (a run that

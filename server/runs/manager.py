@@ -242,6 +242,7 @@ class RunManager:
         *,
         max_runs: int = 256,
         max_runs_per_owner: int = 32,
+        max_runs_per_user: int = 4,
         keep_finished: int = 1000,
         observers: Sequence[RunObserver] = (),
         settle: Callable[[], Awaitable[None]] | None = None,
@@ -259,10 +260,15 @@ class RunManager:
         self._aliases: dict[str, str] = {}
         # Kept incrementally so admission and clean-up cost O(1) per run, not O(runs kept).
         self._live: dict[str, int] = {}
+        self._live_users: dict[tuple[str, str], int] = {}
+        """Live runs per (owner, end user), for the runs that name one."""
         self._live_total = 0
         self._finished_order: deque[str] = deque()
         self.max_runs = max_runs
         self.max_runs_per_owner = max_runs_per_owner
+        self.max_runs_per_user = max_runs_per_user
+        """Runs one end user behind a key may have in progress (``limits.runs_per_user``),
+        inside the key's own limit."""
         self.keep_finished = keep_finished
         self.exiting = False
         """The server has begun to exit: streams it cuts from now on are its doing."""
@@ -285,7 +291,7 @@ class RunManager:
         providers: Mapping[str, str] | None = None,
         trace_parent: object = None,
     ) -> Run:
-        self.admit(owner)
+        self.admit(owner, end_user)
         info = RunInfo(
             id=request.run_id or new_id("run_"),
             owner=owner,
@@ -302,6 +308,9 @@ class RunManager:
         if completion_id:
             self._aliases[completion_id] = run.id
         self._live[owner] = self._live.get(owner, 0) + 1
+        if end_user is not None:
+            user = (owner, end_user)
+            self._live_users[user] = self._live_users.get(user, 0) + 1
         self._live_total += 1
         run.status = RunStatus.RUNNING
         run.task = asyncio.create_task(self._drive(run, agent, request), name=f"hermes-{run.id}")
@@ -312,16 +321,30 @@ class RunManager:
         return [r.task for r in self._runs.values() if not r.status.finished and r.task]
 
     def live_run_keys(self) -> list[tuple[str, str]]:
-        """``(owner, run_id)`` of every run in progress here."""
-        return [(r.owner, r.id) for r in self._runs.values() if not r.status.finished]
+        """``(owner, run_id)`` of every run in progress here, and ``(owner/end_user, run_id)``
+        beside it for a run of an end user: the sets the run is counted in on every replica
+        (``server/replicas/reservations.py``)."""
+        keys = []
+        for run in self._runs.values():
+            if not run.status.finished:
+                keys.append((run.owner, run.id))
+                if run.info.end_user is not None:
+                    keys.append((user_key(run.owner, run.info.end_user), run.id))
+        return keys
 
-    def live_runs(self, owner: str | None = None) -> int:
-        """Runs in progress (of ``owner``, or of everyone): what the limits count."""
-        return self._live_total if owner is None else self._live.get(owner, 0)
+    def live_runs(self, owner: str | None = None, end_user: str | None = None) -> int:
+        """Runs in progress (of ``owner``'s ``end_user``, of ``owner``, or of everyone): what
+        the limits count."""
+        if owner is None:
+            return self._live_total
+        if end_user is not None:
+            return self._live_users.get((owner, end_user), 0)
+        return self._live.get(owner, 0)
 
-    def admit(self, owner: str) -> None:
-        """Raise :class:`RunLimitExceeded` if ``owner`` may not start a run now, and
-        :class:`ServerDraining` once the server is shutting down."""
+    def admit(self, owner: str, end_user: str | None = None) -> None:
+        """Raise :class:`RunLimitExceeded` if ``owner`` (for ``end_user``, when it names one)
+        may not start a run now, and :class:`ServerDraining` once the server is shutting
+        down."""
         if self.draining:
             raise ServerDraining()
         if self._live_total >= self.max_runs:
@@ -331,6 +354,10 @@ class RunManager:
                 f"This API key already has {self.max_runs_per_owner} runs in progress.",
                 retry_after=5,
             )
+        if end_user is not None and self._live_users.get((owner, end_user), 0) >= (
+            self.max_runs_per_user
+        ):
+            raise RunLimitExceeded(end_user_limit_message(self.max_runs_per_user), retry_after=5)
 
     async def _drive(self, run: Run, agent: Runnable, request: AgentRequest) -> None:
         if request.run_id != run.id:
@@ -392,6 +419,13 @@ class RunManager:
             self._live[run.owner] = left
         else:
             del self._live[run.owner]
+        if run.info.end_user is not None:
+            user = (run.owner, run.info.end_user)
+            left = self._live_users[user] - 1
+            if left:
+                self._live_users[user] = left
+            else:
+                del self._live_users[user]
         self._finished_order.append(run.id)
         while len(self._finished_order) > self.keep_finished:
             old = self._runs.pop(self._finished_order.popleft(), None)
@@ -458,6 +492,19 @@ class RunManager:
         tasks = [r.task for r in live if r.task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=5)
+
+
+def user_key(owner: str, end_user: str) -> str:
+    """The name ``owner``'s ``end_user`` is counted under beside the key (as their scoped
+    owner: principal names hold no ``/``, so it never is another key's)."""
+    return f"{owner}/{end_user}"
+
+
+def end_user_limit_message(limit: int) -> str:
+    return (
+        f"This end user already has {limit} runs in progress (limits.runs_per_user); "
+        "other users of this API key may still start runs."
+    )
 
 
 def _crashed(run: Run) -> RunFinished:

@@ -23,6 +23,14 @@ from server.views.chat import ChatCompletionBuilder, ChatStreamView
 from server.views.file_citations import FileAnnouncer
 
 
+def _end_user_named(body: ChatCompletionRequest) -> str | None:
+    """The end user the body names: ``safety_identifier`` (OpenAI's newer field, taken as
+    an extra one), else ``user``."""
+    extra = body.model_extra or {}
+    named = extra.get("safety_identifier")
+    return named if isinstance(named, str) and named.strip() else body.user
+
+
 class ChatServing:
     def __init__(self, services: Services) -> None:
         self.services = services
@@ -48,6 +56,7 @@ class ChatServing:
                 ),
                 side_task=side_task,
                 openwebui=openwebui,
+                end_user=_end_user_named(body),
             ),
         )
         run, headers, files = turn.run, turn.headers, turn.files

@@ -188,7 +188,9 @@ async def start_run(
     temporary = request.workspace if conversation is None else None
     with turn_given_back_on_failure(services, request.run_id):
         request = await services.budgets.admit(principal, end_user, request)
-        await services.reserve_run(principal.name, request.run_id or "", completion_id)
+        await services.reserve_run(
+            principal.name, request.run_id or "", completion_id, end_user=end_user
+        )
         run = services.runs.start(
             agent,
             request,

@@ -211,6 +211,7 @@ class ResponsesServing:
                     keeps_questions=body.store,
                     tools=tools,
                     side_task_files=True,
+                    end_user=body.safety_identifier or body.user,
                 ),
             )
         run, rendering = turn.run, tools.rendering

@@ -28,7 +28,6 @@ from server.runs.manager import Run, Runnable, new_id
 from server.services import Profile, Services
 from server.serving.common import (
     busy_mode_of,
-    conversation_owner,
     new_agent,
     session_name_of,
     start_run,
@@ -36,6 +35,7 @@ from server.serving.common import (
     with_approvals,
     with_files_in_workspace,
 )
+from server.serving.end_users import end_user_of, scoped_owner
 from server.serving.file_announcements import file_announcer, watched
 from server.sessions.service import BUSY_POLICY, BusyMode, BusyPolicy, SessionSteered
 from server.views.file_citations import FileAnnouncer
@@ -150,6 +150,9 @@ class TurnSpec:
     session_busy: BusyMode | None = None
     """What the turn does when its session is busy, as the request's body says (a run's
     ``session_busy``); the ``X-Hermes-Session-Busy`` header, then the profile's, otherwise."""
+    end_user: str | None = None
+    """The end user the body names (``safety_identifier``, else ``user``); the request's
+    headers come first, and only a trusted front end's count (``server/serving/end_users.py``)."""
 
 
 @dataclass(slots=True)
@@ -176,6 +179,10 @@ async def begin_turn(
     approval_wait = wait_seconds_of(connection, services.approvals.expiry_seconds)
     run_id = new_id("run_")
     side = spec.side_task
+    # Named once, here: who the turn is for holds its run to their limit and budget, and (but
+    # for a side task, which keeps nothing) scopes its memory, sessions and workspace.
+    named = end_user_of(connection, principal, spec.end_user)
+    end_user = named.id if named is not None else None
     agent: Agent
     if side:
         agent = profile.plain_agent(owner=principal.name)
@@ -185,10 +192,10 @@ async def begin_turn(
         client_tools = not spec.openwebui
         request = spec.agent_request(client_tools=client_tools, offer_tools=True, run_id=run_id)
         name = session_name_of(connection) if spec.named else None
-        owner = conversation_owner(connection, principal)
+        owner = scoped_owner(principal, end_user)
         agent = new_agent(services, profile, owner, key=principal.name)
     agent.check(request)
-    services.runs.admit(principal.name)
+    services.runs.admit(principal.name, end_user)
     tools = None if side else spec.tools
     try:
         if tools is not None:
@@ -256,6 +263,7 @@ async def begin_turn(
             session_id=session_id,
             conversation=conversation,
             headers=connection.headers,
+            end_user=end_user,
         )
     except BaseException:
         if tools is not None:  # the run never started: nothing else closes them
