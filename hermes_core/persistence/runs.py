@@ -29,6 +29,7 @@ _FINISH = (
         iterations=bindparam("b_iterations"),
         model_calls=bindparam("b_model_calls"),
         usage=bindparam("b_usage"),
+        cost_usd=bindparam("b_cost_usd"),
         error=bindparam("b_error"),
         ended_at=bindparam("b_now"),
     )
@@ -57,6 +58,10 @@ class RunRecord:
     error: str | None
     created_at: float
     ended_at: float | None
+    end_user: str | None = None
+    """The end user the run was for, when its key named one."""
+    cost_usd: float = 0.0
+    """What its model calls cost at the configured prices (0 while running, or unpriced)."""
 
 
 class RunStore:
@@ -75,12 +80,14 @@ class RunStore:
         session_id: str | None,
         completion_id: str | None,
         created_at: float,
+        end_user: str | None = None,
     ) -> None:
         self.db.writer.submit(
             _INSERT,
             {
                 "id": run_id,
                 "owner": owner,
+                "end_user": end_user,
                 "session_id": session_id,
                 "endpoint": endpoint,
                 "model": model,
@@ -90,6 +97,7 @@ class RunStore:
                 "iterations": 0,
                 "model_calls": 0,
                 "usage": None,
+                "cost_usd": 0.0,
                 "error": None,
                 "instance": self.instance,
                 "created_at": created_at,
@@ -117,6 +125,7 @@ class RunStore:
         model_calls: int,
         usage: dict[str, int],
         error: str | None,
+        cost_usd: float = 0.0,
     ) -> None:
         self.db.writer.submit(
             _FINISH,
@@ -127,6 +136,7 @@ class RunStore:
                 "b_iterations": iterations,
                 "b_model_calls": model_calls,
                 "b_usage": usage,
+                "b_cost_usd": cost_usd,
                 "b_error": error,
                 "b_now": time.time(),
             },
@@ -187,4 +197,6 @@ def _record(row: Any) -> RunRecord:
         error=row.error,
         created_at=row.created_at,
         ended_at=row.ended_at,
+        end_user=row.end_user,
+        cost_usd=row.cost_usd or 0.0,
     )

@@ -120,6 +120,7 @@ class SessionJournal:
                     session_id=tracked.session_id if tracked else run.session_id,
                     completion_id=run.completion_id,
                     created_at=run.created_at,
+                    end_user=run.end_user,
                 )
             case CompressionPerformed():
                 tracked = self._runs.get(run.id)
@@ -175,5 +176,6 @@ class SessionJournal:
             model_calls=event.model_calls,
             usage=event.usage.as_dict(),
             error=event.error,
+            cost_usd=event.cost_usd,
         )
         self.untrack(run.id)

@@ -1,0 +1,72 @@
+"""The run observer that keeps the usage ledger.
+
+When a run ends, its model calls (``RunFinished.calls``: every call it paid for, a
+compression's summariser and its sub-agents' included) are summed per provider and model and
+added to the ledger rows of its key, end user, profile and the UTC day it ended on. The adds
+are queued on the store's write queue, so the run manager's ``settle`` makes them durable
+before anyone hears the run ended: a budget checked for the next run sees them.
+
+It runs on every run: the ending is the only event it reads (one type check for the others),
+and the day's name is worked out once a day, not per run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from hermes_core.events import AgentEvent, RunFinished
+from hermes_core.persistence.usage import UsageEntry, UsageStore
+from hermes_core.usage import Usage
+from server.runs.manager import RunInfo
+
+_SECONDS_PER_DAY = 86_400
+
+
+class UsageLedger:
+    def __init__(self, store: UsageStore, *, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.clock = clock
+        """The time a run ended at, when its ending is observed."""
+        self._day_number = -1
+        self._day = ""
+
+    def __call__(self, run: RunInfo, event: AgentEvent) -> None:
+        if type(event) is not RunFinished or not event.calls:
+            return
+        day = self.day(self.clock())
+        totals: dict[tuple[str, str], tuple[int, Usage, float]] = {}
+        for call in event.calls:
+            key = (call.provider, call.model)
+            seen = totals.get(key)
+            if seen is None:
+                totals[key] = (1, call.usage, call.cost_usd)
+            else:
+                totals[key] = (seen[0] + 1, seen[1] + call.usage, seen[2] + call.cost_usd)
+        owner = run.owner
+        end_user = run.end_user or ""
+        profile = run.model
+        self.store.add(
+            [
+                UsageEntry(
+                    day=day,
+                    owner=owner,
+                    end_user=end_user,
+                    profile=profile,
+                    provider=provider,
+                    model=model,
+                    calls=count,
+                    usage=usage,
+                    cost_usd=cost,
+                )
+                for (provider, model), (count, usage, cost) in totals.items()
+            ]
+        )
+
+    def day(self, now: float) -> str:
+        """``YYYY-MM-DD`` (UTC) of ``now``: formatted once per day."""
+        number = int(now // _SECONDS_PER_DAY)
+        if number != self._day_number:
+            self._day = time.strftime("%Y-%m-%d", time.gmtime(number * _SECONDS_PER_DAY))
+            self._day_number = number
+        return self._day
