@@ -78,6 +78,7 @@ def describe(run: Run) -> dict[str, Any]:
         "object": "hermes.run",
         "endpoint": run.endpoint,
         "model": run.model,
+        "end_user": run.info.end_user,
         "completion_id": run.completion_id or None,
         "session_id": run.session_id,
         "status": run.status.value,
@@ -87,6 +88,7 @@ def describe(run: Run) -> dict[str, Any]:
         "ended_at": int(run.ended_at) if run.ended_at else None,
         "iterations": end.iterations if end else None,
         "usage": end.usage.as_dict() if end else None,
+        "cost_usd": end.cost_usd if end else None,
         "events": len(run.events),
     }
 
@@ -361,6 +363,7 @@ def describe_record(record: RunRecord) -> dict[str, Any]:
         "object": "hermes.run",
         "endpoint": record.endpoint,
         "model": record.model,
+        "end_user": record.end_user,
         "completion_id": record.completion_id,
         "session_id": record.session_id,
         "status": record.status,
@@ -370,6 +373,7 @@ def describe_record(record: RunRecord) -> dict[str, Any]:
         "ended_at": int(record.ended_at) if record.ended_at else None,
         "iterations": record.iterations,
         "usage": record.usage or None,
+        "cost_usd": record.cost_usd if record.ended_at is not None else None,
         "events": 0,
     }
 

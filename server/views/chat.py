@@ -110,6 +110,7 @@ def hermes_summary(end: RunFinished) -> HermesSummary:
         "exit_reason": end.exit_reason.value,
         "iterations": end.iterations,
         "model_calls": end.model_calls,
+        "cost_usd": end.cost_usd,
         "error": end.error,
     }
 

@@ -26,6 +26,7 @@ class HermesSummary(TypedDict):
     exit_reason: str
     iterations: int
     model_calls: int
+    cost_usd: float
     error: str | None
 
 

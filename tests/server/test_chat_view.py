@@ -115,6 +115,7 @@ HERMES = {
     "exit_reason": "completed",
     "iterations": 2,
     "model_calls": 2,
+    "cost_usd": 0.0,
     "error": None,
 }
 

@@ -492,6 +492,7 @@ def test_the_final_response_carries_usage_and_the_hermes_summary() -> None:
         "exit_reason": "completed",
         "iterations": 2,
         "model_calls": 2,
+        "cost_usd": 0.0,
         "error": None,
     }
 

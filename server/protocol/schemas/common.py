@@ -114,6 +114,9 @@ class HermesSummary(Shape):
     """Agent loop iterations (model calls that could call tools)."""
     model_calls: int
     """Model calls in all, retries and fallbacks included."""
+    cost_usd: float
+    """What the run's model calls cost in US dollars at the configured prices (``prices``),
+    its sub-agents' and summaries' included; 0 when its models are unpriced."""
     error: str | None
     """What went wrong when the run did not complete."""
 

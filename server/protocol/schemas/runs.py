@@ -101,6 +101,8 @@ class RunSummary(Shape):
     endpoint: Literal["chat.completions", "responses", "runs"]
     """``runs``: started by ``POST /v1/runs``."""
     model: str
+    end_user: str | None = None
+    """The end user the run was for (docs/end-users.md), when its key named one."""
     completion_id: str | None
     """The ``chatcmpl-…`` or ``resp_…`` id the run answers."""
     session_id: str | None
@@ -112,6 +114,9 @@ class RunSummary(Shape):
     iterations: int | None
     usage: RunUsage | None
     """Once the run has ended."""
+    cost_usd: float | None = None
+    """What its model calls cost in US dollars at the configured prices (``prices``; 0 when
+    unpriced), once the run has ended."""
     events: int
     """Events in the replayable log (0 for a run known only from the database)."""
     metadata: dict[str, str] | None = None
