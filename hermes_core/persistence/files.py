@@ -81,9 +81,13 @@ class FileStore:
         after: FileRecord | None = None,
         limit: int = 100,
         newest_first: bool = True,
+        visible_to: str | None = None,
     ) -> list[FileRecord]:
-        """``owner``'s files, newest first (or oldest), from just past ``after``."""
+        """``owner``'s files, newest first (or oldest), from just past ``after``, that its
+        end user ``visible_to`` sees: the key's own, and theirs (None: the key's own only)."""
         where: Any = FILES.c.owner == owner
+        mine = FILES.c.end_user.is_(None)
+        where = where & (mine if visible_to is None else mine | (FILES.c.end_user == visible_to))
         if purpose is not None:
             where = where & (FILES.c.purpose == purpose)
         if after is not None:

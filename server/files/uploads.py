@@ -65,11 +65,31 @@ def clean_filename(name: str | None) -> str:
 class FileVault:
     """Uploaded files: kept on disk under ``root``, recorded in ``store``."""
 
-    def __init__(self, root: Path, store: Store, limits: FileLimits) -> None:
+    def __init__(
+        self,
+        root: Path,
+        store: Store,
+        limits: FileLimits,
+        *,
+        end_user: str | None = None,
+        locks: dict[str, asyncio.Lock] | None = None,
+    ) -> None:
         self.root = root
         self.store = store
         self.limits = limits
-        self._owner_locks: dict[str, asyncio.Lock] = {}
+        self.end_user = end_user
+        """Whose view this is (docs/end-users.md): an end user's uploads are theirs, and they
+        see their own and the key's own files, never another end user's; without one, the
+        key's own files only."""
+        self._owner_locks: dict[str, asyncio.Lock] = locks if locks is not None else {}
+
+    def as_end_user(self, end_user: str | None) -> FileVault:
+        """The same files as ``end_user`` sees them (the quota stays the key's)."""
+        if end_user == self.end_user:
+            return self
+        return FileVault(
+            self.root, self.store, self.limits, end_user=end_user, locks=self._owner_locks
+        )
 
     def path(self, record: FileRecord) -> Path:
         return self.root / _digest(record.owner) / record.id
@@ -101,6 +121,7 @@ class FileVault:
                 purpose=purpose,
                 bytes=0,
                 created_at=time.time(),
+                end_user=self.end_user,
             )
             target = self.path(record)
             room = min(self.limits.max_file_bytes, self.limits.quota_bytes - usage.bytes)
@@ -149,14 +170,38 @@ class FileVault:
         )
 
     async def get(self, owner: str, file_id: str) -> FileRecord:
-        """``owner``'s file ``file_id``; 404 for one that is not (or not theirs)."""
+        """``owner``'s file ``file_id``; 404 for one that is not (or not theirs, or another
+        end user's)."""
         record = await self.store.files.get(owner, file_id)
-        if record is None:
+        if record is None or record.end_user not in (None, self.end_user):
             raise APIError(404, f"No file '{file_id}'.", param="file_id", code="file_not_found")
         return record
 
+    async def list(
+        self,
+        owner: str,
+        *,
+        purpose: str | None,
+        after: FileRecord | None,
+        limit: int,
+        newest_first: bool,
+    ) -> list[FileRecord]:
+        """``owner``'s files this view sees, newest first (or oldest), past ``after``."""
+        return await self.store.files.list(
+            owner,
+            purpose=purpose,
+            after=after,
+            limit=limit,
+            newest_first=newest_first,
+            visible_to=self.end_user,
+        )
+
     async def delete(self, owner: str, file_id: str) -> None:
+        """Delete ``owner``'s file ``file_id``: an end user's own only (the key's shared
+        files are the key's to delete); 404 otherwise."""
         record = await self.get(owner, file_id)
+        if record.end_user != self.end_user:
+            raise APIError(404, f"No file '{file_id}'.", param="file_id", code="file_not_found")
         if await self.store.files.delete(owner, file_id):
             await asyncio.to_thread(self.path(record).unlink, True)
 

@@ -1,5 +1,6 @@
 """``/v1/files``: upload, list, retrieve, download and delete files, as OpenAI's Files API;
-each key sees its own files only."""
+each key sees its own files only, and an end user behind it (docs/end-users.md) their own and
+the key's, never another end user's."""
 
 from __future__ import annotations
 
@@ -17,15 +18,18 @@ from server.http.openapi import BYTES, errors
 from server.protocol.pages import list_page
 from server.protocol.schemas.files import FileDeleted, FileList, FileObject
 from server.services import Services
+from server.serving.end_users import end_user_of
 
 router = APIRouter(prefix="/v1/files", tags=["files"])
 
 
-def _vault(request: Request) -> FileVault:
+def _vault(request: Request, principal: Principal) -> FileVault:
+    """The files as the request's end user (if its key may name one) sees them."""
     services: Services = request.app.state.services
     if services.files is None:
         raise APIError(404, "This server keeps no files (it runs without a database).")
-    return services.files
+    end_user = end_user_of(request, principal)
+    return services.files.as_end_user(end_user.id if end_user is not None else None)
 
 
 def file_object(record: FileRecord) -> dict[str, Any]:
@@ -53,7 +57,7 @@ async def upload_file(
     chat ``file`` part or a Responses ``input_file``; the agent then finds it in its
     workspace."""
     # With an Idempotency-Key, a retry gets the first upload's file (server/http/idempotency.py).
-    vault = _vault(request)
+    vault = _vault(request, principal)
     claim = None
     if key_of(request.scope) is not None:
         content = await file_digest(file.file)
@@ -84,9 +88,9 @@ async def list_files(
     after: Annotated[str | None, Query(description="List from just past this file id.")] = None,
 ) -> dict[str, Any]:
     """The key's files, newest first (``order=asc``: oldest first)."""
-    vault = _vault(request)
+    vault = _vault(request, principal)
     past = await vault.get(principal.name, after) if after is not None else None
-    records = await vault.store.files.list(
+    records = await vault.list(
         principal.name, purpose=purpose, after=past, limit=limit + 1, newest_first=order == "desc"
     )
     data = [file_object(record) for record in records[:limit]]
@@ -97,7 +101,7 @@ async def list_files(
 async def retrieve_file(
     file_id: str, request: Request, principal: Annotated[Principal, Depends(require_principal)]
 ) -> dict[str, Any]:
-    return file_object(await _vault(request).get(principal.name, file_id))
+    return file_object(await _vault(request, principal).get(principal.name, file_id))
 
 
 @router.get(
@@ -108,7 +112,7 @@ async def retrieve_file(
 async def file_content(
     file_id: str, request: Request, principal: Annotated[Principal, Depends(require_principal)]
 ) -> FileResponse:
-    vault = _vault(request)
+    vault = _vault(request, principal)
     record = await vault.get(principal.name, file_id)
     return FileResponse(
         vault.path(record),
@@ -122,5 +126,5 @@ async def delete_file(
     file_id: str, request: Request, principal: Annotated[Principal, Depends(require_principal)]
 ) -> dict[str, Any]:
     """Delete a file; copies already placed in workspaces stay there."""
-    await _vault(request).delete(principal.name, file_id)
+    await _vault(request, principal).delete(principal.name, file_id)
     return {"id": file_id, "object": "file", "deleted": True}

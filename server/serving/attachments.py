@@ -8,7 +8,8 @@ reader turns into the same shape) are copied into the run's workspace, each part
 a line telling the model where the file is (see :mod:`server.files.uploads`). A profile without a
 workspace has no tool to read a file with, so the model is given the file itself: a
 document's text, an image, a text file's text (see :mod:`server.files.reading`). Either way,
-a ``file_id`` that is not one of the key's uploads is a 404 before the run starts.
+a ``file_id`` that is not one of the key's uploads (or is another end user's: docs/end-users.md)
+is a 404 before the run starts.
 
 Open WebUI sends no file parts of its own: it gives the model the text it extracted from an
 attached file, in ``<source … name="sales.csv">`` blocks of its RAG template. That text is not
@@ -28,7 +29,7 @@ from hermes_core.agent import AgentRequest
 from hermes_core.messages import Message, text_of
 from server.errors import APIError
 from server.files.reading import file_for_model
-from server.files.uploads import deleted_note, image_data_url, into_workspace
+from server.files.uploads import FileVault, deleted_note, image_data_url, into_workspace
 from server.http.auth import Principal
 from server.services import Services
 
@@ -42,16 +43,22 @@ def _has_files(content: object) -> bool:
 
 
 async def with_files(
-    services: Services, request: AgentRequest, *, principal: Principal
+    services: Services,
+    request: AgentRequest,
+    *,
+    principal: Principal,
+    end_user: str | None = None,
 ) -> AgentRequest:
     """``request`` with every file part replaced by what the model should read of it (files
     placed in ``request.workspace`` when it has one). Nothing to do, and nothing read, for a
-    request without file parts."""
+    request without file parts. ``end_user``: who behind the key the request is for; they may
+    name their own uploads and the key's, never another end user's (a 404)."""
     request = _with_note_on_extracted_files(request)
     history_has = any(_has_files(m.get("content")) for m in request.history)
     if not history_has and not _has_files(request.user_message):
         return request
-    vault, workspace = services.files, request.workspace
+    vault = services.files.as_end_user(end_user) if services.files is not None else None
+    workspace = request.workspace
 
     async def read(content: Any, *, earlier: bool) -> Any:
         if not _has_files(content):
@@ -65,7 +72,7 @@ async def with_files(
                 file = part.get("file")
                 if not isinstance(file, dict):
                     raise APIError(400, "A file part needs a 'file' object.", param="messages")
-                parts.append(await _file_for_run(services, principal, file, workspace, earlier))
+                parts.append(await _file_for_run(vault, principal, file, workspace, earlier))
             else:
                 parts.append(part)
         return parts
@@ -85,7 +92,7 @@ async def with_files(
 
 
 async def _file_for_run(
-    services: Services,
+    vault: FileVault | None,
     principal: Principal,
     file: dict[str, Any],
     workspace: Path | None,
@@ -94,7 +101,6 @@ async def _file_for_run(
     """What the model reads of a message's ``file``: a line saying where it was placed in the
     workspace, or without one the file itself. A file of an ``earlier`` message whose upload
     was deleted since is a note, not an error: the conversation goes on."""
-    vault = services.files
     if workspace is not None:
         text = await into_workspace(vault, principal.name, file, workspace, earlier=earlier)
         return {"type": "text", "text": text}

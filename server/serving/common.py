@@ -151,11 +151,13 @@ async def with_files_in_workspace(
     request: AgentRequest,
     principal: Principal,
     conversation: tuple[str, str] | None,
+    end_user: str | None = None,
 ) -> AgentRequest:
-    """``request`` with its run's workspace and the files its messages carry placed in it."""
+    """``request`` with its run's workspace and the files its messages carry placed in it
+    (those ``end_user`` may name: their own uploads and the key's)."""
     placed = with_workspace(services, profile, request, principal, conversation)
     with quota_in_force(profile.workspace_quota):  # uploads placed there count as writes
-        return await with_files(services, placed, principal=principal)
+        return await with_files(services, placed, principal=principal, end_user=end_user)
 
 
 async def start_run(

@@ -246,7 +246,7 @@ async def begin_turn(
                         spoken=spoken,
                     )
                 request = await with_files_in_workspace(
-                    services, profile, request, principal, conversation
+                    services, profile, request, principal, conversation, end_user
                 )
                 runnable = watched(agent, request, conversation)
                 files = await file_announcer(

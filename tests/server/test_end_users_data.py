@@ -1,0 +1,124 @@
+"""What end users behind one trusted key own, in process (docs/end-users.md): uploads (and the
+files a message names), stored responses, conversations, skills the agent writes, recalled
+episodes. Two end users never see each other's; a request naming no end user sees the key's
+own only."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from hermes_core.persistence import Store, sqlite_url
+from server.app import create_app
+from server.http.threaded import ThreadedServer
+from server.services import Services
+from server.simulator import Reply, Scenario, SimulatorServer, Step
+from tests.plain_http import TLS_UNUSED
+from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL, make_services
+
+ANN = {"x-hermes-memory-scope": "ann"}
+BEN = {"x-hermes-memory-scope": "ben"}
+KEY = dict[str, str]()
+"""No end user named: the key's own."""
+
+
+def script(simulator: SimulatorServer, *steps: Step) -> None:
+    simulator.state.script(UPSTREAM_MODEL, Scenario(steps=list(steps)))
+
+
+def text(reply: str) -> Step:
+    return Step(reply=Reply(text=reply))
+
+
+@pytest.fixture(scope="module")
+def served(
+    _simulator_server: SimulatorServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ThreadedServer, Services]]:
+    root = tmp_path_factory.mktemp("end-users-data")
+    services = make_services(
+        _simulator_server, database_url=sqlite_url(root / "hermes.db"), files_dir=root / "files"
+    )
+    with ThreadedServer(create_app(services)) as server:
+        yield server, services
+
+
+@pytest.fixture
+async def http(served: tuple[ThreadedServer, Services]) -> AsyncIterator[httpx.AsyncClient]:
+    server, _ = served
+    auth = {"authorization": f"Bearer {KEY_ALICE}"}
+    async with httpx.AsyncClient(
+        verify=TLS_UNUSED, base_url=server.base_url, headers=auth, timeout=30
+    ) as client:
+        yield client
+
+
+@pytest.fixture
+async def store(served: tuple[ThreadedServer, Services]) -> AsyncIterator[Store]:
+    _, services = served
+    assert services.database_url is not None
+    opened = await Store.open(services.database_url, migrate=False)
+    yield opened
+    await opened.close()
+
+
+async def upload(http: httpx.AsyncClient, name: str, headers: dict[str, str]) -> str:
+    response = await http.post(
+        "/v1/files",
+        files={"file": (name, f"{name} contents".encode())},
+        data={"purpose": "user_data"},
+        headers=headers,
+    )
+    assert response.status_code == 200, response.text
+    file_id: str = response.json()["id"]
+    return file_id
+
+
+async def listed(http: httpx.AsyncClient, headers: dict[str, str]) -> set[str]:
+    response = await http.get("/v1/files", headers=headers)
+    assert response.status_code == 200, response.text
+    return {f["filename"] for f in response.json()["data"]}
+
+
+def chat_with_file(file_id: str) -> dict[str, Any]:
+    part = {"type": "file", "file": {"file_id": file_id}}
+    content = [{"type": "text", "text": "read this"}, part]
+    return {"model": "hermes-agent", "messages": [{"role": "user", "content": content}]}
+
+
+async def test_an_end_user_sees_their_own_and_the_key_s_uploads_never_another_s(
+    http: httpx.AsyncClient, store: Store
+) -> None:
+    anns = await upload(http, "ann.txt", ANN)
+    await upload(http, "ben.txt", BEN)
+    shared = await upload(http, "shared.txt", KEY)
+    assert {"ann.txt", "shared.txt"} <= await listed(http, ANN)
+    assert "ben.txt" not in await listed(http, ANN)
+    assert "ann.txt" not in await listed(http, BEN)
+    assert {"ann.txt", "ben.txt"}.isdisjoint(await listed(http, KEY))
+    assert (await http.get(f"/v1/files/{anns}", headers=BEN)).status_code == 404
+    assert (await http.get(f"/v1/files/{anns}/content", headers=KEY)).status_code == 404
+    assert (await http.get(f"/v1/files/{shared}/content", headers=ANN)).status_code == 200
+    # Seeing the key's file is not owning it: only the key deletes it, only Ann hers.
+    assert (await http.delete(f"/v1/files/{shared}", headers=ANN)).status_code == 404
+    assert (await http.delete(f"/v1/files/{anns}", headers=BEN)).status_code == 404
+    assert (await http.delete(f"/v1/files/{anns}", headers=ANN)).status_code == 200
+    record = await store.files.get("alice", shared)
+    assert record is not None
+    assert record.end_user is None
+
+
+async def test_a_message_naming_another_end_user_s_upload_is_a_404(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    bens = await upload(http, "ben-notes.txt", BEN)
+    refused = await http.post("/v1/chat/completions", json=chat_with_file(bens), headers=ANN)
+    assert refused.status_code == 404, refused.text
+    assert refused.json()["error"]["code"] == "file_not_found"
+    script(simulator, text("Read it."))
+    read = await http.post("/v1/chat/completions", json=chat_with_file(bens), headers=BEN)
+    assert read.status_code == 200, read.text
+    sent = simulator.state.requests(scenario=UPSTREAM_MODEL)[-1].body["messages"]
+    assert "ben-notes.txt contents" in str(sent)
