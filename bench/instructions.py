@@ -7,6 +7,7 @@ counts no kernel time and does not see timing effects (under valgrind everything
 slower, so bursts are larger than in real life).
 
     .venv/bin/python -m bench.instructions [--stream] [--chunks 20] [--requests 200] [--keep]
+    .venv/bin/python -m bench.instructions --ledger-cost   # with and without the usage ledger
 
 Needs valgrind (``callgrind_control`` comes with it).
 """
@@ -64,12 +65,37 @@ def main() -> int:
     parser.add_argument(
         "--keep", action="store_true", help="keep callgrind's output for callgrind_annotate"
     )
+    parser.add_argument(
+        "--without-ledger", action="store_true", help="serve without the usage ledger observer"
+    )
+    parser.add_argument(
+        "--ledger-cost",
+        action="store_true",
+        help="measure with and without the usage ledger, and print what it costs per run",
+    )
     args = parser.parse_args()
+    if args.ledger_cost:
+        with_ledger = _measure(args, ledger=True)
+        without = _measure(args, ledger=False)
+        print(
+            f"usage ledger: {(with_ledger - without) / 1e3:.1f} k instructions per run "
+            f"({(with_ledger - without) / without:+.2%}: {with_ledger / 1e6:.3f} M with, "
+            f"{without / 1e6:.3f} M without)"
+        )
+        return 0
+    _measure(args, ledger=not args.without_ledger)
+    return 0
+
+
+def _measure(args: argparse.Namespace, *, ledger: bool) -> float:
+    """Instructions per run of a server under callgrind (printed, and returned)."""
     sim_port, port = _free_port(), _free_port()
     upstream, server = f"http://127.0.0.1:{sim_port}", f"http://127.0.0.1:{port}"
     out = Path(tempfile.mkdtemp()) / "callgrind.out"
     simulate = [sys.executable, "-m", "server.cli", "--log-level", "warning", "simulate"]
     serve = [sys.executable, "-m", "bench._serve", "--upstream", upstream, "--port", str(port)]
+    if not ledger:
+        serve[1:3] = ["-m", "bench.instructions", SERVE_WITHOUT_LEDGER]
     if args.skills:
         serve.append("--skills")
     if args.no_database:
@@ -110,9 +136,36 @@ def main() -> int:
         print(f"callgrind output: {out}*")
     else:
         shutil.rmtree(out.parent)
-    print(f"{total / args.requests / 1e6:.2f} M instructions per {kind} ({args.requests} runs)")
-    return 0
+    without = "" if ledger else ", without the usage ledger"
+    per_run: float = total / args.requests
+    print(f"{per_run / 1e6:.2f} M instructions per {kind} ({args.requests} runs{without})")
+    return per_run
+
+
+SERVE_WITHOUT_LEDGER = "--serve-without-ledger"
+"""``bench.instructions --serve-without-ledger <bench._serve's arguments>``: the benchmark
+server with the usage ledger's observer taken off the run manager (what it costs per run)."""
+
+
+def _serve_without_ledger(argv: list[str]) -> None:
+    from bench import _serve
+    from server.services import Services
+    from server.usage.ledger import UsageLedger
+
+    open_services = Services.open
+
+    async def open_without_ledger(services: Services) -> None:
+        await open_services(services)
+        observers = services.runs.observers
+        observers[:] = [o for o in observers if not isinstance(o, UsageLedger)]
+
+    Services.open = open_without_ledger  # type: ignore[method-assign,assignment]
+    sys.argv = ["bench._serve", *argv]
+    _serve.main()
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    if sys.argv[1:2] == [SERVE_WITHOUT_LEDGER]:
+        _serve_without_ledger(sys.argv[2:])
+    else:
+        raise SystemExit(main())
