@@ -33,6 +33,7 @@ from server.routes import (
     responses,
     responses_socket,
     runs,
+    sessions,
     signed_files,
     skills,
     workspaces,
@@ -159,6 +160,7 @@ def create_app(services: Services) -> HermesApp:
     app.include_router(files.router)
     app.include_router(skills.router)
     app.include_router(conversations.router)
+    app.include_router(sessions.router)
     app.include_router(signed_files.router)  # before /v1/workspaces/{conversation}/…
     app.include_router(workspaces.router)
     app.include_router(containers.router)

@@ -17,9 +17,12 @@ from hermes_core.persistence.conversations import (
 )
 from hermes_core.persistence.crons import CronStore
 from hermes_core.persistence.database import Database, SchemaOutOfDate, sqlite_url
+from hermes_core.persistence.erasure import ErasureStore
 from hermes_core.persistence.files import FileRecord, FileStore, FileUsage
 from hermes_core.persistence.idempotency import IdempotencyRecord, IdempotencyStore
+from hermes_core.persistence.leases import LeaseStore
 from hermes_core.persistence.responses import ResponseStore, StoredResponse
+from hermes_core.persistence.retention import RetentionStore
 from hermes_core.persistence.rows import Source, StoredMessage
 from hermes_core.persistence.runs import RunRecord, RunStore
 from hermes_core.persistence.search import SqlSessionSearch
@@ -90,6 +93,9 @@ class Store:
         self.webhooks = WebhookStore(db)
         self.crons = CronStore(db)
         self.usage = UsageStore(db)
+        self.leases = LeaseStore(db)
+        self.retention = RetentionStore(db, instance=instance)
+        self.erasure = ErasureStore(db)
 
     @classmethod
     async def open(

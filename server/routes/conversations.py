@@ -13,9 +13,9 @@ conversation grows.
   tool call goes with its results (and a result with its call and the call's other results):
   a transcript holding half an exchange is one no model accepts. A message a compression has
   already summarised stays in the summary the model sees.
-- Deleting a conversation deletes its row and its sessions. Anything that changes the
-  transcript takes the conversation's turn lock: while a response of the conversation is in
-  progress, it is a 409 (cancel the response, or retry once it has ended).
+- Deleting a conversation deletes its row, its sessions and its workspace. Anything that
+  changes the transcript takes the conversation's turn lock: while a response of the
+  conversation is in progress, it is a 409 (cancel the response, or retry once it has ended).
 
 Another key's conversation is a 404, as if it did not exist. With ``X-Hermes-Memory-Scope``
 the items are those of the scope's session, as for any named session.
@@ -23,6 +23,7 @@ the items are those of the scope's session, as for any named session.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -49,6 +50,8 @@ from server.protocol.schemas.conversations import (
     ConversationObject,
     ConversationUpdate,
 )
+from server.retention.disk import remove_tree
+from server.services import Services
 from server.serving.common import conversation_owner
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"], route_class=StrictJSONRoute)
@@ -350,17 +353,25 @@ async def update_conversation(
 async def delete_conversation(
     conversation_id: str, request: Request, principal: Owner
 ) -> dict[str, Any]:
-    """Delete the conversation and its items (its sessions); a 409 while one of its responses
-    is in progress. Responses made in it stay retrievable."""
+    """Delete the conversation and its items (its sessions, their task lists and approvals)
+    and its workspace with its files; a 409 while one of its responses is in progress.
+    Responses made in it stay retrievable."""
     store = _store(request)
+    services: Services = request.app.state.services
     await _conversation(store, principal, conversation_id)
     owners = {conversation_owner(request, principal)}
     owners |= set(await store.conversations.session_owners(principal.name, conversation_id))
     async with contextlib.AsyncExitStack() as locks:
         for owner in sorted(owners):  # its sessions of every memory scope
             await locks.enter_async_context(_turn_lock(store, owner, conversation_id))
+        for owner in sorted(owners):
+            await store.retention.delete_conversation(owner, conversation_id)
         if not await store.conversations.delete(principal.name, conversation_id):
             raise _no_conversation(conversation_id)  # deleted meanwhile
+        for owner in sorted(owners):  # under the locks: no turn is making files there
+            workspace = services.workspace(owner, conversation_id)
+            if workspace is not None:
+                await asyncio.to_thread(remove_tree, workspace)
     return {"id": conversation_id, "object": "conversation.deleted", "deleted": True}
 
 

@@ -1,0 +1,57 @@
+"""Removing what retention and erasure delete from disk: workspaces, uploaded files' bytes,
+skills' cached folders. Blocking: callers run these in a thread (``asyncio.to_thread``)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+from pathlib import Path
+
+
+def remove_tree(root: Path) -> bool:
+    """Remove the directory ``root`` and everything in it; whether there was one.
+
+    What an agent's commands left there may be read-only (``chmod -w``, a tool's cache):
+    such an entry's directory is made writable and the removal tried again. A link is
+    removed, never followed, and ``root`` itself being a link removes only the link."""
+    try:
+        info = root.lstat()
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISDIR(info.st_mode):
+        root.unlink(missing_ok=True)
+        return True
+    try:
+        shutil.rmtree(root)
+    except OSError:  # something in it is read-only: open everything up, then again
+        _open_up(root)
+        shutil.rmtree(root)
+    return True
+
+
+def _open_up(directory: Path | str) -> None:
+    """Make ``directory`` and every directory under it readable and writable (links are
+    not followed)."""
+    with contextlib.suppress(OSError):
+        os.chmod(directory, stat.S_IRWXU)
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            _open_up(entry.path)
+
+
+def remove_files(paths: list[Path]) -> int:
+    """Remove these files (missing ones are no error); how many were there."""
+    removed = 0
+    for path in paths:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        removed += 1
+    return removed
