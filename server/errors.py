@@ -96,6 +96,16 @@ class APIError(Exception):
         self.code = code
 
 
+class QuotaExceeded(APIError):
+    """A key's or end user's budget is used up until it resets (429 ``quota_exceeded``, of
+    type ``insufficient_quota`` as OpenAI's quota errors; ``docs/budgets.md``)."""
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(429, message, code="quota_exceeded")
+        self.retry_after = retry_after
+        """Seconds until the budget resets."""
+
+
 def error_body(
     status: int, message: str, *, param: str | None = None, code: str | None = None
 ) -> ErrorBody:
@@ -175,6 +185,12 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(InvalidRequestError)
     async def _invalid_request(_: Request, exc: InvalidRequestError) -> JSONResponse:
         return error_response(400, exc.message, param=exc.param)
+
+    @app.exception_handler(QuotaExceeded)
+    async def _quota_exceeded(_: Request, exc: QuotaExceeded) -> JSONResponse:
+        body = error_envelope(429, exc.message, code=exc.code)
+        body["error"]["type"] = "insufficient_quota"
+        return JSONResponse(body, 429, headers={"retry-after": str(exc.retry_after)})
 
     @app.exception_handler(RunLimitExceeded)
     async def _too_many_runs(_: Request, exc: RunLimitExceeded) -> JSONResponse:

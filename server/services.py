@@ -430,6 +430,7 @@ class Services:
         self.sessions = SessionService(store, self.session_settings)
         self.runs.observers.append(self.sessions.journal)
         self.runs.observers.append(UsageLedger(store.usage))
+        self.budgets.store = store.usage  # budgets read what the ledger recorded
         self.runs.settle = store.db.writer.flush
         if self.files_dir is not None:
             self.files = FileVault(self.files_dir, store, self.file_limits)

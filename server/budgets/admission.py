@@ -1,17 +1,103 @@
-"""Holding a run to its key's and end user's budgets as it starts."""
+"""Holding a run to its key's and end user's budgets as it starts.
+
+Every run passes :meth:`Budgets.admit`, so a key with no budget (the usual case) costs one
+look at its principal and no query. A key or end user with a budget has what it spent read
+from the usage ledger (``hermes_core/persistence/usage.py``), the one every replica writes to
+before it tells anyone a run ended: a run on one replica sees what the runs on the others
+spent. Without a database there is no ledger, and nothing is enforced.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+
 from hermes_core.agent import AgentRequest
-from server.http.auth import Principal
+from hermes_core.persistence.usage import UsageStore
+from server.budgets.allowance import Allowance, HeldToBudgets, Measure, Periods, utc
+from server.errors import QuotaExceeded
+from server.http.auth import Budget, Principal
 
 
 class Budgets:
-    """The budgets of every key and end user (their definitions ride on the principal)."""
+    """The budgets of every key and end user (their definitions ride on the principal, so a
+    configuration reload, which replaces the keyring, changes them)."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        self.store: UsageStore | None = None
+        """The usage ledger; set when the SQL store opens (``Services.open``)."""
+        self.clock = clock
 
     async def admit(
         self, principal: Principal, end_user: str | None, request: AgentRequest
     ) -> AgentRequest:
         """``request`` held to what is left of ``principal``'s and ``end_user``'s budgets
         (its ``spend_limit``), or a 429 ``quota_exceeded`` when one is used up."""
-        return request
+        key = principal.budget
+        user = principal.end_user_budget if end_user is not None else None
+        if not _limits(key) and not _limits(user):
+            return request  # the hot path: no budget, no query
+        store = self.store
+        if store is None:
+            return request
+        now = self.clock()
+        periods = Periods.at(now)
+        allowances: list[Allowance] = []
+        for budget, whose, who in (
+            (key, "this API key", None),
+            (user, f"end user {end_user!r}", end_user),
+        ):
+            if budget is None:
+                continue
+            limits: tuple[tuple[Measure, float | None], ...] = (
+                ("tokens_per_day", budget.tokens_per_day),
+                ("cost_per_month_usd", budget.cost_per_month_usd),
+            )
+            for measure, limit in limits:
+                if limit is None:
+                    continue
+                allowance = await _allowance(
+                    store, principal.name, who, whose, measure, limit, periods
+                )
+                if allowance.left <= 0:
+                    raise _refusal(allowance, now)
+                allowances.append(allowance)
+        return dataclasses.replace(request, spend_limit=HeldToBudgets(allowances))
+
+
+def _limits(budget: Budget | None) -> bool:
+    return budget is not None and (
+        budget.tokens_per_day is not None or budget.cost_per_month_usd is not None
+    )
+
+
+async def _allowance(
+    store: UsageStore,
+    owner: str,
+    end_user: str | None,
+    whose: str,
+    measure: Measure,
+    limit: float,
+    periods: Periods,
+) -> Allowance:
+    daily = measure == "tokens_per_day"
+    since = periods.today if daily else periods.month_start
+    spent = await store.spent(owner, end_user, since_day=since)
+    used = spent.tokens if daily else spent.cost_usd
+    return Allowance(
+        whose=whose, measure=measure, limit=limit, left=limit - used, resets=periods.ends(measure)
+    )
+
+
+def _refusal(allowance: Allowance, now: float) -> QuotaExceeded:
+    spent = allowance.limit - allowance.left
+    period = "today" if allowance.measure == "tokens_per_day" else "this month"
+    amount = f"{int(spent)} tokens" if allowance.measure == "tokens_per_day" else f"{spent:.2f} USD"
+    description = allowance.describe()
+    message = (
+        f"{description[0].upper()}{description[1:]} is used up ({amount} spent {period}); "
+        f"it resets at {utc(allowance.resets)}."
+    )
+    return QuotaExceeded(message, retry_after=max(1, math.ceil(allowance.resets - now)))
