@@ -31,7 +31,7 @@ HERMES_CONFIG = """\
 server:
   data_dir: {data}
   api_keys:
-    - {{key: {key}, principal: {principal}}}
+    - {{key: {key}, principal: {principal}, trusted_front_end: true}}
   approval_timeout_seconds: 120
 providers:
   - name: sim
@@ -86,8 +86,13 @@ class Hermes(Process):
     data_dir: Path
 
     def workspace(self, conversation: str) -> Path:
-        """The workspace of an Open WebUI chat (its chat id names the session)."""
-        return conversation_workspace(self.data_dir / "workspaces", PRINCIPAL, conversation)
+        """The workspace of an Open WebUI chat: its chat id names the session, and its user
+        (the key is a trusted front end: docs/end-users.md) the owner behind the key. Open
+        WebUI has one user here, whose id it makes up: the chat's directory under any owner."""
+        root = self.data_dir / "workspaces"
+        keyed = conversation_workspace(root, PRINCIPAL, conversation)
+        found = sorted(root.glob(f"*/{keyed.name}"))
+        return found[0] if len(found) == 1 else keyed
 
 
 def _zombie(pid: int) -> bool:
