@@ -23,6 +23,7 @@ from server.process.drain import install_drain
 from server.protocol.chat import ChatCompletionRequest
 from server.protocol.responses import ResponseCreateRequest
 from server.routes import (
+    admin,
     chat,
     containers,
     conversations,
@@ -39,6 +40,7 @@ from server.routes import (
     workspaces,
 )
 from server.routes import metrics as metrics_routes
+from server.routes import usage as usage_routes
 from server.services import Services
 from server.serving.chat import ChatServing
 from server.serving.responses import ResponsesServing
@@ -156,11 +158,13 @@ def create_app(services: Services) -> HermesApp:
     app.include_router(runs.router)
     app.include_router(runs.webhooks_router)
     app.include_router(crons.router)
+    app.include_router(usage_routes.router)
     services.schedules = scheduling(runs.start_api_run)
     app.include_router(files.router)
     app.include_router(skills.router)
     app.include_router(conversations.router)
     app.include_router(sessions.router)
+    app.include_router(admin.router)
     app.include_router(signed_files.router)  # before /v1/workspaces/{conversation}/…
     app.include_router(workspaces.router)
     app.include_router(containers.router)
