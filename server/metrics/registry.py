@@ -11,6 +11,8 @@ dict lookup. How the less obvious numbers are derived:
 - grace calls: ``ModelCallStarted.grace``;
 - sub-agent events count for model calls, tokens, tools and compressions; their runs, budget
   warnings and text are part of the parent's run.
+- cost: a run's ``RunFinished.calls`` when it ends (a sub-agent's calls are in its parent's,
+  so a sub-agent's own ending adds nothing).
 
 Everything comes from the events and the run's :class:`RunInfo`; nothing is parsed from text.
 """
@@ -240,6 +242,12 @@ class Metrics:
         )
         self.reasoning_tokens = counter(
             "hermes_llm_reasoning_output_tokens_total", "Reasoning tokens.", llm
+        )
+        self.llm_cost = counter(
+            "hermes_llm_cost_usd_total",
+            "What model calls cost in US dollars at the configured prices (0 for unpriced "
+            "models), by profile and configured provider; sub-agents' calls in their run's.",
+            "profile provider",
         )
         self.prompt_cache = counter(
             "hermes_llm_prompt_cache_total",
@@ -575,6 +583,17 @@ class Metrics:
         if interrupted:
             source = event.interrupt_source or InterruptSource.OTHER
             self.interrupts.labels(endpoint, source.value).inc()
+        if event.cost_usd:
+            self._cost(info, event)
+
+    def _cost(self, info: RunInfo, event: RunFinished) -> None:
+        """The run's cost, per provider: counted when it ends, from its calls (those of its
+        sub-agents and summaries included), so that it matches its ``hermes.cost_usd``."""
+        providers = info.providers
+        for call in event.calls:
+            if call.cost_usd:
+                provider = call.provider if call.provider in providers else OTHER
+                self.llm_cost.labels(info.model, provider).inc(call.cost_usd)
 
 
 def _grace_outcome(event: RunFinished, *, still_calling: bool) -> str:
