@@ -1,0 +1,135 @@
+"""Budgets against real ``serve`` processes: two replicas on one PostgreSQL and one Redis hold
+a key to one daily token budget, and a profile's ``max_cost_usd`` ends a looping run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from tests.databases import fresh_database
+from tests.plain_http import TLS_UNUSED
+from tests.processes import free_port, hermes_command, wait_until_healthy
+from tests.redis_server import redis_url_or_skip
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+
+UPSTREAM = f"budgets-{uuid.uuid4().hex[:8]}"
+"""The upstream model: new per test session (the simulator scripts by model)."""
+KEY_TEAM = f"sk-budget-team-{uuid.uuid4().hex}"
+"""500 tokens a day: one run uses it up."""
+KEY_OTHER = f"sk-budget-other-{uuid.uuid4().hex}"
+"""No budget."""
+ANSWER = Step(reply=Reply(text="Done.", output_tokens=1000))
+"""A one-call run: 1000 output tokens (1 USD) and its prompt's."""
+TODO = ToolCallSpec(name="todo", arguments={"todos": [{"id": "1", "content": "again"}]})
+LOOP = Step(reply=Reply(tool_calls=[TODO], output_tokens=1000), repeat=20)
+"""A run that calls a tool for ever, 1 USD a call."""
+
+
+@pytest.fixture
+async def postgres(tmp_path: Path) -> AsyncIterator[str]:
+    async with fresh_database("postgresql", tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def replicas(postgres: str, simulator: SimulatorServer, tmp_path: Path) -> Iterator[list[str]]:
+    """The base URLs of two replicas of one deployment."""
+    redis = redis_url_or_skip()
+    config = tmp_path / "hermes.yaml"
+    config.write_text(
+        f"""
+server:
+  api_keys:
+    - {{principal: team, key: {KEY_TEAM}, budget: {{tokens_per_day: 500}}}}
+    - {{principal: other, key: {KEY_OTHER}}}
+providers:
+  - name: sim
+    model: {UPSTREAM}
+    base_url: "{simulator.base_url}/v1"
+    api_mode: chat_completions
+prices:
+  {UPSTREAM}: {{input: 0, output: 1000}}
+profiles:
+  - {{id: hermes-agent, providers: [sim], max_cost_usd: 2.5}}
+"""
+    )
+    common = {
+        "DATABASE_URL": postgres,
+        "REDIS_URL": redis,
+        "HERMES_SHARED_DIR": str(tmp_path / "shared"),  # one volume, as deployed
+    }
+    upgrade = [sys.executable, "-m", "server.cli", "db", "upgrade", "--config", str(config)]
+    subprocess.run(upgrade, env={**os.environ, **common}, check=True, capture_output=True)
+    with ExitStack() as stack:
+        started = []
+        for name in "AB":
+            port = free_port()
+            env = {**common, "HERMES_DATA_DIR": str(tmp_path / f"data-{name}")}
+            process = stack.enter_context(
+                hermes_command(
+                    "serve",
+                    "--config",
+                    str(config),
+                    port=port,
+                    env=env,
+                    log=tmp_path / f"replica-{name}.log",
+                    wait=False,
+                )
+            )
+            started.append((f"http://127.0.0.1:{port}", process))
+        for base_url, process in started:
+            wait_until_healthy(base_url, process=process, timeout=60)
+        yield [base_url for base_url, _ in started]
+
+
+async def _chat(base_url: str, key: str, content: str) -> httpx.Response:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=base_url, timeout=60) as http:
+        return await http.post(
+            "/v1/chat/completions",
+            headers={"authorization": f"Bearer {key}"},
+            json={"model": "hermes-agent", "messages": [{"role": "user", "content": content}]},
+        )
+
+
+async def test_a_keys_daily_budget_holds_across_replicas_and_the_cost_cap_ends_a_loop(
+    replicas: list[str], simulator: SimulatorServer
+) -> None:
+    first, second = replicas
+    simulator.state.script(UPSTREAM, Scenario(steps=[ANSWER, LOOP]))
+
+    used = await _chat(first, KEY_TEAM, "hello")
+    assert used.status_code == 200, used.text  # its 1000+ tokens use up the day's 500
+    refused = await _chat(second, KEY_TEAM, "hello again")
+    assert refused.status_code == 429, refused.text
+    error: dict[str, Any] = refused.json()["error"]
+    assert (error["code"], error["type"]) == ("quota_exceeded", "insufficient_quota")
+    assert error["message"].startswith(
+        "The daily token budget of this API key (500 tokens per UTC day) is used up"
+    )
+    assert "resets at " in error["message"]
+    assert 0 < int(refused.headers["retry-after"]) <= 86_400
+
+    looped = await _chat(second, KEY_OTHER, "loop")  # another key: no budget, but the cap
+    assert looped.status_code == 200, looped.text
+    hermes = looped.json()["hermes"]
+    assert hermes["exit_reason"] == "budget_exhausted"
+    assert hermes["model_calls"] == 3  # 3 USD reached the 2.5 cap: no fourth call
+    assert "max_cost_usd 2.5 USD" in hermes["error"]
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=first, timeout=30) as http:
+        run = await http.get(
+            f"/v1/runs/{hermes['run_id']}", headers={"authorization": f"Bearer {KEY_OTHER}"}
+        )
+    assert run.status_code == 200, run.text
+    assert run.json()["exit_reason"] == "budget_exhausted"
+    assert run.json()["cost_usd"] == 3.0
