@@ -23,6 +23,7 @@ from server.process.drain import install_drain
 from server.protocol.chat import ChatCompletionRequest
 from server.protocol.responses import ResponseCreateRequest
 from server.routes import (
+    admin,
     chat,
     containers,
     conversations,
@@ -163,6 +164,7 @@ def create_app(services: Services) -> HermesApp:
     app.include_router(skills.router)
     app.include_router(conversations.router)
     app.include_router(sessions.router)
+    app.include_router(admin.router)
     app.include_router(signed_files.router)  # before /v1/workspaces/{conversation}/…
     app.include_router(workspaces.router)
     app.include_router(containers.router)

@@ -29,6 +29,7 @@ from server.files.links import FileLinks, FileLinkSettings
 from server.files.uploads import FileLimits
 from server.http.auth import Budget, KeyRing, Principal
 from server.replicas.instance import instance_name
+from server.retention.policy import retention_policy
 from server.runs.approvals import ApprovalDesk
 from server.runs.manager import RunManager
 from server.services import Profile, Services
@@ -94,6 +95,7 @@ def build_services(config: HermesConfig) -> Services:
             busy=config.server.session_busy, wait_seconds=config.server.session_wait_seconds
         ),
         webhooks=Webhooks(webhook_targets(config)),
+        retention=retention_policy(config),
     )
 
 

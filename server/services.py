@@ -47,6 +47,8 @@ from server.files.workspaces import conversation_workspace
 from server.http.auth import KeyRing
 from server.http.idempotency import Idempotency
 from server.metrics import Metrics
+from server.retention.policy import RetentionPolicy
+from server.retention.sweeper import Sweeper
 from server.runs.approvals import ApprovalDesk
 from server.runs.manager import Run, RunInfo, RunManager, RunStatus, end_user_limit_message
 from server.runs.mcp_waiting import McpWaitingAgent
@@ -397,6 +399,10 @@ class Services:
     """Starts firing the schedules (``/v1/crons``) once the store is open; set by
     ``create_app``, since the scheduler starts runs as the routes do (above this module)."""
     scheduler: Background | None = None
+    retention: RetentionPolicy = field(default_factory=RetentionPolicy)
+    """How long sessions, runs, files and approvals are kept (reloadable)."""
+    sweeper: Sweeper | None = None
+    """Deletes what is past ``retention`` (one replica at a time); set by :meth:`open`."""
     _pruning: asyncio.Task[None] | None = None
     _releasing: set[asyncio.Task[None]] = field(default_factory=set)
     """Named conversations and transcripts; set by :meth:`open` when there is a database."""
@@ -481,6 +487,15 @@ class Services:
             _prune_forever(store, responses=responses), name="hermes-prune"
         )
         self.scheduler = self.schedules(self, store)
+        self.sweeper = Sweeper(
+            store,
+            lambda: self.retention,
+            instance=store.runs.instance,
+            workspaces_dir=self.workspaces_dir,
+            file_path=self.files.path if self.files is not None else None,
+            skills_cache=skills_cache,
+        )
+        self.sweeper.start()
 
     def workspace(self, owner: str, conversation: str) -> Path | None:
         """The working directory of ``owner``'s conversation ``conversation`` (a session
@@ -619,6 +634,8 @@ class Services:
             await self.extractor.close()
         if self.scheduler is not None:
             await self.scheduler.close()
+        if self.sweeper is not None:
+            await self.sweeper.close()
         await self.webhooks.close()
         if self._pruning is not None:
             self._pruning.cancel()

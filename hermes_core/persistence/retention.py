@@ -16,7 +16,7 @@ the full-text index must have indexed what it is told to forget
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,7 +143,7 @@ class RetentionStore:
 
     async def expire_sessions(
         self, horizon: Horizon, *, holder: str
-    ) -> AsyncIterator[ExpiredSessions]:
+    ) -> AsyncGenerator[ExpiredSessions, None]:
         """Delete sessions not updated since ``horizon`` (by profile), with their messages,
         todos and approvals, conversation by conversation under its turn lock (``holder``
         names the sweep in it). A conversation whose run holds the lock is skipped. Yields
@@ -245,7 +245,7 @@ class RetentionStore:
             return False
         return True
 
-    async def expire_runs(self, horizon: Horizon) -> AsyncIterator[Counts]:
+    async def expire_runs(self, horizon: Horizon) -> AsyncGenerator[Counts, None]:
         """Delete the records of runs that ended before ``horizon`` (by their profile), with
         their ``api_runs`` rows and webhook deliveries; yields after each batch."""
         if horizon.empty:
@@ -267,7 +267,9 @@ class RetentionStore:
             if len(ids) < BATCH:
                 return
 
-    async def expire_approvals(self, horizon: Horizon, *, now: float) -> AsyncIterator[Counts]:
+    async def expire_approvals(
+        self, horizon: Horizon, *, now: float
+    ) -> AsyncGenerator[Counts, None]:
         """Delete approvals asked before ``horizon`` (by profile) that nobody may answer any
         more; yields after each batch."""
         if horizon.empty:
@@ -288,7 +290,7 @@ class RetentionStore:
             if len(ids) < BATCH:
                 return
 
-    async def expire_files(self, before: float) -> AsyncIterator[list[FileRecord]]:
+    async def expire_files(self, before: float) -> AsyncGenerator[list[FileRecord], None]:
         """Delete the records of files uploaded before ``before``; yields each batch's
         records, whose bytes the caller removes."""
         while True:

@@ -31,6 +31,7 @@ from hermes_core.tools.egress.registry import close_unused_egress_proxies
 from hermes_core.tools.web.guard import AddressPolicy
 from server.bootstrap import build_profiles, keyring_of, webhook_targets
 from server.config import SIMULATOR_PROVIDER, ConfigError, HermesConfig, load_config
+from server.retention.policy import retention_policy
 from server.services import Profile, Services
 from server.telemetry.json_logs import mask_secrets, secrets_of
 
@@ -160,6 +161,7 @@ class ConfigReloader:
             config.web.allow, own_ports=[config.server.port]
         )
         services.webhooks.targets = tuple(webhook_targets(config))
+        services.retention = retention_policy(config)
         for profile in profiles:
             if profile.mcp is not None:
                 profile.mcp.start()
