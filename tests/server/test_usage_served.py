@@ -30,8 +30,13 @@ model)."""
 KEY_TEAM = f"sk-usage-team-{uuid.uuid4().hex}"
 KEY_SOLO = f"sk-usage-solo-{uuid.uuid4().hex}"
 KEY_ADMIN = f"sk-usage-admin-{uuid.uuid4().hex}"
-TOKENS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
-TOKENS += ("reasoning_tokens",)
+TOKENS = (
+    "input_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+)
 
 CONFIG = """\
 server:
