@@ -31,6 +31,7 @@ from hermes_core.json_codec import dumps_text
 from hermes_core.messages import Message
 from server.errors import (
     APIError,
+    QuotaExceeded,
     RunLimitExceeded,
     ServerDraining,
     SessionBusy,
@@ -140,11 +141,10 @@ def _error_event(exc: Exception) -> dict[str, Any]:
         status, message, code = 503, "This server is shutting down.", "server_draining"
     else:
         log.exception("a response.create on a WebSocket failed")
-    return {
-        "type": "error",
-        "status": status,
-        # Open Responses requires a code on a socket's error events.
-        "error": error_body(
-            status, message, param=param or None, code=code or _CODES.get(status, "error")
-        ),
-    }
+    # Open Responses requires a code on a socket's error events.
+    error = error_body(
+        status, message, param=param or None, code=code or _CODES.get(status, "error")
+    )
+    if isinstance(exc, QuotaExceeded):
+        error["type"] = "insufficient_quota"  # as the HTTP answer says it
+    return {"type": "error", "status": status, "error": error}

@@ -278,4 +278,7 @@ def ending_status_text(event: RunFinished) -> str:
     """The last status line of a run: how it ended."""
     if event.exit_reason is ExitReason.FAILED:
         return f"Failed: {event.error or 'see the server log'}"[:200]
+    if event.exit_reason is ExitReason.BUDGET_EXHAUSTED and event.error:
+        # The step budget, a cost cap or a key's budget: its error says which.
+        return f"Stopped: {event.error}"[:200]
     return _ENDINGS.get(event.exit_reason, event.exit_reason.value)
