@@ -46,6 +46,9 @@ class ConversationRecord:
     owner: str
     metadata: dict[str, str]
     created_at: float
+    end_user: str | None = None
+    """The end user whose request created it (docs/end-users.md): only requests naming
+    them see it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,9 +68,15 @@ class ConversationStore:
 
     # --- the conversation's row -----------------------------------------------------------------
 
-    async def create(self, owner: str, metadata: dict[str, str]) -> ConversationRecord:
+    async def create(
+        self, owner: str, metadata: dict[str, str], *, end_user: str | None = None
+    ) -> ConversationRecord:
         record = ConversationRecord(
-            id=new_conversation_id(), owner=owner, metadata=dict(metadata), created_at=time.time()
+            id=new_conversation_id(),
+            owner=owner,
+            metadata=dict(metadata),
+            created_at=time.time(),
+            end_user=end_user,
         )
         async with self.db.engine.begin() as conn:
             await conn.execute(
@@ -76,6 +85,7 @@ class ConversationStore:
                     owner=owner,
                     metadata=record.metadata,
                     created_at=record.created_at,
+                    end_user=end_user,
                 )
             )
         return record
@@ -272,5 +282,9 @@ class ConversationStore:
 
 def _record(row: Any) -> ConversationRecord:
     return ConversationRecord(
-        id=row.id, owner=row.owner, metadata=dict(row.metadata or {}), created_at=row.created_at
+        id=row.id,
+        owner=row.owner,
+        metadata=dict(row.metadata or {}),
+        created_at=row.created_at,
+        end_user=row.end_user,
     )

@@ -32,6 +32,8 @@ class StoredResponse:
     transcript_length: int
     created_at: float
     updated_at: float
+    end_user: str | None = None
+    """The end user it answered (docs/end-users.md): only requests naming them see it."""
 
 
 class ResponseStore:
@@ -60,6 +62,7 @@ class ResponseStore:
             "transcript_length": response.transcript_length,
             "created_at": response.created_at,
             "updated_at": response.updated_at,
+            "end_user": response.end_user,
         }
         self.db.writer.submit(self._save, values, phase=Phase.UPDATE)
 
@@ -145,4 +148,5 @@ def _response(row: Any) -> StoredResponse:
         transcript_length=row.transcript_length,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        end_user=row.end_user,
     )

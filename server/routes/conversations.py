@@ -53,6 +53,7 @@ from server.protocol.schemas.conversations import (
 from server.retention.disk import remove_tree
 from server.services import Services
 from server.serving.common import conversation_owner
+from server.serving.end_users import end_user_id, scoped_owner, sees
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"], route_class=StrictJSONRoute)
 
@@ -91,10 +92,20 @@ async def _parsed(request: Request, model: type[_Body], what: str) -> _Body:
 
 
 async def _conversation(
-    store: Store, principal: Principal, conversation_id: str
+    store: Store,
+    principal: Principal,
+    conversation_id: str,
+    request: Request,
+    *,
+    changing: bool = False,
 ) -> ConversationRecord:
+    """The key's conversation ``conversation_id``, if the request's end user sees it: their
+    own or the key's (each end user's items in it are theirs), the key's own only for a
+    request naming none (docs/end-users.md); a 404 otherwise. ``changing`` it (its metadata,
+    or deleting it) is for its own end user only, or the key for its own."""
     found = await store.conversations.get(principal.name, conversation_id)
-    if found is None:
+    end_user = end_user_id(request, principal)
+    if found is None or not sees(end_user, found.end_user, shared=not changing):
         raise _no_conversation(conversation_id)
     return found
 
@@ -314,8 +325,11 @@ async def create_conversation(request: Request, principal: Owner) -> dict[str, A
     body = await _parsed(request, ConversationCreate, "expected items and metadata")
     # A bad item is a 400 before anything is kept.
     kept = _messages_of(body.items) if body.items else []
-    owner = conversation_owner(request, principal)
-    record = await store.conversations.create(principal.name, body.metadata or {})
+    end_user = end_user_id(request, principal)
+    owner = scoped_owner(principal, end_user)
+    record = await store.conversations.create(
+        principal.name, body.metadata or {}, end_user=end_user
+    )
     if kept:
         await _append(store, owner, record.id, body.items or [])
     return _shown(record)
@@ -326,7 +340,7 @@ async def retrieve_conversation(
     conversation_id: str, request: Request, principal: Owner
 ) -> dict[str, Any]:
     store = _store(request)
-    return _shown(await _conversation(store, principal, conversation_id))
+    return _shown(await _conversation(store, principal, conversation_id, request))
 
 
 @router.post(
@@ -341,6 +355,7 @@ async def update_conversation(
     """Replace the conversation's metadata."""
     store = _store(request)
     body = await _parsed(request, ConversationUpdate, "expected metadata")
+    await _conversation(store, principal, conversation_id, request, changing=True)
     updated = await store.conversations.update(principal.name, conversation_id, body.metadata)
     if updated is None:
         raise _no_conversation(conversation_id)
@@ -358,7 +373,7 @@ async def delete_conversation(
     Responses made in it stay retrievable."""
     store = _store(request)
     services: Services = request.app.state.services
-    await _conversation(store, principal, conversation_id)
+    await _conversation(store, principal, conversation_id, request, changing=True)
     owners = {conversation_owner(request, principal)}
     owners |= set(await store.conversations.session_owners(principal.name, conversation_id))
     async with contextlib.AsyncExitStack() as locks:
@@ -392,7 +407,7 @@ async def list_items(
     """The conversation's items, a page at a time (``include`` adds nothing here: the items
     carry what they have)."""
     store = _store(request)
-    await _conversation(store, principal, conversation_id)
+    await _conversation(store, principal, conversation_id, request)
     items = await _items(store, conversation_owner(request, principal), conversation_id)
     if order == "desc":
         items.reverse()
@@ -414,7 +429,7 @@ async def create_items(conversation_id: str, request: Request, principal: Owner)
     """Append items to the conversation (1 to 20): the next response's model sees them."""
     store = _store(request)
     body = await _parsed(request, ConversationItemsCreate, "expected 1 to 20 items")
-    await _conversation(store, principal, conversation_id)
+    await _conversation(store, principal, conversation_id, request)
     owner = conversation_owner(request, principal)
     added = await _append(store, owner, conversation_id, body.items)
     return list_page(added, has_more=False)
@@ -429,7 +444,7 @@ async def retrieve_item(
     include: Annotated[list[str] | None, Query(alias="include[]")] = None,
 ) -> dict[str, Any]:
     store = _store(request)
-    await _conversation(store, principal, conversation_id)
+    await _conversation(store, principal, conversation_id, request)
     items = await _items(store, conversation_owner(request, principal), conversation_id)
     found = next((item for item in items if item["id"] == item_id), None)
     if found is None:
@@ -448,7 +463,7 @@ async def delete_item(
     """Delete an item: the stored message it renders (a tool call with its results) is
     removed, and the model no longer sees it. Answers the conversation."""
     store = _store(request)
-    record = await _conversation(store, principal, conversation_id)
+    record = await _conversation(store, principal, conversation_id, request)
     owner = conversation_owner(request, principal)
     async with _turn_lock(store, owner, conversation_id):
         held = await _held(store, owner, conversation_id)

@@ -19,6 +19,7 @@ from server.protocol.schemas.responses import (
     ResponseObject,
     ResponseStreamEvent,
 )
+from server.serving.end_users import end_user_id
 from server.serving.responses import ResponsesServing
 
 router = APIRouter(prefix="/v1/responses", tags=["responses"], route_class=StrictJSONRoute)
@@ -64,7 +65,8 @@ async def compact_response(
     body: ResponseCreateRequest, request: Request, principal: Caller
 ) -> Response:
     """Compact a conversation into one ``compaction`` item that can be fed back as input."""
-    return await _serving(request).compact(body, principal)
+    end_user = end_user_id(request, principal, body.safety_identifier or body.user)
+    return await _serving(request).compact(body, principal, end_user)
 
 
 @router.get(
@@ -90,14 +92,18 @@ async def retrieve_response(
     """The stored response; with ``stream=true`` its events again from ``starting_after`` on,
     then live ones until it ends (a client that lost its stream resumes without a gap)."""
     return await _serving(request).retrieve(
-        response_id, principal, stream=stream, starting_after=starting_after
+        response_id,
+        principal,
+        stream=stream,
+        starting_after=starting_after,
+        end_user=end_user_id(request, principal),
     )
 
 
 @router.delete("/{response_id}", response_model=ResponseDeleted, responses=errors(401, 404))
 async def delete_response(response_id: str, request: Request, principal: Caller) -> dict[str, Any]:
     """Forget a stored response (stopping it first if it is still running)."""
-    return await _serving(request).delete(response_id, principal)
+    return await _serving(request).delete(response_id, principal, end_user_id(request, principal))
 
 
 @router.post(
@@ -110,7 +116,7 @@ async def delete_response(response_id: str, request: Request, principal: Caller)
 )
 async def cancel_response(response_id: str, request: Request, principal: Caller) -> Response:
     """Stop a response in progress; answers it with status ``cancelled``."""
-    return await _serving(request).cancel(response_id, principal)
+    return await _serving(request).cancel(response_id, principal, end_user_id(request, principal))
 
 
 @router.get(
@@ -129,5 +135,10 @@ async def list_input_items(
 ) -> dict[str, Any]:
     """The input items the response was created with, paginated."""
     return await _serving(request).input_items(
-        response_id, principal, after=after, limit=limit, order=order
+        response_id,
+        principal,
+        after=after,
+        limit=limit,
+        order=order,
+        end_user=end_user_id(request, principal),
     )

@@ -46,6 +46,7 @@ from server.runs.approvals import answer_pending, approval_object
 from server.runs.manager import Run, RunStatus
 from server.services import Services
 from server.serving.common import resolve_profile
+from server.serving.end_users import end_user_id
 from server.serving.response_chain import conversation_of, in_conversation
 from server.serving.turn import Joined, JoinSession, TurnSpec, begin_turn, join_by_name
 from server.webhooks.service import RUNS_ENDPOINT, RequestWebhook
@@ -121,7 +122,9 @@ async def start_api_run(
     hook = await _checked_webhook(services, body.webhook) if body.webhook else None
     profile = resolve_profile(services, body.model, principal)
     turn = _as_response_request(body)
-    conversation = await conversation_of(services, turn, principal)
+    conversation = await conversation_of(
+        services, turn, principal, end_user=end_user_id(request, principal)
+    )
 
     def agent_request(*, client_tools: bool, offer_tools: bool, run_id: str) -> AgentRequest:
         made = turn.to_agent_request(with_client_tools=False)

@@ -87,6 +87,22 @@ def end_user_of(
     return None
 
 
+def end_user_id(
+    connection: HTTPConnection, principal: Principal, named: str | None = None
+) -> str | None:
+    """The id of the end user ``connection`` is for (see :func:`end_user_of`), if any."""
+    end_user = end_user_of(connection, principal, named)
+    return end_user.id if end_user is not None else None
+
+
+def sees(end_user: str | None, made_for: str | None, *, shared: bool = False) -> bool:
+    """Whether a request for ``end_user`` sees a record of its key made for ``made_for``
+    (None: the key's own; docs/end-users.md): its own; with ``shared``, the key's own too
+    (uploads, conversations: what an end user makes of those is theirs). Never another end
+    user's, and a request naming none sees the key's own only."""
+    return made_for == end_user or (shared and made_for is None)
+
+
 def scoped_owner(principal: Principal, end_user: EndUser | str | None) -> str:
     """The owner of what belongs to ``end_user`` behind ``principal``'s key (memory,
     sessions, workspaces, agent-written skills): ``principal/end_user``, or the key's own

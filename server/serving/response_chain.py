@@ -13,14 +13,20 @@ from server.errors import APIError
 from server.http.auth import Principal
 from server.protocol.responses import ResponseCreateRequest
 from server.services import Services
+from server.serving.end_users import sees
 from server.serving.turn import Joined, JoinSession, join_by_name
 from server.sessions.service import SessionPoint, SessionService
 
 
 async def previous_response(
-    services: Services, body: ResponseCreateRequest, principal: Principal
+    services: Services,
+    body: ResponseCreateRequest,
+    principal: Principal,
+    *,
+    end_user: str | None = None,
 ) -> StoredResponse | None:
-    """The response ``previous_response_id`` names (None: it names none), if it has ended."""
+    """The response ``previous_response_id`` names (None: it names none), if it has ended
+    and is ``end_user``'s (docs/end-users.md)."""
     if body.previous_response_id is None:
         return None
     store = services.store
@@ -29,7 +35,7 @@ async def previous_response(
         if store is not None
         else None
     )
-    if found is None:
+    if found is None or not sees(end_user, found.end_user):
         raise APIError(
             404,
             f"Previous response with id '{body.previous_response_id}' not found.",
@@ -102,10 +108,15 @@ def joining(previous: StoredResponse | None, *, store: bool) -> JoinSession:
 
 
 async def conversation_of(
-    services: Services, body: ResponseCreateRequest, principal: Principal
+    services: Services,
+    body: ResponseCreateRequest,
+    principal: Principal,
+    *,
+    end_user: str | None = None,
 ) -> str | None:
     """The id of the conversation ``conversation`` names (None: it names none), if it is the
-    key's: another key's, or a deleted one, is a 404 as if it never existed."""
+    key's and ``end_user`` sees it (theirs, or the key's own): another key's or end user's,
+    or a deleted one, is a 404 as if it never existed."""
     conversation_id = body.conversation_id()
     if conversation_id is None:
         return None
@@ -115,7 +126,7 @@ async def conversation_of(
         if store is not None
         else None
     )
-    if found is None:
+    if found is None or not sees(end_user, found.end_user, shared=True):
         raise APIError(
             404,
             f"Conversation with id '{conversation_id[:80]}' not found.",

@@ -22,7 +22,10 @@ from server.views.responses import response_usage
 
 
 async def compact(
-    services: Services, body: ResponseCreateRequest, principal: Principal
+    services: Services,
+    body: ResponseCreateRequest,
+    principal: Principal,
+    end_user: str | None = None,
 ) -> Response:
     """The conversation (``previous_response_id`` and/or ``input``) compacted by our own
     compressor, as one ``compaction`` item a client feeds back as input. The compaction
@@ -30,7 +33,7 @@ async def compact(
     if body.conversation is not None:
         raise APIError(400, "Compaction takes no conversation.", param="conversation")
     profile = resolve_profile(services, body.model, principal)
-    previous = await previous_response(services, body, principal)
+    previous = await previous_response(services, body, principal, end_user=end_user)
     await resolve_item_references(services.store, principal.name, body.input_items())
     request = body.to_agent_request(with_client_tools=False)
     messages = list(request.history)
@@ -52,6 +55,7 @@ async def compact(
         endpoint="responses",
         completion_id=compaction_id,
         session_id=None,
+        end_user=end_user,
     )
     end = await run.until_finished()
     headers = {"x-hermes-run-id": run.id}

@@ -109,6 +109,7 @@ def record(
                 transcript_length=run.transcript_length or 0,
                 created_at=run.created_at,  # to the microsecond: retention orders by it
                 updated_at=time.time(),
+                end_user=run.info.end_user,
             )
         )
 

@@ -39,12 +39,8 @@ from server.protocol.response_input import approval_answers
 from server.protocol.responses import HostedTools, ResponseCreateRequest
 from server.runs.manager import Run, new_id
 from server.services import Profile, Services
-from server.serving.common import (
-    conversation_owner,
-    is_openwebui,
-    resolve_profile,
-    unless_client_leaves,
-)
+from server.serving.common import is_openwebui, resolve_profile, unless_client_leaves
+from server.serving.end_users import end_user_id, scoped_owner, sees
 from server.serving.item_references import resolve_item_references
 from server.serving.remote_mcp import RemoteMcp
 from server.serving.request_skills import check_hosted_tools, request_skills
@@ -161,13 +157,16 @@ class ResponsesServing:
         ``earlier``: the transcript the response continues, when no store holds it."""
         services = self.services
         profile = resolve_profile(services, body.model, principal)
+        end_user = end_user_id(request, principal, body.safety_identifier or body.user)
         previous = (
-            None if earlier is not None else await previous_response(services, body, principal)
+            None
+            if earlier is not None
+            else await previous_response(services, body, principal, end_user=end_user)
         )
-        conversation = await conversation_of(services, body, principal)
+        conversation = await conversation_of(services, body, principal, end_user=end_user)
         await resolve_item_references(services.store, principal.name, body.input_items())
         hosted = body.hosted_tools()
-        await check_hosted_tools(services, profile, conversation_owner(request, principal), hosted)
+        await check_hosted_tools(services, profile, scoped_owner(principal, end_user), hosted)
         _check_image_generation(profile, hosted)
         skills = await request_skills(services, profile, principal.name, body.shell_tool())
         progress = _progress(request, profile)
@@ -230,20 +229,38 @@ class ResponsesServing:
 
     # --- POST /v1/responses/compact, GET / DELETE / cancel / input_items --------------------
 
-    async def compact(self, body: ResponseCreateRequest, principal: Principal) -> Response:
-        return await compact(self.services, body, principal)
+    # ``end_user``: who behind the key the request is for (docs/end-users.md); another end
+    # user's response is a 404 to it, as another key's is.
+
+    async def compact(
+        self, body: ResponseCreateRequest, principal: Principal, end_user: str | None = None
+    ) -> Response:
+        return await compact(self.services, body, principal, end_user)
 
     async def retrieve(
-        self, response_id: str, principal: Principal, *, stream: bool, starting_after: int
+        self,
+        response_id: str,
+        principal: Principal,
+        *,
+        stream: bool,
+        starting_after: int,
+        end_user: str | None = None,
     ) -> Response:
+        await self._theirs(response_id, principal, end_user)
         return await self._stored.retrieve(
             response_id, principal, stream=stream, starting_after=starting_after
         )
 
-    async def cancel(self, response_id: str, principal: Principal) -> Response:
+    async def cancel(
+        self, response_id: str, principal: Principal, end_user: str | None = None
+    ) -> Response:
+        await self._theirs(response_id, principal, end_user)
         return await self._stored.cancel(response_id, principal)
 
-    async def delete(self, response_id: str, principal: Principal) -> dict[str, Any]:
+    async def delete(
+        self, response_id: str, principal: Principal, end_user: str | None = None
+    ) -> dict[str, Any]:
+        await self._theirs(response_id, principal, end_user)
         return await self._stored.delete(response_id, principal)
 
     async def input_items(
@@ -254,10 +271,32 @@ class ResponsesServing:
         after: str | None,
         limit: int,
         order: Literal["asc", "desc"],
+        end_user: str | None = None,
     ) -> dict[str, Any]:
+        await self._theirs(response_id, principal, end_user)
         return await self._stored.input_items(
             response_id, principal, after=after, limit=limit, order=order
         )
+
+    async def _theirs(self, response_id: str, principal: Principal, end_user: str | None) -> None:
+        """A 404 when the key's response ``response_id`` is another end user's (one not
+        found at all is left to the call that follows: it has its own ways to find it)."""
+        live = self._live.get(response_id, principal)
+        if live is not None:
+            made_for = live.run.info.end_user
+        else:
+            store = self.services.store
+            stored = await store.responses.get(principal.name, response_id) if store else None
+            if stored is None:
+                return
+            made_for = stored.end_user
+        if not sees(end_user, made_for):
+            raise APIError(
+                404,
+                f"Response with id '{response_id}' not found.",
+                param="response_id",
+                code="response_not_found",
+            )
 
 
 @dataclass(frozen=True, slots=True)

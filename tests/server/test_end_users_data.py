@@ -122,3 +122,71 @@ async def test_a_message_naming_another_end_user_s_upload_is_a_404(
     assert read.status_code == 200, read.text
     sent = simulator.state.requests(scenario=UPSTREAM_MODEL)[-1].body["messages"]
     assert "ben-notes.txt contents" in str(sent)
+
+
+async def respond(
+    http: httpx.AsyncClient, headers: dict[str, str], **fields: Any
+) -> httpx.Response:
+    body = {"model": "hermes-agent", "input": "hello", **fields}
+    return await http.post("/v1/responses", json=body, headers=headers)
+
+
+async def test_an_end_user_s_response_is_a_404_to_another_and_to_the_key(
+    simulator: SimulatorServer, http: httpx.AsyncClient, store: Store
+) -> None:
+    script(simulator, text("Hi Ann."), text("Still Ann."))
+    made = await respond(http, ANN)
+    assert made.status_code == 200, made.text
+    response_id = made.json()["id"]
+    stored = await store.responses.get("alice", response_id)
+    assert stored is not None
+    assert stored.end_user == "ann"
+    for other in (BEN, KEY):
+        assert (await http.get(f"/v1/responses/{response_id}", headers=other)).status_code == 404
+        items = await http.get(f"/v1/responses/{response_id}/input_items", headers=other)
+        assert items.status_code == 404
+        assert (await http.delete(f"/v1/responses/{response_id}", headers=other)).status_code == 404
+        continued = await respond(http, other, previous_response_id=response_id)
+        assert continued.status_code == 404
+        assert continued.json()["error"]["code"] == "previous_response_not_found"
+    assert (await http.get(f"/v1/responses/{response_id}", headers=ANN)).status_code == 200
+    # The body's safety_identifier names Ann as well as the header does.
+    again = await respond(http, KEY, previous_response_id=response_id, safety_identifier="ann")
+    assert again.status_code == 200, again.text
+
+
+async def test_an_end_user_s_conversation_is_a_404_to_another_and_to_the_key(
+    simulator: SimulatorServer, http: httpx.AsyncClient, store: Store
+) -> None:
+    # (An end user may take turns in a conversation of the key's own: their items in it are
+    # their own session's. Another end user's conversation they never see.)
+    created = await http.post("/v1/conversations", json={"metadata": {}}, headers=ANN)
+    assert created.status_code == 200, created.text
+    conversation = created.json()["id"]
+    record = await store.conversations.get("alice", conversation)
+    assert record is not None
+    assert record.end_user == "ann"
+    for other in (BEN, KEY):
+        assert (
+            await http.get(f"/v1/conversations/{conversation}", headers=other)
+        ).status_code == 404
+        items = await http.get(f"/v1/conversations/{conversation}/items", headers=other)
+        assert items.status_code == 404
+        turn = await respond(http, other, conversation=conversation)
+        assert turn.status_code == 404
+    script(simulator, text("In your conversation."))
+    assert (await respond(http, ANN, conversation=conversation)).status_code == 200
+
+
+async def test_only_the_key_changes_or_deletes_its_own_conversation(
+    http: httpx.AsyncClient,
+) -> None:
+    created = await http.post("/v1/conversations", json={"metadata": {}}, headers=KEY)
+    conversation = created.json()["id"]
+    assert (await http.get(f"/v1/conversations/{conversation}", headers=ANN)).status_code == 200
+    renamed = await http.post(
+        f"/v1/conversations/{conversation}", json={"metadata": {"a": "b"}}, headers=ANN
+    )
+    assert renamed.status_code == 404
+    assert (await http.delete(f"/v1/conversations/{conversation}", headers=ANN)).status_code == 404
+    assert (await http.delete(f"/v1/conversations/{conversation}", headers=KEY)).status_code == 200
