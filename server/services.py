@@ -192,14 +192,19 @@ class Profile:
             self._run_tools = (self.mcp.version, registry)
         return registry
 
-    def shelf(self, library: SkillLibrary | None, owner: str) -> SkillShelf | None:
-        """The skills this profile's agents acting for ``owner`` are offered (None: off)."""
+    def shelf(
+        self, library: SkillLibrary | None, owner: str, key: str | None = None
+    ) -> SkillShelf | None:
+        """The skills this profile's agents acting for ``owner`` are offered (None: off):
+        ``owner``'s own (where the agent writes), then ``key``'s (the API key's, when
+        ``owner`` is an end user behind it), then the profile's."""
         if self.skills is None:
             return None
         return SkillShelf(
             directory=self.skills.skills,
             library=library,
             owner=owner,
+            key_owner=key,
             manage_approval=self.skills_approval,
             mounted=self.skills_mounted,
         )
@@ -229,8 +234,8 @@ class Profile:
         """``extra_tools``: the request's own (its MCP servers'), beside the profile's. While
         one of the profile's MCP servers is still connecting for the first time, the agent's
         run waits for it and then takes the tools listed by then. ``skill_library``: the
-        keys' own skills, of which the agent sees ``skills_owner``'s (the API key's
-        principal; default ``owner``)."""
+        keys' own skills, of which the agent writes ``owner``'s (the key's, or its end
+        user's) and sees those and ``skills_owner``'s (the API key's principal)."""
 
         def tools_now() -> ToolRegistry:
             tools = self.run_tools()
@@ -251,7 +256,7 @@ class Profile:
             todo_store=stores.todos,
             session_search=stores.sessions,
             checkpoint=checkpoint,
-            skills=self.shelf(skill_library, skills_owner or owner),
+            skills=self.shelf(skill_library, owner, skills_owner),
         )
         if isinstance(agent, McpWaitingAgent) and connecting is not None:
             agent.waits_for(connecting, tools_now)

@@ -6,6 +6,11 @@ agent-written skills, :class:`~hermes_core.skills.library.SkillLibrary`, asked o
 and the skills the request attached. On a clash of names the nearer source wins: the
 request's over the key's own over the profile's, so a key can override a profile's skill
 and a request can override both.
+
+A run for an end user behind the key (the server's docs/end-users.md) has a fourth: the
+library of that end user, where the skills its agent writes go. It comes between the
+request's and the key's: the end user's own, then the key's, then the profile's. Another end
+user's library is never on the shelf.
 """
 
 from __future__ import annotations
@@ -74,7 +79,8 @@ def load_directory_skills(dirs: Sequence[Path]) -> DirectorySkills:
 
 class SkillShelf:
     """The skills offered to the runs of one agent, acting for ``owner`` (an API key's
-    principal: the only library it reads and writes).
+    principal, or an end user behind it: the only library it writes), with the skills of
+    ``key_owner`` (the key's principal, when ``owner`` is an end user's) read beside them.
 
     :meth:`for_run` makes the shelf of one run (with the request's attached skills); the
     library is asked once per run, and again after this run wrote to it.
@@ -86,6 +92,7 @@ class SkillShelf:
         directory: Sequence[DirectorySkill] = (),
         library: SkillLibrary | None = None,
         owner: str = "default",
+        key_owner: str | None = None,
         attached: Sequence[AttachedSkill] = (),
         manage_approval: bool = True,
         mounted: bool = True,
@@ -93,12 +100,15 @@ class SkillShelf:
         self.directory = tuple(directory)
         self.library = library
         self.owner = owner
+        self.key_owner = key_owner if key_owner != owner else None
+        """Whose library is read, not written, beside ``owner``'s (None: none)."""
         self.attached = tuple(attached)
         self.manage_approval = manage_approval
         """``skill_manage`` waits for a person's approval (the ``skills`` toolset's policy)."""
         self.mounted = mounted
         """Commands see the skills at ``/skills/<name>`` (False: unsandboxed, host paths)."""
         self._offered: list[SkillEntry] | None = None
+        self._keys: list[SkillEntry] | None = None
         self._folders: dict[str, Path] = {}
 
     def for_run(self, attached: Sequence[AttachedSkill]) -> SkillShelf:
@@ -107,6 +117,7 @@ class SkillShelf:
             directory=self.directory,
             library=self.library,
             owner=self.owner,
+            key_owner=self.key_owner,
             attached=attached,
             manage_approval=self.manage_approval,
             mounted=self.mounted,
@@ -118,16 +129,33 @@ class SkillShelf:
         return self.library is not None
 
     async def own(self) -> list[SkillEntry]:
-        """The key's own skills (uploaded and agent-written), asked once per run."""
+        """The owner's own skills (uploaded and agent-written), asked once per run."""
         if self.library is None:
             return []
         if self._offered is None:
-            try:
-                self._offered = await self.library.offered(self.owner)
-            except Exception:  # the store failing must not fail the run: it goes on without
-                log.exception("the skill library could not be read; the run goes on without it")
+            self._offered = await self._read(self.owner)
+            if self._offered is None:
                 return []
         return self._offered
+
+    async def keys(self) -> list[SkillEntry]:
+        """The skills of the key an end user's agent acts behind, asked once per run (none
+        when the owner is the key itself)."""
+        if self.library is None or self.key_owner is None:
+            return []
+        if self._keys is None:
+            self._keys = await self._read(self.key_owner)
+            if self._keys is None:
+                return []
+        return self._keys
+
+    async def _read(self, owner: str) -> list[SkillEntry] | None:
+        assert self.library is not None
+        try:
+            return await self.library.offered(owner)
+        except Exception:  # the store failing must not fail the run: it goes on without
+            log.exception("the skill library could not be read; the run goes on without it")
+            return None
 
     def forget_own(self) -> None:
         """The library changed (this run wrote to it): ask it again next time."""
@@ -136,6 +164,8 @@ class SkillShelf:
     async def listing(self) -> list[SkillEntry]:
         """Every skill the run may use, one per name, sorted by name."""
         chosen: dict[str, SkillEntry] = {s.entry.name: s.entry for s in self.directory}
+        for entry in await self.keys():
+            chosen[entry.name] = entry
         for entry in await self.own():
             chosen[entry.name] = entry
         for skill in self.attached:
@@ -151,14 +181,15 @@ class SkillShelf:
         for skill in self.attached:
             if skill.entry.name == name:
                 return skill.folder
-        own = next((e for e in await self.own() if e.name == name), None)
-        if own is not None:
-            assert self.library is not None
-            key = f"{own.skill_id}@{own.version}"
-            place = self._folders.get(key)
-            if place is None:
-                place = self._folders[key] = await self.library.folder(self.owner, own)
-            return place
+        for owner, entries in ((self.owner, await self.own()), (self.key_owner, await self.keys())):
+            found = next((e for e in entries if e.name == name), None)
+            if found is not None and owner is not None:
+                assert self.library is not None
+                key = f"{found.skill_id}@{found.version}"
+                place = self._folders.get(key)
+                if place is None:
+                    place = self._folders[key] = await self.library.folder(owner, found)
+                return place
         return next((s.folder for s in self.directory if s.entry.name == name), None)
 
     async def folders(self) -> dict[str, Path]:

@@ -4,9 +4,11 @@ The system prompt names each skill with its description; these load the rest on 
 (progressive disclosure): ``skill_view`` gives a skill's ``SKILL.md`` body and the list of its
 other files (readable by commands at ``/skills/<name>/…``), or one file's text.
 ``skill_manage`` writes the API key's own skills (create, patch, delete) into its library, as
-the ``agent`` origin; it waits for approval unless the profile says ``approvals: {skills:
-never}``. Each tool closes over the run's :class:`~hermes_core.skills.shelf.SkillShelf`, whose
-owner is the key: the model can never name another key's library.
+the ``agent`` origin — or, in a run for an end user behind the key, that end user's (the key's
+skills it reads but never changes: a patch makes the end user's own version); it waits for
+approval unless the profile says ``approvals: {skills: never}``. Each tool closes over the
+run's :class:`~hermes_core.skills.shelf.SkillShelf`, whose owner is the key or its end user:
+the model can never name another key's library, or another end user's.
 """
 
 from __future__ import annotations
@@ -327,7 +329,8 @@ async def _delete(shelf: SkillShelf, name: str) -> str:
     if name not in own:
         entry = await shelf.entry(name)
         if entry is not None:
-            return f"Error: {name!r} is a {entry.origin} skill, not one of yours: not deleted."
+            whose = "the API key's" if entry.origin != "profile" else "a profile"
+            return f"Error: {name!r} is {whose} skill, not one of yours: not deleted."
         return f"Error: you have no skill named {name!r}."
     assert shelf.library is not None
     removed = await shelf.library.remove(shelf.owner, name)

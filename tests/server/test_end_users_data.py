@@ -5,6 +5,7 @@ own only."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -12,10 +13,11 @@ import httpx
 import pytest
 
 from hermes_core.persistence import Store, sqlite_url
+from hermes_core.skills.shelf import DirectorySkills
 from server.app import create_app
 from server.http.threaded import ThreadedServer
 from server.services import Services
-from server.simulator import Reply, Scenario, SimulatorServer, Step
+from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL, make_services
 
@@ -41,6 +43,10 @@ def served(
     services = make_services(
         _simulator_server, database_url=sqlite_url(root / "hermes.db"), files_dir=root / "files"
     )
+    services.profiles = [
+        dataclasses.replace(profile, skills=DirectorySkills(), skills_approval=False)
+        for profile in services.profiles
+    ]
     with ThreadedServer(create_app(services)) as server:
         yield server, services
 
@@ -190,3 +196,40 @@ async def test_only_the_key_changes_or_deletes_its_own_conversation(
     assert renamed.status_code == 404
     assert (await http.delete(f"/v1/conversations/{conversation}", headers=ANN)).status_code == 404
     assert (await http.delete(f"/v1/conversations/{conversation}", headers=KEY)).status_code == 200
+
+
+def write_skill(name: str) -> Step:
+    arguments = {"action": "create", "name": name, "description": f"{name} trick", "body": "Do it."}
+    return Step(reply=Reply(tool_calls=[ToolCallSpec(name="skill_manage", arguments=arguments)]))
+
+
+async def system_prompt_of_a_new_chat(
+    simulator: SimulatorServer, http: httpx.AsyncClient, headers: dict[str, str]
+) -> str:
+    script(simulator, text("Hello."))
+    body = {"model": "hermes-agent", "messages": [{"role": "user", "content": "hi"}]}
+    assert (await http.post("/v1/chat/completions", json=body, headers=headers)).status_code == 200
+    prompt: str = simulator.state.requests(scenario=UPSTREAM_MODEL)[-1].body["messages"][0][
+        "content"
+    ]
+    return prompt
+
+
+async def test_a_skill_the_agent_writes_for_an_end_user_is_theirs_and_the_key_s_are_shared(
+    simulator: SimulatorServer, http: httpx.AsyncClient, store: Store
+) -> None:
+    body = {"model": "hermes-agent", "messages": [{"role": "user", "content": "learn"}]}
+    script(simulator, write_skill("ann-trick"), text("Learned."))
+    assert (await http.post("/v1/chat/completions", json=body, headers=ANN)).status_code == 200
+    script(simulator, write_skill("team-trick"), text("Learned."))
+    assert (await http.post("/v1/chat/completions", json=body, headers=KEY)).status_code == 200
+    assert [s.name for s in await store.skills.published("alice/ann")] == ["ann-trick"]
+    assert [s.name for s in await store.skills.published("alice")] == ["team-trick"]
+    anns = await system_prompt_of_a_new_chat(simulator, http, ANN)
+    bens = await system_prompt_of_a_new_chat(simulator, http, BEN)
+    keys = await system_prompt_of_a_new_chat(simulator, http, KEY)
+    assert "ann-trick" in anns
+    assert "team-trick" in anns
+    assert "ann-trick" not in bens
+    assert "team-trick" in bens
+    assert "ann-trick" not in keys
