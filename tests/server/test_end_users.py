@@ -6,6 +6,8 @@ test_end_users_served.py.)"""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -18,6 +20,7 @@ from hermes_core.persistence import Store, sqlite_url
 from hermes_core.providers.retry import Cooldowns
 from server.app import create_app
 from server.http.threaded import ThreadedServer
+from server.protocol.openwebui_tasks import TASK_HEADER
 from server.replicas.cluster import Cluster
 from server.runs.manager import RunManager
 from server.services import Services
@@ -27,6 +30,8 @@ from tests.redis_server import redis_url_or_skip
 from tests.server.conftest import KEY_ALICE, KEY_BOB, UPSTREAM_MODEL, make_services
 
 Message = dict[str, Any]
+RECALLING = "recalling-agent"
+"""A profile that recalls the owner's earlier sessions (``memory.inject_episodes``)."""
 
 
 def script(simulator: SimulatorServer, *steps: Step) -> None:
@@ -54,6 +59,11 @@ def served(
         database_url=database,
         runs=RunManager(max_runs=8, max_runs_per_owner=3, max_runs_per_user=1),
     )
+    (agent,) = services.profiles
+    recalling = dataclasses.replace(
+        agent, id=RECALLING, config=dataclasses.replace(agent.config, inject_episodes=2)
+    )
+    services.profiles = [agent, recalling]
     with ThreadedServer(create_app(services)) as server:
         yield server, services
 
@@ -170,6 +180,10 @@ async def test_an_end_user_at_their_run_limit_gets_a_429_while_another_starts(
         )
         assert started.status_code == 200
         await started.aclose()
+        # Open WebUI's side tasks (a title) count against their user's limit too.
+        task = {**first, "x-openwebui-user-id": "ignored", TASK_HEADER: "title_generation"}
+        titled = await http.post("/v1/chat/completions", headers=task, json=streaming)
+        assert titled.status_code == 429
     finally:
         await held.aclose()
     assert await until(lambda: services.runs.live_runs() == 0)
@@ -226,3 +240,19 @@ async def _eventually(check: Callable[[], Awaitable[bool]]) -> bool:
             return False
         await asyncio.sleep(0.02)
     return True
+
+
+async def test_episodes_recall_only_the_end_user_s_own_sessions(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    ann, ben = {"x-hermes-memory-scope": "ann"}, {"x-hermes-memory-scope": "ben"}
+    script(simulator, text("Booked."), text("Nothing."), text("You went to Zanzibar."))
+    ok(await chat(http, "book my okapi safari in zanzibar", headers=ann))
+
+    async def recalled(headers: dict[str, str]) -> str:
+        ok(await chat(http, "the okapi safari?", model=RECALLING, headers=headers))
+        sent = simulator.state.requests(scenario=UPSTREAM_MODEL)[-1].body["messages"]
+        return json.dumps(sent[1:])  # after the system prompt
+
+    assert "book my okapi safari" not in await recalled(ben)
+    assert "book my okapi safari" in await recalled(ann)
