@@ -33,6 +33,7 @@ from hermes_core.persistence.retention import (
     delete_chunked,
     delete_runs,
     file_record,
+    index_before_deleting,
 )
 from hermes_core.persistence.runs import LIVE_STATUSES, RUNS
 from hermes_core.persistence.sessions import LOCKS, MESSAGES, SESSIONS
@@ -89,7 +90,7 @@ class ErasureStore:
     async def erase(self, key: str, end_user: str) -> Erased:
         """Delete every row of ``end_user`` behind ``key`` (the module says which)."""
         scoped = _scoped(key, end_user)
-        await self.db.search_index.catch_up()  # FTS5 must have indexed what it is to forget
+        await index_before_deleting(self.db)
         erased = Erased()
         counts = erased.counts
         sessions = _sessions_of(scoped)

@@ -109,6 +109,19 @@ async def delete_chunked(db: Database, table: Table, key: Any, where: Any) -> in
             return total
 
 
+async def index_before_deleting(db: Database) -> None:
+    """Bring SQLite's full-text index up to date before messages are deleted (FTS5 forgets
+    a row by the text it indexed). Not when there are no messages at all: indexing then
+    fails (it would set its watermark to the maximum of no ids)."""
+    await db.writer.flush()
+    if not db.search_index.batched:
+        return
+    async with db.engine.connect() as conn:
+        if (await conn.execute(select(MESSAGES.c.id).limit(1))).first() is None:
+            return
+    await db.search_index.catch_up()
+
+
 def chunks(items: Sequence[str], size: int = BATCH) -> Iterable[Sequence[str]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
@@ -131,7 +144,7 @@ class RetentionStore:
     async def delete_conversation(self, owner: str, name: str) -> Counts:
         """Delete every session (branch) of ``owner``'s conversation ``name``, their messages
         and todos, and the conversation's approvals. The caller holds its turn lock."""
-        await self.db.search_index.catch_up()
+        await index_before_deleting(self.db)
         where = and_(SESSIONS.c.owner == owner, SESSIONS.c.name == name)
         async with self.db.engine.connect() as conn:
             ids = list((await conn.execute(select(SESSIONS.c.id).where(where))).scalars())
@@ -150,7 +163,6 @@ class RetentionStore:
         after each batch of sessions looked at."""
         if horizon.empty:
             return
-        await self.db.search_index.catch_up()
         expired = horizon.expired(SESSIONS.c.profile, SESSIONS.c.updated_at)
         after = ""
         while True:
@@ -164,6 +176,8 @@ class RetentionStore:
                 rows = (await conn.execute(statement)).all()
             if not rows:
                 return
+            if not after:
+                await index_before_deleting(self.db)
             after = rows[-1].id
             counts: Counts = {}
             gone: list[tuple[str, str]] = []

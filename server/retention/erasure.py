@@ -28,6 +28,7 @@ log = logging.getLogger("hermes.retention")
 
 STOP_WAIT_SECONDS = 30.0
 """How long the end user's stopped runs may take to end before the erasure gives up (409)."""
+STOP_AGAIN_SECONDS = 0.5
 
 
 class EndUserBusy(Exception):
@@ -54,10 +55,15 @@ async def erase_end_user(
     ``file_bytes``: uploads' files on disk). Raises :class:`EndUserBusy` when their runs
     have not ended within ``wait_seconds``."""
     live = await store.erasure.live_runs(key, end_user)
-    for run_id in sorted(live):
-        await stop(run_id)
     deadline = time.monotonic() + wait_seconds
+    stopped = float("-inf")
     while live:
+        # Asked again while it lasts: a run in its first moments holds its conversation's
+        # lock before any replica can find it to stop it.
+        if time.monotonic() - stopped >= STOP_AGAIN_SECONDS:
+            stopped = time.monotonic()
+            for run_id in sorted(live):
+                await stop(run_id)
         if time.monotonic() >= deadline:
             raise EndUserBusy(len(live))
         await asyncio.sleep(0.1)
