@@ -9,6 +9,8 @@ import shutil
 import stat
 from pathlib import Path
 
+from server.files.workspace_changes import container_record
+
 
 def remove_tree(root: Path) -> bool:
     """Remove the directory ``root`` and everything in it; whether there was one.
@@ -29,6 +31,14 @@ def remove_tree(root: Path) -> bool:
         _open_up(root)
         shutil.rmtree(root)
     return True
+
+
+def remove_workspace(root: Path) -> bool:
+    """Remove a conversation's workspace and the record beside it that names it as a
+    container (``/v1/containers``); whether there was a workspace."""
+    removed = remove_tree(root)
+    container_record(root).unlink(missing_ok=True)
+    return removed
 
 
 def _open_up(directory: Path | str) -> None:

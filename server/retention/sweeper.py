@@ -32,7 +32,7 @@ from hermes_core.ids import token_hex
 from hermes_core.persistence import FileRecord, Store
 from hermes_core.persistence.retention import Counts, add_counts
 from server.files.workspaces import conversation_workspace
-from server.retention.disk import remove_files, remove_tree
+from server.retention.disk import remove_files, remove_tree, remove_workspace
 from server.retention.policy import DAY, RetentionPolicy
 
 log = logging.getLogger("hermes.retention")
@@ -141,7 +141,7 @@ class Sweeper:
                 async for batch in batches:
                     add_counts(counts, batch.counts)
                     gone = [self._workspace(owner, name) for owner, name in batch.gone]
-                    removed = await asyncio.to_thread(_remove_trees, [p for p in gone if p])
+                    removed = await asyncio.to_thread(_remove_workspaces, [p for p in gone if p])
                     add_counts(counts, {"workspaces": removed})
                     self._check()
             async with contextlib.aclosing(retention.expire_runs(policy.runs.horizon(now))) as runs:
@@ -199,3 +199,7 @@ def _cached_skills(cache: Path) -> list[str]:
 
 def _remove_trees(paths: list[Path]) -> int:
     return sum(1 for path in paths if remove_tree(path))
+
+
+def _remove_workspaces(paths: list[Path]) -> int:
+    return sum(1 for path in paths if remove_workspace(path))

@@ -50,7 +50,7 @@ from server.protocol.schemas.conversations import (
     ConversationObject,
     ConversationUpdate,
 )
-from server.retention.disk import remove_tree
+from server.retention.disk import remove_workspace
 from server.services import Services
 from server.serving.common import conversation_owner
 from server.serving.end_users import end_user_id, scoped_owner, sees
@@ -386,7 +386,7 @@ async def delete_conversation(
         for owner in sorted(owners):  # under the locks: no turn is making files there
             workspace = services.workspace(owner, conversation_id)
             if workspace is not None:
-                await asyncio.to_thread(remove_tree, workspace)
+                await asyncio.to_thread(remove_workspace, workspace)
     return {"id": conversation_id, "object": "conversation.deleted", "deleted": True}
 
 

@@ -25,7 +25,7 @@ from server.errors import APIError
 from server.http.auth import Principal, require_principal
 from server.http.openapi import errors
 from server.protocol.schemas.common import Shape
-from server.retention.disk import remove_tree
+from server.retention.disk import remove_workspace
 from server.services import Services
 from server.serving.common import conversation_owner
 from server.sessions.service import MAX_NAME_LENGTH, valid_name
@@ -86,7 +86,7 @@ async def delete_session(
         counts = await store.retention.delete_conversation(owner, name)
         # Under the lock: a turn starting the name afresh cannot have made files there yet.
         workspace = services.workspace(owner, name)
-        removed = workspace is not None and await asyncio.to_thread(remove_tree, workspace)
+        removed = workspace is not None and await asyncio.to_thread(remove_workspace, workspace)
     finally:
         store.sessions.unlock(owner, name, holder)
         await store.db.writer.flush()

@@ -4,6 +4,7 @@ workspace on disk; only the caller's (or its end user's); never while a run hold
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from hermes_core.persistence import Store, sqlite_url
 from hermes_core.persistence.retention import APPROVALS, TODOS
 from hermes_core.persistence.sessions import LOCKS, MESSAGES, SESSIONS
 from server.app import create_app
+from server.files.workspace_changes import container_record
 from server.files.workspaces import conversation_workspace
 from server.http.threaded import ThreadedServer
 from server.simulator import Reply, Scenario, SimulatorServer, Step
@@ -86,6 +88,7 @@ def workspace_with_a_file(tmp_path: Path, owner: str, name: str) -> Path:
     root = conversation_workspace(tmp_path / "workspaces", owner, name)
     (root / "out").mkdir(parents=True)
     (root / "out" / "report.txt").write_text("made by the agent")
+    container_record(root).write_text(json.dumps({"conversation": name}))
     return root
 
 
@@ -160,6 +163,7 @@ async def test_deleting_a_session_deletes_every_branch_its_rows_and_its_workspac
     assert await count(store, APPROVALS, APPROVALS.c.conversation == "chat-1") == 0
     assert await count(store, LOCKS) == 0
     assert not workspace.exists()
+    assert not container_record(workspace).exists()
     # What is not that conversation of that owner stays.
     assert (
         await count(store, SESSIONS, SESSIONS.c.owner == "alice", SESSIONS.c.name == "chat-2") == 1
