@@ -1,0 +1,132 @@
+"""The retention sweeper without a server, on SQLite and PostgreSQL: one replica sweeps at a
+time (the lease), a sweep deletes what the policy says; the policy comes from ``retention:``
+and ``profiles[].retention`` field by field, and a configuration reload replaces it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select, update
+
+from hermes_core.persistence import Store
+from hermes_core.persistence.sessions import SESSIONS
+from server.bootstrap import build_profiles
+from server.config import load_config
+from server.process.reload import ConfigReloader
+from server.retention.policy import DAY, RetentionPolicy, Rule, retention_policy
+from server.retention.sweeper import LEASE, Sweeper
+from server.services import Services
+
+CONFIG = """\
+server:
+  api_keys: [{{principal: alice, key: sk-retention-0123456789}}]
+providers:
+  - {{name: real, model: gpt-x, base_url: "http://127.0.0.1:9/v1"}}
+retention:
+  sessions_days: {days}
+  files_days: 10
+profiles:
+  - {{id: plain, providers: [real]}}
+  - id: short
+    providers: [real]
+    retention: {{sessions_days: 2, runs_days: null}}
+"""
+
+
+@pytest.fixture
+async def replicas(database_url: str) -> AsyncIterator[tuple[Store, Store]]:
+    """Two replicas' stores on one database."""
+    first = await Store.open(database_url, instance="replica-a")
+    second = await Store.open(database_url, instance="replica-b", migrate=False)
+    yield first, second
+    await first.close()
+    await second.close()
+
+
+def sweeper(store: Store, tmp_path: Path) -> Sweeper:
+    policy = RetentionPolicy(sessions=Rule(days=30))
+    return Sweeper(
+        store, lambda: policy, instance=store.runs.instance, workspaces_dir=tmp_path / "ws"
+    )
+
+
+async def old_session(store: Store, name: str) -> None:
+    session_id = store.sessions.create(owner="alice", profile="p", system_prompt="", name=name)
+    await store.db.writer.flush()
+    async with store.db.engine.begin() as conn:
+        await conn.execute(
+            update(SESSIONS)
+            .where(SESSIONS.c.id == session_id)
+            .values(updated_at=time.time() - 40 * DAY)
+        )
+
+
+async def names(store: Store) -> set[str]:
+    async with store.db.engine.connect() as conn:
+        return set((await conn.execute(select(SESSIONS.c.name))).scalars())
+
+
+async def test_one_replica_sweeps_at_a_time(replicas: tuple[Store, Store], tmp_path: Path) -> None:
+    first, second = replicas
+    a, b = sweeper(first, tmp_path), sweeper(second, tmp_path)
+    await old_session(first, "old")
+    assert await first.leases.take(LEASE, a.holder, seconds=60)  # a sweep of A's goes on
+
+    assert await b.sweep(wait_seconds=0.2) is None  # B waited, then gave up
+    assert await names(first) == {"old"}
+
+    await first.leases.release(LEASE, a.holder)
+    assert await b.sweep() == {
+        "sessions": 1,
+        "messages": 0,
+        "todos": 0,
+        "approvals": 0,
+        "workspaces": 0,
+    }
+    assert await names(first) == set()
+    # B let the lease go once done: A sweeps next (nothing left).
+    assert await a.sweep() == {}
+
+
+async def test_a_policy_that_keeps_everything_sweeps_nothing(
+    replicas: tuple[Store, Store], tmp_path: Path
+) -> None:
+    store = replicas[0]
+    await old_session(store, "old")
+    idle = Sweeper(store, RetentionPolicy, instance="replica-a")
+    assert await idle.sweep() == {}
+    assert await names(store) == {"old"}
+
+
+def test_a_profiles_retention_overrides_the_top_level_one_field_by_field(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "hermes.yaml"
+    path.write_text(CONFIG.format(days=90))
+    policy = retention_policy(load_config(path, {}))
+    assert policy.sessions == Rule(days=90, by_profile={"short": 2})
+    assert policy.runs == Rule(days=None, by_profile={"short": None})
+    assert policy.approvals == Rule()
+    assert policy.files_days == 10
+    now = time.time()
+    horizon = policy.sessions.horizon(now)
+    assert horizon.default == pytest.approx(now - 90 * DAY)
+    assert horizon.by_profile["short"] == pytest.approx(now - 2 * DAY)
+
+
+async def test_a_reload_replaces_the_retention_in_force(tmp_path: Path) -> None:
+    path = tmp_path / "hermes.yaml"
+    path.write_text(CONFIG.format(days=90))
+    config = load_config(path, {})
+    services = Services(profiles=build_profiles(config), retention=retention_policy(config))
+    reloader = ConfigReloader(services, config, path, {})
+    assert services.retention.sessions.days == 90
+
+    path.write_text(CONFIG.format(days=7))
+    assert await reloader.reload()
+
+    assert services.retention.sessions.days == 7
+    await services.close()
