@@ -19,6 +19,7 @@ from server.process.reload import ConfigReloader
 from server.retention.policy import DAY, RetentionPolicy, Rule, retention_policy
 from server.retention.sweeper import LEASE, Sweeper
 from server.services import Services
+from tests.hermes_core.persistence.test_retention import end_user_rows
 
 CONFIG = """\
 server:
@@ -130,3 +131,20 @@ async def test_a_reload_replaces_the_retention_in_force(tmp_path: Path) -> None:
 
     assert services.retention.sessions.days == 7
     await services.close()
+
+
+async def test_a_replica_forgets_its_cached_folders_of_skills_that_are_gone(
+    replicas: tuple[Store, Store], tmp_path: Path
+) -> None:
+    store = replicas[0]
+    kept = (await end_user_rows(store, "alice", "u1", at=time.time()))["skill"]
+    gone = "skill_" + "ab" * 16
+    cache = tmp_path / "skills-cache"
+    for name in (kept, gone, "skill_ab.partial"):
+        (cache / name / "1").mkdir(parents=True)
+        (cache / name / "1" / "SKILL.md").write_text("---\nname: x\n---\n")
+    cleaner = Sweeper(store, RetentionPolicy, instance="replica-a", skills_cache=cache)
+
+    assert await cleaner.forget_cached_skills() == 1
+
+    assert sorted(path.name for path in cache.iterdir()) == sorted([kept, "skill_ab.partial"])
