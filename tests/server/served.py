@@ -8,17 +8,22 @@ import asyncio
 import inspect
 import json
 import os
+import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import asyncpg  # type: ignore[import-untyped]
 import httpx
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+from sqlalchemy.engine import make_url
 
 from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from tests.databases import drop_database, server_url_or_skip
 from tests.plain_http import TLS_UNUSED
 from tests.processes import free_port, hermes_command
 
@@ -167,3 +172,34 @@ async def until(
         if not server.alive():
             raise AssertionError(f"the server process died; see {server.log}")
         await asyncio.sleep(0.05)
+
+
+def _on_a_loop_of_its_own(work: Coroutine[Any, Any, None]) -> None:
+    """Run ``work`` to its end on an event loop in another thread: the caller's thread may be
+    between two tests' loops, and must not be left with one of its own."""
+    with ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, work).result()
+
+
+async def _create_database(admin_dsn: str, name: str) -> None:
+    admin = await asyncpg.connect(admin_dsn)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+
+
+@contextmanager
+def postgres_database() -> Iterator[str]:
+    """The SQLAlchemy URL of a new, empty PostgreSQL database until the block ends (then
+    dropped), for a fixture wider than one test (``tests.databases.fresh_database`` is async,
+    and an async fixture is bound to one test's event loop): a module's replicas share it."""
+    server = make_url(server_url_or_skip())
+    name = f"t_{secrets.token_hex(6)}"
+    admin_dsn = server.set(drivername="postgresql").render_as_string(hide_password=False)
+    _on_a_loop_of_its_own(_create_database(admin_dsn, name))
+    url = server.set(database=name).render_as_string(hide_password=False)
+    try:
+        yield url
+    finally:
+        _on_a_loop_of_its_own(drop_database(url))

@@ -4,6 +4,7 @@ by another within its lease, as crash recovery would at its restart."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -23,11 +24,10 @@ import pytest
 from hermes_core.persistence import Store
 from server.sessions.service import INTERRUPTED_RESULT
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
-from tests.databases import fresh_database
 from tests.plain_http import TLS_UNUSED
 from tests.processes import free_port, hermes_command, wait_until_healthy
 from tests.redis_server import redis_url_or_skip
-from tests.server.served import pid_alive, sse_data, until
+from tests.server.served import pid_alive, postgres_database, sse_data, until
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -36,12 +36,25 @@ PRIMARY = f"primary-{uuid.uuid4().hex[:8]}"
 """The primary provider's upstream model: new per test session (the simulator scripts by model)."""
 BACKUP = "backup-upstream"
 LEASE_SECONDS = 2
-KEY = f"sk-replicas-{uuid.uuid4().hex}"
-OWNER = f"alice-{uuid.uuid4().hex[:8]}"
-"""One key per test session: what Redis keeps per key (live runs) starts empty."""
-AUTH = {"authorization": f"Bearer {KEY}"}
 MAX_FILES = 2
 """Files one key may keep here (small: uploads at once across replicas reach it)."""
+KEYS = 16
+"""API keys of the deployment: each test has one of its own (:func:`key`), so what Redis keeps
+per key (live runs, against the limit of one) and the files a key keeps start empty in every
+test, though the replicas serve the whole module (starting three costs seconds)."""
+_NAMES = uuid.uuid4().hex[:8]
+
+
+@dataclass(frozen=True)
+class Key:
+    owner: str
+    auth: dict[str, str]
+
+
+_KEYS = [
+    Key(f"alice-{_NAMES}-{n}", {"authorization": f"Bearer sk-replicas-{uuid.uuid4().hex}"})
+    for n in range(KEYS)
+]
 
 
 @dataclass
@@ -55,23 +68,48 @@ class Replica:
         return pid_alive(self.process.pid) and self.process.poll() is None
 
 
-@pytest.fixture
-async def postgres(tmp_path: Path) -> AsyncIterator[str]:
-    async with fresh_database("postgresql", tmp_path) as url:
-        yield url
+@dataclass
+class Deployment:
+    """Replicas A, B and C on one PostgreSQL, one Redis and one shared volume, for the module.
+    A test may kill a replica: the next test's :func:`replicas` starts one in its place."""
+
+    directory: Path
+    postgres: str
+    config: Path
+    env: dict[str, str]
+    processes: ExitStack
+    replicas: dict[str, Replica]
+    started: int = 0
+
+    def start(self, name: str) -> Replica:
+        """Replica ``name`` starting, with a data directory (so an instance) of its own."""
+        self.started += 1
+        port, log = free_port(), self.directory / f"replica-{name}-{self.started}.log"
+        env = {**self.env, "HERMES_DATA_DIR": str(self.directory / f"data-{self.started}")}
+        serve = ("serve", "--config", str(self.config))
+        process = self.processes.enter_context(
+            hermes_command(*serve, port=port, env=env, log=log, wait=False)
+        )
+        self.replicas[name] = Replica(name, f"http://127.0.0.1:{port}", process, log)
+        return self.replicas[name]
 
 
-@pytest.fixture
-def replicas(
-    postgres: str, simulator: SimulatorServer, tmp_path: Path
-) -> Iterator[dict[str, Replica]]:
-    """Replicas A, B and C of one deployment (each its own data dir, so its own instance)."""
+@pytest.fixture(scope="module")
+def deployment(
+    _simulator_server: SimulatorServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
     redis = redis_url_or_skip()
-    config = tmp_path / "hermes.yaml"
+    directory = tmp_path_factory.mktemp("replicas")
+    config = directory / "hermes.yaml"
+    keys = ", ".join(
+        f"{{principal: {key.owner}, key: {key.auth['authorization'].removeprefix('Bearer ')}}}"
+        for key in _KEYS
+    )
+    simulator = _simulator_server
     config.write_text(
         f"""
 server:
-  api_keys: [{{principal: {OWNER}, key: {KEY}}}]
+  api_keys: [{keys}]
   max_concurrent_runs_per_key: 1
   files: {{max_files: {MAX_FILES}}}
 providers:
@@ -98,28 +136,47 @@ profiles:
     approvals: {{files: always}}
 """
     )
-    common = {
-        "DATABASE_URL": postgres,
-        "REDIS_URL": redis,
-        "HERMES_LEASE_SECONDS": str(LEASE_SECONDS),
-        "HERMES_SESSION_BUSY": "refuse",  # a second turn at once is refused (deterministic)
-        "HERMES_SHARED_DIR": str(tmp_path / "shared"),  # uploads and workspaces, as deployed
-    }
-    upgrade = [sys.executable, "-m", "server.cli", "db", "upgrade", "--config", str(config)]
-    subprocess.run(upgrade, env={**os.environ, **common}, check=True, capture_output=True)
-    with ExitStack() as stack:
-        started = {}
-        for name in "ABC":
-            port, log = free_port(), tmp_path / f"replica-{name}.log"
-            env = {**common, "HERMES_DATA_DIR": str(tmp_path / f"data-{name}")}
-            serve = ("serve", "--config", str(config))
-            process = stack.enter_context(
-                hermes_command(*serve, port=port, env=env, log=log, wait=False)
-            )
-            started[name] = Replica(name, f"http://127.0.0.1:{port}", process, log)
-        for replica in started.values():  # started together: waited for together
-            wait_until_healthy(replica.base_url, process=replica.process, timeout=60)
-        yield started
+    with postgres_database() as postgres, ExitStack() as processes:
+        common = {
+            "DATABASE_URL": postgres,
+            "REDIS_URL": redis,
+            "HERMES_LEASE_SECONDS": str(LEASE_SECONDS),
+            "HERMES_SESSION_BUSY": "refuse",  # a second turn at once is refused (deterministic)
+            "HERMES_SHARED_DIR": str(directory / "shared"),  # uploads and workspaces, as deployed
+        }
+        upgrade = [sys.executable, "-m", "server.cli", "db", "upgrade", "--config", str(config)]
+        subprocess.run(upgrade, env={**os.environ, **common}, check=True, capture_output=True)
+        yield Deployment(directory, postgres, config, common, processes, {})
+
+
+@pytest.fixture
+def replicas(deployment: Deployment, simulator: SimulatorServer) -> dict[str, Replica]:
+    """Replicas A, B and C, all up: those a test before killed (or none yet) started anew."""
+    starting = [deployment.start(name) for name in "ABC" if not _up(deployment, name)]
+    for replica in starting:  # started together: waited for together
+        wait_until_healthy(replica.base_url, process=replica.process, timeout=60)
+    return deployment.replicas
+
+
+def _up(deployment: Deployment, name: str) -> bool:
+    replica = deployment.replicas.get(name)
+    return replica is not None and replica.alive()
+
+
+@pytest.fixture
+def postgres(deployment: Deployment) -> str:
+    return deployment.postgres
+
+
+_handed_out = itertools.count()
+
+
+@pytest.fixture
+def key() -> Key:
+    """An API key no other test of the module uses."""
+    index = next(_handed_out)
+    assert index < KEYS, f"more tests than keys: raise KEYS ({KEYS})"
+    return _KEYS[index]
 
 
 def slow_answer(simulator: SimulatorServer, *then: Step) -> None:
@@ -135,7 +192,7 @@ async def first_text(lines: AsyncIterator[str]) -> None:
 
 
 async def test_a_streamed_run_on_one_replica_is_stopped_through_another(
-    replicas: dict[str, Replica], simulator: SimulatorServer
+    replicas: dict[str, Replica], key: Key, simulator: SimulatorServer
 ) -> None:
     slow_answer(simulator)
     a, b, c = replicas["A"], replicas["B"], replicas["C"]
@@ -144,7 +201,7 @@ async def test_a_streamed_run_on_one_replica_is_stopped_through_another(
         "stream": True,
         "messages": [{"role": "user", "content": "go"}],
     }
-    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=key.auth, timeout=60) as http:
         started = time.monotonic()
         async with http.stream("POST", f"{a.base_url}/v1/chat/completions", json=body) as stream:
             run_id = stream.headers["x-hermes-run-id"]
@@ -165,12 +222,12 @@ async def test_a_streamed_run_on_one_replica_is_stopped_through_another(
 
 
 async def test_a_response_is_cancelled_through_another_replica(
-    replicas: dict[str, Replica], simulator: SimulatorServer
+    replicas: dict[str, Replica], key: Key, simulator: SimulatorServer
 ) -> None:
     slow_answer(simulator)
     a, b = replicas["A"], replicas["B"]
     body = {"model": "hermes-agent", "input": "go", "background": True}
-    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=key.auth, timeout=60) as http:
         queued = (await http.post(f"{a.base_url}/v1/responses", json=body)).json()
 
         async def running() -> bool:
@@ -183,7 +240,7 @@ async def test_a_response_is_cancelled_through_another_replica(
 
 
 async def test_a_replica_killed_mid_run_has_its_run_closed_by_another_within_its_lease(
-    replicas: dict[str, Replica], simulator: SimulatorServer, postgres: str
+    replicas: dict[str, Replica], key: Key, simulator: SimulatorServer, postgres: str
 ) -> None:
     delegate = ToolCallSpec(name="delegate_task", arguments={"goal": "dig deeper"})
     simulator.state.script(
@@ -204,7 +261,7 @@ async def test_a_replica_killed_mid_run_has_its_run_closed_by_another_within_its
         "stream": True,
         "messages": [{"role": "user", "content": "go"}],
     }
-    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=key.auth, timeout=60) as http:
         async with http.stream(
             "POST", f"{a.base_url}/v1/chat/completions", json=body, headers=session
         ) as stream:
@@ -228,7 +285,7 @@ async def test_a_replica_killed_mid_run_has_its_run_closed_by_another_within_its
         # Its transcript is closed: the cut tool call has a result, as after a crash.
         store = await Store.open(postgres, migrate=False)
         try:
-            [tip] = await store.sessions.tips(OWNER, "long-talk")
+            [tip] = await store.sessions.tips(key.owner, "long-talk")
             saved = [m.message for m in await store.sessions.messages(tip.id)]
         finally:
             await store.close()
@@ -247,7 +304,7 @@ async def test_a_replica_killed_mid_run_has_its_run_closed_by_another_within_its
 
 
 async def test_the_per_key_limit_holds_across_replicas(
-    replicas: dict[str, Replica], simulator: SimulatorServer
+    replicas: dict[str, Replica], key: Key, simulator: SimulatorServer
 ) -> None:
     """One run per key at a time (this deployment's limit): a second run is refused on
     another replica while the first runs, and admitted once it ended."""
@@ -259,7 +316,7 @@ async def test_the_per_key_limit_holds_across_replicas(
         "messages": [{"role": "user", "content": "go"}],
     }
     plain = {**body, "stream": False}
-    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=key.auth, timeout=60) as http:
         async with http.stream("POST", f"{a.base_url}/v1/chat/completions", json=body) as stream:
             run_id = stream.headers["x-hermes-run-id"]
             lines = stream.aiter_lines()  # kept: a dropped iterator would close the stream
@@ -277,7 +334,7 @@ async def test_the_per_key_limit_holds_across_replicas(
 
 
 async def test_two_turns_of_one_session_on_two_replicas_are_not_run_at_once(
-    replicas: dict[str, Replica], simulator: SimulatorServer
+    replicas: dict[str, Replica], key: Key, simulator: SimulatorServer
 ) -> None:
     slow_answer(simulator, Step(reply=Reply(text="Next turn.")))
     a, b = replicas["A"], replicas["B"]
@@ -288,7 +345,7 @@ async def test_two_turns_of_one_session_on_two_replicas_are_not_run_at_once(
         "messages": [{"role": "user", "content": "go"}],
     }
     plain = {**body, "stream": False}
-    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=key.auth, timeout=60) as http:
         async with http.stream(
             "POST", f"{a.base_url}/v1/chat/completions", json=body, headers=session
         ) as stream:
@@ -318,7 +375,7 @@ async def test_two_turns_of_one_session_on_two_replicas_are_not_run_at_once(
 
 
 async def test_a_provider_cooled_down_on_one_replica_is_skipped_by_the_others(
-    replicas: dict[str, Replica], simulator: SimulatorServer
+    replicas: dict[str, Replica], key: Key, simulator: SimulatorServer
 ) -> None:
     limited = Step(fault=Fault(status=429, retry_after=120), repeat=100)
     simulator.state.script(PRIMARY, Scenario(steps=[limited]))
@@ -327,7 +384,7 @@ async def test_a_provider_cooled_down_on_one_replica_is_skipped_by_the_others(
     )
     a, b = replicas["A"], replicas["B"]
     body = {"model": "hermes-fallback", "messages": [{"role": "user", "content": "hi"}]}
-    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=key.auth, timeout=60) as http:
         first = await http.post(f"{a.base_url}/v1/chat/completions", json=body)
         assert first.json()["choices"][0]["message"]["content"] == "From backup."
         assert len(simulator.state.requests(scenario=PRIMARY)) == 1
@@ -343,12 +400,12 @@ async def test_a_provider_cooled_down_on_one_replica_is_skipped_by_the_others(
 
 
 async def test_a_response_resumes_on_another_replica_live_and_after_its_replica_died(
-    replicas: dict[str, Replica], simulator: SimulatorServer
+    replicas: dict[str, Replica], key: Key, simulator: SimulatorServer
 ) -> None:
     slow_answer(simulator)
     a, c = replicas["A"], replicas["C"]
     body = {"model": "hermes-agent", "input": "go", "stream": True, "background": True}
-    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=key.auth, timeout=60) as http:
         seen: list[dict[str, Any]] = []
         async with http.stream("POST", f"{a.base_url}/v1/responses", json=body) as stream:
             run_id = stream.headers["x-hermes-run-id"]
@@ -399,9 +456,10 @@ async def test_a_response_resumes_on_another_replica_live_and_after_its_replica_
 
 async def test_a_file_uploaded_through_one_replica_is_read_through_the_others(
     replicas: dict[str, Replica],
+    key: Key,
 ) -> None:
     data = os.urandom(64 * 1024)
-    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=key.auth, timeout=60) as http:
         uploaded = await http.post(
             f"{replicas['A'].base_url}/v1/files",
             files={"file": ("table.bin", data, "application/octet-stream")},
@@ -416,16 +474,16 @@ async def test_a_file_uploaded_through_one_replica_is_read_through_the_others(
 
 
 async def test_a_replica_that_does_not_see_the_shared_volume_refuses_to_start(
-    replicas: dict[str, Replica], postgres: str, tmp_path: Path
+    replicas: dict[str, Replica], deployment: Deployment, tmp_path: Path
 ) -> None:
     env = {
-        "DATABASE_URL": postgres,
+        "DATABASE_URL": deployment.postgres,
         "REDIS_URL": redis_url_or_skip(),
         "HERMES_DATA_DIR": str(tmp_path / "data-D"),
         "HERMES_SHARED_DIR": str(tmp_path / "data-D" / "its-own-disk"),
     }
     log = tmp_path / "replica-D.log"
-    serve = ("serve", "--config", str(tmp_path / "hermes.yaml"))
+    serve = ("serve", "--config", str(deployment.config))
     with hermes_command(*serve, port=free_port(), env=env, log=log, wait=False) as process:
         assert process.wait(timeout=60) == 2  # a configuration it cannot serve
     said = log.read_text()
@@ -436,27 +494,29 @@ async def test_a_replica_that_does_not_see_the_shared_volume_refuses_to_start(
 
 
 async def test_a_replica_whose_shared_volume_goes_away_is_not_ready(
-    replicas: dict[str, Replica], tmp_path: Path
+    replicas: dict[str, Replica], deployment: Deployment
 ) -> None:
-    mark = tmp_path / "shared" / ".hermes-volume"
+    mark = deployment.directory / "shared" / ".hermes-volume"
     kept = mark.read_text()
     ready = f"{replicas['A'].base_url}/ready"
     async with httpx.AsyncClient(verify=TLS_UNUSED, timeout=60) as http:
         assert (await http.get(ready)).status_code == 200
         mark.unlink()  # as an unmounted network volume looks from here
-        answer = await http.get(ready)
+        try:
+            answer = await http.get(ready)
+        finally:
+            mark.write_text(kept)  # back for the module's other tests, whatever happened
         assert answer.status_code == 503
         assert "cannot be read" in answer.json()["error"]["message"]
-        mark.write_text(kept)
         assert (await http.get(ready)).status_code == 200
 
 
 async def test_a_skill_uploaded_through_one_replica_is_offered_by_the_others(
-    replicas: dict[str, Replica], simulator: SimulatorServer
+    replicas: dict[str, Replica], key: Key, simulator: SimulatorServer
 ) -> None:
     name = f"replica-skill-{uuid.uuid4().hex[:8]}"
     skill_md = f"---\nname: {name}\ndescription: Shared by every replica.\n---\n\nSay hi.\n"
-    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=key.auth, timeout=60) as http:
         uploaded = await http.post(
             f"{replicas['A'].base_url}/v1/skills",
             files=[("files", (f"{name}/SKILL.md", skill_md.encode()))],
