@@ -13,7 +13,7 @@ class UsageSums(Shape):
     """Model calls, tokens and cost summed over ledger rows."""
 
     calls: int
-    """Model calls (each retry and fallback that answered counts)."""
+    """Model calls that answered, and calls cut off mid-way (their tokens estimated)."""
     input_tokens: int
     """The whole prompts, cache reads and writes included."""
     cache_read_tokens: int
