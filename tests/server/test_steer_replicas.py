@@ -8,18 +8,23 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
-from pathlib import Path
 
 import httpx
 import pytest
 
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step
-from tests.databases import fresh_database
 from tests.processes import free_port, hermes_command, wait_until_healthy
 from tests.redis_server import redis_url_or_skip
-from tests.server.served import Served, answer, http_client, pid_alive, until
+from tests.server.served import (
+    Served,
+    answer,
+    http_client,
+    pid_alive,
+    postgres_database,
+    until,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -29,17 +34,15 @@ OWNER = f"alice-{uuid.uuid4().hex[:8]}"
 STEER = "Also say the word pineapple."
 
 
-@pytest.fixture
-async def postgres(tmp_path: Path) -> AsyncIterator[str]:
-    async with fresh_database("postgresql", tmp_path) as url:
-        yield url
-
-
-@pytest.fixture
-def replicas(postgres: str, simulator: SimulatorServer, tmp_path: Path) -> Iterator[list[Served]]:
-    """Replicas A and B of one deployment (each its own data directory and instance)."""
+@pytest.fixture(scope="module")
+def replicas(
+    _simulator_server: SimulatorServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[Served]]:
+    """Replicas A and B of one deployment (each its own data directory and instance), for the
+    module: its tests use sessions and runs of their own, and none stops a replica."""
     redis = redis_url_or_skip()
-    config = tmp_path / "hermes.yaml"
+    directory = tmp_path_factory.mktemp("steer-replicas")
+    config = directory / "hermes.yaml"
     config.write_text(
         f"""
 server:
@@ -47,32 +50,32 @@ server:
 providers:
   - name: sim
     model: {UPSTREAM}
-    base_url: "{simulator.base_url}/v1"
+    base_url: "{_simulator_server.base_url}/v1"
     api_mode: chat_completions
 profiles:
   - {{id: hermes-agent, providers: [sim]}}
 """
     )
-    common = {
-        "DATABASE_URL": postgres,
-        "REDIS_URL": redis,
-        "HERMES_LEASE_SECONDS": "2",
-        "HERMES_SHARED_DIR": str(tmp_path / "shared"),
-    }
-    upgrade = [sys.executable, "-m", "server.cli", "db", "upgrade", "--config", str(config)]
-    subprocess.run(upgrade, env={**os.environ, **common}, check=True, capture_output=True)
-    with ExitStack() as stack:
+    with postgres_database() as postgres, ExitStack() as stack:
+        common = {
+            "DATABASE_URL": postgres,
+            "REDIS_URL": redis,
+            "HERMES_LEASE_SECONDS": "2",
+            "HERMES_SHARED_DIR": str(directory / "shared"),
+        }
+        upgrade = [sys.executable, "-m", "server.cli", "db", "upgrade", "--config", str(config)]
+        subprocess.run(upgrade, env={**os.environ, **common}, check=True, capture_output=True)
         started = []
         for name in "AB":
-            port, log = free_port(), tmp_path / f"replica-{name}.log"
-            env = {**common, "HERMES_DATA_DIR": str(tmp_path / f"data-{name}")}
+            port, log = free_port(), directory / f"replica-{name}.log"
+            env = {**common, "HERMES_DATA_DIR": str(directory / f"data-{name}")}
             process = stack.enter_context(
                 hermes_command(
                     "serve", "--config", str(config), port=port, env=env, log=log, wait=False
                 )
             )
             started.append(
-                (process, Served(f"http://127.0.0.1:{port}", tmp_path, process.pid, log))
+                (process, Served(f"http://127.0.0.1:{port}", directory, process.pid, log))
             )
         for process, replica in started:
             wait_until_healthy(replica.base_url, process=process, timeout=60)
@@ -80,8 +83,9 @@ profiles:
 
 
 def slow_then(simulator: SimulatorServer, *then: Step) -> None:
-    """The first model call streams for about six seconds (30 chunks)."""
-    slow = Step(reply=Reply(text="word " * 30, chunk_count=30), fault=Fault(chunk_delay=0.2))
+    """The first model call streams for about three seconds (30 chunks): time enough for one
+    request through the other replica to reach the turn (a round trip and a Redis message)."""
+    slow = Step(reply=Reply(text="word " * 30, chunk_count=30), fault=Fault(chunk_delay=0.1))
     simulator.state.script(UPSTREAM, Scenario(steps=[slow, *then]))
 
 
