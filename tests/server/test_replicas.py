@@ -24,6 +24,7 @@ import pytest
 from hermes_core.persistence import Store
 from server.sessions.service import INTERRUPTED_RESULT
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
+from tests.databases import fresh_database
 from tests.plain_http import TLS_UNUSED
 from tests.processes import free_port, hermes_command, wait_until_healthy
 from tests.redis_server import redis_url_or_skip
@@ -36,6 +37,11 @@ PRIMARY = f"primary-{uuid.uuid4().hex[:8]}"
 """The primary provider's upstream model: new per test session (the simulator scripts by model)."""
 BACKUP = "backup-upstream"
 LEASE_SECONDS = 2
+KEY = f"sk-replicas-{uuid.uuid4().hex}"
+OWNER = f"alice-{uuid.uuid4().hex[:8]}"
+"""The key of :func:`replicas` (the other replica suites' deployment, one per test): new per
+test session, so what Redis keeps per key (live runs) starts empty."""
+AUTH = {"authorization": f"Bearer {KEY}"}
 MAX_FILES = 2
 """Files one key may keep here (small: uploads at once across replicas reach it)."""
 KEYS = 16
@@ -66,6 +72,78 @@ class Replica:
 
     def alive(self) -> bool:
         return pid_alive(self.process.pid) and self.process.poll() is None
+
+
+def _config(simulator: SimulatorServer, keys: list[tuple[str, str]]) -> str:
+    """The deployment's YAML, with these API keys (principal, key)."""
+    api_keys = ", ".join(f"{{principal: {owner}, key: {key}}}" for owner, key in keys)
+    return f"""
+server:
+  api_keys: [{api_keys}]
+  max_concurrent_runs_per_key: 1
+  files: {{max_files: {MAX_FILES}}}
+providers:
+  - name: sim
+    model: {UPSTREAM}
+    base_url: "{simulator.base_url}/v1"
+    api_mode: chat_completions
+  - name: primary
+    model: {PRIMARY}
+    base_url: "{simulator.base_url}/v1"
+    api_mode: chat_completions
+  - name: backup
+    model: {BACKUP}
+    base_url: "{simulator.base_url}/v1"
+    api_mode: chat_completions
+profiles:
+  - {{id: hermes-agent, providers: [sim]}}
+  - id: hermes-fallback
+    providers: [primary, backup]
+    retry: {{max_attempts: 1}}
+  - id: hermes-asks
+    providers: [sim]
+    tools: [files]
+    approvals: {{files: always}}
+"""
+
+
+@pytest.fixture
+async def postgres(tmp_path: Path) -> AsyncIterator[str]:
+    async with fresh_database("postgresql", tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def replicas(
+    postgres: str, simulator: SimulatorServer, tmp_path: Path
+) -> Iterator[dict[str, Replica]]:
+    """Replicas A, B and C of one deployment (each its own data dir, so its own instance), for
+    one test: the other replica suites import it (this module's tests share :func:`deployment`)."""
+    redis = redis_url_or_skip()
+    config = tmp_path / "hermes.yaml"
+    config.write_text(_config(simulator, [(OWNER, KEY)]))
+    common = {
+        "DATABASE_URL": postgres,
+        "REDIS_URL": redis,
+        "HERMES_LEASE_SECONDS": str(LEASE_SECONDS),
+        "HERMES_SESSION_BUSY": "refuse",  # a second turn at once is refused (deterministic)
+        "HERMES_SHARED_DIR": str(tmp_path / "shared"),  # uploads and workspaces, as deployed
+    }
+    upgrade = [sys.executable, "-m", "server.cli", "db", "upgrade", "--config", str(config)]
+    subprocess.run(upgrade, env={**os.environ, **common}, check=True, capture_output=True)
+    with ExitStack() as stack:
+        started = {}
+        for name in "ABC":
+            port, log = free_port(), tmp_path / f"replica-{name}.log"
+            env = {**common, "HERMES_DATA_DIR": str(tmp_path / f"data-{name}")}
+            serve = ("serve", "--config", str(config))
+            process = stack.enter_context(
+                hermes_command(*serve, port=port, env=env, log=log, wait=False)
+            )
+            started[name] = Replica(name, f"http://127.0.0.1:{port}", process, log)
+        for replica in started.values():  # started together: waited for together
+            wait_until_healthy(replica.base_url, process=replica.process, timeout=60)
+        yield started
 
 
 @dataclass
@@ -101,41 +179,8 @@ def deployment(
     redis = redis_url_or_skip()
     directory = tmp_path_factory.mktemp("replicas")
     config = directory / "hermes.yaml"
-    keys = ", ".join(
-        f"{{principal: {key.owner}, key: {key.auth['authorization'].removeprefix('Bearer ')}}}"
-        for key in _KEYS
-    )
-    simulator = _simulator_server
-    config.write_text(
-        f"""
-server:
-  api_keys: [{keys}]
-  max_concurrent_runs_per_key: 1
-  files: {{max_files: {MAX_FILES}}}
-providers:
-  - name: sim
-    model: {UPSTREAM}
-    base_url: "{simulator.base_url}/v1"
-    api_mode: chat_completions
-  - name: primary
-    model: {PRIMARY}
-    base_url: "{simulator.base_url}/v1"
-    api_mode: chat_completions
-  - name: backup
-    model: {BACKUP}
-    base_url: "{simulator.base_url}/v1"
-    api_mode: chat_completions
-profiles:
-  - {{id: hermes-agent, providers: [sim]}}
-  - id: hermes-fallback
-    providers: [primary, backup]
-    retry: {{max_attempts: 1}}
-  - id: hermes-asks
-    providers: [sim]
-    tools: [files]
-    approvals: {{files: always}}
-"""
-    )
+    keys = [(key.owner, key.auth["authorization"].removeprefix("Bearer ")) for key in _KEYS]
+    config.write_text(_config(_simulator_server, keys))
     with postgres_database() as postgres, ExitStack() as processes:
         common = {
             "DATABASE_URL": postgres,
@@ -150,8 +195,9 @@ profiles:
 
 
 @pytest.fixture
-def replicas(deployment: Deployment, simulator: SimulatorServer) -> dict[str, Replica]:
-    """Replicas A, B and C, all up: those a test before killed (or none yet) started anew."""
+def deployed(deployment: Deployment, simulator: SimulatorServer) -> dict[str, Replica]:
+    """This module's replicas A, B and C, all up: those a test before killed (or none yet)
+    started anew."""
     starting = [deployment.start(name) for name in "ABC" if not _up(deployment, name)]
     for replica in starting:  # started together: waited for together
         wait_until_healthy(replica.base_url, process=replica.process, timeout=60)
@@ -161,11 +207,6 @@ def replicas(deployment: Deployment, simulator: SimulatorServer) -> dict[str, Re
 def _up(deployment: Deployment, name: str) -> bool:
     replica = deployment.replicas.get(name)
     return replica is not None and replica.alive()
-
-
-@pytest.fixture
-def postgres(deployment: Deployment) -> str:
-    return deployment.postgres
 
 
 _handed_out = itertools.count()
@@ -192,10 +233,10 @@ async def first_text(lines: AsyncIterator[str]) -> None:
 
 
 async def test_a_streamed_run_on_one_replica_is_stopped_through_another(
-    replicas: dict[str, Replica], key: Key, simulator: SimulatorServer
+    deployed: dict[str, Replica], key: Key, simulator: SimulatorServer
 ) -> None:
     slow_answer(simulator)
-    a, b, c = replicas["A"], replicas["B"], replicas["C"]
+    a, b, c = deployed["A"], deployed["B"], deployed["C"]
     body = {
         "model": "hermes-agent",
         "stream": True,
@@ -222,10 +263,10 @@ async def test_a_streamed_run_on_one_replica_is_stopped_through_another(
 
 
 async def test_a_response_is_cancelled_through_another_replica(
-    replicas: dict[str, Replica], key: Key, simulator: SimulatorServer
+    deployed: dict[str, Replica], key: Key, simulator: SimulatorServer
 ) -> None:
     slow_answer(simulator)
-    a, b = replicas["A"], replicas["B"]
+    a, b = deployed["A"], deployed["B"]
     body = {"model": "hermes-agent", "input": "go", "background": True}
     async with httpx.AsyncClient(verify=TLS_UNUSED, headers=key.auth, timeout=60) as http:
         queued = (await http.post(f"{a.base_url}/v1/responses", json=body)).json()
@@ -240,7 +281,7 @@ async def test_a_response_is_cancelled_through_another_replica(
 
 
 async def test_a_replica_killed_mid_run_has_its_run_closed_by_another_within_its_lease(
-    replicas: dict[str, Replica], key: Key, simulator: SimulatorServer, postgres: str
+    deployed: dict[str, Replica], key: Key, simulator: SimulatorServer, deployment: Deployment
 ) -> None:
     delegate = ToolCallSpec(name="delegate_task", arguments={"goal": "dig deeper"})
     simulator.state.script(
@@ -254,7 +295,7 @@ async def test_a_replica_killed_mid_run_has_its_run_closed_by_another_within_its
             ]
         ),
     )
-    a, b, c = replicas["A"], replicas["B"], replicas["C"]
+    a, b, c = deployed["A"], deployed["B"], deployed["C"]
     session = {"x-hermes-session-id": "long-talk"}
     body = {
         "model": "hermes-agent",
@@ -283,7 +324,7 @@ async def test_a_replica_killed_mid_run_has_its_run_closed_by_another_within_its
         # The lease (2 s) runs out, then the next look (every 2 s) finds it: well within 10 s.
         assert time.monotonic() - killed_at < 4 * LEASE_SECONDS + 2
         # Its transcript is closed: the cut tool call has a result, as after a crash.
-        store = await Store.open(postgres, migrate=False)
+        store = await Store.open(deployment.postgres, migrate=False)
         try:
             [tip] = await store.sessions.tips(key.owner, "long-talk")
             saved = [m.message for m in await store.sessions.messages(tip.id)]
@@ -304,12 +345,12 @@ async def test_a_replica_killed_mid_run_has_its_run_closed_by_another_within_its
 
 
 async def test_the_per_key_limit_holds_across_replicas(
-    replicas: dict[str, Replica], key: Key, simulator: SimulatorServer
+    deployed: dict[str, Replica], key: Key, simulator: SimulatorServer
 ) -> None:
     """One run per key at a time (this deployment's limit): a second run is refused on
     another replica while the first runs, and admitted once it ended."""
     slow_answer(simulator, Step(reply=Reply(text="Second.")))
-    a, b = replicas["A"], replicas["B"]
+    a, b = deployed["A"], deployed["B"]
     body = {
         "model": "hermes-agent",
         "stream": True,
@@ -334,10 +375,10 @@ async def test_the_per_key_limit_holds_across_replicas(
 
 
 async def test_two_turns_of_one_session_on_two_replicas_are_not_run_at_once(
-    replicas: dict[str, Replica], key: Key, simulator: SimulatorServer
+    deployed: dict[str, Replica], key: Key, simulator: SimulatorServer
 ) -> None:
     slow_answer(simulator, Step(reply=Reply(text="Next turn.")))
-    a, b = replicas["A"], replicas["B"]
+    a, b = deployed["A"], deployed["B"]
     session = {"x-hermes-session-id": "one-conversation"}
     body = {
         "model": "hermes-agent",
@@ -375,14 +416,14 @@ async def test_two_turns_of_one_session_on_two_replicas_are_not_run_at_once(
 
 
 async def test_a_provider_cooled_down_on_one_replica_is_skipped_by_the_others(
-    replicas: dict[str, Replica], key: Key, simulator: SimulatorServer
+    deployed: dict[str, Replica], key: Key, simulator: SimulatorServer
 ) -> None:
     limited = Step(fault=Fault(status=429, retry_after=120), repeat=100)
     simulator.state.script(PRIMARY, Scenario(steps=[limited]))
     simulator.state.script(
         BACKUP, Scenario(steps=[Step(reply=Reply(text="From backup."), repeat=100)])
     )
-    a, b = replicas["A"], replicas["B"]
+    a, b = deployed["A"], deployed["B"]
     body = {"model": "hermes-fallback", "messages": [{"role": "user", "content": "hi"}]}
     async with httpx.AsyncClient(verify=TLS_UNUSED, headers=key.auth, timeout=60) as http:
         first = await http.post(f"{a.base_url}/v1/chat/completions", json=body)
@@ -400,10 +441,10 @@ async def test_a_provider_cooled_down_on_one_replica_is_skipped_by_the_others(
 
 
 async def test_a_response_resumes_on_another_replica_live_and_after_its_replica_died(
-    replicas: dict[str, Replica], key: Key, simulator: SimulatorServer
+    deployed: dict[str, Replica], key: Key, simulator: SimulatorServer
 ) -> None:
     slow_answer(simulator)
-    a, c = replicas["A"], replicas["C"]
+    a, c = deployed["A"], deployed["C"]
     body = {"model": "hermes-agent", "input": "go", "stream": True, "background": True}
     async with httpx.AsyncClient(verify=TLS_UNUSED, headers=key.auth, timeout=60) as http:
         seen: list[dict[str, Any]] = []
@@ -455,26 +496,26 @@ async def test_a_response_resumes_on_another_replica_live_and_after_its_replica_
 
 
 async def test_a_file_uploaded_through_one_replica_is_read_through_the_others(
-    replicas: dict[str, Replica],
+    deployed: dict[str, Replica],
     key: Key,
 ) -> None:
     data = os.urandom(64 * 1024)
     async with httpx.AsyncClient(verify=TLS_UNUSED, headers=key.auth, timeout=60) as http:
         uploaded = await http.post(
-            f"{replicas['A'].base_url}/v1/files",
+            f"{deployed['A'].base_url}/v1/files",
             files={"file": ("table.bin", data, "application/octet-stream")},
             data={"purpose": "user_data"},
         )
         assert uploaded.status_code == 200, uploaded.text
         file_id = uploaded.json()["id"]
         for name in "BC":
-            content = await http.get(f"{replicas[name].base_url}/v1/files/{file_id}/content")
+            content = await http.get(f"{deployed[name].base_url}/v1/files/{file_id}/content")
             assert content.status_code == 200, (name, content.text)
             assert content.content == data
 
 
 async def test_a_replica_that_does_not_see_the_shared_volume_refuses_to_start(
-    replicas: dict[str, Replica], deployment: Deployment, tmp_path: Path
+    deployed: dict[str, Replica], deployment: Deployment, tmp_path: Path
 ) -> None:
     env = {
         "DATABASE_URL": deployment.postgres,
@@ -490,15 +531,15 @@ async def test_a_replica_that_does_not_see_the_shared_volume_refuses_to_start(
     assert "hermes-server: server.shared_dir" in said
     assert "not the volume the other replicas use" in said
     assert "Traceback" not in said
-    assert all(replica.alive() for replica in replicas.values())
+    assert all(replica.alive() for replica in deployed.values())
 
 
 async def test_a_replica_whose_shared_volume_goes_away_is_not_ready(
-    replicas: dict[str, Replica], deployment: Deployment
+    deployed: dict[str, Replica], deployment: Deployment
 ) -> None:
     mark = deployment.directory / "shared" / ".hermes-volume"
     kept = mark.read_text()
-    ready = f"{replicas['A'].base_url}/ready"
+    ready = f"{deployed['A'].base_url}/ready"
     async with httpx.AsyncClient(verify=TLS_UNUSED, timeout=60) as http:
         assert (await http.get(ready)).status_code == 200
         mark.unlink()  # as an unmounted network volume looks from here
@@ -512,20 +553,20 @@ async def test_a_replica_whose_shared_volume_goes_away_is_not_ready(
 
 
 async def test_a_skill_uploaded_through_one_replica_is_offered_by_the_others(
-    replicas: dict[str, Replica], key: Key, simulator: SimulatorServer
+    deployed: dict[str, Replica], key: Key, simulator: SimulatorServer
 ) -> None:
     name = f"replica-skill-{uuid.uuid4().hex[:8]}"
     skill_md = f"---\nname: {name}\ndescription: Shared by every replica.\n---\n\nSay hi.\n"
     async with httpx.AsyncClient(verify=TLS_UNUSED, headers=key.auth, timeout=60) as http:
         uploaded = await http.post(
-            f"{replicas['A'].base_url}/v1/skills",
+            f"{deployed['A'].base_url}/v1/skills",
             files=[("files", (f"{name}/SKILL.md", skill_md.encode()))],
         )
         assert uploaded.status_code == 200, uploaded.text
 
         async def offered_on_b() -> bool:
             answer = await http.post(
-                f"{replicas['B'].base_url}/v1/chat/completions",
+                f"{deployed['B'].base_url}/v1/chat/completions",
                 json={"model": "hermes-agent", "messages": [{"role": "user", "content": "hi"}]},
             )
             assert answer.status_code == 200, answer.text
@@ -534,9 +575,9 @@ async def test_a_skill_uploaded_through_one_replica_is_offered_by_the_others(
             return f"- {name}: Shared by every replica." in str(system["content"])
 
         # A replica may keep a key's skill list for a moment (see server/skills/library.py).
-        assert await until(offered_on_b, server=replicas["B"], seconds=30)
+        assert await until(offered_on_b, server=deployed["B"], seconds=30)
         content = await http.get(
-            f"{replicas['C'].base_url}/v1/skills/{uploaded.json()['id']}/content"
+            f"{deployed['C'].base_url}/v1/skills/{uploaded.json()['id']}/content"
         )
         assert content.status_code == 200
         assert content.headers["content-type"] == "application/zip"
