@@ -154,10 +154,13 @@ def _serve_without_ledger(argv: list[str]) -> None:
 
     open_services = Services.open
 
+    def _owner(observer: object) -> object:
+        return getattr(observer, "__self__", observer)  # a bound method's object
+
     async def open_without_ledger(services: Services) -> None:
         await open_services(services)
         observers = services.runs.observers
-        observers[:] = [o for o in observers if not isinstance(o, UsageLedger)]
+        observers[:] = [o for o in observers if not isinstance(_owner(o), UsageLedger)]
 
     Services.open = open_without_ledger  # type: ignore[method-assign,assignment]
     sys.argv = ["bench._serve", *argv]

@@ -440,7 +440,7 @@ class Services:
         self.stores = Stores(memory=store.memory, todos=store.todos, sessions=store.search)
         self.sessions = SessionService(store, self.session_settings)
         self.runs.observers.append(self.sessions.journal)
-        self.runs.observers.append(UsageLedger(store.usage))
+        self.runs.observers.append(UsageLedger(store.usage).observe)
         self.budgets.store = store.usage  # budgets read what the ledger recorded
         self.runs.settle = store.db.writer.flush
         if self.files_dir is not None:

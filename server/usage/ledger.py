@@ -13,9 +13,9 @@ and the day's name is worked out once a day, not per run.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from hermes_core.events import AgentEvent, RunFinished
+from hermes_core.events import AgentEvent, CallRecord, RunFinished
 from hermes_core.persistence.usage import UsageEntry, UsageStore
 from hermes_core.usage import Usage
 from server.runs.manager import RunInfo
@@ -31,18 +31,21 @@ class UsageLedger:
         self._day_number = -1
         self._day = ""
 
-    def __call__(self, run: RunInfo, event: AgentEvent) -> None:
-        if type(event) is not RunFinished or not event.calls:
-            return
+    def observe(self, run: RunInfo, event: AgentEvent) -> None:
+        """The run observer (a bound method, not ``__call__``: the run manager calls it with
+        every event of every run, and Python calls a method more cheaply than an object)."""
+        if type(event) is RunFinished and event.calls:
+            self.record(run, event)
+
+    def record(self, run: RunInfo, event: RunFinished) -> None:
+        """Add ``run``'s calls to the ledger."""
         day = self.day(self.clock())
-        totals: dict[tuple[str, str], tuple[int, Usage, float]] = {}
-        for call in event.calls:
-            key = (call.provider, call.model)
-            seen = totals.get(key)
-            if seen is None:
-                totals[key] = (1, call.usage, call.cost_usd)
-            else:
-                totals[key] = (seen[0] + 1, seen[1] + call.usage, seen[2] + call.cost_usd)
+        calls = event.calls
+        first = calls[0]
+        if len(calls) == 1:  # the common run: one answer, nothing to sum
+            totals = {(first.provider, first.model): (1, first.usage, first.cost_usd)}
+        else:
+            totals = _per_model(calls)
         owner = run.owner
         end_user = run.end_user or ""
         profile = run.model
@@ -70,3 +73,16 @@ class UsageLedger:
             self._day = time.strftime("%Y-%m-%d", time.gmtime(number * _SECONDS_PER_DAY))
             self._day_number = number
         return self._day
+
+
+def _per_model(calls: Sequence[CallRecord]) -> dict[tuple[str, str], tuple[int, Usage, float]]:
+    """Calls, usage and cost per (provider, model)."""
+    totals: dict[tuple[str, str], tuple[int, Usage, float]] = {}
+    for call in calls:
+        key = (call.provider, call.model)
+        seen = totals.get(key)
+        if seen is None:
+            totals[key] = (1, call.usage, call.cost_usd)
+        else:
+            totals[key] = (seen[0] + 1, seen[1] + call.usage, seen[2] + call.cost_usd)
+    return totals

@@ -62,8 +62,8 @@ async def test_a_run_adds_its_calls_per_provider_model_to_its_day(store: Store) 
         _call("backup", "claude", 1000, 2.0),
     ]
 
-    ledger(info, TextDelta(run_id="run_1", seq=1, text="hi"))
-    ledger(info, _ending("run_1", calls))
+    ledger.observe(info, TextDelta(run_id="run_1", seq=1, text="hi"))
+    ledger.observe(info, _ending("run_1", calls))
     lines = await store.usage.report(
         owner="alice",
         since_day="2026-11-01",
@@ -103,8 +103,8 @@ async def test_a_run_of_no_end_user_is_the_keys_own(store: Store) -> None:
     ledger = UsageLedger(store.usage, clock=lambda: ENDED_AT)
     info = RunInfo(id="run_1", owner="bob", endpoint="responses", model="hermes")
 
-    ledger(info, _ending("run_1", [_call("main", "gpt-4o", 100, 0.5)]))
-    ledger(info, _ending("run_2", []))  # no model call (refused before one): no row
+    ledger.observe(info, _ending("run_1", [_call("main", "gpt-4o", 100, 0.5)]))
+    ledger.observe(info, _ending("run_2", []))  # no model call (refused before one): no row
 
     (line,) = await store.usage.report(
         owner="bob", since_day="2026-11-18", until_day="2026-11-18", group_by=["end_user"]
