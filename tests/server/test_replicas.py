@@ -4,7 +4,6 @@ by another within its lease, as crash recovery would at its restart."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import signal
@@ -14,7 +13,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -149,7 +148,7 @@ def replicas(
 @dataclass
 class Deployment:
     """Replicas A, B and C on one PostgreSQL, one Redis and one shared volume, for the module.
-    A test may kill a replica: the next test's :func:`replicas` starts one in its place."""
+    A test may kill a replica: the next test's :func:`deployed` starts one in its place."""
 
     directory: Path
     postgres: str
@@ -158,12 +157,19 @@ class Deployment:
     processes: ExitStack
     replicas: dict[str, Replica]
     started: int = 0
+    data: dict[str, Path] = field(default_factory=dict)
+    """Each replica's data directory (its instance), by name."""
+    keys_used: int = 0
+    """How many of the keys the module's tests were given (:func:`key`)."""
 
-    def start(self, name: str) -> Replica:
-        """Replica ``name`` starting, with a data directory (so an instance) of its own."""
+    def start(self, name: str, *, again: bool = False) -> Replica:
+        """Replica ``name`` starting, with a data directory (so an instance) of its own; or,
+        ``again``, with the one it had (back under its name, as after a restart)."""
         self.started += 1
+        if not again:
+            self.data[name] = self.directory / f"data-{self.started}"
         port, log = free_port(), self.directory / f"replica-{name}-{self.started}.log"
-        env = {**self.env, "HERMES_DATA_DIR": str(self.directory / f"data-{self.started}")}
+        env = {**self.env, "HERMES_DATA_DIR": str(self.data[name])}
         serve = ("serve", "--config", str(self.config))
         process = self.processes.enter_context(
             hermes_command(*serve, port=port, env=env, log=log, wait=False)
@@ -209,15 +215,12 @@ def _up(deployment: Deployment, name: str) -> bool:
     return replica is not None and replica.alive()
 
 
-_handed_out = itertools.count()
-
-
 @pytest.fixture
-def key() -> Key:
+def key(deployment: Deployment) -> Key:
     """An API key no other test of the module uses."""
-    index = next(_handed_out)
-    assert index < KEYS, f"more tests than keys: raise KEYS ({KEYS})"
-    return _KEYS[index]
+    assert deployment.keys_used < KEYS, f"more tests than keys: raise KEYS ({KEYS})"
+    deployment.keys_used += 1
+    return _KEYS[deployment.keys_used - 1]
 
 
 def slow_answer(simulator: SimulatorServer, *then: Step) -> None:

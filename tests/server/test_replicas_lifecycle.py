@@ -8,9 +8,6 @@ import asyncio
 import json
 import signal
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,16 +15,17 @@ import pytest
 
 from server.simulator import SimulatorServer
 from tests.plain_http import TLS_UNUSED
-from tests.processes import free_port, hermes_command, wait_until_healthy
-from tests.redis_server import redis_url_or_skip
+from tests.processes import wait_until_healthy
 from tests.server.served import until
 from tests.server.test_replicas import (  # noqa: F401  (fixtures)
-    AUTH,
     LEASE_SECONDS,
+    Deployment,
+    Key,
     Replica,
+    deployed,
+    deployment,
     first_text,
-    postgres,
-    replicas,
+    key,
     slow_answer,
 )
 
@@ -47,35 +45,22 @@ def interrupted(http: httpx.AsyncClient, replica: Replica, run_id: str) -> Any:
 
 
 @pytest.fixture
-def restart(postgres: str, tmp_path: Path) -> Iterator[Any]:  # noqa: F811
-    """Start a replica again under its old name (its own data dir, as the fixture made it)."""
-    with ExitStack() as stack:
+def restart(deployment: Deployment) -> Any:  # noqa: F811
+    """Start a replica again under its old name (its own data dir, as it had it)."""
 
-        def start(replica: Replica) -> Replica:
-            env = {
-                "DATABASE_URL": postgres,
-                "REDIS_URL": redis_url_or_skip(),
-                "HERMES_LEASE_SECONDS": str(LEASE_SECONDS),
-                "HERMES_SESSION_BUSY": "refuse",
-                "HERMES_SHARED_DIR": str(tmp_path / "shared"),
-                "HERMES_DATA_DIR": str(tmp_path / f"data-{replica.name}"),
-            }
-            port, log = free_port(), tmp_path / f"replica-{replica.name}-again.log"
-            serve = ("serve", "--config", str(tmp_path / "hermes.yaml"))
-            process = stack.enter_context(
-                hermes_command(*serve, port=port, env=env, log=log, wait=False)
-            )
-            return Replica(replica.name, f"http://127.0.0.1:{port}", process, log)
+    def start(replica: Replica) -> Replica:
+        return deployment.start(replica.name, again=True)
 
-        yield start
+    return start
 
 
 async def test_a_run_stopped_through_another_replica_as_soon_as_its_id_is_known_is_interrupted(
-    replicas: dict[str, Replica],  # noqa: F811
+    deployed: dict[str, Replica],  # noqa: F811
+    key: Key,  # noqa: F811
     simulator: SimulatorServer,
 ) -> None:
-    a, b = replicas["A"], replicas["B"]
-    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
+    a, b = deployed["A"], deployed["B"]
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=key.auth, timeout=60) as http:
         for attempt in range(10):
             slow_answer(simulator)
             async with http.stream("POST", f"{a.base_url}/v1/chat/completions", json=CHAT) as s:
@@ -89,12 +74,13 @@ async def test_a_run_stopped_through_another_replica_as_soon_as_its_id_is_known_
 
 
 async def test_a_response_cancelled_through_another_replica_as_soon_as_it_begins_is_cancelled(
-    replicas: dict[str, Replica],  # noqa: F811
+    deployed: dict[str, Replica],  # noqa: F811
+    key: Key,  # noqa: F811
     simulator: SimulatorServer,
 ) -> None:
-    a, b = replicas["A"], replicas["B"]
+    a, b = deployed["A"], deployed["B"]
     body = {"model": "hermes-agent", "input": "go", "stream": True, "background": True}
-    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=key.auth, timeout=60) as http:
         for attempt in range(5):
             slow_answer(simulator)
             async with http.stream("POST", f"{a.base_url}/v1/responses", json=body) as s:
@@ -107,14 +93,15 @@ async def test_a_response_cancelled_through_another_replica_as_soon_as_it_begins
 
 
 async def test_a_stream_resumed_elsewhere_ends_when_its_replica_restarts_under_its_name(
-    replicas: dict[str, Replica],  # noqa: F811
+    deployed: dict[str, Replica],  # noqa: F811
+    key: Key,  # noqa: F811
     simulator: SimulatorServer,
     restart: Any,
 ) -> None:
     slow_answer(simulator)
-    a, c = replicas["A"], replicas["C"]
+    a, c = deployed["A"], deployed["C"]
     body = {"model": "hermes-agent", "input": "go", "stream": True, "background": True}
-    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=key.auth, timeout=60) as http:
         seen: list[dict[str, Any]] = []
         async with http.stream("POST", f"{a.base_url}/v1/responses", json=body) as stream:
             async for line in stream.aiter_lines():
@@ -149,12 +136,13 @@ async def test_a_stream_resumed_elsewhere_ends_when_its_replica_restarts_under_i
 
 
 async def test_a_replica_that_dies_twice_within_a_minute_is_recovered_within_its_lease_twice(
-    replicas: dict[str, Replica],  # noqa: F811
+    deployed: dict[str, Replica],  # noqa: F811
+    key: Key,  # noqa: F811
     simulator: SimulatorServer,
     restart: Any,
 ) -> None:
-    a, c = replicas["A"], replicas["C"]
-    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
+    a, c = deployed["A"], deployed["C"]
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=key.auth, timeout=60) as http:
         for death in range(2):
             slow_answer(simulator)
             async with http.stream("POST", f"{a.base_url}/v1/chat/completions", json=CHAT) as s:
