@@ -15,11 +15,12 @@ from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpe
 from tests.plain_http import TLS_UNUSED
 from tests.server.served import sse_data, tool_results_of
 from tests.server.test_replicas import (  # noqa: F401  (fixtures)
-    AUTH,
     UPSTREAM,
+    Key,
     Replica,
-    postgres,
-    replicas,
+    deployed,
+    deployment,
+    key,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
@@ -49,7 +50,7 @@ async def _asked(lines: AsyncIterator[str]) -> dict[str, Any]:
 
 
 async def _answered_elsewhere(
-    runner: Replica, answerer: Replica, *, approve: bool, conversation: str
+    runner: Replica, answerer: Replica, auth: dict[str, str], *, approve: bool, conversation: str
 ) -> tuple[list[dict[str, Any]], float, dict[str, Any]]:
     """A run on ``runner`` asks; ``answerer`` answers. The rest of the stream, the seconds
     from the answer to the stream's end, and the answer's body."""
@@ -60,7 +61,7 @@ async def _answered_elsewhere(
     }
     headers = {"x-hermes-approval-wait": str(WAIT_SECONDS), "x-hermes-session-id": conversation}
     url = f"{runner.base_url}/v1/chat/completions"
-    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=120) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=auth, timeout=120) as http:
         async with http.stream("POST", url, json=body, headers=headers) as stream:
             assert stream.status_code == 200
             run_id = stream.headers["x-hermes-run-id"]
@@ -78,13 +79,14 @@ async def _answered_elsewhere(
 
 
 async def test_an_approval_posted_to_another_replica_lets_the_waiting_run_go_on_at_once(
-    replicas: dict[str, Replica],  # noqa: F811
+    deployed: dict[str, Replica],  # noqa: F811
+    key: Key,  # noqa: F811
     simulator: SimulatorServer,
 ) -> None:
     _asks_to_write(simulator, "Saved.")
 
     rest, took, answer = await _answered_elsewhere(
-        replicas["A"], replicas["B"], approve=True, conversation="approve-on-b"
+        deployed["A"], deployed["B"], key.auth, approve=True, conversation="approve-on-b"
     )
 
     assert answer["status"] == "approved"
@@ -95,13 +97,14 @@ async def test_an_approval_posted_to_another_replica_lets_the_waiting_run_go_on_
 
 
 async def test_a_denial_posted_to_another_replica_keeps_the_call_from_running(
-    replicas: dict[str, Replica],  # noqa: F811
+    deployed: dict[str, Replica],  # noqa: F811
+    key: Key,  # noqa: F811
     simulator: SimulatorServer,
 ) -> None:
     _asks_to_write(simulator, "Left it.")
 
     rest, took, answer = await _answered_elsewhere(
-        replicas["A"], replicas["C"], approve=False, conversation="deny-on-c"
+        deployed["A"], deployed["C"], key.auth, approve=False, conversation="deny-on-c"
     )
 
     assert answer["status"] == "denied"
