@@ -250,21 +250,27 @@ class WebhookStore:
         *,
         after: str | None,
         limit: int,
+        end_user: str | None = None,
         status: str | None = None,
         session: str | None = None,
         since: float | None = None,
     ) -> tuple[list[RunRecord], bool]:
         """``owner``'s runs (rows of ``runs``), newest first, after run ``after``; filtered by
-        status, session (its id, or a name of the key's sessions) and creation time."""
+        end user (then a session name is one of theirs), status, session (its id, or a name of
+        the key's sessions) and creation time."""
         await self.db.writer.flush()  # runs are recorded through the write queue
         where = [RUNS.c.owner == owner]
+        sessions_owner = owner
+        if end_user is not None:
+            where.append(RUNS.c.end_user == end_user)
+            sessions_owner = f"{owner}/{end_user}"
         if status is not None:
             where.append(RUNS.c.status == status)
         if since is not None:
             where.append(RUNS.c.created_at >= since)
         if session is not None:
             named = select(SESSIONS.c.id).where(
-                SESSIONS.c.owner == owner, SESSIONS.c.name == session
+                SESSIONS.c.owner == sessions_owner, SESSIONS.c.name == session
             )
             where.append(or_(RUNS.c.session_id == session, RUNS.c.session_id.in_(named)))
         if after is not None:

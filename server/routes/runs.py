@@ -46,7 +46,7 @@ from server.runs.approvals import answer_pending, approval_object
 from server.runs.manager import Run, RunStatus
 from server.services import Services
 from server.serving.common import resolve_profile
-from server.serving.end_users import end_user_id
+from server.serving.end_users import end_user_id, end_user_of
 from server.serving.response_chain import conversation_of, in_conversation
 from server.serving.turn import Joined, JoinSession, TurnSpec, begin_turn, join_by_name
 from server.webhooks.service import RUNS_ENDPOINT, RequestWebhook
@@ -63,6 +63,30 @@ Owner = Annotated[Principal, Depends(require_principal)]
 def _services(request: Request) -> Services:
     services: Services = request.app.state.services
     return services
+
+
+def _viewer(request: Request, principal: Principal) -> str | None:
+    """The end user a request names, whose runs alone it sees; None: the key, which sees all
+    of its runs (they are its record of what ran: how it stops a runaway one)."""
+    end_user = end_user_of(request, principal)
+    return end_user.id if end_user is not None else None
+
+
+async def _check_visible(request: Request, principal: Principal, run_id: str) -> None:
+    """A 404 for a run of another end user than the one the request names, as for a run
+    that does not exist."""
+    viewer = _viewer(request, principal)
+    if viewer is None:
+        return
+    services = _services(request)
+    run = services.runs.get(run_id, owner=principal.name)
+    if run is not None:
+        owner = run.info.end_user
+    else:
+        record = await services.store.runs.get(principal.name, run_id) if services.store else None
+        owner = record.end_user if record is not None else None
+    if owner != viewer:
+        raise APIError(404, f"No run '{run_id}'.", param="run_id", code="run_not_found")
 
 
 def _find(request: Request, run_id: str, principal: Principal) -> Run:
@@ -268,6 +292,7 @@ async def list_runs(
         return list_page([], has_more=False)
     records, more = await store.webhooks.runs_page(
         principal.name,
+        end_user=_viewer(request, principal),
         after=after,
         limit=limit,
         status=status.value if status else None,
@@ -332,6 +357,7 @@ async def get_run(
 ) -> dict[str, Any]:
     """A run's status, the approvals it asked for and, once it ended, its exit reason and
     usage — also for runs of an earlier start of the server, from the database."""
+    await _check_visible(request, principal, run_id)
     services = _services(request)
     store = services.store
     run = services.runs.get(run_id, owner=principal.name)
@@ -428,6 +454,7 @@ async def run_events(
     on any replica (another replica's run is read from its log in Redis)."""
     if last_event_id is not None:
         after = max(after, _event_id(last_event_id))
+    await _check_visible(request, principal, run_id)
     services = _services(request)
     run = services.runs.get(run_id, owner=principal.name)
     events: AsyncIterator[AgentEvent]
@@ -475,6 +502,7 @@ async def answer_approval(
 ) -> dict[str, Any]:
     """Approve or deny a tool call the run asked about. A run paused on it goes on at once;
     a run that ended awaiting it goes on with the conversation's next request."""
+    await _check_visible(request, principal, run_id)
     services = _services(request)
     record = await answer_pending(
         services.store,
@@ -499,6 +527,7 @@ async def stop_run(
 ) -> JSONResponse:
     """Interrupt a run (by run id or ``chatcmpl-`` id), on whichever replica runs it; it then
     ends as ``interrupted``."""
+    await _check_visible(request, principal, run_id)
     services = _services(request)
     run = services.runs.get(run_id, owner=principal.name)
     if run is None:
@@ -529,6 +558,7 @@ async def steer_run(
     """Give a running run ``input`` as a user message before its next model call, on
     whichever replica runs it: its answer then answers it too. 409 when the run is not
     running, or has made its last model call (its answer is final)."""
+    await _check_visible(request, principal, run_id)
     services = _services(request)
     taken = await services.steer_anywhere(run_id, principal.name, body.input)
     if taken is None:

@@ -161,6 +161,29 @@ async def test_an_end_user_s_response_is_a_404_to_another_and_to_the_key(
     assert again.status_code == 200, again.text
 
 
+async def test_an_end_user_sees_only_their_own_runs_and_the_key_sees_all(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    script(simulator, text("Hi Ann."), text("Hi Ben."))
+    ann = await respond(http, ANN)
+    ben = await respond(http, BEN)
+    assert ann.status_code == ben.status_code == 200, (ann.text, ben.text)
+    ann_run, ben_run = ann.headers["x-hermes-run-id"], ben.headers["x-hermes-run-id"]
+    assert (await http.get(f"/v1/runs/{ann_run}", headers=ANN)).json()["end_user"] == "ann"
+    for path in (f"/v1/runs/{ann_run}", f"/v1/runs/{ann_run}/events"):
+        refused = await http.get(path, headers=BEN)
+        assert refused.status_code == 404, path
+        assert refused.json()["error"]["code"] == "run_not_found"
+    stopped = await http.post(f"/v1/runs/{ann_run}/stop", headers=BEN)
+    assert stopped.status_code == 404
+    listed = (await http.get("/v1/runs", params={"limit": 100}, headers=BEN)).json()["data"]
+    assert ben_run in {run["id"] for run in listed}
+    assert {run["end_user"] for run in listed} == {"ben"}
+    everyone = (await http.get("/v1/runs", params={"limit": 100}, headers=KEY)).json()["data"]
+    assert {ann_run, ben_run} <= {run["id"] for run in everyone}
+    assert (await http.get(f"/v1/runs/{ann_run}", headers=KEY)).status_code == 200
+
+
 async def test_an_end_user_s_conversation_is_a_404_to_another_and_to_the_key(
     simulator: SimulatorServer, http: httpx.AsyncClient, store: Store
 ) -> None:
