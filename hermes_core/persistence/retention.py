@@ -27,6 +27,7 @@ from sqlalchemy.sql import ColumnElement
 from hermes_core.persistence.database import Database
 from hermes_core.persistence.files import FILES, FileRecord
 from hermes_core.persistence.runs import LIVE_STATUSES, RUNS
+from hermes_core.persistence.search_index import LOWER_WATERMARK
 from hermes_core.persistence.sessions import LOCKS, MESSAGES, SESSIONS
 from hermes_core.persistence.skills import SKILLS
 from hermes_core.persistence.tables import (
@@ -96,7 +97,8 @@ class ExpiredSessions:
 async def delete_chunked(db: Database, table: Table, key: Any, where: Any) -> int:
     """Delete ``table``'s rows matching ``where``, about :data:`BATCH` of them (by their
     ``key`` column, which need not be unique: the delete holds to ``where`` too) per
-    transaction; how many."""
+    transaction; how many. Deleting messages lowers the search index's watermark with them
+    (``search_index.LOWER_WATERMARK``)."""
     total = 0
     while True:
         async with db.engine.begin() as conn:
@@ -105,6 +107,8 @@ async def delete_chunked(db: Database, table: Table, key: Any, where: Any) -> in
                 return total
             result = await conn.execute(delete(table).where(where, key.in_(keys)))
             total += int(result.rowcount or 0)
+            if table is MESSAGES and db.search_index.batched:
+                await conn.execute(LOWER_WATERMARK)
         if len(keys) < BATCH:
             return total
 

@@ -7,8 +7,10 @@ statement indexes everything after it. Each indexing is a transaction's worth of
 every commit did it. So appends bring the index up to date at most every
 :data:`INDEX_EVERY_SECONDS`, and a search first brings it up to date itself: it always finds
 every message written before it. A crash loses nothing; the next indexing catches up.
-Messages are never updated or deleted today; code that starts doing so must call
-:meth:`SearchIndex.catch_up` first, because FTS5 must be told the old text of what it indexed.
+Messages are never updated; they are deleted only with their sessions (retention, deleting a
+conversation, erasing an end user), which first call :meth:`SearchIndex.catch_up` (FTS5 must
+be told the old text of what it indexed) and lower the watermark in the deleting transaction
+(:data:`LOWER_WATERMARK`).
 
 PostgreSQL keeps its own index (a GIN index on the messages): there, appending does nothing
 here and catching up is only waiting for the queued writes.
@@ -29,8 +31,16 @@ _INDEX_NEW_MESSAGES = text(
     "WHERE id > (SELECT indexed_through FROM messages_fts_progress)"
 )
 _ADVANCE_WATERMARK = text(
-    "UPDATE messages_fts_progress SET indexed_through = (SELECT max(id) FROM messages)"
+    "UPDATE messages_fts_progress SET indexed_through = "
+    "coalesce((SELECT max(id) FROM messages), indexed_through)"
 )
+LOWER_WATERMARK = text(
+    "UPDATE messages_fts_progress SET indexed_through = "
+    "min(indexed_through, coalesce((SELECT max(id) FROM messages), 0))"
+)
+"""Run in the transaction that deleted messages: SQLite gives a new row the largest id left
+plus one, so once the newest messages are gone their ids come back, and a watermark above
+them would keep the new messages out of the index for good."""
 
 
 class SearchIndex:

@@ -34,7 +34,7 @@ from hermes_core.persistence.tables import (
     UsageDailyRow,
     WebhookDeliveryRow,
 )
-from tests.hermes_core.persistence.helpers import stored, user
+from tests.hermes_core.persistence.helpers import new_session, stored, user
 
 
 def table(row: Any) -> Any:
@@ -418,6 +418,23 @@ async def test_deleting_a_conversation_deletes_its_sessions_and_approvals(store:
     assert counts == {"sessions": 1, "messages": 1, "todos": 1, "approvals": 1}
     assert not await store.retention.has_conversation("alice/u1", rows["name"])
     assert await store.retention.has_conversation("alice/u2", other["name"])
+
+
+async def test_messages_written_after_the_newest_were_deleted_are_still_found(
+    store: Store,
+) -> None:
+    # SQLite gives a new message the largest id left plus one: the deleted newest messages'
+    # ids come back, and the search index must not skip them as already indexed.
+    await new_session(store, user("an older note about llamas"), name="kept")
+    await new_session(store, user("the newest note about llamas"), name="gone")
+    assert len(await store.search.search("alice", "llamas", limit=5)) == 2
+
+    await store.retention.delete_conversation("alice", "gone")
+    fresh = await new_session(store, user("a fresh note about alpacas"), name="fresh")
+
+    hits = await store.search.search("alice", "alpacas", limit=5)
+    assert [hit.session_id for hit in hits] == [fresh.id]
+    assert len(await store.search.search("alice", "llamas", limit=5)) == 1
 
 
 # --- erasure --------------------------------------------------------------------------------
