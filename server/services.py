@@ -477,6 +477,7 @@ class Services:
                 cooldowns=PROCESS_COOLDOWNS,
                 lapsed=self.runs.lost_lease,
                 on_steer=self._steer_requested,
+                on_forget=self.runs.forget,
             )
             for run in recovered:  # this replica's previous life, as another would recover it
                 await cluster.close_log(run.id, "The replica running this run stopped.")
@@ -601,6 +602,15 @@ class Services:
             return None
         await self.cluster.request_stop(record.id, owner, source.value)
         return record.id
+
+    async def forget_runs(self, run_ids: list[str]) -> None:
+        """Erased runs: this replica drops their events, and with replicas every other one
+        does too (their Redis logs go)."""
+        if not run_ids:
+            return
+        self.runs.forget(run_ids)
+        if self.cluster is not None:
+            await self.cluster.forget_runs(run_ids)
 
     def _steer_requested(self, run_id: str, owner: str, text: str) -> bool | None:
         """Another replica was asked to steer a run: steer it if it is one of ours."""

@@ -62,6 +62,9 @@ class Erased:
     """The uploaded files whose records went: their bytes are the caller's to remove."""
     skill_ids: list[str] = field(default_factory=list)
     """The skills that went: their cached folders (``skills-cache/<id>``) can go."""
+    run_ids: list[str] = field(default_factory=list)
+    """The runs whose records went: replicas still holding their events in memory (or in
+    Redis) must forget them too."""
 
 
 class ErasureStore:
@@ -113,6 +116,7 @@ class ErasureStore:
             ),
         )
         add_counts(counts, {"runs": 0, "api_runs": 0, "webhook_deliveries": 0})
+        run_ids = erased.run_ids
         while True:
             async with self.db.engine.begin() as conn:
                 ids = list(
@@ -120,6 +124,7 @@ class ErasureStore:
                 )
                 if ids:
                     add_counts(counts, await delete_runs(conn, ids))
+                    run_ids.extend(ids)
             if len(ids) < BATCH:
                 break
         counts["approvals"] = await delete_chunked(

@@ -32,13 +32,18 @@ log = logging.getLogger("hermes.cluster")
 STOP_CHANNEL = "hermes:stop"
 COOLDOWN_CHANNEL = "hermes:cooldown"
 STEER_CHANNEL = "hermes:steer"
+FORGET_CHANNEL = "hermes:forget"
+"""Runs whose records were erased: every replica drops the events it holds of them."""
 STEER_REPLY_SECONDS = 3.0
 """How long a steer waits for the running replica's word (it answers at once when alive)."""
 
-CHANNELS = (STOP_CHANNEL, COOLDOWN_CHANNEL, STEER_CHANNEL)
+CHANNELS = (STOP_CHANNEL, COOLDOWN_CHANNEL, STEER_CHANNEL, FORGET_CHANNEL)
 
 StopHandler = Callable[[str, str, str], None]
 """``(run_id, owner, source)``: stop that run if this replica runs it."""
+
+ForgetHandler = Callable[[list[str]], object]
+"""``(run_ids)``: drop whatever this replica holds of these runs."""
 
 SteerHandler = Callable[[str, str, str], bool | None]
 """``(run_id, owner, text)``: steer that run if this replica runs it; whether it took the
@@ -78,6 +83,9 @@ class Broadcasts:
             return None
         return bool(answer[1] == b"1")
 
+    async def request_forget(self, run_ids: list[str]) -> None:
+        await self._publish(FORGET_CHANNEL, json.dumps({"run_ids": run_ids}))
+
     async def _publish(self, channel: str, message: str) -> None:
         await self._redis.publish(channel, message)
 
@@ -98,10 +106,14 @@ class Broadcasts:
         task.add_done_callback(self._publishing.discard)
 
     async def listen(
-        self, pubsub: Any, on_stop: StopHandler, on_steer: SteerHandler | None = None
+        self,
+        pubsub: Any,
+        on_stop: StopHandler,
+        on_steer: SteerHandler | None = None,
+        on_forget: ForgetHandler | None = None,
     ) -> None:
-        """Hand stop requests to ``on_stop``, steers to ``on_steer``, and apply the others'
-        cooldowns, for good."""
+        """Hand stop requests to ``on_stop``, steers to ``on_steer``, erased runs to
+        ``on_forget``, and apply the others' cooldowns, for good."""
         while True:
             try:
                 message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
@@ -120,6 +132,9 @@ class Broadcasts:
                     self._cooled_elsewhere(request)
                 elif channel in (STEER_CHANNEL, STEER_CHANNEL.encode()):
                     self._steer_requested(request, on_steer)
+                elif channel in (FORGET_CHANNEL, FORGET_CHANNEL.encode()):
+                    if on_forget is not None:
+                        on_forget([str(run_id) for run_id in request["run_ids"]])
                 else:
                     on_stop(str(request["run_id"]), str(request["owner"]), str(request["source"]))
             except (ValueError, KeyError, TypeError):

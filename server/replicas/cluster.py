@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from hermes_core.events import AgentEvent
 from hermes_core.providers.retry import Cooldowns
-from server.replicas.broadcasts import Broadcasts, SteerHandler, StopHandler
+from server.replicas.broadcasts import Broadcasts, ForgetHandler, SteerHandler, StopHandler
 from server.replicas.event_log import EventLog
 from server.replicas.liveness import Lapsed, LiveInstances, Liveness, Recover
 from server.replicas.reservations import LiveRuns, Refusal, Reservations
@@ -75,6 +75,7 @@ class Cluster:
         cooldowns: Cooldowns,
         lapsed: Lapsed | None = None,
         on_steer: SteerHandler | None = None,
+        on_forget: ForgetHandler | None = None,
     ) -> None:
         """Check the shared volume and take the lease (before serving a run), then keep it
         (``lapsed`` when it was lost meanwhile: this replica's runs were taken over), listen,
@@ -89,7 +90,8 @@ class Cluster:
         self._tasks = [
             asyncio.create_task(self._liveness.keep_lease(renew, lapsed), name="hermes-lease"),
             asyncio.create_task(
-                self._broadcasts.listen(pubsub, on_stop, on_steer), name="hermes-listener"
+                self._broadcasts.listen(pubsub, on_stop, on_steer, on_forget),
+                name="hermes-listener",
             ),
             asyncio.create_task(self._liveness.watch(recover, live_instances), name="hermes-watch"),
             asyncio.create_task(self._writes.send_forever(), name="hermes-run-writes"),
@@ -159,6 +161,12 @@ class Cluster:
         """The run's logged events with ``seq > after``, then new ones as they are logged,
         until its ``run_finished``."""
         return self._log.events(run_id, after=after)
+
+    async def forget_runs(self, run_ids: list[str]) -> None:
+        """Erased runs: drop their event logs, and have every replica drop the events it
+        holds of them in memory."""
+        await self._log.drop(run_ids)
+        await self._broadcasts.request_forget(run_ids)
 
     async def close_log(self, run_id: str, error: str) -> None:
         """End the log of a run whose replica died mid-run with an ``interrupted`` ending."""

@@ -80,6 +80,11 @@ class EventLog:
                         if isinstance(event, RunFinished):
                             return
 
+    async def drop(self, run_ids: list[str]) -> None:
+        """Delete these runs' logs (their records were erased)."""
+        if run_ids:
+            await self._redis.delete(*(EVENTS_KEY.format(run_id) for run_id in run_ids))
+
     async def close_log(self, run_id: str, error: str) -> None:
         """End the log of a run whose replica died mid-run with an honest ``run_finished``
         (interrupted), so that streams resumed on other replicas end too."""

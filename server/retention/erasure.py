@@ -48,11 +48,13 @@ async def erase_end_user(
     workspaces_dir: Path | None,
     file_path: Callable[[FileRecord], Path] | None,
     sweeper: Sweeper | None,
+    forget: Callable[[list[str]], Awaitable[None]] | None = None,
     wait_seconds: float = STOP_WAIT_SECONDS,
 ) -> Counts:
     """Stop ``end_user``'s runs behind ``key`` (``stop`` a run by id, on any replica), then
     delete all their rows and files; how many of each went (``workspaces``: directories,
-    ``file_bytes``: uploads' files on disk). Raises :class:`EndUserBusy` when their runs
+    ``file_bytes``: uploads' files on disk); ``forget`` drops the erased runs' events held
+    by the replicas. Raises :class:`EndUserBusy` when their runs
     have not ended within ``wait_seconds``."""
     live = await store.erasure.live_runs(key, end_user)
     deadline = time.monotonic() + wait_seconds
@@ -69,6 +71,8 @@ async def erase_end_user(
         await asyncio.sleep(0.1)
         live = await store.erasure.live_runs(key, end_user)
     erased = await store.erasure.erase(key, end_user)
+    if forget is not None:  # what replicas hold of their runs (events, in memory and Redis)
+        await forget(erased.run_ids)
     counts = dict(erased.counts)
     counts["workspaces"] = 0
     if workspaces_dir is not None:

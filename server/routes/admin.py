@@ -98,6 +98,7 @@ async def erase(
             workspaces_dir=services.workspaces_dir,
             file_path=services.files.path if services.files is not None else None,
             sweeper=services.sweeper,
+            forget=services.forget_runs,
         )
     except EndUserBusy as busy:
         raise APIError(

@@ -432,6 +432,19 @@ class RunManager:
             if old is not None:
                 self._aliases.pop(old.completion_id, None)
 
+    def forget(self, run_ids: Sequence[str]) -> int:
+        """Drop these finished runs and their events (their records were erased): a replay
+        of them finds nothing from now on. A run still going is kept. How many went."""
+        forgotten = 0
+        for run_id in run_ids:
+            run = self._runs.get(run_id)
+            if run is None or not run.status.finished:
+                continue
+            del self._runs[run_id]
+            self._aliases.pop(run.completion_id, None)
+            forgotten += 1
+        return forgotten
+
     # --- finding and stopping -----------------------------------------------------------------
 
     def get(self, run_id: str, *, owner: str) -> Run | None:

@@ -171,3 +171,25 @@ async def test_erasing_an_end_user_leaves_no_row_or_file_of_theirs(
     assert await rows_mentioning(store.db, "alice/u2") != []
     again = await http.delete("/v1/admin/end_users/u1?key=alice", headers=auth(KEY_ADMIN))
     assert again.status_code == 404
+
+
+async def test_an_erased_end_users_runs_are_forgotten_by_the_server_that_ran_them(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    # The run manager keeps finished runs' events for replays: an erasure drops them too.
+    simulator.state.script(UPSTREAM_MODEL, Scenario(steps=[Step(reply=Reply(text="Hi u3."))]))
+    answered = await http.post(
+        "/v1/chat/completions",
+        json={"model": "hermes-agent", "messages": [{"role": "user", "content": "hello"}]},
+        headers={**auth(KEY_ALICE), "x-hermes-memory-scope": "u3"},
+    )
+    assert answered.status_code == 200, answered.text
+    run_id = answered.headers["x-hermes-run-id"]
+    assert (await http.get(f"/v1/runs/{run_id}/events", headers=auth(KEY_ALICE))).status_code == 200
+
+    erased = await http.delete("/v1/admin/end_users/u3?key=alice", headers=auth(KEY_ADMIN))
+
+    assert erased.status_code == 200, erased.text
+    assert erased.json()["deleted"]["runs"] == 1
+    for path in (f"/v1/runs/{run_id}", f"/v1/runs/{run_id}/events"):
+        assert (await http.get(path, headers=auth(KEY_ALICE))).status_code == 404, path

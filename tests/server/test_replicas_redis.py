@@ -44,16 +44,21 @@ class Links:
         self.url = url
         self.started: list[Cluster] = []
 
-    async def start(self, stops: Stops | None = None) -> Cluster:
-        """A replica's link; the stops it is asked for go to ``stops``."""
+    async def start(
+        self, stops: Stops | None = None, forgotten: list[list[str]] | None = None
+    ) -> Cluster:
+        """A replica's link; the stops it is asked for go to ``stops``, the runs it is told
+        to forget to ``forgotten``."""
         cluster = Cluster(self.url, instance=f"inst_{uuid.uuid4().hex[:8]}", lease_seconds=5)
         into = stops if stops is not None else []
+        told = forgotten if forgotten is not None else []
         await cluster.start(
             on_stop=lambda *stop: into.append(stop),
             recover=_recover_none,
             live_instances=_no_instances,
             live_runs=list,
             cooldowns=Cooldowns(),
+            on_forget=told.append,
         )
         self.started.append(cluster)
         return cluster
@@ -170,6 +175,27 @@ async def test_a_stop_asked_of_one_replica_reaches_the_others(
 
     assert await _eventually(heard)
     assert b_stops == [("run_9", "alice", "stop_api")]
+
+
+async def test_erased_runs_are_forgotten_by_every_replica_and_their_logs_go(
+    links: Links,
+) -> None:
+    b_forgot: list[list[str]] = []
+    a = await links.start()
+    b = await links.start(forgotten=b_forgot)
+    run_id = f"run_{uuid.uuid4().hex}"
+    for event in _run(run_id):
+        a.record(event)
+    assert (await _replayed(b, run_id))[-1].kind == "run_finished"
+
+    await a.forget_runs([run_id])
+
+    async def heard() -> bool:
+        return bool(b_forgot)
+
+    assert await _eventually(heard)
+    assert b_forgot == [[run_id]]
+    assert not await b.has_events(run_id)
 
 
 async def test_a_reservation_fails_rather_than_waits_when_redis_is_away() -> None:
