@@ -20,6 +20,9 @@ license: MIT
 #   and the connection's key, which all of Open WebUI's users share, does not fill its quota.
 #   Regenerating an answer uploads the file again; the server sees the same bytes under the
 #   same name and does not copy them twice.
+# - uploads and deletes name the Open WebUI user (``X-OpenWebUI-User-Id``), as Open WebUI's
+#   forwarded chat requests do: behind a key marked ``trusted_front_end`` the file is that
+#   user's alone (docs/end-users.md); another key ignores the header.
 #
 # It uses only what Open WebUI itself has installed (aiohttp, pydantic) and never blocks the
 # event loop: storage reads run in a thread, uploads stream through aiohttp.
@@ -38,8 +41,8 @@ from pydantic import BaseModel, Field
 log = logging.getLogger("hermes_attachments")
 
 Emitter = Callable[[dict[str, Any]], Awaitable[None]]
-Upload = tuple[str, str, str]
-"""(base URL, key, file id) of a file uploaded to hermes-server for one answer."""
+Upload = tuple[str, str, str, str]
+"""(base URL, key, file id, user id) of a file uploaded to hermes-server for one answer."""
 _UNFINISHED = 1024
 """Answers whose uploads are remembered until their outlet deletes them (a stopped or failed
 answer may never get one: past this many, the oldest are forgotten, and their uploads stay
@@ -94,7 +97,8 @@ class Filter:
         base_url, key = connection
         parts: list[dict[str, Any]] = []
         timeout = aiohttp.ClientTimeout(total=self.valves.timeout_seconds)
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        user_id = str(__user__.get("id") or "")
+        headers = _headers(key, user_id)
         async with aiohttp.ClientSession(timeout=timeout, headers=headers) as http:
             for item in attached:
                 name = _name_of(item)
@@ -109,7 +113,7 @@ class Filter:
                     await _warn(__event_emitter__, f"{name} is not in the agent's workspace: {why}")
                     continue
                 parts.append({"type": "file", "file": {"file_id": file_id, "filename": name}})
-                self._remember(__metadata__ or {}, (base_url, key, file_id))
+                self._remember(__metadata__ or {}, (base_url, key, file_id, user_id))
         content = message.get("content")
         text = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
         message["content"] = [*text, *parts]
@@ -140,8 +144,8 @@ class Filter:
         if not uploads:
             return body
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
-            for base_url, key, file_id in uploads:
-                headers = {"Authorization": f"Bearer {key}"} if key else {}
+            for base_url, key, file_id, user_id in uploads:
+                headers = _headers(key, user_id)
                 try:
                     async with http.delete(f"{base_url}/files/{file_id}", headers=headers) as gone:
                         await gone.read()
@@ -153,6 +157,14 @@ class Filter:
         self._uploads.setdefault(_answer_of(metadata), []).append(upload)
         while len(self._uploads) > _UNFINISHED:
             self._uploads.popitem(last=False)
+
+
+def _headers(key: str, user_id: str) -> dict[str, str]:
+    """The connection's key, and the user the file is for (whose it is on the server)."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    if user_id:
+        headers["X-OpenWebUI-User-Id"] = user_id
+    return headers
 
 
 def _answer_of(metadata: dict[str, Any]) -> tuple[str, ...]:
