@@ -466,7 +466,7 @@ class Services:
                 for run in runs:
                     # Streams resumed elsewhere must end too, and the key's limit let go.
                     await cluster.close_log(run.id, "The replica running this run stopped.")
-                    await cluster.release(run.owner, run.id)
+                    await cluster.release(run.owner, run.id, run.end_user)
                 return len(runs)
 
             await self.cluster.start(
@@ -481,7 +481,7 @@ class Services:
             )
             for run in recovered:  # this replica's previous life, as another would recover it
                 await cluster.close_log(run.id, "The replica running this run stopped.")
-                await cluster.release(run.owner, run.id)
+                await cluster.release(run.owner, run.id, run.end_user)
             self.runs.observers.append(self._release_reservation)
             self.runs.observers.append(lambda _info, event: cluster.record(event))
         responses = (
