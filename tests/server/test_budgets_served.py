@@ -29,6 +29,8 @@ KEY_TEAM = f"sk-budget-team-{uuid.uuid4().hex}"
 """500 tokens a day: one run uses it up."""
 KEY_OTHER = f"sk-budget-other-{uuid.uuid4().hex}"
 """No budget."""
+KEY_DESK = f"sk-budget-desk-{uuid.uuid4().hex}"
+"""A trusted front end: no budget of its own, 500 tokens a day for each of its end users."""
 ANSWER = Step(reply=Reply(text="Done.", output_tokens=1000))
 """A one-call run: 1000 output tokens (1 USD) and its prompt's."""
 TODO = ToolCallSpec(name="todo", arguments={"todos": [{"id": "1", "content": "again"}]})
@@ -53,6 +55,8 @@ server:
   api_keys:
     - {{principal: team, key: {KEY_TEAM}, budget: {{tokens_per_day: 500}}}}
     - {{principal: other, key: {KEY_OTHER}}}
+    - {{principal: desk, key: {KEY_DESK}, trusted_front_end: true,
+        end_user_budget: {{tokens_per_day: 500}}}}
 providers:
   - name: sim
     model: {UPSTREAM}
@@ -93,11 +97,14 @@ profiles:
         yield [base_url for base_url, _ in started]
 
 
-async def _chat(base_url: str, key: str, content: str) -> httpx.Response:
+async def _chat(
+    base_url: str, key: str, content: str, end_user: str | None = None
+) -> httpx.Response:
+    named = {"x-openwebui-user-id": end_user} if end_user else {}
     async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=base_url, timeout=60) as http:
         return await http.post(
             "/v1/chat/completions",
-            headers={"authorization": f"Bearer {key}"},
+            headers={"authorization": f"Bearer {key}", **named},
             json={"model": "hermes-agent", "messages": [{"role": "user", "content": content}]},
         )
 
@@ -106,7 +113,7 @@ async def test_a_keys_daily_budget_holds_across_replicas_and_the_cost_cap_ends_a
     replicas: list[str], simulator: SimulatorServer
 ) -> None:
     first, second = replicas
-    simulator.state.script(UPSTREAM, Scenario(steps=[ANSWER, LOOP]))
+    simulator.state.script(UPSTREAM, Scenario(steps=[ANSWER, ANSWER, ANSWER, LOOP]))
 
     used = await _chat(first, KEY_TEAM, "hello")
     assert used.status_code == 200, used.text  # its 1000+ tokens use up the day's 500
@@ -119,6 +126,14 @@ async def test_a_keys_daily_budget_holds_across_replicas_and_the_cost_cap_ends_a
     )
     assert "resets at " in error["message"]
     assert 0 < int(refused.headers["retry-after"]) <= 86_400
+
+    # An end user's budget holds them alone: Ann is refused on the other replica, Ben is not.
+    assert (await _chat(first, KEY_DESK, "hi", end_user="ann")).status_code == 200
+    ann = await _chat(second, KEY_DESK, "hi again", end_user="ann")
+    assert ann.status_code == 429, ann.text
+    assert ann.json()["error"]["code"] == "quota_exceeded"
+    assert "end user" in ann.json()["error"]["message"]
+    assert (await _chat(second, KEY_DESK, "hi", end_user="ben")).status_code == 200
 
     looped = await _chat(second, KEY_OTHER, "loop")  # another key: no budget, but the cap
     assert looped.status_code == 200, looped.text
