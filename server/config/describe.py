@@ -21,8 +21,10 @@ from hermes_core.tools.skills import SKILLS_TOOLSET
 from hermes_core.tools.toolsets import TOOLSETS, ToolsetOptions, build_toolsets
 from server.config.schema import (
     SIMULATOR_PROVIDER,
+    Budget,
     HermesConfig,
     ProfileConfig,
+    RetentionConfig,
     ServerConfig,
     WebConfig,
 )
@@ -76,6 +78,7 @@ def describe(config: HermesConfig, *, source: Path | None = None) -> str:
             "See docs/configuration.md to point at a real model."
         )
     lines += ["", "server", *_server_lines(config.server)]
+    lines += ["", "team (end users, budgets, retention)", *_team_lines(config)]
     lines += ["", "web (the web toolset's reach)", *_web_lines(config.web), "", "providers"]
     for provider in config.providers:
         lines += _provider_lines(provider)
@@ -87,6 +90,52 @@ def describe(config: HermesConfig, *, source: Path | None = None) -> str:
 
 def _row(label: str, value: object, *, indent: int = 2) -> str:
     return f"{' ' * indent}{label:<{_LABEL_WIDTH}}{value}"
+
+
+def _team_lines(config: HermesConfig) -> list[str]:
+    keys = config.server.api_keys
+    limits = config.limits
+    trusted = [k.principal for k in keys if k.trusted_front_end]
+    admins = [k.principal for k in keys if k.admin]
+    rows = [
+        _row("trusted front ends", ", ".join(trusted) or "none (no key may name end users)"),
+        _row("admin keys", ", ".join(admins) or "none"),
+        _row("runs per end user", limits.runs_per_user),
+        _row("key budget", _budget(limits.budget)),
+        _row("end user budget", _budget(limits.end_user_budget)),
+    ]
+    for key in keys:
+        if key.budget is not None or key.end_user_budget is not None:
+            own = f"{_budget(key.budget or limits.budget)}; each end user: "
+            own += _budget(key.end_user_budget or limits.end_user_budget)
+            rows.append(_row(f"budget of {key.principal}", own))
+    if config.prices:
+        rows.append(_row("prices", ", ".join(sorted(config.prices)) + " (over the built-in)"))
+    rows.append(_row("retention", _kept(config.retention)))
+    return rows
+
+
+def _budget(budget: Budget | None) -> str:
+    parts = []
+    if budget is not None and budget.tokens_per_day is not None:
+        parts.append(f"{budget.tokens_per_day} tokens/day")
+    if budget is not None and budget.cost_per_month_usd is not None:
+        parts.append(f"{budget.cost_per_month_usd:g} USD/month")
+    return ", ".join(parts) or "no limit"
+
+
+def _kept(retention: RetentionConfig) -> str:
+    kept = [
+        f"{name} {days:g} d"
+        for name, days in (
+            ("sessions", retention.sessions_days),
+            ("runs", retention.runs_days),
+            ("files", retention.files_days),
+            ("approvals", retention.approvals_days),
+        )
+        if days is not None
+    ]
+    return ", ".join(kept) or "everything kept forever"
 
 
 def _server_lines(server: ServerConfig) -> list[str]:

@@ -598,3 +598,26 @@ def test_a_redis_url_is_described_without_its_password() -> None:
     described = describe(config)
     assert "cache.internal" in described
     assert "hunter2-secret" not in described
+
+
+def test_check_config_shows_trusted_keys_budgets_prices_and_retention(tmp_path: Path) -> None:
+    path = tmp_path / "hermes.yaml"
+    path.write_text(
+        """
+server:
+  api_keys:
+    - {principal: desk, key: sk-desk-0123456789, trusted_front_end: true,
+       end_user_budget: {tokens_per_day: 5000}}
+    - {principal: ops, key: sk-ops-0123456789, admin: true}
+limits: {runs_per_user: 2, budget: {cost_per_month_usd: 40}}
+prices: {my-model: {input: 1, output: 2}}
+retention: {sessions_days: 90, files_days: 7}
+"""
+    )
+    described = describe(load_config(path, {}))
+    assert "trusted front ends  desk" in described
+    assert "admin keys          ops" in described
+    assert "runs per end user   2" in described
+    assert "budget of desk      40 USD/month; each end user: 5000 tokens/day" in described
+    assert "prices              my-model (over the built-in)" in described
+    assert "retention           sessions 90 d, files 7 d" in described
