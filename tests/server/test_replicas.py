@@ -203,9 +203,11 @@ def deployment(
 @pytest.fixture
 def deployed(deployment: Deployment, simulator: SimulatorServer) -> dict[str, Replica]:
     """This module's replicas A, B and C, all up: those a test before killed (or none yet)
-    started anew."""
-    starting = [deployment.start(name) for name in "ABC" if not _up(deployment, name)]
-    for replica in starting:  # started together: waited for together
+    started anew, and each one answering (a test may have started one it did not wait for)."""
+    for name in "ABC":
+        if not _up(deployment, name):
+            deployment.start(name)
+    for replica in deployment.replicas.values():  # started together: waited for together
         wait_until_healthy(replica.base_url, process=replica.process, timeout=60)
     return deployment.replicas
 
