@@ -15,20 +15,18 @@ the full-text index must have indexed what it is told to forget
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Table, and_, delete, exists, insert, or_, select, true
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Table, and_, delete, exists, or_, select, true
 from sqlalchemy.sql import ColumnElement
 
 from hermes_core.persistence.database import Database
 from hermes_core.persistence.files import FILES, FileRecord
 from hermes_core.persistence.runs import LIVE_STATUSES, RUNS
 from hermes_core.persistence.search_index import LOWER_WATERMARK
-from hermes_core.persistence.sessions import LOCKS, MESSAGES, SESSIONS
+from hermes_core.persistence.sessions import LOCKS, MESSAGES, SESSIONS, take_turn_lock
 from hermes_core.persistence.skills import SKILLS
 from hermes_core.persistence.tables import (
     ApiRunRow,
@@ -242,26 +240,9 @@ class RetentionStore:
 
     async def _lock(self, owner: str, name: str, holder: str) -> bool:
         """The conversation's turn lock, as :meth:`SessionStore.lock` takes it."""
-        now = time.time()
-        try:
-            async with self.db.engine.begin() as conn:
-                await conn.execute(
-                    delete(LOCKS).where(
-                        LOCKS.c.owner == owner, LOCKS.c.name == name, LOCKS.c.lease_until < now
-                    )
-                )
-                await conn.execute(
-                    insert(LOCKS).values(
-                        owner=owner,
-                        name=name,
-                        run_id=holder,
-                        lease_until=now + LOCK_SECONDS,
-                        instance=self.instance,
-                    )
-                )
-        except IntegrityError:
-            return False
-        return True
+        return await take_turn_lock(
+            self.db, owner, name, holder, lease_seconds=LOCK_SECONDS, instance=self.instance
+        )
 
     async def expire_runs(self, horizon: Horizon) -> AsyncGenerator[Counts, None]:
         """Delete the records of runs that ended before ``horizon`` (by their profile), with

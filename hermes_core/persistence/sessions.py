@@ -209,26 +209,9 @@ class SessionStore:
         second holder on every engine.
         """
         await self.db.writer.flush()
-        now = time.time()
-        try:
-            async with self.db.engine.begin() as conn:
-                await conn.execute(
-                    delete(LOCKS).where(
-                        LOCKS.c.owner == owner, LOCKS.c.name == name, LOCKS.c.lease_until < now
-                    )
-                )
-                await conn.execute(
-                    insert(LOCKS).values(
-                        owner=owner,
-                        name=name,
-                        run_id=run_id,
-                        lease_until=now + lease_seconds,
-                        instance=self.instance,
-                    )
-                )
-        except IntegrityError:
-            return False
-        return True
+        return await take_turn_lock(
+            self.db, owner, name, run_id, lease_seconds=lease_seconds, instance=self.instance
+        )
 
     def unlock(self, owner: str, name: str, run_id: str) -> None:
         """Give the turn back (queued: the next turn's :meth:`lock` flushes first)."""
@@ -379,3 +362,37 @@ def _info(row: Any) -> SessionInfo:
             reasoning_tokens=row.reasoning_tokens,
         ),
     )
+
+
+async def take_turn_lock(
+    db: Database,
+    owner: str,
+    name: str,
+    holder: str,
+    *,
+    lease_seconds: float,
+    instance: str | None,
+) -> bool:
+    """Take conversation ``name``'s turn lock for ``holder`` (a run, or a sweep), unless a
+    live holder has it: drop an expired lease, then insert; the primary key refuses a second
+    holder on every engine."""
+    now = time.time()
+    try:
+        async with db.engine.begin() as conn:
+            await conn.execute(
+                delete(LOCKS).where(
+                    LOCKS.c.owner == owner, LOCKS.c.name == name, LOCKS.c.lease_until < now
+                )
+            )
+            await conn.execute(
+                insert(LOCKS).values(
+                    owner=owner,
+                    name=name,
+                    run_id=holder,
+                    lease_until=now + lease_seconds,
+                    instance=instance,
+                )
+            )
+    except IntegrityError:
+        return False
+    return True
