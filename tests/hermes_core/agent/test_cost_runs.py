@@ -111,3 +111,21 @@ async def test_sub_agents_calls_are_their_runs_and_held_to_its_cost_cap() -> Non
     assert end.usage.input_tokens == 4 * USAGE.input_tokens
     report = json.loads(str(transcript_of(events)[-1]["content"]))
     assert report[0]["exit_reason"] == "budget_exhausted"
+
+
+async def test_a_sub_agents_calls_count_for_the_run_when_it_is_stopped_mid_delegation() -> None:
+    # The child has paid for one call when the run is interrupted during its second: what it
+    # spent is the run's, though the delegation never finished.
+    delegate = ScriptedReply(tool_calls=[("delegate_task", {"goal": "loop for ever"})], usage=USAGE)
+    slow = ScriptedReply(text="never", usage=USAGE, delay_s=60)
+    provider = ScriptedProvider(delegate, STEP, slow, model=MODEL)
+    agent = _agent(provider)
+    events = []
+    async for event in agent.run(AgentRequest(user_message="delegate")):
+        events.append(event)
+        if isinstance(event, SubagentEvent) and event.event.kind == "step_finished":
+            agent.interrupt("stop")
+    end = finished(events)
+    assert end.exit_reason is ExitReason.INTERRUPTED
+    assert [call.usage for call in end.calls[:2]] == [USAGE, USAGE]  # the parent's, the child's
+    assert end.cost_usd >= 2.0
