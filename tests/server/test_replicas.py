@@ -12,7 +12,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,10 +43,10 @@ test session, so what Redis keeps per key (live runs) starts empty."""
 AUTH = {"authorization": f"Bearer {KEY}"}
 MAX_FILES = 2
 """Files one key may keep here (small: uploads at once across replicas reach it)."""
-KEYS = 16
+KEYS = 32
 """API keys of the deployment: each test has one of its own (:func:`key`), so what Redis keeps
 per key (live runs, against the limit of one) and the files a key keeps start empty in every
-test, though the replicas serve the whole module (starting three costs seconds)."""
+test, though the replicas serve several suites (starting three costs seconds)."""
 _NAMES = uuid.uuid4().hex[:8]
 
 
@@ -147,8 +147,8 @@ def replicas(
 
 @dataclass
 class Deployment:
-    """Replicas A, B and C on one PostgreSQL, one Redis and one shared volume, for the module.
-    A test may kill a replica: the next test's :func:`deployed` starts one in its place."""
+    """Replicas A, B and C on one PostgreSQL, one Redis and one shared volume, for the replica
+    suites. A test may kill a replica: the next test's :func:`deployed` starts one in its place."""
 
     directory: Path
     postgres: str
@@ -178,15 +178,12 @@ class Deployment:
         return self.replicas[name]
 
 
-@pytest.fixture(scope="module")
-def deployment(
-    _simulator_server: SimulatorServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Deployment]:
+@contextmanager
+def _deploying(simulator: SimulatorServer, directory: Path) -> Iterator[Deployment]:
     redis = redis_url_or_skip()
-    directory = tmp_path_factory.mktemp("replicas")
     config = directory / "hermes.yaml"
     keys = [(key.owner, key.auth["authorization"].removeprefix("Bearer ")) for key in _KEYS]
-    config.write_text(_config(_simulator_server, keys))
+    config.write_text(_config(simulator, keys))
     with postgres_database() as postgres, ExitStack() as processes:
         common = {
             "DATABASE_URL": postgres,
@@ -200,9 +197,48 @@ def deployment(
         yield Deployment(directory, postgres, config, common, processes, {})
 
 
+_shared: list[tuple[Deployment, ExitStack]] = []
+"""The deployment the replica suites share while one is up (one module's fixture each, so the
+module scope alone would start one per suite)."""
+
+
+@pytest.fixture(scope="module")
+def deployment(
+    request: pytest.FixtureRequest,
+    _simulator_server: SimulatorServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Deployment]:
+    """The replica suites' deployment: started by the first module that asks for it, stopped
+    after the last one (no test after it asks for it), so those running one after another
+    start three replicas once, not once per module. Their tests keep apart by keys (:func:`key`)
+    and by sessions of their own."""
+    if not _shared:
+        stack = ExitStack()
+        directory = tmp_path_factory.mktemp("replicas")
+        _shared.append((stack.enter_context(_deploying(_simulator_server, directory)), stack))
+        request.session.addfinalizer(_stop_shared)  # whatever happens before the last user
+    yield _shared[0][0]
+    if not _needed_after(request):
+        _stop_shared()
+
+
+def _stop_shared() -> None:
+    if _shared:
+        _, stack = _shared.pop()
+        stack.close()
+
+
+def _needed_after(request: pytest.FixtureRequest) -> bool:
+    """Whether a test after this module's asks for the deployment."""
+    items = request.session.items
+    here = [n for n, item in enumerate(items) if item.path == request.path]
+    later = items[max(here, default=len(items)) + 1 :]
+    return any("deployment" in getattr(item, "fixturenames", ()) for item in later)
+
+
 @pytest.fixture
 def deployed(deployment: Deployment, simulator: SimulatorServer) -> dict[str, Replica]:
-    """This module's replicas A, B and C, all up: those a test before killed (or none yet)
+    """The deployment's replicas A, B and C, all up: those a test before killed (or none yet)
     started anew, and each one answering (a test may have started one it did not wait for)."""
     for name in "ABC":
         if not _up(deployment, name):
@@ -219,7 +255,7 @@ def _up(deployment: Deployment, name: str) -> bool:
 
 @pytest.fixture
 def key(deployment: Deployment) -> Key:
-    """An API key no other test of the module uses."""
+    """An API key no other test of the deployment uses."""
     assert deployment.keys_used < KEYS, f"more tests than keys: raise KEYS ({KEYS})"
     deployment.keys_used += 1
     return _KEYS[deployment.keys_used - 1]

@@ -9,29 +9,32 @@ import pytest
 from server.simulator import Reply, Scenario, SimulatorServer, Step
 from tests.server.served import sdk_client
 from tests.server.test_replicas import (  # noqa: F401 (fixtures)
-    KEY,
     UPSTREAM,
+    Key,
     Replica,
-    postgres,
-    replicas,
+    deployed,
+    deployment,
+    key,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 
 async def test_a_conversation_made_on_one_replica_is_continued_listed_and_deleted_on_others(
-    replicas: dict[str, Replica],  # noqa: F811 (the fixture)
+    deployed: dict[str, Replica],  # noqa: F811 (the fixture)
+    key: Key,  # noqa: F811 (the fixture)
     simulator: SimulatorServer,
 ) -> None:
-    a, b, c = replicas["A"], replicas["B"], replicas["C"]
+    a, b, c = deployed["A"], deployed["B"], deployed["C"]
+    secret = key.auth["authorization"].removeprefix("Bearer ")
     simulator.state.script(
         UPSTREAM,
         Scenario(steps=[Step(reply=Reply(text="Hello, Ann.")), Step(reply=Reply(text="Ann."))]),
     )
     async with (
-        sdk_client(a.base_url, KEY) as on_a,
-        sdk_client(b.base_url, KEY) as on_b,
-        sdk_client(c.base_url, KEY) as on_c,
+        sdk_client(a.base_url, secret) as on_a,
+        sdk_client(b.base_url, secret) as on_b,
+        sdk_client(c.base_url, secret) as on_c,
     ):
         conversation = await on_a.conversations.create(metadata={"made_on": "A"})
         await on_b.responses.create(

@@ -19,12 +19,13 @@ from tests.databases import fresh_database
 from tests.plain_http import TLS_UNUSED
 from tests.server.served import until
 from tests.server.test_replicas import (  # noqa: F401  (fixtures)
-    AUTH,
     LEASE_SECONDS,
     UPSTREAM,
+    Key,
     Replica,
-    postgres,
-    replicas,
+    deployed,
+    deployment,
+    key,
     slow_answer,
 )
 
@@ -82,11 +83,12 @@ async def test_a_replica_restarting_frees_the_locks_its_previous_life_left(
 @pytest.mark.slow
 @pytest.mark.postgres
 async def test_a_replica_killed_as_a_turn_begins_does_not_hold_its_conversation(
-    replicas: dict[str, Replica],  # noqa: F811 (the fixture)
+    deployed: dict[str, Replica],  # noqa: F811 (the fixture)
+    key: Key,  # noqa: F811 (the fixture)
     simulator: SimulatorServer,
 ) -> None:
     slow_answer(simulator)  # should A get as far as the model, it does not finish meanwhile
-    a, b = replicas["A"], replicas["B"]
+    a, b = deployed["A"], deployed["B"]
     session = {"x-hermes-session-id": "cut-short"}
     body = {
         "model": "hermes-agent",
@@ -94,7 +96,7 @@ async def test_a_replica_killed_as_a_turn_begins_does_not_hold_its_conversation(
         "messages": [{"role": "user", "content": "go"}],
     }
     plain = {**body, "stream": False}
-    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=key.auth, timeout=60) as http:
         async with http.stream(
             "POST", f"{a.base_url}/v1/chat/completions", json=body, headers=session
         ) as stream:

@@ -15,13 +15,14 @@ from server.simulator import Reply, SimulatorServer, Step
 from tests.plain_http import TLS_UNUSED
 from tests.server.served import until
 from tests.server.test_replicas import (  # noqa: F401  (fixtures)
-    AUTH,
     LEASE_SECONDS,
-    OWNER,
+    Deployment,
+    Key,
     Replica,
+    deployed,
+    deployment,
     first_text,
-    postgres,
-    replicas,
+    key,
     slow_answer,
 )
 
@@ -29,19 +30,20 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 
 async def test_a_frozen_replica_that_wakes_stops_its_taken_over_run_and_writes_nothing_over_it(
-    replicas: dict[str, Replica],  # noqa: F811 (the fixture)
+    deployed: dict[str, Replica],  # noqa: F811 (the fixture)
+    key: Key,  # noqa: F811 (the fixture)
     simulator: SimulatorServer,
-    postgres: str,  # noqa: F811 (the fixture)
+    deployment: Deployment,  # noqa: F811 (the fixture)
 ) -> None:
     slow_answer(simulator, Step(reply=Reply(text="Second turn.")))
-    a, b = replicas["A"], replicas["B"]
+    a, b = deployed["A"], deployed["B"]
     session = {"x-hermes-session-id": "frozen-talk"}
     body = {
         "model": "hermes-agent",
         "stream": True,
         "messages": [{"role": "user", "content": "go"}],
     }
-    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=AUTH, timeout=60) as http:
+    async with httpx.AsyncClient(verify=TLS_UNUSED, headers=key.auth, timeout=60) as http:
 
         async def status(run_id: str) -> str | None:
             run: dict[str, Any] = (await http.get(f"{b.base_url}/v1/runs/{run_id}")).json()
@@ -84,9 +86,9 @@ async def test_a_frozen_replica_that_wakes_stops_its_taken_over_run_and_writes_n
         assert not await until(overwritten, server=b, seconds=3 * LEASE_SECONDS)
     assert a.alive()
     # The second turn is the session's last word: nothing of A's run was written after it.
-    store = await Store.open(postgres, migrate=False)
+    store = await Store.open(deployment.postgres, migrate=False)
     try:
-        [tip] = await store.sessions.tips(OWNER, "frozen-talk")
+        [tip] = await store.sessions.tips(key.owner, "frozen-talk")
         saved = [m.message for m in await store.sessions.messages(tip.id)]
     finally:
         await store.close()
