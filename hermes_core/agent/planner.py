@@ -28,7 +28,7 @@ from hermes_core.agent.run_state import ActiveRun
 from hermes_core.events import PlanMade, ToolOutcome
 from hermes_core.messages import ToolCall, text_of
 from hermes_core.stores import TodoItem
-from hermes_core.tools.executor import CallResult
+from hermes_core.tools.executor import TOOL_ERROR_PREFIX, CallResult
 from hermes_core.tools.todo import TODO_STATUSES
 
 PLAN_REQUEST = (
@@ -52,16 +52,14 @@ REPLAN_FAILED_SHARE = 0.3
 
 # "1. step", "1) step", "(1) step", "- step", "* step", "• step", "Step 1: step"
 _MARKER = re.compile(r"^(\s*)(?:\(?\d{1,2}[.):]|[-*•+]|step\s+\d{1,2}\s*[.):-]?)\s+(.*)$", re.I)
-TOOL_ERROR_PREFIX = "Error:"
-"""How a tool's answer says the call failed (``tools/files.py``, ``tools/todo.py``...)."""
 # A call is not a failure when it has not run yet: it waits for a person's answer.
 _NOT_FAILED = frozenset({ToolOutcome.SUCCESS, ToolOutcome.AWAITING_APPROVAL})
 
 
 def _failed(result: CallResult) -> bool:
-    """A call failed when it ended so (it raised, timed out, was refused...) and also when
-    its tool said so in its answer: tools answer a refusal or a missing file with an
-    ``Error: …`` result (the model reads it and corrects its next call), not an exception."""
+    """A call failed when it ended so: it raised, timed out, was refused, or its tool said so
+    in its answer (an ``Error: …`` result, which the executor counts as an error too; a
+    result preset before the call ran, such as an unparsable call's, is checked here)."""
     return result.outcome not in _NOT_FAILED or result.content.startswith(TOOL_ERROR_PREFIX)
 
 

@@ -65,6 +65,10 @@ def new_approval_id() -> str:
     return f"apr_{uuid.uuid4().hex[:24]}"
 
 
+TOOL_ERROR_PREFIX = "Error:"
+"""How a tool's answer says the call failed (``tools/files.py``, ``tools/todo.py``...)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlannedCall:
     """A call the model made, ready to run or already answered."""
@@ -238,7 +242,12 @@ class ToolExecutor:
             content = await _maybe_await(post(request, content))
         self._images += images
         del self._images[:-MAX_REMEMBERED_IMAGES]
-        return self._finished(call, content, ToolOutcome.SUCCESS, started=started, images=images)
+        # Tools say a refusal or a missing file with an "Error: …" answer (the model reads it
+        # and corrects its next call): the call failed all the same, and is shown so.
+        outcome = (
+            ToolOutcome.ERROR if content.startswith(TOOL_ERROR_PREFIX) else ToolOutcome.SUCCESS
+        )
+        return self._finished(call, content, outcome, started=started, images=images)
 
     async def _check_approval(
         self, tool: Tool, request: ToolCallRequest

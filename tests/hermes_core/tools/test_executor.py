@@ -739,3 +739,22 @@ async def test_a_batch_mixing_outcomes_gives_one_result_per_call_in_order() -> N
     started = sorted(e.call_id for e in recorder.events if isinstance(e, ToolStarted))
     finished = sorted(e.call_id for e in recorder.events if isinstance(e, ToolFinished))
     assert (started, finished) == (["a", "b", "c"], ["a", "b", "c"])
+
+
+async def test_a_tool_answering_with_an_error_is_a_failed_call() -> None:
+    # Tools say a missing file or a refusal with an "Error: …" answer rather than raising:
+    # the model reads it all the same, and clients show the call as failed, not done.
+    async def missing(arguments: dict[str, Any], context: ToolContext) -> str:
+        return "Error: no such file in the workspace."
+
+    async def fine(arguments: dict[str, Any], context: ToolContext) -> str:
+        return "Errors: none found."
+
+    tools = _tool("read_file", missing), _tool("lint", fine)
+
+    results = await _executor(Recorder(), *tools).run_batch(
+        [_planned("a", tools[0]), _planned("b", tools[1])]
+    )
+
+    assert [result.outcome for result in results] == [ToolOutcome.ERROR, ToolOutcome.SUCCESS]
+    assert results[0].content == "Error: no such file in the workspace."
