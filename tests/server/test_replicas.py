@@ -23,7 +23,6 @@ import pytest
 from hermes_core.persistence import Store
 from server.sessions.service import INTERRUPTED_RESULT
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
-from tests.databases import fresh_database
 from tests.plain_http import TLS_UNUSED
 from tests.processes import free_port, hermes_command, wait_until_healthy
 from tests.redis_server import redis_url_or_skip
@@ -36,11 +35,6 @@ PRIMARY = f"primary-{uuid.uuid4().hex[:8]}"
 """The primary provider's upstream model: new per test session (the simulator scripts by model)."""
 BACKUP = "backup-upstream"
 LEASE_SECONDS = 2
-KEY = f"sk-replicas-{uuid.uuid4().hex}"
-OWNER = f"alice-{uuid.uuid4().hex[:8]}"
-"""The key of :func:`replicas` (the other replica suites' deployment, one per test): new per
-test session, so what Redis keeps per key (live runs) starts empty."""
-AUTH = {"authorization": f"Bearer {KEY}"}
 MAX_FILES = 2
 """Files one key may keep here (small: uploads at once across replicas reach it)."""
 KEYS = 32
@@ -104,45 +98,6 @@ profiles:
     tools: [files]
     approvals: {{files: always}}
 """
-
-
-@pytest.fixture
-async def postgres(tmp_path: Path) -> AsyncIterator[str]:
-    async with fresh_database("postgresql", tmp_path) as url:
-        yield url
-
-
-@pytest.fixture
-def replicas(
-    postgres: str, simulator: SimulatorServer, tmp_path: Path
-) -> Iterator[dict[str, Replica]]:
-    """Replicas A, B and C of one deployment (each its own data dir, so its own instance), for
-    one test: the other replica suites import it (this module's tests share :func:`deployment`)."""
-    redis = redis_url_or_skip()
-    config = tmp_path / "hermes.yaml"
-    config.write_text(_config(simulator, [(OWNER, KEY)]))
-    common = {
-        "DATABASE_URL": postgres,
-        "REDIS_URL": redis,
-        "HERMES_LEASE_SECONDS": str(LEASE_SECONDS),
-        "HERMES_SESSION_BUSY": "refuse",  # a second turn at once is refused (deterministic)
-        "HERMES_SHARED_DIR": str(tmp_path / "shared"),  # uploads and workspaces, as deployed
-    }
-    upgrade = [sys.executable, "-m", "server.cli", "db", "upgrade", "--config", str(config)]
-    subprocess.run(upgrade, env={**os.environ, **common}, check=True, capture_output=True)
-    with ExitStack() as stack:
-        started = {}
-        for name in "ABC":
-            port, log = free_port(), tmp_path / f"replica-{name}.log"
-            env = {**common, "HERMES_DATA_DIR": str(tmp_path / f"data-{name}")}
-            serve = ("serve", "--config", str(config))
-            process = stack.enter_context(
-                hermes_command(*serve, port=port, env=env, log=log, wait=False)
-            )
-            started[name] = Replica(name, f"http://127.0.0.1:{port}", process, log)
-        for replica in started.values():  # started together: waited for together
-            wait_until_healthy(replica.base_url, process=replica.process, timeout=60)
-        yield started
 
 
 @dataclass
