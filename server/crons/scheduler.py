@@ -145,7 +145,9 @@ class CronScheduler:
                 break
             await self._due(cron, now)
         else:
-            if len(first) == _BATCH:  # a whole batch was due: more may be, look again at once
+            # Every cron read was due and has moved on to its next time (or a whole batch was
+            # due, and more may be): look again at once, not after the longest sleep.
+            if first:
                 upcoming = now
         # Claims lapse whether or not their cron is still active (one paused after a claim
         # still fires that time): looked for every half lease, one indexed query.

@@ -160,6 +160,20 @@ async def test_a_claim_whose_replica_died_before_its_run_is_retaken_after_the_le
     assert (firing.id, firing.status, firing.run_id) == ("fire_1", "started", "run_1")
 
 
+async def test_after_firing_its_only_due_cron_the_scheduler_looks_again_at_once(
+    store: Store,
+) -> None:
+    # The cron has moved on to its next time: the pass must not sleep its longest pause,
+    # or an every-minute cron would wait on the scheduler instead of the clock.
+    await _cron(store, "* * * * *", next_fire_at=T0)
+    starts, clock = Starts(), Clock(T0 + 1)
+    firing = scheduler(store, starts, clock)
+
+    assert await firing.tick() == T0 + 1  # at once
+    assert await firing.tick() == T0 + 60  # then when the cron is next due
+    assert len(starts.bodies) == 1
+
+
 async def test_no_cron_means_one_query_and_a_bounded_sleep(store: Store) -> None:
     starts, clock = Starts(), Clock(T0)
 
