@@ -512,6 +512,7 @@ async def answer_approval(
         approval_id=approval_id,
         approve=answer.approve,
         scope=answer.scope,
+        replicas=services.cluster is not None,
     )
     return approval_object(record)
 

@@ -296,10 +296,10 @@ request in the run's stream may answer here before the queue was written."""
 
 
 async def _recorded(
-    store: Store, owner: str, run_id: str, approval_id: str
+    store: Store, owner: str, run_id: str, approval_id: str, *, replicas: bool
 ) -> ApprovalRecord | None:
     record = await store.approvals.get(owner, approval_id)
-    if record is not None:
+    if record is not None or not replicas:  # this process's own writes are flushed first
         return record
     run = await store.runs.get(owner, run_id)
     if run is not None and run.status not in LIVE_STATUSES:
@@ -320,11 +320,17 @@ async def answer_pending(
     approval_id: str,
     approve: bool,
     scope: ApprovalScope,
+    replicas: bool = False,
 ) -> ApprovalRecord:
     """Record ``owner``'s answer to a pending approval of ``run_id`` and hand it to the run
     paused on it, if one is; the approval as it now stands. 404 for an approval that is not
-    the owner's or not that run's; 409 for one already answered or expired."""
-    record = await _recorded(store, owner, run_id, approval_id) if store is not None else None
+    the owner's or not that run's; 409 for one already answered or expired. ``replicas``:
+    other replicas may run the run (an approval unknown yet may still be on its way)."""
+    record = (
+        await _recorded(store, owner, run_id, approval_id, replicas=replicas)
+        if store is not None
+        else None
+    )
     if store is None or record is None or record.run_id != run_id:
         raise APIError(
             404,
