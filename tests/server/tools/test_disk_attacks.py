@@ -27,11 +27,11 @@ from tests.server.tools.victims import baseline, watch_victims
 
 pytestmark = pytest.mark.slow  # starts server processes (make fast leaves it out)
 
-OVERSHOOT_BOUND_MB = 256
+OVERSHOOT_BOUND_MB = 512
 """How far past its quota a fast writer may get before it is killed: what it writes while the
 watcher is late (it measures at most every 0.5 s, sooner as the room runs out). On a quiet
-machine 2-8 MB; once 155 MB with both cores saturated. The writer tries for 1.6 GB, so an
-unwatched workspace fails this by far."""
+machine 2-8 MB; once 155 MB with both cores saturated, once 300 MB in a CI run on a shared
+machine. The writer tries for 1.6 GB, so an unwatched workspace fails this by far."""
 
 
 async def _turn(http: httpx.AsyncClient, conversation: str, text: str) -> httpx.Response:
