@@ -30,6 +30,8 @@ log = logging.getLogger("hermes.end_users")
 
 SCOPE_HEADER = "x-hermes-memory-scope"
 OPENWEBUI_USER_HEADER = "x-openwebui-user-id"
+_NAMING = frozenset({SCOPE_HEADER.encode(), OPENWEBUI_USER_HEADER.encode()})
+"""The header names that name an end user, as the ASGI server gives them (lower case)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +55,12 @@ def end_user_of(
     """The end user ``connection`` is for, if its key may name one and it does; ``named``:
     what the request's body says (``safety_identifier``, else ``user``). A 400 for a name
     that is not 1 to 128 printable characters, a 403 for our header from an untrusted key."""
+    # Most requests name nobody: one pass over the raw header names settles it (~0.3 µs, where
+    # decoding the headers to look them up by name costs ~2 µs a turn).
+    if not any(name in _NAMING for name, _ in connection.scope["headers"]):
+        if named and principal.trusted_front_end:
+            return EndUser(_checked(named.strip(), "user"))
+        return None
     headers = connection.headers
     scope = headers.get(SCOPE_HEADER, "").strip()
     if scope:
