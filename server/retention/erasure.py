@@ -20,8 +20,8 @@ from pathlib import Path
 
 from hermes_core.persistence import FileRecord, Store
 from hermes_core.persistence.retention import Counts
+from server.files.removal import remove_files, remove_tree
 from server.files.workspaces import conversation_workspace
-from server.retention.disk import remove_files, remove_tree
 from server.retention.sweeper import Sweeper
 
 log = logging.getLogger("hermes.retention")

@@ -31,8 +31,8 @@ from pathlib import Path
 from hermes_core.ids import token_hex
 from hermes_core.persistence import FileRecord, Store
 from hermes_core.persistence.retention import Counts, add_counts
+from server.files.removal import remove_files, remove_tree, remove_workspace
 from server.files.workspaces import conversation_workspace
-from server.retention.disk import remove_files, remove_tree, remove_workspace
 from server.retention.policy import DAY, RetentionPolicy
 
 log = logging.getLogger("hermes.retention")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import stat
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
@@ -23,7 +22,8 @@ from hermes_core.tools.file_scan import Budget, ScanStopped, regular_files
 from hermes_core.tools.workspace import OutsideWorkspace, Workspace
 from server.errors import APIError
 from server.files.links import container_id, container_root, file_id, path_of
-from server.files.workspace_changes import container_record, read_container_record
+from server.files.removal import remove_workspace
+from server.files.workspace_changes import read_container_record
 from server.files.workspaces import conversation_workspace
 from server.http.auth import Principal, require_principal
 from server.http.openapi import BYTES, errors
@@ -148,8 +148,7 @@ async def delete_container(
 ) -> dict[str, Any]:
     """The workspace and everything in it (the conversation's transcript stays)."""
     root = await _container(request, principal, container_id)
-    await asyncio.to_thread(shutil.rmtree, root, True)
-    await asyncio.to_thread(container_record(root).unlink, True)
+    await asyncio.to_thread(remove_workspace, root)  # read-only leftovers of commands too
     return {"id": container_id, "object": "container.deleted", "deleted": True}
 
 

@@ -37,6 +37,7 @@ from hermes_core.ids import token_hex
 from hermes_core.messages import Message
 from hermes_core.persistence import ConversationMessage, ConversationRecord, Store, StoredMessage
 from server.errors import APIError
+from server.files.removal import remove_workspace
 from server.http.auth import Principal, require_principal
 from server.http.input_text import StrictJSONRoute
 from server.http.openapi import errors
@@ -50,7 +51,6 @@ from server.protocol.schemas.conversations import (
     ConversationObject,
     ConversationUpdate,
 )
-from server.retention.disk import remove_workspace
 from server.services import Services
 from server.serving.common import conversation_owner
 from server.serving.end_users import end_user_id, scoped_owner, sees

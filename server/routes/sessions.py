@@ -22,10 +22,10 @@ from fastapi import APIRouter, Depends, Request
 from hermes_core.ids import token_hex
 from hermes_core.persistence import Store
 from server.errors import APIError
+from server.files.removal import remove_workspace
 from server.http.auth import Principal, require_principal
 from server.http.openapi import errors
 from server.protocol.schemas.common import Shape
-from server.retention.disk import remove_workspace
 from server.services import Services
 from server.serving.common import conversation_owner
 from server.sessions.service import MAX_NAME_LENGTH, valid_name

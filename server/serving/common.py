@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import shutil
 from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -21,6 +20,7 @@ from hermes_core.events import ExitReason
 from hermes_core.tools.quota import quota_in_force
 from hermes_core.tools.registry import Tool
 from server.errors import APIError
+from server.files.removal import remove_tree
 from server.http.auth import Principal
 from server.runs.approvals import Asker, settle_open_approvals
 from server.runs.manager import Run, Runnable, new_id
@@ -220,9 +220,10 @@ def _log_failure(run: Run) -> None:
 
 
 def _remove_soon(directory: Path) -> None:
-    """Remove a temporary workspace (in a worker thread: it may be large)."""
+    """Remove a temporary workspace (in a worker thread: it may be large), read-only
+    leftovers of its commands included."""
     if directory.exists():
-        asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, directory, True)
+        asyncio.get_running_loop().run_in_executor(None, remove_tree, directory)
 
 
 async def with_approvals(

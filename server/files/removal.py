@@ -1,5 +1,6 @@
-"""Removing what retention and erasure delete from disk: workspaces, uploaded files' bytes,
-skills' cached folders. Blocking: callers run these in a thread (``asyncio.to_thread``)."""
+"""Removing workspaces, uploaded files' bytes and skills' cached folders from disk: what
+deleting a conversation or container, retention, erasure and a run's temporary workspace
+remove. Blocking: callers run these in a thread (``asyncio.to_thread``)."""
 
 from __future__ import annotations
 
