@@ -36,3 +36,18 @@ def test_a_shell_call_shows_one_card_with_its_output(
     assert "hello-from-the-sandbox" in ended["output"][0]["text"]
     # One model call for the tool, one for the answer: Open WebUI called nothing back.
     assert len(simulator.state.requests()) == 2
+
+
+def test_a_tool_answering_with_an_error_is_shown_failed_not_done(
+    webui: WebUI, simulator: SimulatorServer
+) -> None:
+    script(simulator, call("read_file", path="no-such-file.txt"), answer("There is no such file."))
+
+    webui.ask("Read no-such-file.txt")
+
+    assert webui.answer_prose() == "There is no such file."
+    shown = webui.open_card(webui.tool_cards().first)
+    assert "Error: no such file in the workspace" in shown
+    statuses = [s["description"] for s in webui.stored_answer()["statusHistory"]]
+    assert "read_file failed" in statuses
+    assert "read_file done" not in statuses
