@@ -6,8 +6,8 @@ An end user ``U`` behind the key ``K`` (docs/end-users.md) owns two kinds of row
   messages and todos), conversation locks, memory, approvals, and the skills the agent
   wrote for them;
 - what is kept per *key*, marked with the end user: runs (``runs.end_user``; also any run of
-  one of their sessions), their ``api_runs`` rows and webhook deliveries, responses,
-  conversations, uploaded files and the usage ledger's rows.
+  one of their sessions), their ``api_runs`` rows, webhook deliveries and idempotency keys,
+  responses, conversations, uploaded files and the usage ledger's rows.
 
 :meth:`ErasureStore.erase` deletes all of them in batches (see
 :mod:`~hermes_core.persistence.retention`) and says how many rows of each table went, with
@@ -115,7 +115,9 @@ class ErasureStore:
                 ),
             ),
         )
-        add_counts(counts, {"runs": 0, "api_runs": 0, "webhook_deliveries": 0})
+        add_counts(
+            counts, {"runs": 0, "api_runs": 0, "webhook_deliveries": 0, "idempotency_keys": 0}
+        )
         run_ids = erased.run_ids
         while True:
             async with self.db.engine.begin() as conn:

@@ -19,11 +19,13 @@ from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Table, and_, delete, exists, or_, select, true
+from sqlalchemy import Table, and_, delete, exists, or_, select, true, update
 from sqlalchemy.sql import ColumnElement
 
+from hermes_core.persistence.crons import FIRINGS
 from hermes_core.persistence.database import Database
 from hermes_core.persistence.files import FILES, FileRecord
+from hermes_core.persistence.idempotency import KEYS as IDEMPOTENCY_KEYS
 from hermes_core.persistence.runs import LIVE_STATUSES, RUNS
 from hermes_core.persistence.search_index import LOWER_WATERMARK
 from hermes_core.persistence.sessions import LOCKS, MESSAGES, SESSIONS, take_turn_lock
@@ -346,15 +348,20 @@ class RetentionStore:
 
 
 async def delete_runs(conn: Any, ids: list[str]) -> Counts:
-    """Delete these runs' records, with their ``api_runs`` rows and webhook deliveries."""
+    """Delete these runs' records, with their ``api_runs`` rows, webhook deliveries and the
+    idempotency keys that replay their answers (a stored answer is the run's content). A cron
+    firing that started one of them keeps its row, which guards its time against a second
+    firing, and forgets the run."""
     counts: Counts = {}
     for name, table, column in (
         ("api_runs", API_RUNS, API_RUNS.c.run_id),
         ("webhook_deliveries", DELIVERIES, DELIVERIES.c.run_id),
+        ("idempotency_keys", IDEMPOTENCY_KEYS, IDEMPOTENCY_KEYS.c.run_id),
         ("runs", RUNS, RUNS.c.id),
     ):
         result = await conn.execute(delete(table).where(column.in_(ids)))
         counts[name] = int(result.rowcount or 0)
+    await conn.execute(update(FIRINGS).where(FIRINGS.c.run_id.in_(ids)).values(run_id=None))
     return counts
 
 

@@ -47,6 +47,7 @@ LEASE_SECONDS = 60.0
 its run starts) is held before another replica retakes it; with replicas, their lease."""
 CRON_ID_KEY = "hermes_cron_id"
 """The metadata key that names the cron a run was fired by (``GET /v1/runs`` shows it)."""
+NO_KEY = "The API key that made this cron is no longer configured: its firings start no run."
 _BATCH = 20
 
 
@@ -193,6 +194,13 @@ class CronScheduler:
         """Start the firing's run and record it (a failure to start is recorded instead)."""
         body = cron.body
         metadata = {**(body.get("metadata") or {}), CRON_ID_KEY: cron.id}
+        # The key as configured now, not a bare name: its profiles, trust and budgets hold
+        # the firing's run as they would hold a request of it; a removed key's crons stop.
+        principal = self.services.keyring.principal_named(cron.owner)
+        if principal is None:
+            log.warning("cron %s was not fired: no configured key is its owner's", cron.id)
+            await self.store.crons.failed(firing.id, NO_KEY)
+            return
         try:
             request = RunCreateRequest.model_validate(
                 {
@@ -207,7 +215,7 @@ class CronScheduler:
             renewing = asyncio.create_task(self._renew(firing))
             try:
                 described, _ = await self.start_run(
-                    self.services, _connection(), Principal(cron.owner), request
+                    self.services, _connection(), principal, request
                 )
             finally:
                 renewing.cancel()

@@ -70,6 +70,17 @@ class KeyRing:
     def empty(self) -> bool:
         return not self._keys
 
+    def principal_named(self, name: str) -> Principal | None:
+        """The principal called ``name`` as the keys configure it now (its profiles, trust and
+        budgets), for work done on its behalf without a request: a cron's firing. None when no
+        key names it any more (its key was removed from the configuration)."""
+        if not self._keys:
+            return _LOCAL if name == _LOCAL.name else None
+        for _, principal in self._keys:
+            if principal.name == name:
+                return principal
+        return None
+
     def authenticate(self, authorization: str | None) -> Principal | None:
         if not self._keys:
             return _LOCAL

@@ -18,9 +18,9 @@ from starlette.requests import HTTPConnection
 from hermes_core.persistence import Store, sqlite_url
 from hermes_core.persistence.crons import Cron
 from server.crons.expression import parse
-from server.crons.scheduler import CRON_ID_KEY, CronScheduler
+from server.crons.scheduler import CRON_ID_KEY, NO_KEY, CronScheduler
 from server.errors import ServerDraining
-from server.http.auth import Principal
+from server.http.auth import Budget, KeyRing, Principal
 from server.protocol.schemas.runs import RunCreateRequest
 from server.services import Services
 
@@ -41,11 +41,13 @@ class Starts:
 
     def __init__(self) -> None:
         self.bodies: list[RunCreateRequest] = []
+        self.principals: list[Principal] = []
 
     async def __call__(
-        self, _services: Services, _connection: HTTPConnection, _who: Principal, body: Any
+        self, _services: Services, _connection: HTTPConnection, who: Principal, body: Any
     ) -> tuple[dict[str, Any], dict[str, str]]:
         self.bodies.append(body)
+        self.principals.append(who)
         return {"id": f"run_{len(self.bodies)}"}, {}
 
 
@@ -58,11 +60,24 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
         await opened.close()
 
 
+ALICE = Principal("alice", frozenset({"hermes-agent"}), budget=Budget(tokens_per_day=1000))
+"""The configured principal of the key that made the crons (with a budget and profiles)."""
+
+
 def scheduler(
-    store: Store, starts: Any, clock: Clock, instance: str = "a", *, draining: bool = False
+    store: Store,
+    starts: Any,
+    clock: Clock,
+    instance: str = "a",
+    *,
+    draining: bool = False,
+    keyring: KeyRing | None = None,
 ) -> CronScheduler:
-    # Only whether it drains is read; the rest is handed to the start function.
-    services = cast(Services, SimpleNamespace(runs=SimpleNamespace(draining=draining)))
+    # Whether it drains and the keys are read; the rest is handed to the start function.
+    keys = keyring if keyring is not None else KeyRing({"sk-alice": ALICE})
+    services = cast(
+        Services, SimpleNamespace(runs=SimpleNamespace(draining=draining), keyring=keys)
+    )
     return CronScheduler(services, store, starts, instance=instance, clock=clock)
 
 
@@ -218,3 +233,28 @@ async def test_a_draining_replica_claims_nothing(store: Store) -> None:
 
     assert starts.bodies == []
     assert await store.crons.firings("alice", "cron_1") == []
+
+
+async def test_a_firing_runs_as_its_key_is_configured_now_with_its_budget_and_profiles(
+    store: Store,
+) -> None:
+    await _cron(store, "*/5 * * * *", next_fire_at=T0)
+    starts = Starts()
+
+    await scheduler(store, starts, Clock(T0 + 1)).tick()
+
+    assert starts.principals == [ALICE]  # not a bare name that no budget or profile list holds
+
+
+async def test_a_cron_whose_key_was_removed_starts_no_run_and_its_firing_says_why(
+    store: Store,
+) -> None:
+    await _cron(store, "*/5 * * * *", next_fire_at=T0)
+    starts = Starts()
+    others_only = KeyRing({"sk-bob": Principal("bob")})
+
+    await scheduler(store, starts, Clock(T0 + 1), keyring=others_only).tick()
+
+    assert starts.bodies == []
+    (firing,) = await store.crons.firings("alice", "cron_1")
+    assert (firing.status, firing.error) == ("failed", NO_KEY)

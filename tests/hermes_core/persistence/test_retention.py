@@ -21,7 +21,9 @@ from hermes_core.persistence.tables import (
     ApiRunRow,
     ApprovalRow,
     ConversationRow,
+    CronFiringRow,
     FileRow,
+    IdempotencyKeyRow,
     MemoryRow,
     MessageRow,
     ResponseRow,
@@ -56,6 +58,7 @@ TABLES: list[Any] = [
         RunRow,
         ApiRunRow,
         WebhookDeliveryRow,
+        IdempotencyKeyRow,
         ResponseRow,
         ConversationRow,
         UsageDailyRow,
@@ -202,6 +205,33 @@ async def end_user_rows(
         source="config",
         status="delivered",
         next_attempt_at=at,
+        **common,
+    )
+    await put(
+        db,
+        IdempotencyKeyRow,
+        owner=key,
+        key=f"idem-{tag}",
+        endpoint="/v1/chat/completions",
+        fingerprint="f",
+        state="done",
+        run_id=run,
+        status_code=200,
+        content_type="application/json",
+        body=f"the answer to {user}".encode(),
+        expires_at=at + DAY,
+        **common,
+    )
+    # A cron's firing that started the run: kept (it guards its time against firing twice).
+    await put(
+        db,
+        CronFiringRow,
+        id=f"firing_{tag}",
+        cron_id=f"cron_{tag}",
+        owner=key,
+        scheduled_at=at,
+        status="started",
+        run_id=run,
         **common,
     )
     await put(
@@ -359,7 +389,7 @@ async def test_no_horizon_deletes_nothing(store: Store) -> None:
     assert await names_left(store) == {"ancient"}
 
 
-async def test_runs_that_ended_long_ago_go_with_their_api_runs_and_deliveries(
+async def test_runs_that_ended_long_ago_go_with_their_api_runs_deliveries_and_idempotency_keys(
     store: Store,
 ) -> None:
     now = time.time()
@@ -383,7 +413,7 @@ async def test_runs_that_ended_long_ago_go_with_their_api_runs_and_deliveries(
     async for batch in store.retention.expire_runs(Horizon(default=now - 30 * DAY)):
         add_counts(counts, batch)
 
-    assert counts == {"runs": 1, "api_runs": 1, "webhook_deliveries": 1}
+    assert counts == {"runs": 1, "api_runs": 1, "webhook_deliveries": 1, "idempotency_keys": 1}
     async with store.db.engine.connect() as conn:
         runs = set((await conn.execute(select(RUNS.c.id))).scalars())
     assert runs == {new["run"], "run_live"}
@@ -482,6 +512,10 @@ async def test_erasing_an_end_user_leaves_no_row_of_theirs_and_every_other(store
     async with store.db.engine.connect() as conn:
         left = (await conn.execute(select(RUNS.c.end_user))).scalars().all()
     assert sorted(left) == ["erase-me", "keep-me"]  # bob's erase-me, alice's keep-me
+    async with store.db.engine.connect() as conn:
+        firings = (await conn.execute(select(table(CronFiringRow).c.run_id))).scalars().all()
+    assert len(firings) == 4  # every firing kept: the erased runs' two no longer name them
+    assert sum(run is None for run in firings) == 2
 
 
 async def test_an_end_users_live_runs_are_found_by_record_and_by_lock(store: Store) -> None:
