@@ -52,6 +52,7 @@ from server.retention.sweeper import Sweeper
 from server.runs.approvals import ApprovalDesk
 from server.runs.manager import Run, RunInfo, RunManager, RunStatus, end_user_limit_message
 from server.runs.mcp_waiting import McpWaitingAgent
+from server.runs.observers import observes
 from server.sessions.service import BusyMode, SessionService, SessionSettings
 from server.skills.extraction import Learner, SkillExtractor
 from server.skills.library import StoredSkills
@@ -440,7 +441,9 @@ class Services:
         self.stores = Stores(memory=store.memory, todos=store.todos, sessions=store.search)
         self.sessions = SessionService(store, self.session_settings)
         self.runs.observers.append(self.sessions.journal)
-        self.runs.observers.append(UsageLedger(store.usage).observe)
+        self.runs.observers.append(
+            UsageLedger(store.usage, in_flight=self.budgets.in_flight).observe
+        )
         self.budgets.store = store.usage  # budgets read what the ledger recorded
         self.runs.settle = store.db.writer.flush
         if self.files_dir is not None:
@@ -563,6 +566,7 @@ class Services:
                 f"This API key already has {limit} runs in progress.", retry_after=5
             )
 
+    @observes(RunFinished)
     def _release_reservation(self, info: RunInfo, event: AgentEvent) -> None:
         if isinstance(event, RunFinished) and self.cluster is not None:
             task = asyncio.create_task(self.cluster.release(info.owner, info.id, info.end_user))

@@ -16,7 +16,8 @@ from collections.abc import Callable
 
 from hermes_core.agent import AgentRequest
 from hermes_core.persistence.usage import UsageStore
-from server.budgets.allowance import Allowance, HeldToBudgets, Measure, Periods, utc
+from server.budgets.allowance import Allowance, HeldToBudgets, Periods, utc
+from server.budgets.in_flight import InFlight, Measure
 from server.errors import QuotaExceeded
 from server.http.auth import Budget, Principal
 
@@ -29,6 +30,8 @@ class Budgets:
         self.store: UsageStore | None = None
         """The usage ledger; set when the SQL store opens (``Services.open``)."""
         self.clock = clock
+        self.in_flight = InFlight()
+        """What this replica's runs in flight have spent; the ledger observer settles it."""
 
     async def admit(
         self, principal: Principal, end_user: str | None, request: AgentRequest
@@ -59,12 +62,18 @@ class Budgets:
                 if limit is None:
                     continue
                 allowance = await _allowance(
-                    store, principal.name, who, whose, measure, limit, periods
+                    store, self.in_flight, principal.name, who, whose, measure, limit, periods
                 )
                 if allowance.left <= 0:
                     raise _refusal(allowance, now)
                 allowances.append(allowance)
-        return dataclasses.replace(request, spend_limit=HeldToBudgets(allowances))
+        held = HeldToBudgets(allowances, run_id=request.run_id or "", in_flight=self.in_flight)
+        return dataclasses.replace(request, spend_limit=held)
+
+
+_READS = 3
+"""Reads of the ledger at most, while runs keep ending during each (then the last read holds:
+it may miss what those runs spent)."""
 
 
 def _limits(budget: Budget | None) -> bool:
@@ -75,6 +84,7 @@ def _limits(budget: Budget | None) -> bool:
 
 async def _allowance(
     store: UsageStore,
+    in_flight: InFlight,
     owner: str,
     end_user: str | None,
     whose: str,
@@ -84,10 +94,23 @@ async def _allowance(
 ) -> Allowance:
     daily = measure == "tokens_per_day"
     since = periods.today if daily else periods.month_start
-    spent = await store.spent(owner, end_user, since_day=since)
-    used = spent.tokens if daily else spent.cost_usd
+    tally = in_flight.tally(owner, end_user, measure, since)
+    for _ in range(_READS):
+        settlements = tally.settlements
+        spent = await store.spent(owner, end_user, since_day=since)
+        if tally.settlements == settlements:
+            break
+        # A run held to this budget ended while the ledger was read: its spend left the
+        # tally, and the read may have come too soon to see it. Read again.
+    used = (spent.tokens if daily else spent.cost_usd) + tally.in_flight
     return Allowance(
-        whose=whose, measure=measure, limit=limit, left=limit - used, resets=periods.ends(measure)
+        whose=whose,
+        measure=measure,
+        limit=limit,
+        left=limit - used,
+        resets=periods.ends(measure),
+        tally=tally,
+        tallied=tally.spent,
     )
 
 

@@ -1,11 +1,14 @@
-"""What is left of a budget, and how a run is held to it between its model calls.
+"""What is left of a budget, and how the runs held to it are stopped between model calls.
 
 Budgets run over UTC calendar periods: tokens per day (from 00:00 UTC) and cost per month
 (from the 1st, 00:00 UTC). A run is admitted with what was left of each budget that holds it
-when it started (:class:`Allowance`); :class:`HeldToBudgets` ends it before its next model call
-once its own tokens or cost reach what was left. Runs of one key that start together each get
-the whole of what was left: a budget can be overrun by what they spend at once, never by a
-run started after it was used up.
+when it started (:class:`Allowance`: the ledger's total and what runs in flight on this
+replica had spent, ``in_flight.py``). :class:`HeldToBudgets` adds the run's calls to the
+budgets' tallies, and ends it before its next model call once what every run held to one of
+them here has spent since it was admitted reaches what was left: runs of one key that run at
+once on a replica share it. The call that crosses the line is paid for, so a budget is overrun
+by at most one model call per run on one replica (docs/budgets.md says what other replicas
+add).
 """
 
 from __future__ import annotations
@@ -14,11 +17,9 @@ import calendar
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from hermes_core.events import CallRecord
-
-Measure = Literal["tokens_per_day", "cost_per_month_usd"]
+from server.budgets.in_flight import InFlight, Measure, Tally
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +65,13 @@ class Allowance:
     measure: Measure
     limit: float
     left: float
-    """Tokens, or USD."""
+    """Tokens, or USD: the limit less the ledger's total and what was in flight here."""
     resets: int
     """When the budget's period ends (seconds since the epoch)."""
-
-    def used_up(self, tokens: int, cost_usd: float) -> bool:
-        spent = tokens if self.measure == "tokens_per_day" else cost_usd
-        return spent >= self.left
+    tally: Tally
+    """What this replica's runs in flight spend of the budget (the run's calls go in it)."""
+    tallied: float
+    """``tally.spent`` when ``left`` was worked out: what was spent since is the difference."""
 
     def describe(self) -> str:
         """``the daily token budget of this API key (1000 tokens per UTC day)``."""
@@ -83,23 +84,64 @@ class Allowance:
 
 class HeldToBudgets:
     """A run's spend limit (``AgentRequest.spend_limit``): what was left of its key's and end
-    user's budgets when it started."""
+    user's budgets when it started, shared with the runs held to them on this replica.
 
-    __slots__ = ("allowances",)
+    Its calls reach the tallies when it is checked, before its next model call (the engine
+    hands over every call the run paid for, its sub-agents' included, so nothing else is
+    needed on the engine's side); a call is known by its identity, so a sub-agent's calls,
+    checked while it runs and counted into the parent's when it ends, are added once."""
 
-    def __init__(self, allowances: Sequence[Allowance]) -> None:
+    __slots__ = ("_settled", "_tallied", "allowances", "cost_usd", "in_flight", "run_id", "tokens")
+
+    def __init__(
+        self, allowances: Sequence[Allowance], *, run_id: str, in_flight: InFlight
+    ) -> None:
         self.allowances = tuple(allowances)
+        self.run_id = run_id
+        self.in_flight = in_flight
+        self.tokens = 0
+        self.cost_usd = 0.0
+        """What the run added to the tallies."""
+        self._tallied: dict[int, CallRecord] = {}
+        """The calls added, by identity (holding them, so that an identity is never reused)."""
+        self._settled = False
 
     def exceeded(self, calls: Sequence[CallRecord]) -> str | None:
-        tokens = 0
-        cost = 0.0
-        for call in calls:
-            tokens += call.usage.input_tokens + call.usage.output_tokens
-            cost += call.cost_usd
+        self._tally(calls)
         for allowance in self.allowances:
-            if allowance.used_up(tokens, cost):
+            if allowance.tally.spent - allowance.tallied >= allowance.left:
+                own = self.tokens if allowance.measure == "tokens_per_day" else self.cost_usd
+                who = "This run" if own >= allowance.left else "This run and others beside it"
                 return (
-                    f"This run used up what was left of {allowance.describe()}: "
+                    f"{who} used up what was left of {allowance.describe()}: "
                     f"it resets at {utc(allowance.resets)}."
                 )
         return None
+
+    def _tally(self, calls: Sequence[CallRecord]) -> None:
+        """Add the calls not added yet to the run's budgets' tallies."""
+        tallied = self._tallied
+        tokens = 0
+        cost = 0.0
+        fresh = False
+        for call in calls:
+            if id(call) not in tallied:
+                tallied[id(call)] = call
+                tokens += call.usage.input_tokens + call.usage.output_tokens
+                cost += call.cost_usd
+                fresh = True
+        if not fresh or self._settled:
+            return
+        self.tokens += tokens
+        self.cost_usd += cost
+        for allowance in self.allowances:
+            allowance.tally.add(tokens if allowance.measure == "tokens_per_day" else cost)
+        self.in_flight.runs[self.run_id] = self  # settled when the ledger gains its calls
+
+    def settle(self) -> None:
+        """The ledger gained the run's calls: take what it added out of the tallies."""
+        self._settled = True
+        for allowance in self.allowances:
+            allowance.tally.settle(
+                self.tokens if allowance.measure == "tokens_per_day" else self.cost_usd
+            )

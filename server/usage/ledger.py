@@ -4,7 +4,9 @@ When a run ends, its model calls (``RunFinished.calls``: every call it paid for,
 compression's summariser and its sub-agents' included) are summed per provider and model and
 added to the ledger rows of its key, end user, profile and the UTC day it ended on. The adds
 are queued on the store's write queue, so the run manager's ``settle`` makes them durable
-before anyone hears the run ended: a budget checked for the next run sees them.
+before anyone hears the run ended: a budget checked for the next run sees them. In the same
+step, without an await between, the run's spend leaves the budgets' in-flight tallies
+(``server/budgets/in_flight.py``), where it was counted while the run went on.
 
 It runs on every run: the ending is the only event it reads (one type check for the others),
 and the day's name is worked out once a day, not per run.
@@ -18,14 +20,23 @@ from collections.abc import Callable, Sequence
 from hermes_core.events import AgentEvent, CallRecord, RunFinished
 from hermes_core.persistence.usage import UsageEntry, UsageStore
 from hermes_core.usage import Usage
+from server.budgets.in_flight import InFlight
 from server.runs.manager import RunInfo
 
 _SECONDS_PER_DAY = 86_400
 
 
 class UsageLedger:
-    def __init__(self, store: UsageStore, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        store: UsageStore,
+        *,
+        in_flight: InFlight | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.store = store
+        self.in_flight = in_flight if in_flight is not None else InFlight()
+        """The budgets' tallies of what runs in flight here spent (``Budgets.in_flight``)."""
         self.clock = clock
         """The time a run ended at, when its ending is observed."""
         self._day_number = -1
@@ -34,8 +45,11 @@ class UsageLedger:
     def observe(self, run: RunInfo, event: AgentEvent) -> None:
         """The run observer (a bound method, not ``__call__``: the run manager calls it with
         every event of every run, and Python calls a method more cheaply than an object)."""
-        if type(event) is RunFinished and event.calls:
-            self.record(run, event)
+        if type(event) is RunFinished:
+            if event.calls:
+                self.record(run, event)
+            if self.in_flight.runs:  # a run held to a budget has spent something
+                self.in_flight.settle(run.id)
 
     def record(self, run: RunInfo, event: RunFinished) -> None:
         """Add ``run``'s calls to the ledger."""
