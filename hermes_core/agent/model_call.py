@@ -1,8 +1,10 @@
 """One interruptible model call: provider events in, agent events out.
 
-The call runs in its own task so that an interrupt can cancel it at any moment; cancelling it
-closes the provider's stream and with it the upstream connection. Nothing of an abandoned call
-enters the transcript: the caller gets the text streamed so far, marked as interrupted.
+The call runs in the run's own task; an interrupt cancels that task while it waits inside the
+call, which closes the provider's stream and with it the upstream connection, and the call
+takes the cancellation back (``Task.uncancel``) to return what it streamed so far, marked as
+interrupted. Nothing of an abandoned call enters the transcript. (A task of its own per call
+cost every run a task, its first step and a wake-up of the run when it ended.)
 """
 
 from __future__ import annotations
@@ -33,14 +35,24 @@ class CallOutcome:
 
 
 class InterruptibleCall:
-    """Holds the task of the model call in flight so an interrupt can cancel it."""
+    """Knows the task a model call is in flight in, so an interrupt can cancel the call."""
 
     def __init__(self) -> None:
-        self._task: asyncio.Task[ModelResponse] | None = None
+        self._task: asyncio.Task[object] | None = None
+        """The task waiting inside :meth:`run`'s call; None between calls."""
+        self._interrupting = False
+        """Whether :meth:`cancel` cancelled that task (and the call must take it back)."""
 
     def cancel(self) -> None:
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+        """Interrupt the call in flight, if any (from the event loop's thread, another task
+        than the call's). That task is then waiting inside the call, so the cancellation lands
+        there and nowhere else. From the call's own task (an observer of its events), nothing
+        is cancelled: the call ends as it would, and the run sees the interrupt after it."""
+        task = self._task
+        if task is None or self._interrupting or task.done() or task is asyncio.current_task():
+            return
+        self._interrupting = True
+        task.cancel()
 
     async def run(
         self,
@@ -59,7 +71,12 @@ class InterruptibleCall:
         pending_lead = [lead] if lead and not hold_text else []
         shown = _without_text(emit) if hold_text else emit
 
-        async def consume() -> ModelResponse:
+        if is_interrupted():  # an interrupt that landed before the call began
+            return CallOutcome(None, "", interrupted=True)
+        task = asyncio.current_task()
+        assert task is not None, "a model call runs in a task"
+        self._task, self._interrupting = task, False
+        try:
             response: ModelResponse | None = None
             async for event in provider.stream(request):
                 if response is not None:
@@ -75,28 +92,26 @@ class InterruptibleCall:
             # left suspended is finalised later by the event loop, each one of a chain
             # (fallback turn, its attempts, the adapter) costing a task and a wake-up of the
             # loop through its self-pipe; run to the end, they all finish here, at once.
-            if response is not None:
-                return response
-            raise ProviderError(
-                f"{provider.name}: the stream ended without a final response",
-                kind=ErrorKind.INVALID_RESPONSE,
-                provider=provider.name,
-            )
-
-        self._task = asyncio.create_task(consume())
-        if is_interrupted():  # an interrupt that landed before the task existed
-            self._task.cancel()
-        try:
-            response = await self._task
+            if response is None:
+                raise ProviderError(
+                    f"{provider.name}: the stream ended without a final response",
+                    kind=ErrorKind.INVALID_RESPONSE,
+                    provider=provider.name,
+                )
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise  # the run itself is being torn down, not interrupted
-            return CallOutcome(None, "".join(text), interrupted=True)
+            # Ours to take back only if the interrupt's was the one cancellation: with another
+            # (the run itself torn down), it goes on up.
+            if self._interrupting and task.uncancel() == 0:
+                return CallOutcome(None, "".join(text), interrupted=True)
+            raise
         except ProviderError as exc:
             return CallOutcome(None, "".join(text), error=exc)
         finally:
             self._task = None
+        if self._interrupting:
+            # The provider swallowed the cancellation and finished its answer anyway: take the
+            # count back too, and keep the answer.
+            task.uncancel()
         return CallOutcome(response, "".join(text))
 
 

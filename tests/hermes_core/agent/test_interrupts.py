@@ -214,3 +214,41 @@ async def test_an_interrupt_between_runs_applies_to_the_next_run_only(
     clean = await agent.run_conversation("two")
     assert clean["exit_reason"] == "completed"
     assert clean["final_response"] == "first"
+
+
+async def test_an_interrupted_call_leaves_no_cancellation_on_the_task_that_ran_it(
+    simulator: SimulatorServer, provider_for: ProviderFor
+) -> None:
+    # The call runs in the caller's task and is interrupted by cancelling that task: the call
+    # takes the cancellation back, so what the task does after the run is not cancelled.
+    _slow_stream(simulator, "inline")
+    agent = Agent(provider_for("chat_completions", "inline"))
+    events: list[AgentEvent] = []
+    with _interrupt_after(agent, 0.6, "stop"):
+        await agent.execute(AgentRequest(user_message="talk slowly"), events.append)
+    assert finished(events).exit_reason is ExitReason.INTERRUPTED
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0
+    await asyncio.sleep(0.01)  # would raise CancelledError if one were left pending
+
+
+async def test_a_run_whose_task_is_cancelled_mid_call_is_cancelled_not_interrupted(
+    simulator: SimulatorServer, provider_for: ProviderFor
+) -> None:
+    _slow_stream(simulator, "torn")
+    agent = Agent(provider_for("chat_completions", "torn"))
+    events: list[AgentEvent] = []
+    streaming = asyncio.Event()
+
+    def deliver(event: AgentEvent) -> None:
+        events.append(event)
+        if isinstance(event, TextDelta):
+            streaming.set()
+
+    running = asyncio.create_task(agent.execute(AgentRequest(user_message="talk"), deliver))
+    await asyncio.wait_for(streaming.wait(), 10)
+    agent.interrupt("stop", source=InterruptSource.STOP_API)  # both at once: teardown wins
+    running.cancel()
+    done, _ = await asyncio.wait({running}, timeout=10)
+    assert running in done and running.cancelled()
+    assert await _wait_disconnected(simulator, "torn")
