@@ -52,6 +52,7 @@ from server.retention.sweeper import Sweeper
 from server.runs.approvals import ApprovalDesk
 from server.runs.manager import Run, RunInfo, RunManager, RunStatus, end_user_limit_message
 from server.runs.mcp_waiting import McpWaitingAgent
+from server.runs.observers import observes
 from server.sessions.service import BusyMode, SessionService, SessionSettings
 from server.skills.extraction import Learner, SkillExtractor
 from server.skills.library import StoredSkills
@@ -565,6 +566,7 @@ class Services:
                 f"This API key already has {limit} runs in progress.", retry_after=5
             )
 
+    @observes(RunFinished)
     def _release_reservation(self, info: RunInfo, event: AgentEvent) -> None:
         if isinstance(event, RunFinished) and self.cluster is not None:
             task = asyncio.create_task(self.cluster.release(info.owner, info.id, info.end_user))

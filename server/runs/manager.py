@@ -24,6 +24,7 @@ from hermes_core.events import AgentEvent, ExitReason, InterruptSource, RunFinis
 from hermes_core.ids import token_hex
 from hermes_core.usage import Usage
 from server.errors import RunLimitExceeded, ServerDraining
+from server.runs.observers import Observers, RunObserver
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +91,6 @@ class RunInfo:
     trace_parent: object = None
     """The trace the client's ``traceparent`` names (an OpenTelemetry context), when runs
     are traced (``server/telemetry/``); None otherwise."""
-
-
-RunObserver = Callable[[RunInfo, AgentEvent], None]
 
 
 class Runnable(Protocol):
@@ -248,8 +246,9 @@ class RunManager:
         settle: Callable[[], Awaitable[None]] | None = None,
         redact: Callable[[str], str] = str,
     ) -> None:
-        self.observers = list(observers)
-        """Called with every event of every run (metrics, persistence); must not block."""
+        self.observers = Observers(observers)
+        """Called with every event of every run (metrics, persistence) of the kinds each reads
+        (``server/runs/observers.py``); must not block."""
         self.settle = settle
         """Awaited after the observers saw a run's ending and before any follower does: what
         they queued (the final message, the run's record) is durable before a client hears
@@ -404,7 +403,7 @@ class RunManager:
 
     def _observe(self, run: Run, event: AgentEvent) -> None:
         info = run.info
-        for observe in self.observers:
+        for observe in self.observers.of(type(event)):
             try:
                 observe(info, event)
             except Exception:

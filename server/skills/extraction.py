@@ -32,6 +32,7 @@ from hermes_core.providers.base import ModelRequest, ModelResponse, Provider
 from hermes_core.skills.format import SkillError, bundle_from_files, skill_markdown
 from hermes_core.skills.library import SKILL_FILE, SkillEntry, SkillLibrary
 from server.runs.manager import RunInfo
+from server.runs.observers import observes
 
 log = logging.getLogger("hermes.skills")
 
@@ -87,6 +88,7 @@ class SkillExtractor:
         self._watched: dict[str, _Watched] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
+    @observes(RunStarted, MessageAdded, ToolStarted, RunFinished)
     def observe(self, info: RunInfo, event: AgentEvent) -> None:
         if isinstance(event, RunStarted):
             if self.learner_of(info.model) is not None:

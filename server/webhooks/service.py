@@ -21,6 +21,7 @@ from hermes_core.persistence import RunRecord, Store
 from hermes_core.persistence.webhooks import Delivery
 from hermes_core.tools.web.guard import AddressPolicy
 from server.runs.manager import STATUS_OF_EXIT, RunInfo
+from server.runs.observers import observes
 from server.webhooks.delivery import DeliverySettings, Dispatcher
 from server.webhooks.events import RESPONSE_EVENTS
 
@@ -118,6 +119,7 @@ class Webhooks:
 
     # --- the observer -------------------------------------------------------------------------
 
+    @observes(RunFinished, ApprovalRequested)
     def observe(self, info: RunInfo, event: AgentEvent) -> None:
         if not self.targets and not self._requested:
             return

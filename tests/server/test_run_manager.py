@@ -8,12 +8,13 @@ from collections.abc import AsyncIterator
 import pytest
 
 from hermes_core.agent import Agent, AgentRequest
-from hermes_core.events import RunFinished
+from hermes_core.events import AgentEvent, RunFinished, RunStarted, TextDelta
 from hermes_core.providers import base as p
 from hermes_core.providers.base import ApiMode, ModelRequest
 from hermes_core.usage import Usage
 from server.errors import RunLimitExceeded
-from server.runs.manager import Run, RunManager, RunStatus
+from server.runs.manager import Run, RunInfo, RunManager, RunStatus
+from server.runs.observers import observes
 
 
 class _Gate:
@@ -171,3 +172,33 @@ async def test_a_run_that_crashes_still_ends_with_a_failed_ending_for_everyone()
     assert run.status is RunStatus.FAILED
     assert seen[-1] == "run_finished"
     assert [e.kind async for e in run.follow()][-1] == "run_finished"
+
+
+async def test_an_observer_is_handed_only_the_event_kinds_it_says_it_reads() -> None:
+    seen: dict[str, list[type[AgentEvent]]] = {"endings": [], "all": [], "object": []}
+
+    @observes(RunFinished)
+    def endings(_info: RunInfo, event: AgentEvent) -> None:
+        seen["endings"].append(type(event))
+
+    class Starts:
+        observed_kinds = frozenset({RunStarted})
+
+        def __call__(self, _info: RunInfo, event: AgentEvent) -> None:
+            seen["object"].append(type(event))
+
+    gate = _Gate()
+    gate.open.set()
+    manager = RunManager(observers=[endings, Starts()])
+    first = _start(manager, gate, "alice")
+    await first.until_finished()
+    # Added after events were handed out: it gets every kind from the next run on.
+    manager.observers.append(lambda _info, event: seen["all"].append(type(event)))
+    second = _start(manager, gate, "alice")
+    await second.until_finished()
+
+    assert seen["endings"] == [RunFinished, RunFinished]
+    assert seen["object"] == [RunStarted, RunStarted]
+    assert seen["all"][0] is RunStarted
+    assert seen["all"][-1] is RunFinished
+    assert TextDelta in seen["all"]
