@@ -3,10 +3,12 @@
 The usage ledger gains a run's spend only when the run ends, so runs of one key that run at
 the same time would each see the whole of what was left. Each replica therefore keeps, per
 budget (a key's or an end user's, per measure and period), a :class:`Tally` of what its runs
-in flight spent: a run held to that budget adds its calls as it makes them (at the latest
-before its next model call, when its limit is checked), and takes them out again when the
-ledger observer adds them to the ledger (``server/usage/ledger.py``). Admission counts the
-ledger and the tally; a run's check counts everything tallied since it was admitted.
+in flight spent: a run held to that budget adds its calls when its limit is checked, before
+each model call after its first (the engine hands its calls over there, and nowhere else), and
+takes them out again when the ledger observer adds them to the ledger
+(``server/usage/ledger.py``). Admission counts the ledger and the tally; a run's check counts
+everything tallied since it was admitted. A run stays in the tallies of the day and month it
+was admitted in, even when it ends (and is recorded) after midnight.
 
 All of it runs on the event loop thread, with no await between reading a tally and changing
 it, so it needs no lock. Runs on other replicas are not seen until they end (docs/budgets.md).
