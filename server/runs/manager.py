@@ -24,7 +24,7 @@ from hermes_core.events import AgentEvent, ExitReason, InterruptSource, RunFinis
 from hermes_core.ids import token_hex
 from hermes_core.usage import Usage
 from server.errors import RunLimitExceeded, ServerDraining
-from server.runs.observers import Observers, RunObserver
+from server.runs.observers import Observers
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +91,11 @@ class RunInfo:
     trace_parent: object = None
     """The trace the client's ``traceparent`` names (an OpenTelemetry context), when runs
     are traced (``server/telemetry/``); None otherwise."""
+
+
+RunObserver = Callable[[RunInfo, AgentEvent], None]
+"""Called with every event of every run of the kinds it reads (``server/runs/observers.py``);
+must not block."""
 
 
 class Runnable(Protocol):
@@ -246,7 +251,7 @@ class RunManager:
         settle: Callable[[], Awaitable[None]] | None = None,
         redact: Callable[[str], str] = str,
     ) -> None:
-        self.observers = Observers(observers)
+        self.observers: Observers[RunObserver] = Observers(observers)
         """Called with every event of every run (metrics, persistence) of the kinds each reads
         (``server/runs/observers.py``); must not block."""
         self.settle = settle

@@ -12,17 +12,13 @@ about a hundred calls. An observer says what it reads with :func:`observes`, and
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, TypeVar
+from typing import Generic, TypeVar
 
 from hermes_core.events import AgentEvent
 
-if TYPE_CHECKING:
-    from server.runs.manager import RunInfo
-
-RunObserver = Callable[["RunInfo", AgentEvent], None]
-"""Called with every event (of the kinds it reads) of every run; must not block."""
-
 F = TypeVar("F", bound=Callable[..., object])
+Observer = TypeVar("Observer", bound=Callable[..., object])
+"""A run observer (``server.runs.manager.RunObserver``)."""
 
 KINDS_ATTRIBUTE = "observed_kinds"
 
@@ -39,37 +35,37 @@ def observes(*kinds: type[AgentEvent]) -> Callable[[F], F]:
     return mark
 
 
-def _reads(observer: RunObserver, kind: type[AgentEvent]) -> bool:
+def _reads(observer: Callable[..., object], kind: type[AgentEvent]) -> bool:
     kinds: frozenset[type[AgentEvent]] | None = getattr(observer, KINDS_ATTRIBUTE, None)
     return kinds is None or any(issubclass(kind, read) for read in kinds)
 
 
-class Observers:
+class Observers(Generic[Observer]):
     """The run manager's observers, in order (appended as services open), and per event
     kind the ones that read it (:meth:`of`), worked out once per kind and again after any
     change."""
 
     __hash__ = None  # type: ignore[assignment]  # compared by what it holds
 
-    def __init__(self, observers: Iterable[RunObserver] = ()) -> None:
+    def __init__(self, observers: Iterable[Observer] = ()) -> None:
         self._all = list(observers)
-        self._routes: dict[type[AgentEvent], tuple[RunObserver, ...]] = {}
+        self._routes: dict[type[AgentEvent], tuple[Observer, ...]] = {}
 
-    def of(self, kind: type[AgentEvent]) -> tuple[RunObserver, ...]:
+    def of(self, kind: type[AgentEvent]) -> tuple[Observer, ...]:
         routed = self._routes.get(kind)
         if routed is None:
             routed = self._routes[kind] = tuple(o for o in self._all if _reads(o, kind))
         return routed
 
-    def append(self, observer: RunObserver) -> None:
+    def append(self, observer: Observer) -> None:
         self._all.append(observer)
         self._routes.clear()
 
-    def remove(self, observer: RunObserver) -> None:
+    def remove(self, observer: Observer) -> None:
         self._all.remove(observer)
         self._routes.clear()
 
-    def __iter__(self) -> Iterator[RunObserver]:
+    def __iter__(self) -> Iterator[Observer]:
         return iter(self._all)
 
     def __len__(self) -> int:

@@ -22,6 +22,7 @@ from hermes_core.persistence.usage import UsageEntry, UsageStore
 from hermes_core.usage import Usage
 from server.budgets.in_flight import InFlight
 from server.runs.manager import RunInfo
+from server.runs.observers import observes
 
 _SECONDS_PER_DAY = 86_400
 
@@ -42,9 +43,9 @@ class UsageLedger:
         self._day_number = -1
         self._day = ""
 
+    @observes(RunFinished)
     def observe(self, run: RunInfo, event: AgentEvent) -> None:
-        """The run observer (a bound method, not ``__call__``: the run manager calls it with
-        every event of every run, and Python calls a method more cheaply than an object)."""
+        """The run observer: handed only runs' endings."""
         if type(event) is RunFinished:
             if event.calls:
                 self.record(run, event)
