@@ -369,6 +369,10 @@ class ToolFinished(_Event):
     """Why the call failed, in words for the model and for people, when it did."""
     result_chars: int = 0
     """The whole result's length: more than the preview's when the preview is cut."""
+    images: list[str] = field(default_factory=list)
+    """Images (PNG, JPEG, GIF, WebP) the call created or changed in its conversation's
+    workspace, as paths relative to it; set by whoever watches the workspace (the server, for
+    ``code`` calls), empty otherwise."""
 
     @property
     def ok(self) -> bool:

@@ -10,8 +10,8 @@ from pathlib import Path
 from starlette.requests import HTTPConnection
 
 from hermes_core.agent import AgentRequest
+from server.files.call_images import CallImagesWatch
 from server.files.links import LinkTarget, container_id, signed_url
-from server.files.workspace_changes import WorkspaceWatch
 from server.runs.manager import Runnable
 from server.services import Services
 from server.views.file_citations import FileAnnouncer
@@ -21,10 +21,11 @@ def watched(
     agent: Runnable, request: AgentRequest, conversation: tuple[str, str] | None
 ) -> Runnable:
     """``agent``, watching its conversation's workspace when the run has one that outlives
-    it (a run of no conversation works in a temporary one: nothing there to announce)."""
+    it (a run of no conversation works in a temporary one: nothing there to announce): for
+    the files the run made, and the images each ``code`` call made."""
     if conversation is None or request.workspace is None:
         return agent
-    return WorkspaceWatch(agent, request.workspace, conversation[1])
+    return CallImagesWatch(agent, request.workspace, conversation[1])
 
 
 async def file_announcer(
@@ -43,9 +44,9 @@ async def file_announcer(
     links = services.file_links
     signer = links.signer() if links.signer_ready else await asyncio.to_thread(links.signer)
     announced = container_id(conversation[0], workspace)
-    if signer is None:
-        return FileAnnouncer(announced, None, openwebui)
     base = links.base_url(str(connection.base_url))
+    if signer is None:
+        return FileAnnouncer(announced, None, openwebui, base)
     seconds = links.settings.link_seconds
     where = _workspace_key(workspace)
 
@@ -53,7 +54,7 @@ async def file_announcer(
         token = signer.sign(LinkTarget(where, path), int(time.time()) + seconds)
         return signed_url(base, token, path)
 
-    return FileAnnouncer(announced, link, openwebui)
+    return FileAnnouncer(announced, link, openwebui, base)
 
 
 def _workspace_key(workspace: Path) -> str:

@@ -36,6 +36,9 @@ class FileAnnouncer:
     """A relative path → a signed URL a browser may open; None: no links."""
     openwebui: bool = False
     """Announce in the text, as Markdown (else as annotations)."""
+    base_url: str = ""
+    """Where clients reach the server (``public_url``, else the request's base; no trailing
+    ``/``): the container's file URLs are absolute against it."""
 
     def responses_annotations(
         self, text: str, files: Sequence[WorkspaceFile]

@@ -4,9 +4,10 @@ hosted tool they serve (``tools: [{"type": "web_search"}]`` and the like):
 - ``web_search`` / ``web_fetch`` → ``web_search_call`` (action ``search`` with its query, and
   its sources when ``include`` asks; ``open_page`` with its URL), events
   ``response.web_search_call.in_progress`` / ``.searching`` / ``.completed``;
-- ``code`` → ``code_interpreter_call`` (its code, its output as ``logs``, the conversation's
-  container), events ``…in_progress``, ``response.code_interpreter_call_code.delta`` /
-  ``.done``, ``…interpreting``, ``…completed``;
+- ``code`` → ``code_interpreter_call`` (its code; its output as ``logs``, then an ``image``
+  output per image the call made, ``ToolFinished.images``, whose URL is the file's content in
+  the conversation's container; that container), events ``…in_progress``,
+  ``response.code_interpreter_call_code.delta`` / ``.done``, ``…interpreting``, ``…completed``;
 - ``shell`` → a ``shell_call`` item (its command, the ``shell_call_command.*`` events) and,
   once it ran, a ``shell_call_output`` item (its output and outcome: exit code or timeout);
 - ``generate_image`` → ``image_generation_call`` (its final image, base64, as ``result``),
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hermes_core.events import ImagePartial, Source, ToolFinished, ToolOutcome, ToolStarted
+from server.files.links import file_id
 
 Frame = dict[str, Any]
 
@@ -81,15 +83,21 @@ class HostedCall:
     """Some of a shell command's output was sent as it ran."""
     image: str | None = None
     """An image call's final image (base64), once its result came."""
+    images: list[str] = field(default_factory=list)
+    """The images a code call made (workspace paths), once it ended."""
 
 
 class HostedItems:
     """Builds the hosted items and their events; the view places them (ids, indexes,
     sequence numbers)."""
 
-    def __init__(self, types: frozenset[str], *, container_id: str, sources: bool) -> None:
+    def __init__(
+        self, types: frozenset[str], *, container_id: str, sources: bool, base_url: str = ""
+    ) -> None:
         self.types = types
         self.container_id = container_id
+        self.base_url = base_url
+        """Where clients reach the server: a code call's image URLs are absolute against it."""
         self.sources = sources
         self.calls: dict[str, HostedCall] = {}
 
@@ -182,6 +190,7 @@ class HostedItems:
         call = self.calls.get(event.call_id)
         if call is not None:
             call.outcome = event.outcome
+            call.images = list(event.images)
 
     def closing(
         self, call: HostedCall, item: dict[str, Any], where: Frame, result: str | None
@@ -207,10 +216,22 @@ class HostedItems:
             if not ran:
                 return "incomplete", []
             assert result is not None
-            item["outputs"] = [{"type": "logs", "logs": command_output(result)[0]}]
+            item["outputs"] = [
+                {"type": "logs", "logs": command_output(result)[0]},
+                *({"type": "image", "url": self.image_url(path)} for path in self._shown(call)),
+            ]
             status = "completed" if call.outcome is ToolOutcome.SUCCESS else "failed"
             return status, [{"type": "response.code_interpreter_call.completed", **where}]
         return ("completed" if ran else "incomplete"), []
+
+    def image_url(self, path: str) -> str:
+        """Where a client with the key fetches an image a code call made: its file's content
+        in the conversation's container (``/v1/containers``)."""
+        return f"{self.base_url}/v1/containers/{self.container_id}/files/{file_id(path)}/content"
+
+    def _shown(self, call: HostedCall) -> list[str]:
+        """A code call's images that have a URL (none without a container to serve them)."""
+        return call.images if self.container_id else []
 
     @staticmethod
     def partial_image(where: Frame, event: ImagePartial) -> Frame:

@@ -158,6 +158,7 @@ class ResponsesView:
             frozenset() if progress == "openwebui" else hosted_types(shell.get("tools") or ()),
             container_id=files.container_id if files is not None else "",
             sources=sources,
+            base_url=files.base_url if files is not None else "",
         )
         """The hosted tools the request named, whose calls show as their items (``sources``:
         ``include`` asked for a search's sources)."""

@@ -1,0 +1,194 @@
+"""The images a hosted ``code_interpreter`` call's code saves are the call's ``image`` outputs,
+after its logs, whose URL (the file's content in the conversation's container) serves the
+image to the key; the same in the non-streamed response, the stream's ``output_item.done`` and
+``response.completed``, and the stored response. Other files are announced as before.
+
+The server and its scripting are the hosted tools tests' (``test_responses_hosted_tools``); the
+code runs in the real sandbox. The sandbox's Python has no matplotlib here: the code writes a
+PNG's bytes itself.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from openai import AsyncOpenAI
+
+from server.files.call_images import MAX_IMAGE_BYTES, images_since
+from server.files.workspace_changes import snapshot
+from server.simulator import SimulatorServer
+from tests.server.served import answer, call, http_client
+from tests.server.test_responses_hosted_tools import (  # noqa: F401 (fixtures used by name)
+    CODE_INTERPRETER,
+    KEY,
+    MODEL,
+    HostedServer,
+    client,
+    hosted_server,
+    hosted_site,
+    needs_sandbox,
+    of_type,
+    script,
+    streamed,
+)
+
+
+def png(width: int = 4, height: int = 3) -> bytes:
+    """A valid PNG: grey pixels."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    rows = b"".join(b"\x00" + b"\x80" * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+CHART = png()
+
+
+def saving(name: str, data: bytes, said: str = "saved") -> str:
+    """Code that saves ``data`` as ``name`` and says so."""
+    return f"open({name!r}, 'wb').write(bytes.fromhex({data.hex()!r}))\nprint({said!r})"
+
+
+def outputs(item: Any) -> list[tuple[str, str]]:
+    """A code_interpreter_call's outputs as (type, logs or URL)."""
+    return [(o.type, o.logs.strip() if o.type == "logs" else o.url) for o in item.outputs or ()]
+
+
+async def fetched(server: HostedServer, url: str) -> bytes:
+    async with http_client(server.base_url, KEY) as http:
+        response = await http.get(url)
+    assert response.status_code == 200, response.text
+    return response.content
+
+
+# --- over HTTP, the real sandbox ----------------------------------------------------------------
+
+
+@pytest.mark.slow
+@needs_sandbox
+async def test_a_saved_png_is_an_image_output_whose_url_serves_its_bytes(
+    client: AsyncOpenAI,  # noqa: F811 (the fixture imported above)
+    simulator: SimulatorServer,
+    hosted_server: HostedServer,  # noqa: F811
+) -> None:
+    script(simulator, call("code", code=saving("chart.png", CHART)), answer("Drew chart.png."))
+    response = await client.responses.create(
+        model=MODEL, input="Draw a chart.", tools=[CODE_INTERPRETER]
+    )
+    [run] = of_type(response, "code_interpreter_call")
+    [(logs, said), (image, url)] = outputs(run)
+    assert (logs, said, image) == ("logs", "saved", "image")
+    assert url.startswith(f"{hosted_server.base_url}/v1/containers/{run.container_id}/files/")
+    assert await fetched(hosted_server, url) == CHART
+    # The file is still announced as a file the answer made.
+    [message] = of_type(response, "message")
+    cited = [a.filename for part in message.content for a in part.annotations]
+    assert cited == ["chart.png"]
+
+
+@pytest.mark.slow
+@needs_sandbox
+async def test_a_call_that_saves_no_image_has_only_its_logs(
+    client: AsyncOpenAI,  # noqa: F811
+    simulator: SimulatorServer,
+) -> None:
+    script(
+        simulator,
+        call("code", code=saving("chart.png", CHART)),
+        call("code", code=saving("notes.txt", b"not a chart", said="noted")),
+        answer("Done."),
+    )
+    response = await client.responses.create(
+        model=MODEL, input="Chart, then notes.", tools=[CODE_INTERPRETER]
+    )
+    first, second = of_type(response, "code_interpreter_call")
+    assert [kind for kind, _ in outputs(first)] == ["logs", "image"]
+    assert outputs(second) == [("logs", "noted")]
+
+
+@pytest.mark.slow
+@needs_sandbox
+async def test_a_file_named_png_that_is_no_image_is_not_an_image_output(
+    client: AsyncOpenAI,  # noqa: F811
+    simulator: SimulatorServer,
+) -> None:
+    script(simulator, call("code", code=saving("fake.png", b"plain text")), answer("Done."))
+    response = await client.responses.create(
+        model=MODEL, input="Write it.", tools=[CODE_INTERPRETER]
+    )
+    [run] = of_type(response, "code_interpreter_call")
+    assert outputs(run) == [("logs", "saved")]
+
+
+@pytest.mark.slow
+@needs_sandbox
+async def test_streamed_and_stored_responses_carry_the_same_image_outputs(
+    client: AsyncOpenAI,  # noqa: F811
+    simulator: SimulatorServer,
+    hosted_server: HostedServer,  # noqa: F811
+) -> None:
+    script(simulator, call("code", code=saving("plot.png", CHART)), answer("Drew plot.png."))
+    events, final = await streamed(client, input="Draw a plot.", tools=[CODE_INTERPRETER])
+    [run] = of_type(final, "code_interpreter_call")
+    [(_, _), (image, url)] = outputs(run)
+    assert image == "image"
+    [done] = [
+        e.item
+        for e in events
+        if e.type == "response.output_item.done" and e.item.type == "code_interpreter_call"
+    ]
+    assert outputs(done) == outputs(run)
+    stored = await client.responses.retrieve(final.id)
+    [kept] = of_type(stored, "code_interpreter_call")
+    assert outputs(kept) == outputs(run)
+    assert await fetched(hosted_server, url) == CHART
+
+
+# --- what a call's images are ------------------------------------------------------------------
+
+
+def test_only_images_modified_since_the_call_began_are_its_images(tmp_path: Path) -> None:
+    (tmp_path / "old.png").write_bytes(CHART)
+    old = time.time_ns() - 10**9
+    os.utime(tmp_path / "old.png", ns=(old, old))
+    began = time.time_ns()
+    (tmp_path / "plots").mkdir()
+    (tmp_path / "plots" / "new.png").write_bytes(CHART)
+    (tmp_path / "data.csv").write_text("a,b\n")
+    assert images_since(tmp_path, began) == ["plots/new.png"]
+
+
+def test_a_huge_or_unreadable_image_is_left_out(tmp_path: Path) -> None:
+    began = time.time_ns()
+    with (tmp_path / "huge.png").open("wb") as huge:  # sparse: takes no room
+        huge.write(CHART)
+        huge.truncate(MAX_IMAGE_BYTES + 1)
+    (tmp_path / "locked.png").write_bytes(CHART)
+    (tmp_path / "locked.png").chmod(0)
+    (tmp_path / "shown.gif").write_bytes(b"GIF89a" + b"\x00" * 20)
+    readable = os.access(tmp_path / "locked.png", os.R_OK)  # root reads it all the same
+    expected = ["locked.png", "shown.gif"] if readable else ["shown.gif"]
+    assert sorted(images_since(tmp_path, began)) == expected
+
+
+def test_an_image_as_an_earlier_look_saw_it_is_not_a_later_calls(tmp_path: Path) -> None:
+    began = time.time_ns()
+    (tmp_path / "first.png").write_bytes(CHART)
+    seen = snapshot(tmp_path)  # the first call's look
+    (tmp_path / "second.png").write_bytes(CHART)
+    assert images_since(tmp_path, began, seen) == ["second.png"]
