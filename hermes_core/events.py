@@ -131,6 +131,20 @@ class WorkspaceFile:
     """New in this run (else it was there before and changed)."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallImage:
+    """An image a tool call created or changed in its workspace: what a view shows as the
+    call's own output (a ``code_interpreter_call``'s image)."""
+
+    path: str
+    """Relative to the workspace, with ``/`` separators."""
+    media_type: str
+    """``image/png``, ``image/jpeg``, ``image/gif`` or ``image/webp``, by its first bytes."""
+    data: str | None = None
+    """The image in base64, when nothing will serve the file later (the run's workspace is
+    removed when it ends) and it is small enough; None otherwise."""
+
+
 _T = TypeVar("_T")
 
 
@@ -369,10 +383,9 @@ class ToolFinished(_Event):
     """Why the call failed, in words for the model and for people, when it did."""
     result_chars: int = 0
     """The whole result's length: more than the preview's when the preview is cut."""
-    images: list[str] = field(default_factory=list)
-    """Images (PNG, JPEG, GIF, WebP) the call created or changed in its conversation's
-    workspace, as paths relative to it; set by whoever watches the workspace (the server, for
-    ``code`` calls), empty otherwise."""
+    images: list[CallImage] = field(default_factory=list)
+    """Images the call created or changed in its workspace, oldest first; set by whoever
+    watches the workspace (the server, for ``code`` calls), empty otherwise."""
 
     @property
     def ok(self) -> bool:

@@ -18,14 +18,22 @@ from server.views.file_citations import FileAnnouncer
 
 
 def watched(
-    agent: Runnable, request: AgentRequest, conversation: tuple[str, str] | None
+    agent: Runnable,
+    request: AgentRequest,
+    conversation: tuple[str, str] | None,
+    *,
+    inline_images: bool = False,
 ) -> Runnable:
     """``agent``, watching its conversation's workspace when the run has one that outlives
-    it (a run of no conversation works in a temporary one: nothing there to announce): for
-    the files the run made, and the images each ``code`` call made."""
-    if conversation is None or request.workspace is None:
+    it: for the files the run made, and the images each ``code`` call made. A run of no
+    conversation works in a temporary one: nothing there to announce; when ``inline_images``
+    (a Responses view shows its code calls' images) they are carried in base64."""
+    workspace = request.workspace
+    if workspace is None:
         return agent
-    return CallImagesWatch(agent, request.workspace, conversation[1])
+    if conversation is None:
+        return CallImagesWatch(agent, workspace, None) if inline_images else agent
+    return CallImagesWatch(agent, workspace, conversation[1])
 
 
 async def file_announcer(

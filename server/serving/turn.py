@@ -248,7 +248,9 @@ async def begin_turn(
                 request = await with_files_in_workspace(
                     services, profile, request, principal, conversation, end_user
                 )
-                runnable = watched(agent, request, conversation)
+                runnable = watched(
+                    agent, request, conversation, inline_images=spec.endpoint == "responses"
+                )
                 files = await file_announcer(
                     services, connection, request, conversation, openwebui=spec.openwebui
                 )

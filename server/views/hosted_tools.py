@@ -6,7 +6,8 @@ hosted tool they serve (``tools: [{"type": "web_search"}]`` and the like):
   ``response.web_search_call.in_progress`` / ``.searching`` / ``.completed``;
 - ``code`` → ``code_interpreter_call`` (its code; its output as ``logs``, then an ``image``
   output per image the call made, ``ToolFinished.images``, whose URL is the file's content in
-  the conversation's container; that container), events ``…in_progress``,
+  the conversation's container, or a ``data:`` URL when the run had no lasting workspace; that
+  container), events ``…in_progress``,
   ``response.code_interpreter_call_code.delta`` / ``.done``, ``…interpreting``, ``…completed``;
 - ``shell`` → a ``shell_call`` item (its command, the ``shell_call_command.*`` events) and,
   once it ran, a ``shell_call_output`` item (its output and outcome: exit code or timeout);
@@ -29,7 +30,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hermes_core.events import ImagePartial, Source, ToolFinished, ToolOutcome, ToolStarted
+from hermes_core.events import (
+    CallImage,
+    ImagePartial,
+    Source,
+    ToolFinished,
+    ToolOutcome,
+    ToolStarted,
+)
 from server.files.links import file_id
 
 Frame = dict[str, Any]
@@ -83,8 +91,8 @@ class HostedCall:
     """Some of a shell command's output was sent as it ran."""
     image: str | None = None
     """An image call's final image (base64), once its result came."""
-    images: list[str] = field(default_factory=list)
-    """The images a code call made (workspace paths), once it ended."""
+    images: list[CallImage] = field(default_factory=list)
+    """The images a code call made, once it ended."""
 
 
 class HostedItems:
@@ -218,20 +226,22 @@ class HostedItems:
             assert result is not None
             item["outputs"] = [
                 {"type": "logs", "logs": command_output(result)[0]},
-                *({"type": "image", "url": self.image_url(path)} for path in self._shown(call)),
+                *({"type": "image", "url": url} for url in map(self.image_url, call.images) if url),
             ]
             status = "completed" if call.outcome is ToolOutcome.SUCCESS else "failed"
             return status, [{"type": "response.code_interpreter_call.completed", **where}]
         return ("completed" if ran else "incomplete"), []
 
-    def image_url(self, path: str) -> str:
-        """Where a client with the key fetches an image a code call made: its file's content
-        in the conversation's container (``/v1/containers``)."""
-        return f"{self.base_url}/v1/containers/{self.container_id}/files/{file_id(path)}/content"
-
-    def _shown(self, call: HostedCall) -> list[str]:
-        """A code call's images that have a URL (none without a container to serve them)."""
-        return call.images if self.container_id else []
+    def image_url(self, image: CallImage) -> str | None:
+        """Where a client fetches an image a code call made: its file's content in the
+        conversation's container (``/v1/containers``, with the key), else the image itself as a
+        ``data:`` URL (the run's workspace is gone); None when it has neither."""
+        if image.data is not None:
+            return f"data:{image.media_type};base64,{image.data}"
+        if not self.container_id:
+            return None
+        where = f"/v1/containers/{self.container_id}/files/{file_id(image.path)}/content"
+        return self.base_url + where
 
     @staticmethod
     def partial_image(where: Frame, event: ImagePartial) -> Frame:

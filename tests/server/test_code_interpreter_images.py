@@ -10,6 +10,7 @@ PNG's bytes itself.
 
 from __future__ import annotations
 
+import base64
 import os
 import struct
 import time
@@ -20,7 +21,13 @@ from typing import Any
 import pytest
 from openai import AsyncOpenAI
 
-from server.files.call_images import MAX_IMAGE_BYTES, images_since
+from hermes_core.events import CallImage
+from server.files.call_images import (
+    MAX_IMAGE_BYTES,
+    MAX_INLINE_BYTES,
+    MAX_INLINE_TOTAL,
+    images_since,
+)
 from server.files.workspace_changes import snapshot
 from server.simulator import SimulatorServer
 from tests.server.served import answer, call, http_client
@@ -62,6 +69,10 @@ CHART = png()
 def saving(name: str, data: bytes, said: str = "saved") -> str:
     """Code that saves ``data`` as ``name`` and says so."""
     return f"open({name!r}, 'wb').write(bytes.fromhex({data.hex()!r}))\nprint({said!r})"
+
+
+def paths(images: list[CallImage]) -> list[str]:
+    return [image.path for image in images]
 
 
 def outputs(item: Any) -> list[tuple[str, str]]:
@@ -159,6 +170,24 @@ async def test_streamed_and_stored_responses_carry_the_same_image_outputs(
     assert await fetched(hosted_server, url) == CHART
 
 
+@pytest.mark.slow
+@needs_sandbox
+async def test_without_a_container_an_image_output_is_a_data_url_of_its_bytes(
+    client: AsyncOpenAI,  # noqa: F811
+    simulator: SimulatorServer,
+) -> None:
+    script(simulator, call("code", code=saving("chart.png", CHART)), answer("Drew chart.png."))
+    response = await client.responses.create(
+        model=MODEL, input="Draw a chart.", tools=[CODE_INTERPRETER], store=False
+    )
+    [run] = of_type(response, "code_interpreter_call")
+    [(_, _), (image, url)] = outputs(run)
+    assert image == "image"
+    prefix = "data:image/png;base64,"
+    assert url.startswith(prefix)
+    assert base64.b64decode(url.removeprefix(prefix)) == CHART
+
+
 # --- what a call's images are ------------------------------------------------------------------
 
 
@@ -170,7 +199,7 @@ def test_only_images_modified_since_the_call_began_are_its_images(tmp_path: Path
     (tmp_path / "plots").mkdir()
     (tmp_path / "plots" / "new.png").write_bytes(CHART)
     (tmp_path / "data.csv").write_text("a,b\n")
-    assert images_since(tmp_path, began) == ["plots/new.png"]
+    assert paths(images_since(tmp_path, began)) == ["plots/new.png"]
 
 
 def test_a_huge_or_unreadable_image_is_left_out(tmp_path: Path) -> None:
@@ -183,7 +212,7 @@ def test_a_huge_or_unreadable_image_is_left_out(tmp_path: Path) -> None:
     (tmp_path / "shown.gif").write_bytes(b"GIF89a" + b"\x00" * 20)
     readable = os.access(tmp_path / "locked.png", os.R_OK)  # root reads it all the same
     expected = ["locked.png", "shown.gif"] if readable else ["shown.gif"]
-    assert sorted(images_since(tmp_path, began)) == expected
+    assert sorted(paths(images_since(tmp_path, began))) == expected
 
 
 def test_an_image_as_an_earlier_look_saw_it_is_not_a_later_calls(tmp_path: Path) -> None:
@@ -191,4 +220,19 @@ def test_an_image_as_an_earlier_look_saw_it_is_not_a_later_calls(tmp_path: Path)
     (tmp_path / "first.png").write_bytes(CHART)
     seen = snapshot(tmp_path)  # the first call's look
     (tmp_path / "second.png").write_bytes(CHART)
-    assert images_since(tmp_path, began, seen) == ["second.png"]
+    assert paths(images_since(tmp_path, began, seen)) == ["second.png"]
+
+
+def test_inlined_images_keep_to_their_caps(tmp_path: Path) -> None:
+    began = time.time_ns()
+    (tmp_path / "small.png").write_bytes(CHART)
+    (tmp_path / "large.png").write_bytes(CHART + b"\x00" * MAX_INLINE_BYTES)
+    [small] = images_since(tmp_path, began, inline=True)
+    assert (small.path, small.media_type) == ("small.png", "image/png")
+    assert base64.b64decode(small.data or "") == CHART
+    many = MAX_INLINE_TOTAL // MAX_INLINE_BYTES + 1
+    for n in range(many):
+        (tmp_path / f"full-{n}.png").write_bytes(CHART + b"\x00" * (MAX_INLINE_BYTES - 100))
+    inlined = images_since(tmp_path, began, inline=True)
+    assert sum(len(base64.b64decode(i.data or "")) for i in inlined) <= MAX_INLINE_TOTAL
+    assert 0 < len([i for i in inlined if i.path.startswith("full-")]) < many
