@@ -12,6 +12,7 @@ from starlette.requests import HTTPConnection
 from hermes_core.agent import AgentRequest
 from server.files.call_images import CallImagesWatch
 from server.files.links import LinkTarget, container_id, signed_url
+from server.files.workspace_changes import WorkspaceWatch
 from server.runs.manager import Runnable
 from server.services import Services
 from server.views.file_citations import FileAnnouncer
@@ -22,18 +23,18 @@ def watched(
     request: AgentRequest,
     conversation: tuple[str, str] | None,
     *,
-    inline_images: bool = False,
+    call_images: bool = False,
 ) -> Runnable:
     """``agent``, watching its conversation's workspace when the run has one that outlives
-    it: for the files the run made, and the images each ``code`` call made. A run of no
-    conversation works in a temporary one: nothing there to announce; when ``inline_images``
-    (a Responses view shows its code calls' images) they are carried in base64."""
+    it, for the files the run made (a run of no conversation works in a temporary one: nothing
+    there to announce); when ``call_images`` (a Responses view shows them), for the images
+    each ``code`` call made too, inlined when the workspace is temporary."""
     workspace = request.workspace
     if workspace is None:
         return agent
-    if conversation is None:
-        return CallImagesWatch(agent, workspace, None) if inline_images else agent
-    return CallImagesWatch(agent, workspace, conversation[1])
+    if call_images:
+        return CallImagesWatch(agent, workspace, conversation[1] if conversation else None)
+    return agent if conversation is None else WorkspaceWatch(agent, workspace, conversation[1])
 
 
 async def file_announcer(

@@ -249,7 +249,7 @@ async def begin_turn(
                     services, profile, request, principal, conversation, end_user
                 )
                 runnable = watched(
-                    agent, request, conversation, inline_images=spec.endpoint == "responses"
+                    agent, request, conversation, call_images=spec.endpoint == "responses"
                 )
                 files = await file_announcer(
                     services, connection, request, conversation, openwebui=spec.openwebui
