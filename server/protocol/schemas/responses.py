@@ -126,7 +126,9 @@ class CodeInterpreterCallItem(Open):
     container_id: str
     """The conversation's container (``/v1/containers``): the files the code wrote are there."""
     outputs: list[dict[str, Any]] | None
-    """``[{"type": "logs", "logs"}]``: what the run printed; null until it ended."""
+    """``[{"type": "logs", "logs"}]``, what the run printed, then ``{"type": "image", "url"}``
+    per image it saved (the container file's content, or a ``data:`` URL when there is no
+    container); null until it ended."""
 
 
 class ShellCallItem(Open):
