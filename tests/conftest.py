@@ -18,7 +18,7 @@ import pytest
 gc.disable()
 
 from server.simulator import SimulatorServer, SimulatorState  # noqa: E402
-from tests.databases import ENGINES, fresh_database  # noqa: E402
+from tests.databases import ENGINES, MigratedTemplate, fresh_database  # noqa: E402
 
 _real_connect = socket.socket.connect
 
@@ -60,6 +60,22 @@ def _no_internet() -> Iterator[None]:
     socket.socket.connect = _loopback_only  # type: ignore[method-assign,assignment]
     yield
     socket.socket.connect = _real_connect  # type: ignore[method-assign]
+
+
+@pytest.fixture(scope="session")
+def _migrated_template(tmp_path_factory: pytest.TempPathFactory) -> MigratedTemplate:
+    return MigratedTemplate(tmp_path_factory.mktemp("schema"))
+
+
+@pytest.fixture(autouse=True)
+def _new_sqlite_files_from_the_template(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    _migrated_template: MigratedTemplate,
+) -> None:
+    """New SQLite databases start as a copy of one migrated database (tests/databases.py)."""
+    if request.node.path.name != "test_migrations.py":
+        _migrated_template.patch(monkeypatch)
 
 
 @pytest.fixture(scope="session")

@@ -50,6 +50,15 @@ def _tools() -> ToolRegistry:
         await asyncio.sleep(float(arguments.get("seconds", 0.1)))
         return "waited"
 
+    @registry.tool(
+        description="Wait until stopped.",
+        parameters={"type": "object", "properties": {}},
+        cancellable=True,
+    )
+    async def hold(arguments: dict[str, Any], ctx: ToolContext) -> str:
+        await asyncio.sleep(120)  # a run in progress until it is stopped (then cancelled)
+        return "held"
+
     return registry
 
 

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from hermes_core.persistence import Store
 from server.config import load_config
 
@@ -151,6 +153,7 @@ print(before_open, WhereTheSdkLoads.threads)
 whether the SDK was loaded before the loop started and on which threads it was imported."""
 
 
+@pytest.mark.slow  # a server process and its MCP server's
 def test_a_start_with_mcp_servers_loads_the_mcp_sdk_off_the_event_loop_after_it_starts(
     tmp_path: Path,
 ) -> None:

@@ -33,7 +33,7 @@ async def test_a_model_shows_what_its_agent_can_do(client: openai.AsyncOpenAI) -
     assert tools["toolsets"] == ["todo", "memory", "session_search", "delegate_task"]
     # The test profile's own tools, and the agent-level ones every run has.
     assert tools["tools"] == sorted(
-        ["lookup", "wait", "todo", "memory", "session_search", "delegate_task"]
+        ["lookup", "wait", "hold", "todo", "memory", "session_search", "delegate_task"]
     )
 
 

@@ -209,7 +209,7 @@ async def test_the_upstream_streams_unless_nobody_can_watch_the_response(
 async def test_a_background_response_can_be_polled_and_cancelled(
     simulator: SimulatorServer, client: openai.AsyncOpenAI
 ) -> None:
-    script(simulator, tools(call("wait", seconds=5)), text("never"))
+    script(simulator, tools(call("hold")), text("never"))
     started = await client.responses.create(model="hermes-agent", input="slow", background=True)
     assert started.status in ("queued", "in_progress")
     polled = await client.responses.retrieve(started.id)

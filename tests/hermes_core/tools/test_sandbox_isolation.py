@@ -126,7 +126,7 @@ async def test_processes_are_capped_per_sandbox_by_the_cgroup(tmp_path: Path) ->
     cgroups_or_skip()
     limits = SandboxLimits(timeout_seconds=30, max_processes=24)
     _, output = await run(
-        "for i in $(seq 60); do sleep 5 & done 2>&1 | tail -1; wait; echo done",
+        "for i in $(seq 60); do sleep 2 & done 2>&1 | tail -1; wait; echo done",
         tmp_path / "ws",
         limits,
     )
