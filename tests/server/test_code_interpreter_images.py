@@ -4,8 +4,8 @@ image to the key; the same in the non-streamed response, the stream's ``output_i
 ``response.completed``, and the stored response. Other files are announced as before.
 
 The server and its scripting are the hosted tools tests' (``test_responses_hosted_tools``); the
-code runs in the real sandbox. The sandbox's Python has no matplotlib here: the code writes a
-PNG's bytes itself.
+code runs in the real sandbox: most tests write a PNG's bytes themselves, one draws a real chart
+with the sandbox's matplotlib.
 """
 
 from __future__ import annotations
@@ -110,6 +110,37 @@ async def test_a_saved_png_is_an_image_output_whose_url_serves_its_bytes(
     [message] = of_type(response, "message")
     cited = [a.filename for part in message.content for a in part.annotations]
     assert cited == ["chart.png"]
+
+
+MATPLOTLIB_CHART = """
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+plt.bar(["north", "south"], [3, 5])
+plt.title("Sales")
+plt.savefig("sales.png")
+print("drawn")
+"""
+
+
+@pytest.mark.slow
+@needs_sandbox
+async def test_a_chart_matplotlib_draws_is_an_image_output_of_its_call(
+    client: AsyncOpenAI,  # noqa: F811
+    simulator: SimulatorServer,
+    hosted_server: HostedServer,  # noqa: F811
+) -> None:
+    # The design's example: the sandbox's own Python draws a real chart.
+    script(simulator, call("code", code=MATPLOTLIB_CHART), answer("Here is the chart."))
+    response = await client.responses.create(
+        model=MODEL, input="Chart the sales.", tools=[CODE_INTERPRETER]
+    )
+    [run] = of_type(response, "code_interpreter_call")
+    [(logs, said), (image, url)] = outputs(run)
+    assert (logs, said, image) == ("logs", "drawn", "image"), said
+    chart = await fetched(hosted_server, url)
+    assert chart.startswith(b"\x89PNG\r\n\x1a\n")
+    assert len(chart) > 5_000  # a drawn figure, not a placeholder
 
 
 @pytest.mark.slow
