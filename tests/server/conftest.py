@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -11,7 +12,7 @@ import pytest
 from pydantic import SecretStr
 
 from hermes_core.agent import AgentConfig, ContextHooks
-from hermes_core.persistence import sqlite_url
+from hermes_core.persistence import Store, sqlite_url
 from hermes_core.providers import ProviderConfig, create_provider
 from hermes_core.providers.fallback import FallbackChain
 from hermes_core.providers.retry import Cooldowns, RetryPolicy
@@ -30,6 +31,16 @@ KEY_ALICE = "sk-alice-0123456789abcdef"
 KEY_BOB = "sk-bob-0123456789abcdef"
 KEY_CAROL = "sk-carol-0123456789abcdef"
 """A key restricted to a profile other than hermes-agent."""
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    """A new SQLite store of this test's own (a module may define its own ``store``)."""
+    opened = await Store.open(sqlite_url(tmp_path / "hermes.db"))
+    try:
+        yield opened
+    finally:
+        await opened.close()
 
 
 def _tools() -> ToolRegistry:

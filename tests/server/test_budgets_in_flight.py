@@ -8,16 +8,15 @@ In process, on a SQLite store: the engine's side is played by calling the spend 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hermes_core.agent import AgentRequest
-from hermes_core.events import CallRecord, ExitReason, RunFinished
-from hermes_core.persistence import Store, sqlite_url
+from hermes_core.events import CallRecord
+from hermes_core.persistence import Store
 from hermes_core.persistence.database import Database
 from hermes_core.persistence.usage import Spent, UsageStore
 from hermes_core.usage import Usage
@@ -27,6 +26,7 @@ from server.errors import QuotaExceeded
 from server.http.auth import Budget, Principal
 from server.runs.manager import RunInfo
 from server.usage.ledger import UsageLedger
+from tests.server.run_endings import ending_of
 
 NOW = 1_795_000_000.0  # 2026-11-18 (UTC)
 TEAM = Principal("team", budget=Budget(tokens_per_day=1000))
@@ -36,15 +36,6 @@ DESK = Principal(
     budget=Budget(tokens_per_day=1000),
     end_user_budget=Budget(tokens_per_day=600),
 )
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await Store.open(sqlite_url(tmp_path / "hermes.db"))
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 @dataclass
@@ -79,26 +70,12 @@ class Run:
         return self.held.exceeded(self.calls)
 
     def end(self) -> None:
-        self.ledger.observe(self.info, _ending(self.info.id, self.calls))
+        self.ledger.observe(self.info, ending_of(self.info.id, self.calls))
 
 
 def _call(tokens: int) -> CallRecord:
     return CallRecord(
         provider="sim", model="m", usage=Usage(input_tokens=tokens), cost_usd=tokens / 1000
-    )
-
-
-def _ending(run_id: str, calls: list[CallRecord]) -> RunFinished:
-    return RunFinished(
-        run_id=run_id,
-        seq=9,
-        exit_reason=ExitReason.COMPLETED,
-        final_text="done",
-        iterations=len(calls),
-        usage=sum((call.usage for call in calls), Usage()),
-        model_calls=len(calls),
-        cost_usd=sum(call.cost_usd for call in calls),
-        calls=calls,
     )
 
 

@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import AsyncIterator
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
-import pytest
 from starlette.requests import HTTPConnection
 
-from hermes_core.persistence import Store, sqlite_url
+from hermes_core.persistence import Store
 from hermes_core.persistence.crons import Cron
 from server.crons.expression import parse
 from server.crons.scheduler import CRON_ID_KEY, NO_KEY, CronScheduler
@@ -49,15 +46,6 @@ class Starts:
         self.bodies.append(body)
         self.principals.append(who)
         return {"id": f"run_{len(self.bodies)}"}, {}
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await Store.open(sqlite_url(tmp_path / "crons.db"))
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 ALICE = Principal("alice", frozenset({"hermes-agent"}), budget=Budget(tokens_per_day=1000))

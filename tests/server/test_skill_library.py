@@ -5,12 +5,9 @@ this process changes shows at once, what another replica changes within the keep
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
-
-from hermes_core.persistence import Store, sqlite_url
+from hermes_core.persistence import Store
 from hermes_core.persistence.skills import NewVersion
 from hermes_core.skills.library import SkillBundle
 from server.skills.library import StoredSkills
@@ -22,15 +19,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    store = await Store.open(sqlite_url(tmp_path / "hermes.db"), migrate=True)
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 def _version(name: str) -> NewVersion:

@@ -4,28 +4,14 @@ run's record keeps its end user and cost; events other than the ending write not
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
-
 from hermes_core.events import CallRecord, ExitReason, RunFinished, RunStarted, TextDelta
-from hermes_core.persistence import Store, sqlite_url
+from hermes_core.persistence import Store
 from hermes_core.usage import Usage
 from server.runs.manager import RunInfo
 from server.sessions.journal import SessionJournal
 from server.usage.ledger import UsageLedger
 
 ENDED_AT = 1_795_000_000.0  # 2026-11-18 (UTC)
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await Store.open(sqlite_url(tmp_path / "hermes.db"))
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 def _call(provider: str, model: str, tokens: int, cost: float) -> CallRecord:

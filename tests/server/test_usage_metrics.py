@@ -4,24 +4,11 @@ upstream's unknown provider name as ``other``."""
 
 from __future__ import annotations
 
-from hermes_core.events import CallRecord, ExitReason, RunFinished, SubagentEvent
+from hermes_core.events import CallRecord, SubagentEvent
 from hermes_core.usage import Usage
 from server.metrics import Metrics
 from server.runs.manager import RunInfo
-
-
-def _ending(run_id: str, calls: list[CallRecord]) -> RunFinished:
-    return RunFinished(
-        run_id=run_id,
-        seq=5,
-        exit_reason=ExitReason.COMPLETED,
-        final_text="done",
-        iterations=len(calls),
-        usage=sum((call.usage for call in calls), Usage()),
-        model_calls=len(calls),
-        cost_usd=sum(call.cost_usd for call in calls),
-        calls=calls,
-    )
+from tests.server.run_endings import ending_of
 
 
 def _call(provider: str, cost: float) -> CallRecord:
@@ -37,14 +24,14 @@ def test_a_runs_cost_is_counted_per_profile_and_provider_when_it_ends() -> None:
         model="hermes",
         providers={"a": "model-a", "b": "model-b"},
     )
-    child = _ending("run_child", [_call("a", 0.5)])
+    child = ending_of("run_child", [_call("a", 0.5)])
 
     calls = [_call("a", 0.25), _call("a", 0.5), _call("b", 1.0), _call("z", 2.0)]
 
     metrics.observe(
         info, SubagentEvent(run_id="run_1", seq=3, call_id="c", child_index=0, event=child)
     )
-    metrics.observe(info, _ending("run_1", calls))
+    metrics.observe(info, ending_of("run_1", calls))
 
     def cost(provider: str) -> float | None:
         labels = {"profile": "hermes", "provider": provider}
