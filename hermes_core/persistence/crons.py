@@ -14,10 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, delete, insert, or_, select, update
+from sqlalchemy import and_, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from hermes_core.persistence.database import Database
+from hermes_core.persistence.keyset import newest_first
 from hermes_core.persistence.tables import CronFiringRow, CronRow
 
 CRONS = CronRow.__table__  # type: ignore[attr-defined]
@@ -90,32 +91,8 @@ class CronStore:
         """``owner``'s crons, newest first, after the one with id ``after``; and whether
         there are more."""
         where = [CRONS.c.owner == owner]
-        if after is not None:
-            async with self.db.engine.connect() as conn:
-                mark = (
-                    await conn.execute(
-                        select(CRONS.c.created_at).where(
-                            CRONS.c.id == after, CRONS.c.owner == owner
-                        )
-                    )
-                ).first()
-            if mark is None:
-                return [], False
-            where.append(
-                or_(
-                    CRONS.c.created_at < mark[0],
-                    and_(CRONS.c.created_at == mark[0], CRONS.c.id < after),
-                )
-            )
-        statement = (
-            select(CRONS)
-            .where(*where)
-            .order_by(CRONS.c.created_at.desc(), CRONS.c.id.desc())
-            .limit(limit + 1)
-        )
-        async with self.db.engine.connect() as conn:
-            rows = (await conn.execute(statement)).all()
-        return [_cron(row) for row in rows[:limit]], len(rows) > limit
+        rows, more = await newest_first(self.db, CRONS, *where, after=after, limit=limit)
+        return [_cron(row) for row in rows], more
 
     async def change(self, owner: str, cron_id: str, **values: Any) -> Cron | None:
         """Set ``values`` on ``owner``'s cron; the cron as it now is (None: no such cron)."""

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import and_, insert, or_, select, update
 
 from hermes_core.persistence.database import Database
+from hermes_core.persistence.keyset import newest_first
 from hermes_core.persistence.runs import RunRecord
 from hermes_core.persistence.tables import ApiRunRow, RunRow, SessionRow, WebhookDeliveryRow
 
@@ -164,32 +165,8 @@ class WebhookStore:
         where = [DELIVERIES.c.owner == owner]
         if run_id is not None:
             where.append(DELIVERIES.c.run_id == run_id)
-        if after is not None:
-            async with self.db.engine.connect() as conn:
-                mark = (
-                    await conn.execute(
-                        select(DELIVERIES.c.created_at).where(
-                            DELIVERIES.c.id == after, DELIVERIES.c.owner == owner
-                        )
-                    )
-                ).first()
-            if mark is None:
-                return [], False
-            where.append(
-                or_(
-                    DELIVERIES.c.created_at < mark[0],
-                    and_(DELIVERIES.c.created_at == mark[0], DELIVERIES.c.id < after),
-                )
-            )
-        statement = (
-            select(DELIVERIES)
-            .where(*where)
-            .order_by(DELIVERIES.c.created_at.desc(), DELIVERIES.c.id.desc())
-            .limit(limit + 1)
-        )
-        async with self.db.engine.connect() as conn:
-            rows = (await conn.execute(statement)).all()
-        return [_delivery(row) for row in rows[:limit]], len(rows) > limit
+        rows, more = await newest_first(self.db, DELIVERIES, *where, after=after, limit=limit)
+        return [_delivery(row) for row in rows], more
 
     async def of_run(self, owner: str, run_id: str) -> list[Delivery]:
         statement = (
@@ -273,30 +250,8 @@ class WebhookStore:
                 SESSIONS.c.owner == sessions_owner, SESSIONS.c.name == session
             )
             where.append(or_(RUNS.c.session_id == session, RUNS.c.session_id.in_(named)))
-        if after is not None:
-            async with self.db.engine.connect() as conn:
-                mark = (
-                    await conn.execute(
-                        select(RUNS.c.created_at).where(RUNS.c.id == after, RUNS.c.owner == owner)
-                    )
-                ).first()
-            if mark is None:
-                return [], False
-            where.append(
-                or_(
-                    RUNS.c.created_at < mark[0],
-                    and_(RUNS.c.created_at == mark[0], RUNS.c.id < after),
-                )
-            )
-        statement = (
-            select(RUNS)
-            .where(*where)
-            .order_by(RUNS.c.created_at.desc(), RUNS.c.id.desc())
-            .limit(limit + 1)
-        )
-        async with self.db.engine.connect() as conn:
-            rows = (await conn.execute(statement)).all()
-        return [_run(row) for row in rows[:limit]], len(rows) > limit
+        rows, more = await newest_first(self.db, RUNS, *where, after=after, limit=limit)
+        return [_run(row) for row in rows], more
 
 
 def _run(row: Any) -> RunRecord:
