@@ -23,21 +23,17 @@ the items are those of the scope's session, as for any named session.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import json
-from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import ValidationError
 
-from hermes_core.ids import token_hex
 from hermes_core.messages import Message
 from hermes_core.persistence import ConversationMessage, ConversationRecord, Store, StoredMessage
 from server.errors import APIError
-from server.files.removal import remove_workspace
 from server.http.auth import Principal, require_principal
 from server.http.input_text import StrictJSONRoute
 from server.http.openapi import errors
@@ -54,13 +50,12 @@ from server.protocol.schemas.conversations import (
 from server.services import Services
 from server.serving.common import conversation_owner
 from server.serving.end_users import end_user_id, scoped_owner, sees
+from server.sessions.removal import remove_conversation, turn_lock
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"], route_class=StrictJSONRoute)
 
 Owner = Annotated[Principal, Depends(require_principal)]
 _Body = TypeVar("_Body", ConversationCreate, ConversationUpdate, ConversationItemsCreate)
-LOCK_LEASE_SECONDS = 60.0
-"""How long an API change holds the conversation's turn lock at most (a crash frees it)."""
 
 
 def _body(model: type[Any]) -> dict[str, Any]:
@@ -128,25 +123,18 @@ def _shown(record: ConversationRecord) -> dict[str, Any]:
     }
 
 
-@contextlib.asynccontextmanager
-async def _turn_lock(store: Store, owner: str, conversation_id: str) -> AsyncIterator[None]:
+def _turn_lock(
+    store: Store, owner: str, conversation_id: str
+) -> contextlib.AbstractAsyncContextManager[None]:
     """The conversation's turn lock, for a change to its transcript; a 409 while a response
     of the conversation holds it."""
-    holder = f"conv_api_{token_hex(8)}"
-    if not await store.sessions.lock(
-        owner, conversation_id, holder, lease_seconds=LOCK_LEASE_SECONDS
-    ):
-        raise APIError(
-            409,
-            "A response of this conversation is in progress; retry once it has ended.",
-            param="conversation_id",
-            code="conversation_busy",
-        )
-    try:
-        yield
-    finally:
-        store.sessions.unlock(owner, conversation_id, holder)
-        await store.db.writer.flush()
+    busy = APIError(
+        409,
+        "A response of this conversation is in progress; retry once it has ended.",
+        param="conversation_id",
+        code="conversation_busy",
+    )
+    return turn_lock(store, owner, conversation_id, busy=busy)
 
 
 def _messages_of(items: list[dict[str, Any]]) -> list[Message]:
@@ -380,13 +368,11 @@ async def delete_conversation(
         for owner in sorted(owners):  # its sessions of every memory scope
             await locks.enter_async_context(_turn_lock(store, owner, conversation_id))
         for owner in sorted(owners):
-            await store.retention.delete_conversation(owner, conversation_id)
+            await remove_conversation(
+                store, owner, conversation_id, services.workspace(owner, conversation_id)
+            )
         if not await store.conversations.delete(principal.name, conversation_id):
             raise _no_conversation(conversation_id)  # deleted meanwhile
-        for owner in sorted(owners):  # under the locks: no turn is making files there
-            workspace = services.workspace(owner, conversation_id)
-            if workspace is not None:
-                await asyncio.to_thread(remove_workspace, workspace)
     return {"id": conversation_id, "object": "conversation.deleted", "deleted": True}
 
 

@@ -13,28 +13,23 @@ the deletion takes the conversation's turn lock, so no turn can begin while it g
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 
-from hermes_core.ids import token_hex
 from hermes_core.persistence import Store
 from server.errors import APIError
-from server.files.removal import remove_workspace
 from server.http.auth import Principal, require_principal
 from server.http.openapi import errors
 from server.protocol.schemas.common import Shape
 from server.services import Services
 from server.serving.common import conversation_owner
+from server.sessions.removal import remove_conversation, turn_lock
 from server.sessions.service import MAX_NAME_LENGTH, valid_name
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 log = logging.getLogger("hermes.retention")
-
-LOCK_LEASE_SECONDS = 120.0
-"""How long the deletion holds the conversation's turn lock at most (a crash frees it)."""
 
 
 class SessionDeleted(Shape):
@@ -70,26 +65,20 @@ async def delete_session(
     services: Services = request.app.state.services
     store = _store(services)
     owner = conversation_owner(request, principal)
-    holder = f"delete_{token_hex(8)}"
-    if not await store.sessions.lock(owner, name, holder, lease_seconds=LOCK_LEASE_SECONDS):
-        raise APIError(
-            409,
-            "A run of this session is in progress; stop it, or retry once it has ended.",
-            param="name",
-            code="session_busy",
-        )
-    try:
+    busy = APIError(
+        409,
+        "A run of this session is in progress; stop it, or retry once it has ended.",
+        param="name",
+        code="session_busy",
+    )
+    async with turn_lock(store, owner, name, busy=busy):
         if not await store.retention.has_conversation(owner, name):
             raise APIError(
                 404, f"No session named '{name[:80]}'.", param="name", code="session_not_found"
             )
-        counts = await store.retention.delete_conversation(owner, name)
-        # Under the lock: a turn starting the name afresh cannot have made files there yet.
-        workspace = services.workspace(owner, name)
-        removed = workspace is not None and await asyncio.to_thread(remove_workspace, workspace)
-    finally:
-        store.sessions.unlock(owner, name, holder)
-        await store.db.writer.flush()
+        counts, removed = await remove_conversation(
+            store, owner, name, services.workspace(owner, name)
+        )
     log.info(
         "session deleted on request: %d session(s), %d message(s), workspace %s",
         counts["sessions"],
