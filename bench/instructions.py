@@ -160,7 +160,8 @@ def _serve_without_ledger(argv: list[str]) -> None:
     async def open_without_ledger(services: Services) -> None:
         await open_services(services)
         observers = services.runs.observers
-        observers[:] = [o for o in observers if not isinstance(_owner(o), UsageLedger)]
+        for ledger in [o for o in observers if isinstance(_owner(o), UsageLedger)]:
+            observers.remove(ledger)
 
     Services.open = open_without_ledger  # type: ignore[method-assign,assignment]
     sys.argv = ["bench._serve", *argv]

@@ -228,7 +228,8 @@ async def test_an_interrupted_call_leaves_no_cancellation_on_the_task_that_ran_i
         await agent.execute(AgentRequest(user_message="talk slowly"), events.append)
     assert finished(events).exit_reason is ExitReason.INTERRUPTED
     task = asyncio.current_task()
-    assert task is not None and task.cancelling() == 0
+    assert task is not None
+    assert task.cancelling() == 0
     await asyncio.sleep(0.01)  # would raise CancelledError if one were left pending
 
 
@@ -250,5 +251,6 @@ async def test_a_run_whose_task_is_cancelled_mid_call_is_cancelled_not_interrupt
     agent.interrupt("stop", source=InterruptSource.STOP_API)  # both at once: teardown wins
     running.cancel()
     done, _ = await asyncio.wait({running}, timeout=10)
-    assert running in done and running.cancelled()
+    assert running in done
+    assert running.cancelled()
     assert await _wait_disconnected(simulator, "torn")
