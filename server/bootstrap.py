@@ -91,6 +91,7 @@ def build_services(config: HermesConfig) -> Services:
         ),
         approvals=ApprovalDesk(expiry_seconds=config.server.approval_timeout_seconds),
         address_policy=AddressPolicy.allowing(config.web.allow, own_ports=[config.server.port]),
+        remote_mcp_connect_seconds=config.web.mcp_connect_timeout_seconds,
         session_settings=SessionSettings(
             busy=config.server.session_busy, wait_seconds=config.server.session_wait_seconds
         ),

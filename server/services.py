@@ -47,6 +47,7 @@ from server.files.workspaces import conversation_workspace
 from server.http.auth import KeyRing
 from server.http.idempotency import Idempotency
 from server.metrics import Metrics
+from server.protocol.remote_mcp import CONNECT_SECONDS
 from server.retention.policy import RetentionPolicy
 from server.retention.sweeper import Sweeper
 from server.runs.approvals import ApprovalDesk
@@ -354,6 +355,9 @@ class Services:
     drain_seconds: float = 30.0
     """On SIGTERM, how long runs in progress may go on before the shutdown cuts them."""
     address_policy: AddressPolicy = field(default_factory=AddressPolicy)
+    remote_mcp_connect_seconds: float = CONNECT_SECONDS
+    """How long a Responses request's own ``mcp`` server may take to answer
+    (``web.mcp_connect_timeout_seconds``) before the request is a 424."""
     """Where tools that reach the network may go (``web.allow``): a client's MCP server URL
     is held to it too."""
     """Quiet time after which a stream gets a ``: keep-alive`` comment (tools running)."""

@@ -485,6 +485,9 @@ class WebConfig(_Model):
     timeout_seconds: float = Field(default=20.0, gt=0, le=600)
     """For one fetch, redirects included."""
     max_redirects: int = Field(default=5, ge=0, le=20)
+    mcp_connect_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
+    """How long the MCP server a Responses request brings (an ``mcp`` tool) may take to
+    connect and list its tools before the request is answered 424."""
     search: SearchConfig | None = None
     """No backend: ``web_search`` is not offered (``web_fetch`` still is)."""
 

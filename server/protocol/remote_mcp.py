@@ -33,7 +33,9 @@ class RemoteMcpTool:
     never_ask: ToolFilter | None = None
     always_ask: ToolFilter | None = None
 
-    def spec(self, policy: AddressPolicy) -> McpServerSpec:
+    def spec(
+        self, policy: AddressPolicy, connect_seconds: float = CONNECT_SECONDS
+    ) -> McpServerSpec:
         return McpServerSpec(
             name=self.label,
             url=self.url,
@@ -44,7 +46,7 @@ class RemoteMcpTool:
             always_ask=self.always_ask,
             policy=policy,
             timeout_seconds=CALL_SECONDS,
-            connect_timeout_seconds=CONNECT_SECONDS,
+            connect_timeout_seconds=connect_seconds,
         )
 
 

@@ -11,7 +11,7 @@ from hermes_core.tools.mcp.spec import tool_name
 from hermes_core.tools.registry import Tool
 from hermes_core.tools.web.guard import AddressRefused, checked_addresses, system_lookup
 from server.errors import APIError
-from server.protocol.remote_mcp import CONNECT_SECONDS, RemoteMcpTool, remote_mcp_tools
+from server.protocol.remote_mcp import RemoteMcpTool, remote_mcp_tools
 from server.runs.manager import Run
 from server.services import Profile, Services
 from server.views.response_mcp import RemoteMcpTools, RemoteTool
@@ -29,6 +29,7 @@ async def connect_remote_mcp(
     """Connect to every server and list its tools. A server URL pointing inside the network
     is a 400 (as ``web_fetch`` refuses it); a server that does not answer, a 424."""
     policy = services.address_policy
+    connect_seconds = services.remote_mcp_connect_seconds
     taken = profile.run_tools().names
     for tool in remote:
         if any(name.startswith(f"{tool.label}__") for name in taken):
@@ -48,11 +49,11 @@ async def connect_remote_mcp(
             raise _unavailable(tool.label, str(error)) from None
     from hermes_core.tools.mcp.toolset import McpToolset  # the MCP SDK: loaded on first use
 
-    toolset = McpToolset([tool.spec(policy) for tool in remote])
+    toolset = McpToolset([tool.spec(policy, connect_seconds) for tool in remote])
     toolset.start()
     try:
         for label, connection in toolset.connections.items():
-            if not await connection.wait_up(CONNECT_SECONDS):
+            if not await connection.wait_up(connect_seconds):
                 raise _unavailable(label, connection.error or "no answer")
     except BaseException:
         await toolset.stop()

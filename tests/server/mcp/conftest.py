@@ -32,6 +32,7 @@ server:
   api_keys: [{{key: {key}, principal: alice}}]
 web:
   allow: ["127.0.0.1"]  # where the tests' MCP servers listen; 127.0.0.2 stays refused
+  mcp_connect_timeout_seconds: 3  # a request's server that never answers is a 424 sooner
 providers:
   - name: sim
     model: {upstream}
