@@ -3,8 +3,8 @@
 Every model call of a run — the loop's, and the grace call at the end of the budget — goes
 through :meth:`ModelStep.call`, so what the model sees (the prepared transcript, the offered
 tools, the budget note) and what a call is counted as (``StepFinished``, usage, call records)
-are decided in one place. The call itself is ``model_call.py``'s interruptible task; this
-module is the run's side of it.
+are decided in one place. The call itself is ``model_call.py``'s (interruptible, in the run's
+own task); this module is the run's side of it.
 """
 
 from __future__ import annotations
