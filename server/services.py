@@ -401,6 +401,8 @@ class Services:
     """The keys' own skills (``/v1/skills``, the agent's); set by :meth:`open` when there is
     a database."""
     sessions: SessionService | None = None
+    ledger: UsageLedger | None = None
+    """The usage ledger; set by :meth:`open` when there is a database (``server/usage/``)."""
     budgets: Budgets = field(default_factory=Budgets)
     """Keys' and end users' budgets, held as each run starts (``server/budgets/``)."""
     webhooks: Webhooks = field(default_factory=Webhooks)
@@ -445,9 +447,8 @@ class Services:
         self.stores = Stores(memory=store.memory, todos=store.todos, sessions=store.search)
         self.sessions = SessionService(store, self.session_settings)
         self.runs.observers.append(self.sessions.journal)
-        self.runs.observers.append(
-            UsageLedger(store.usage, in_flight=self.budgets.in_flight).observe
-        )
+        self.ledger = UsageLedger(store.usage)
+        self.runs.observers.append(self.ledger.observe)
         self.budgets.store = store.usage  # budgets read what the ledger recorded
         self.runs.settle = store.db.writer.flush
         if self.files_dir is not None:

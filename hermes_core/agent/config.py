@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -70,6 +70,10 @@ class SpendLimit(Protocol):
         ...
 
 
+CallHook = Callable[[CallRecord], None]
+"""``AgentRequest.on_call``: told of each model call a run pays for, as the run counts it."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalAnswer:
     """The answer to a call that an earlier run left awaiting approval: the run that carries
@@ -132,6 +136,13 @@ class AgentRequest:
     """Skills this request attaches to its run, besides those its agent offers anyway."""
     spend_limit: SpendLimit | None = None
     """The budgets the run is held to (None: none but the profile's ``max_cost_usd``)."""
+    on_call: CallHook | None = None
+    """Called synchronously with each model call the run pays for, priced, as the run counts
+    it: its own calls, a compression's summariser's, and a sub-agent's once the sub-agent
+    ends (when they are counted into this run). Every call exactly once, in the order of
+    ``RunFinished.calls``, and always before ``RunFinished``: a server records usage as it is
+    spent, not only when the run ends. Runs on the event loop, inside the loop's step: it
+    must be quick and must not raise. Sub-agents' requests do not inherit it."""
     stream_model_replies: bool = True
     """Someone follows the answer as it is generated (a streaming client). False lets each
     model reply come from upstream in one piece (cheaper for the server); the run's events

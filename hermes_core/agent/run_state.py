@@ -164,6 +164,7 @@ class ActiveRun:
         self.session_id = request.session_id
         """The session the run is in now (a compression moves it to a child)."""
         self.client_tools = {tool.name: tool for tool in request.client_tools}
+        self.on_call = request.on_call
 
     # --- transcript -------------------------------------------------------------------------
 
@@ -184,11 +185,15 @@ class ActiveRun:
     # --- spending ---------------------------------------------------------------------------
 
     def count(self, call: CallRecord) -> None:
-        """Add a model call the run paid for (priced already) to its usage and cost."""
+        """Add a model call the run paid for (priced already) to its usage and cost, and tell
+        the request's ``on_call`` of it: every call the run pays for passes here once."""
         state = self.state
         state.usage += call.usage
         state.cost_usd += call.cost_usd
         state.calls.append(call)
+        on_call = self.on_call
+        if on_call is not None:  # the hot path without a hook: this one check
+            on_call(call)
 
     def overspent(self, more: Sequence[CallRecord] = ()) -> str | None:
         """Why the run may make no further model call, having paid for its calls (and

@@ -2,9 +2,11 @@
 
 Every run passes :meth:`Budgets.admit`, so a key with no budget (the usual case) costs one
 look at its principal and no query. A key or end user with a budget has what it spent read
-from the usage ledger (``hermes_core/persistence/usage.py``), the one every replica writes to
-before it tells anyone a run ended: a run on one replica sees what the runs on the others
-spent. Without a database there is no ledger, and nothing is enforced.
+from the usage ledger (``hermes_core/persistence/usage.py``), which every replica adds each
+model call to as a run counts it (``server/usage/ledger.py``): a run on one replica sees what
+the runs on the others spent, those still running included, up to their calls in flight. The
+read flushes this replica's write queue first, so it sees every call counted here. Without a
+database there is no ledger, and nothing is enforced.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import time
 from collections.abc import Callable
 
 from hermes_core.agent import AgentRequest
+from hermes_core.agent.config import CallHook
+from hermes_core.events import CallRecord
 from hermes_core.persistence.usage import UsageStore
 from server.budgets.allowance import Allowance, HeldToBudgets, Periods, utc
 from server.budgets.in_flight import InFlight, Measure
@@ -31,13 +35,14 @@ class Budgets:
         """The usage ledger; set when the SQL store opens (``Services.open``)."""
         self.clock = clock
         self.in_flight = InFlight()
-        """What this replica's runs in flight have spent; the ledger observer settles it."""
+        """What this replica's runs held to a budget spent, for their checks between calls."""
 
     async def admit(
         self, principal: Principal, end_user: str | None, request: AgentRequest
     ) -> AgentRequest:
         """``request`` held to what is left of ``principal``'s and ``end_user``'s budgets
-        (its ``spend_limit``), or a 429 ``quota_exceeded`` when one is used up."""
+        (its ``spend_limit``, fed by its ``on_call``), or a 429 ``quota_exceeded`` when one is
+        used up."""
         key = principal.budget
         user = principal.end_user_budget if end_user is not None else None
         if not _limits(key) and not _limits(user):
@@ -67,13 +72,10 @@ class Budgets:
                 if allowance.left <= 0:
                     raise _refusal(allowance, now)
                 allowances.append(allowance)
-        held = HeldToBudgets(allowances, run_id=request.run_id or "", in_flight=self.in_flight)
-        return dataclasses.replace(request, spend_limit=held)
-
-
-_READS = 3
-"""Reads of the ledger at most, while runs keep ending during each (then the last read holds:
-it may miss what those runs spent)."""
+        held = HeldToBudgets(allowances)
+        return dataclasses.replace(
+            request, spend_limit=held, on_call=_both(request.on_call, held.count)
+        )
 
 
 def _limits(budget: Budget | None) -> bool:
@@ -95,23 +97,31 @@ async def _allowance(
     daily = measure == "tokens_per_day"
     since = periods.today if daily else periods.month_start
     tally = in_flight.tally(owner, end_user, measure, since)
-    for _ in range(_READS):
-        settlements = tally.settlements
-        spent = await store.spent(owner, end_user, since_day=since)
-        if tally.settlements == settlements:
-            break
-        # A run held to this budget ended while the ledger was read: its spend left the
-        # tally, and the read may have come too soon to see it. Read again.
-    used = (spent.tokens if daily else spent.cost_usd) + tally.in_flight
+    # Before the read: a call counted while it goes on is then in the run's check as well as,
+    # perhaps, in the read (the run stops a little sooner), never in neither.
+    tallied = tally.spent
+    spent = await store.spent(owner, end_user, since_day=since)
     return Allowance(
         whose=whose,
         measure=measure,
         limit=limit,
-        left=limit - used,
+        left=limit - (spent.tokens if daily else spent.cost_usd),
         resets=periods.ends(measure),
         tally=tally,
-        tallied=tally.spent,
+        tallied=tallied,
     )
+
+
+def _both(first: CallHook | None, then: CallHook) -> CallHook:
+    """A run's ``on_call``: ``first`` (the ledger's, set as the run started), then ``then``."""
+    if first is None:
+        return then
+
+    def both(call: CallRecord) -> None:
+        first(call)
+        then(call)
+
+    return both
 
 
 def _refusal(allowance: Allowance, now: float) -> QuotaExceeded:

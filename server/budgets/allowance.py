@@ -2,13 +2,13 @@
 
 Budgets run over UTC calendar periods: tokens per day (from 00:00 UTC) and cost per month
 (from the 1st, 00:00 UTC). A run is admitted with what was left of each budget that holds it
-when it started (:class:`Allowance`: the ledger's total and what runs in flight on this
-replica had spent, ``in_flight.py``). :class:`HeldToBudgets` adds the run's calls to the
-budgets' tallies, and ends it before its next model call once what every run held to one of
-them here has spent since it was admitted reaches what was left: runs of one key that run at
-once on a replica share it. The call that crosses the line is paid for, so a budget is overrun
-by at most one model call per run on one replica (docs/budgets.md says what other replicas
-add).
+when it started (:class:`Allowance`: the limit less the ledger's total, which holds every
+call counted so far on every replica). :class:`HeldToBudgets` adds the run's calls to the
+budgets' tallies here as they are counted (``in_flight.py``), and ends it before its next model
+call once what every run held to one of them here has spent since it was admitted reaches what
+was left: runs of one key that run at once on a replica share it. The call that crosses the
+line is paid for, so a budget is overrun by at most one model call per run on one replica
+(docs/budgets.md says what other replicas add).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hermes_core.events import CallRecord
-from server.budgets.in_flight import InFlight, Measure, Tally
+from server.budgets.in_flight import Measure, Tally
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,13 +65,14 @@ class Allowance:
     measure: Measure
     limit: float
     left: float
-    """Tokens, or USD: the limit less the ledger's total and what was in flight here."""
+    """Tokens, or USD: the limit less the ledger's total."""
     resets: int
     """When the budget's period ends (seconds since the epoch)."""
     tally: Tally
-    """What this replica's runs in flight spend of the budget (the run's calls go in it)."""
+    """What this replica's runs spend of the budget (the run's calls go in it)."""
     tallied: float
-    """``tally.spent`` when ``left`` was worked out: what was spent since is the difference."""
+    """``tally.spent`` before the ledger was read for ``left``: what was spent since is the
+    difference (a call counted during the read may be in both: counted twice, never missed)."""
 
     def describe(self) -> str:
         """``the daily token budget of this API key (1000 tokens per UTC day)``."""
@@ -86,28 +87,35 @@ class HeldToBudgets:
     """A run's spend limit (``AgentRequest.spend_limit``): what was left of its key's and end
     user's budgets when it started, shared with the runs held to them on this replica.
 
-    Its calls reach the tallies when it is checked, before its next model call (the engine
-    hands over every call the run paid for, its sub-agents' included, so nothing else is
-    needed on the engine's side); a call is known by its identity, so a sub-agent's calls,
-    checked while it runs and counted into the parent's when it ends, are added once."""
+    :meth:`count` is the run's ``AgentRequest.on_call`` (admission sets it): each call the run
+    pays for enters the tallies as it is counted. A sub-agent's calls are counted into the run
+    only when the sub-agent ends; while it runs, its checks hand them over (the calls after the
+    ones counted), and they enter the tallies then, known by identity, so that they are added
+    once."""
 
-    __slots__ = ("_settled", "_tallied", "allowances", "cost_usd", "in_flight", "run_id", "tokens")
+    __slots__ = ("_early", "allowances", "cost_usd", "counted", "tokens")
 
-    def __init__(
-        self, allowances: Sequence[Allowance], *, run_id: str, in_flight: InFlight
-    ) -> None:
+    def __init__(self, allowances: Sequence[Allowance]) -> None:
         self.allowances = tuple(allowances)
-        self.run_id = run_id
-        self.in_flight = in_flight
+        self.counted = 0
+        """Calls the run has counted (``count``): the first ones of every check's ``calls``."""
         self.tokens = 0
         self.cost_usd = 0.0
         """What the run added to the tallies."""
-        self._tallied: dict[int, CallRecord] = {}
-        """The calls added, by identity (holding them, so that an identity is never reused)."""
-        self._settled = False
+        self._early: dict[int, CallRecord] = {}
+        """Sub-agents' calls added at a check before they were counted, by identity (holding
+        them, so that an identity is not reused meanwhile)."""
+
+    def count(self, call: CallRecord) -> None:
+        """A call the run counted: into the tallies, unless a check put it there already."""
+        self.counted += 1
+        if self._early and self._early.pop(id(call), None) is not None:
+            return
+        self._add(call.usage.input_tokens + call.usage.output_tokens, call.cost_usd)
 
     def exceeded(self, calls: Sequence[CallRecord]) -> str | None:
-        self._tally(calls)
+        if len(calls) > self.counted:  # a sub-agent's, still running
+            self._add_early(calls[self.counted :])
         for allowance in self.allowances:
             if allowance.tally.spent - allowance.tallied >= allowance.left:
                 own = self.tokens if allowance.measure == "tokens_per_day" else self.cost_usd
@@ -118,30 +126,20 @@ class HeldToBudgets:
                 )
         return None
 
-    def _tally(self, calls: Sequence[CallRecord]) -> None:
-        """Add the calls not added yet to the run's budgets' tallies."""
-        tallied = self._tallied
+    def _add_early(self, calls: Sequence[CallRecord]) -> None:
+        early = self._early
         tokens = 0
         cost = 0.0
-        fresh = False
         for call in calls:
-            if id(call) not in tallied:
-                tallied[id(call)] = call
+            if id(call) not in early:
+                early[id(call)] = call
                 tokens += call.usage.input_tokens + call.usage.output_tokens
                 cost += call.cost_usd
-                fresh = True
-        if not fresh or self._settled:
-            return
+        if tokens or cost:
+            self._add(tokens, cost)
+
+    def _add(self, tokens: int, cost: float) -> None:
         self.tokens += tokens
         self.cost_usd += cost
         for allowance in self.allowances:
-            allowance.tally.add(tokens if allowance.measure == "tokens_per_day" else cost)
-        self.in_flight.runs[self.run_id] = self  # settled when the ledger gains its calls
-
-    def settle(self) -> None:
-        """The ledger gained the run's calls: take what it added out of the tallies."""
-        self._settled = True
-        for allowance in self.allowances:
-            allowance.tally.settle(
-                self.tokens if allowance.measure == "tokens_per_day" else self.cost_usd
-            )
+            allowance.tally.spent += tokens if allowance.measure == "tokens_per_day" else cost

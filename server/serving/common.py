@@ -183,8 +183,13 @@ async def start_run(
 
     From here on, this task's log lines (and the run's, in the task it gets) are about the
     run: its ids ride in a context variable the run's task inherits."""
-    if request.run_id is None:
-        request = dataclasses.replace(request, run_id=new_id("run_"))
+    run_id = request.run_id or new_id("run_")
+    ledger = services.ledger
+    if ledger is not None:  # the ledger gains each call as the run counts it
+        counter = ledger.counter(run_id, principal.name, end_user, profile.id, then=request.on_call)
+        request = dataclasses.replace(request, run_id=run_id, on_call=counter)
+    elif request.run_id is None:
+        request = dataclasses.replace(request, run_id=run_id)
     bind_run(request.run_id or "", session_id, principal.name)
     request = with_workspace(services, profile, request, principal, conversation)
     temporary = request.workspace if conversation is None else None

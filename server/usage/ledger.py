@@ -1,15 +1,21 @@
-"""The run observer that keeps the usage ledger.
+"""The usage ledger: every model call a run pays for, added to its key's, end user's,
+profile's and provider model's row of the UTC day, as the run counts it.
 
-When a run ends, its model calls (``RunFinished.calls``: every call it paid for, a
-compression's summariser and its sub-agents' included) are summed per provider and model and
-added to the ledger rows of its key, end user, profile and the UTC day it ended on. The adds
-are queued on the store's write queue, so the run manager's ``settle`` makes them durable
-before anyone hears the run ended: a budget checked for the next run sees them. In the same
-step, without an await between, the run's spend leaves the budgets' in-flight tallies
-(``server/budgets/in_flight.py``), where it was counted while the run went on.
+A run the server starts (``server/serving/common.py``: ``start_run``) carries the ledger's
+:meth:`UsageLedger.counter` as its ``AgentRequest.on_call``: each call it pays for (its own, a
+compression's summariser's, and a sub-agent's once the sub-agent ends) is queued on the store's
+write queue the moment the run counts it, one row addition per call, the day the call's. So a
+replica that dies mid-run loses at most its calls in flight and the writer's last batch, and a
+budget checked on any replica sees a running run's calls once the write is committed.
 
-It runs on every run: the ending is the only event it reads (one type check for the others),
-and the day's name is worked out once a day, not per run.
+The observer of runs' endings adds what no counter saw: all the calls of a run started
+without one (in-process runs, anything not started through ``start_run``), summed per provider
+and model, on the day the run ended. It keeps a per-run count of the calls its counter added,
+so no call is added twice. The run manager's ``settle`` makes every addition durable before
+anyone hears the run ended: a budget checked for the next run sees them.
+
+It runs on every run: the ending is the only event it reads, and the day's name is worked out
+once a day, not per call.
 """
 
 from __future__ import annotations
@@ -17,10 +23,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+from hermes_core.agent.config import CallHook
 from hermes_core.events import AgentEvent, CallRecord, RunFinished
 from hermes_core.persistence.usage import UsageEntry, UsageStore
 from hermes_core.usage import Usage
-from server.budgets.in_flight import InFlight
 from server.runs.manager import RunInfo
 from server.runs.observers import observes
 
@@ -28,34 +34,70 @@ _SECONDS_PER_DAY = 86_400
 
 
 class UsageLedger:
-    def __init__(
-        self,
-        store: UsageStore,
-        *,
-        in_flight: InFlight | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
+    def __init__(self, store: UsageStore, *, clock: Callable[[], float] = time.time) -> None:
         self.store = store
-        self.in_flight = in_flight if in_flight is not None else InFlight()
-        """The budgets' tallies of what runs in flight here spent (``Budgets.in_flight``)."""
         self.clock = clock
-        """The time a run ended at, when its ending is observed."""
+        """The time a call was counted, or a run ended, when the ledger hears of it."""
         self._day_number = -1
         self._day = ""
+        self._counted: dict[str, int] = {}
+        """Run id → calls its counter added, until the run's ending is observed (only runs
+        that have made a call are here)."""
+
+    def counter(
+        self,
+        run_id: str,
+        owner: str,
+        end_user: str | None,
+        profile: str,
+        *,
+        then: CallHook | None = None,
+    ) -> CallHook:
+        """The ``AgentRequest.on_call`` of run ``run_id`` (of ``owner``'s key, for
+        ``end_user``, of ``profile``): adds each call to the ledger as it is counted, then
+        hands it to ``then`` (another hook the request carried), if any."""
+        store = self.store
+        counted = self._counted
+        user = end_user or ""
+
+        def count(call: CallRecord) -> None:
+            store.add(
+                (
+                    UsageEntry(
+                        day=self.day(self.clock()),
+                        owner=owner,
+                        end_user=user,
+                        profile=profile,
+                        provider=call.provider,
+                        model=call.model,
+                        calls=1,
+                        usage=call.usage,
+                        cost_usd=call.cost_usd,
+                    ),
+                )
+            )
+            counted[run_id] = counted.get(run_id, 0) + 1
+            if then is not None:
+                then(call)
+
+        return count
 
     @observes(RunFinished)
     def observe(self, run: RunInfo, event: AgentEvent) -> None:
         """The run observer: handed only runs' endings."""
         if type(event) is RunFinished:
-            if event.calls:
-                self.record(run, event)
-            if self.in_flight.runs:  # a run held to a budget has spent something
-                self.in_flight.settle(run.id)
+            calls = event.calls
+            if self._counted:
+                # ``calls`` is in the order they were counted: the counter saw the first ones.
+                seen = self._counted.pop(run.id, 0)
+                if seen:
+                    calls = calls[seen:]
+            if calls:
+                self.record(run, calls)
 
-    def record(self, run: RunInfo, event: RunFinished) -> None:
-        """Add ``run``'s calls to the ledger."""
+    def record(self, run: RunInfo, calls: Sequence[CallRecord]) -> None:
+        """Add ``calls`` of ``run`` to the ledger, on the day it ended."""
         day = self.day(self.clock())
-        calls = event.calls
         first = calls[0]
         if len(calls) == 1:  # the common run: one answer, nothing to sum
             totals = {(first.provider, first.model): (1, first.usage, first.cost_usd)}

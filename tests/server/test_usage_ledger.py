@@ -1,6 +1,9 @@
-"""The ledger observer (in-process, on a SQLite store): a run's ending adds its calls, summed
-per provider model, to its key's, end user's and profile's row of the UTC day it ended; the
-run's record keeps its end user and cost; events other than the ending write nothing."""
+"""The usage ledger (in-process, on a SQLite store): a run's counter (its ``on_call``) adds
+each call to its key's, end user's, profile's and provider model's row of the UTC day the call
+was counted, as it is counted; a run's ending adds the calls no counter saw (all of a run
+started without one), summed per provider model, on the UTC day it ended; no call is added
+twice. The run's record keeps its end user and cost; events other than the ending write
+nothing."""
 
 from __future__ import annotations
 
@@ -38,7 +41,9 @@ def _ending(run_id: str, calls: list[CallRecord]) -> RunFinished:
     )
 
 
-async def test_a_run_adds_its_calls_per_provider_model_to_its_day(store: Store) -> None:
+async def test_a_run_without_a_counter_adds_its_calls_per_provider_model_as_it_ends(
+    store: Store,
+) -> None:
     ledger = UsageLedger(store.usage, clock=lambda: ENDED_AT)
     info = RunInfo(id="run_1", owner="alice", endpoint="chat.completions", model="hermes")
     info.end_user = "u1"
@@ -98,7 +103,7 @@ async def test_a_run_of_no_end_user_is_the_keys_own(store: Store) -> None:
     assert (line.group, line.calls) == ({"end_user": ""}, 1)
 
 
-def test_the_day_is_the_utc_day_the_run_ended() -> None:
+def test_the_day_is_the_utc_day_of_the_moment() -> None:
     ledger = UsageLedger(None)  # type: ignore[arg-type]
 
     assert ledger.day(1_795_046_399.0) == "2026-11-18"
@@ -120,3 +125,59 @@ async def test_the_run_record_keeps_its_end_user_and_cost(store: Store) -> None:
 
     assert record is not None
     assert (record.end_user, record.cost_usd) == ("u1", 0.25)
+
+
+async def _rows(store: Store, owner: str = "alice") -> list[tuple[str, int, int, float]]:
+    lines = await store.usage.report(
+        owner=owner, since_day="2026-11-01", until_day="2026-11-30", group_by=["day", "model"]
+    )
+    return [
+        (line.group["day"], line.calls, line.usage.input_tokens, line.cost_usd) for line in lines
+    ]
+
+
+async def test_a_counted_call_is_in_the_ledger_before_the_run_ends_on_the_day_it_was_counted(
+    store: Store,
+) -> None:
+    now = [ENDED_AT]
+    ledger = UsageLedger(store.usage, clock=lambda: now[0])
+    count = ledger.counter("run_1", "alice", "u1", "hermes")
+
+    count(_call("main", "gpt-4o", 100, 0.5))
+    now[0] += 86_400
+    count(_call("main", "gpt-4o", 200, 1.0))
+
+    assert await _rows(store) == [("2026-11-18", 1, 100, 0.5), ("2026-11-19", 1, 200, 1.0)]
+
+
+async def test_a_runs_ending_adds_only_the_calls_its_counter_did_not_see(store: Store) -> None:
+    ledger = UsageLedger(store.usage, clock=lambda: ENDED_AT)
+    info = RunInfo(id="run_1", owner="alice", endpoint="chat.completions", model="hermes")
+    count = ledger.counter("run_1", "alice", None, "hermes")
+    calls = [_call("main", "gpt-4o", 100, 0.5), _call("main", "gpt-4o", 200, 1.0)]
+    count(calls[0])
+
+    ledger.observe(info, _ending("run_1", calls))
+
+    assert await _rows(store) == [("2026-11-18", 2, 300, 1.5)]
+
+
+async def test_a_run_counted_call_by_call_is_in_the_ledger_once(store: Store) -> None:
+    ledger = UsageLedger(store.usage, clock=lambda: ENDED_AT)
+    info = RunInfo(id="run_1", owner="alice", endpoint="chat.completions", model="hermes")
+    heard: list[CallRecord] = []
+    count = ledger.counter("run_1", "alice", None, "hermes", then=heard.append)
+    calls = [_call("main", "gpt-4o", 100, 0.5), _call("backup", "claude", 200, 1.0)]
+    for call in calls:
+        count(call)
+
+    ledger.observe(info, _ending("run_1", calls))
+
+    assert heard == calls  # the hook it was handed hears of each call too
+    lines = await store.usage.report(
+        owner="alice", since_day="2026-11-18", until_day="2026-11-18", group_by=["model"]
+    )
+    assert [(line.group["model"], line.calls, line.usage.input_tokens) for line in lines] == [
+        ("claude", 1, 200),
+        ("gpt-4o", 1, 100),
+    ]
