@@ -30,6 +30,7 @@ from server.serving.end_users import end_user_of, scoped_owner
 from server.sessions.service import BUSY_MODES, MAX_NAME_LENGTH, BusyMode, valid_name
 from server.telemetry.run_context import bind_run
 from server.telemetry.tracing import incoming_trace
+from server.usage.ledger import UsageLedger
 
 log = logging.getLogger("hermes.runs")
 
@@ -183,13 +184,10 @@ async def start_run(
 
     From here on, this task's log lines (and the run's, in the task it gets) are about the
     run: its ids ride in a context variable the run's task inherits."""
-    run_id = request.run_id or new_id("run_")
-    ledger = services.ledger
-    if ledger is not None:  # the ledger gains each call as the run counts it
-        counter = ledger.counter(run_id, principal.name, end_user, profile.id, then=request.on_call)
-        request = dataclasses.replace(request, run_id=run_id, on_call=counter)
-    elif request.run_id is None:
-        request = dataclasses.replace(request, run_id=run_id)
+    if request.run_id is None:
+        request = dataclasses.replace(request, run_id=new_id("run_"))
+    if services.ledger is not None:  # the ledger gains each call as the run counts it
+        request = _with_counter(services.ledger, request, principal.name, end_user, profile.id)
     bind_run(request.run_id or "", session_id, principal.name)
     request = with_workspace(services, profile, request, principal, conversation)
     temporary = request.workspace if conversation is None else None
@@ -215,6 +213,22 @@ async def start_run(
             run.task.add_done_callback(lambda _: _remove_soon(temporary))
         run.task.add_done_callback(lambda _: _log_failure(run))
     return run
+
+
+def _with_counter(
+    ledger: UsageLedger, request: AgentRequest, owner: str, end_user: str | None, profile: str
+) -> AgentRequest:
+    """``request`` with the ledger's counter as its ``on_call``.
+
+    Given in place: the request is this run's own (its endpoint built it for this run, and
+    nothing has read it yet), and a copy of the frozen request (``dataclasses.replace``) costs
+    ~70 k instructions, 3 % of a plain run (``bench.instructions``), for this one field. A
+    request that carries a hook of its own is copied, its hook called after the ledger's."""
+    counter = ledger.counter(request.run_id or "", owner, end_user, profile, then=request.on_call)
+    if request.on_call is not None:
+        return dataclasses.replace(request, on_call=counter)
+    object.__setattr__(request, "on_call", counter)
+    return request
 
 
 def _log_failure(run: Run) -> None:
