@@ -27,11 +27,10 @@ from typing import (
     ParamSpec,
     Protocol,
     TypeVar,
-    dataclass_transform,
-    overload,
 )
 
 from hermes_core.messages import Message, ToolCall
+from hermes_core.records import record as event  # a 20-chunk stream builds 26 events
 from hermes_core.usage import Usage
 
 
@@ -143,30 +142,6 @@ class CallImage:
     data: str | None = None
     """The image in base64, when nothing will serve the file later (the run's workspace is
     removed when it ends) and it is small enough; None otherwise."""
-
-
-_T = TypeVar("_T")
-
-
-@overload
-def event(cls: type[_T], /) -> type[_T]: ...
-@overload
-def event(*, kw_only: bool = True) -> Callable[[type[_T]], type[_T]]: ...
-
-
-@dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(field,))
-def event(
-    cls: type[_T] | None = None, /, *, kw_only: bool = True
-) -> type[_T] | Callable[[type[_T]], type[_T]]:
-    """An event's dataclass: immutable to the type checker (assigning to a field of an event
-    is an error mypy reports), equal and hashable by value as a frozen one, but not frozen
-    at run time: a frozen dataclass sets each field through ``object.__setattr__``, which made
-    an event ~3x dearer to build, and a 20-chunk stream builds 26 of them."""
-
-    def make(cls: type[_T]) -> type[_T]:
-        return dataclass(slots=True, kw_only=kw_only, unsafe_hash=True)(cls)
-
-    return make if cls is None else make(cls)
 
 
 @event(kw_only=False)

@@ -13,6 +13,7 @@ from hermes_core.messages import Message
 from hermes_core.pricing import PriceTable
 from hermes_core.providers.base import OutputFormat, ToolChoice, ToolSchema
 from hermes_core.providers.retry import RetryPolicy
+from hermes_core.records import record
 from hermes_core.skills.library import AttachedSkill
 
 CORE_INSTRUCTIONS = (
@@ -88,7 +89,7 @@ class ApprovalAnswer:
     decision: ApprovalDecision
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record  # not frozen at run time: a run's request is copied several times on the hot path
 class AgentRequest:
     """One run: the new user message (if any) on top of a history."""
 
