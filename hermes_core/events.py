@@ -108,7 +108,7 @@ class ApprovalDecision(StrEnum):
     """Nobody answered in time: the call does not run, as if denied."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@event
 class CallRecord:
     """One model call of a run: who served it and what it cost."""
 

@@ -8,10 +8,10 @@ ratio is ``cache_read_tokens / input_tokens`` on every provider.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from hermes_core.records import record
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class Usage:
     """Tokens used by one model call, or summed over several."""
 

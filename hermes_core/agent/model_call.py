@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Concatenate, ParamSpec, TypeVar, assert_never
 
 from hermes_core import events
@@ -19,12 +18,13 @@ from hermes_core.errors import ErrorKind, ProviderError
 from hermes_core.events import Emit
 from hermes_core.providers import base as provider_events
 from hermes_core.providers.base import ModelRequest, ModelResponse, Provider, ProviderEvent
+from hermes_core.records import record
 
 P = ParamSpec("P")
 E = TypeVar("E", bound=events.AgentEvent)
 
 
-@dataclass(frozen=True, slots=True)
+@record(kw_only=False)
 class CallOutcome:
     response: ModelResponse | None
     """The finished reply; None when the call failed or was interrupted."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args
 
 from hermes_core.messages import Message
+from hermes_core.records import record
 from hermes_core.usage import Usage
 
 ApiMode = Literal["chat_completions", "codex_responses", "anthropic_messages"]
@@ -76,7 +77,7 @@ class PromptCachePolicy:
     ttl: Literal["5m", "1h"] = "5m"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ModelRequest:
     """Everything one model call needs, in the internal format."""
 
@@ -103,7 +104,7 @@ class ModelRequest:
 # --- provider events --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ModelTextDelta:
     """A piece of the assistant's answer text."""
 
@@ -111,7 +112,7 @@ class ModelTextDelta:
     text: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ModelReasoningDelta:
     """A piece of the model's reasoning (thinking, reasoning summary or reasoning_content)."""
 
@@ -119,7 +120,7 @@ class ModelReasoningDelta:
     text: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ToolCallDelta:
     """A piece of a tool call as it is generated.
 
@@ -134,7 +135,7 @@ class ToolCallDelta:
     arguments: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ModelResponse:
     """The end of a model call: the assembled assistant message and what it cost."""
 
@@ -149,7 +150,7 @@ class ModelResponse:
     """Model id as the upstream reported it."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ProviderRetry:
     """A fallback chain will call ``provider`` again after ``delay_s`` seconds."""
 
@@ -162,7 +163,7 @@ class ProviderRetry:
     """The failure's classification (``rate_limit``, ``server_error``, ...)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ProviderSwitched:
     """A fallback chain gave up on ``from_provider`` and continues on ``to_provider``."""
 
