@@ -162,6 +162,7 @@ def _serve_without_ledger(argv: list[str]) -> None:
         observers = services.runs.observers
         for ledger in [o for o in observers if isinstance(_owner(o), UsageLedger)]:
             observers.remove(ledger)
+        services.ledger = None  # nor its hook on each call (start_run adds it when set)
 
     Services.open = open_without_ledger  # type: ignore[method-assign,assignment]
     sys.argv = ["bench._serve", *argv]
