@@ -110,6 +110,10 @@ class ProviderError(HermesError):
         )
 
 
+DISK_FULL_ERROR = "the server's disk is full: the run could not save its progress"
+"""The error a run ends ``failed`` with when its store's disk filled (``RunFinished.error``):
+a waiting client is answered 507, not the 502 of a failed upstream."""
+
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 _SQLITE_FULL = 13
 _FULL_TEXTS = ("database or disk is full", "no space left on device", "disk quota exceeded")

@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from hermes_core.errors import InvalidRequestError
+from hermes_core.errors import DISK_FULL_ERROR, InvalidRequestError
 from hermes_core.errors import disk_full as storage_full
 
 log = logging.getLogger(__name__)
@@ -138,12 +138,16 @@ def run_failed(error: str | None) -> ErrorBody:
 
 
 def run_failed_response(error: str | None, *, headers: dict[str, str]) -> JSONResponse:
-    """The answer to a waiting client whose run failed before it produced any answer."""
+    """The answer to a waiting client whose run failed before it produced any answer: a 502,
+    or a 507 when the server's disk filled (the client may retry later; it is no upstream's
+    fault)."""
+    if error == DISK_FULL_ERROR:
+        return storage_full_response(headers)
     return JSONResponse({"error": run_failed(error)}, RUN_FAILED_STATUS, headers=headers)
 
 
-def storage_full_response() -> JSONResponse:
-    headers = {"retry-after": "30"}
+def storage_full_response(headers: dict[str, str] | None = None) -> JSONResponse:
+    headers = {**(headers or {}), "retry-after": "30"}
     return error_response(507, STORAGE_FULL_MESSAGE, code="insufficient_storage", headers=headers)
 
 

@@ -32,7 +32,7 @@ from hermes_core.agent.loop import RunDriver
 from hermes_core.agent.run_state import Steering
 from hermes_core.agent.run_tools import RunTools
 from hermes_core.context.hooks import ContextHooks
-from hermes_core.errors import InvalidRequestError, disk_full
+from hermes_core.errors import DISK_FULL_ERROR, InvalidRequestError, disk_full
 from hermes_core.events import (
     AgentEvent,
     CallRecord,
@@ -291,7 +291,7 @@ class Agent:
             except Exception as exc:  # a bug of ours must still end the run honestly
                 if disk_full(exc):  # not a bug: the store could not save the run's progress
                     log.error("run %s: failed, the store's disk is full", run_id)
-                    error = "the server's disk is full: the run could not save its progress"
+                    error = DISK_FULL_ERROR
                 else:
                     log.exception("run %s: the agent loop failed", run_id)
                     error = f"internal error: {type(exc).__name__}"

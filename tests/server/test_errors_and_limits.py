@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 from typing import Any
 
 import httpx
 import openai
 import pytest
 
+from hermes_core.agent import Agent
 from server.http.threaded import ThreadedServer
-from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step
+from server.services import Profile
+from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, KEY_CAROL, UPSTREAM_MODEL
 
@@ -182,3 +185,29 @@ async def test_a_key_restricted_to_other_models_gets_a_403_and_does_not_see_them
         single = await http.get("/v1/models/hermes-agent", headers=carol)
     assert listed == []
     assert single.status_code == 404
+
+
+async def test_a_run_that_fails_because_the_disk_is_full_is_a_507_not_a_502(
+    hermes: ThreadedServer, simulator: SimulatorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The store cannot save the tool call before the tool runs: the run ends failed, and the
+    # waiting client is told to retry later, not that an upstream failed.
+    call = Reply(tool_calls=[ToolCallSpec(name="lookup", arguments={"word": "disk"})])
+    simulator.state.script(UPSTREAM_MODEL, Scenario(steps=[Step(reply=call)]))
+    made = Profile.new_agent
+
+    async def full() -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def agent_on_a_full_disk(self: Profile, **options: Any) -> Agent:
+        agent = made(self, **options)
+        agent.checkpoint = full
+        return agent
+
+    monkeypatch.setattr(Profile, "new_agent", agent_on_a_full_disk)
+    response = await _post(hermes, {"model": "hermes-agent", "messages": HELLO})
+
+    assert response.status_code == 507, response.text
+    assert _envelope(response)["code"] == "insufficient_storage"
+    assert response.headers["retry-after"] == "30"
+    assert response.headers["x-hermes-run-id"].startswith("run_")
