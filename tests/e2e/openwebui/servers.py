@@ -22,6 +22,8 @@ KEY = "sk-openwebui-e2e-0123456789"
 PRINCIPAL = "webui"
 MODEL = "hermes-agent"
 """The profile's id: the model of the Chat Completions connection, as Open WebUI lists it."""
+PLANNER_MODEL = "hermes-planner"
+"""A profile that writes a plan before a task's first action (``planner: true``)."""
 RESPONSES_PREFIX = "responses"
 RESPONSES_MODEL = f"{RESPONSES_PREFIX}.{MODEL}"
 """The same profile through the Responses connection: Open WebUI prefixes its model ids with
@@ -44,6 +46,11 @@ profiles:
     providers: [sim]
     tools: [files, shell, code]
     approvals: {{shell: dangerous, code: dangerous}}
+    sandbox: {{timeout_seconds: 60, max_processes: 64, cpu_seconds: 30, sandbox_memory_mb: 1024}}
+  - id: {planner_model}
+    providers: [sim]
+    tools: [shell]
+    planner: true
     sandbox: {{timeout_seconds: 60, max_processes: 64, cpu_seconds: 30, sandbox_memory_mb: 1024}}
 """
 
@@ -111,6 +118,7 @@ def hermes_config(data: Path, simulator_url: str) -> str:
         upstream=UPSTREAM,
         simulator=simulator_url,
         model=MODEL,
+        planner_model=PLANNER_MODEL,
     )
 
 
