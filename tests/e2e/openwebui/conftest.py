@@ -28,11 +28,11 @@ from tests.e2e.openwebui.servers import (
     Hermes,
     Process,
     hermes_config,
-    openwebui,
+    running_openwebui,
     tail,
 )
 from tests.e2e.openwebui.webui import WebUI
-from tests.processes import free_port, hermes_command, wait_until_healthy
+from tests.processes import free_port, hermes_command
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Playwright
@@ -40,8 +40,6 @@ if TYPE_CHECKING:
 __all__ = ["MODEL", "RESPONSES_MODEL", "UPSTREAM", "script"]
 
 HERE = Path(__file__).parent
-OPENWEBUI_START_SECONDS = 240
-"""Open WebUI takes ~18 s to start on an idle machine (database migrations, heavy imports)."""
 BROWSER_FLAGS = [
     "--headless=new",
     "--no-sandbox",
@@ -95,16 +93,7 @@ def hermes(
 def openwebui_server(hermes: Hermes, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
     """Open WebUI, logged in as its single admin, with two connections to ``hermes``: Chat
     Completions (model ``MODEL``) and Responses (``RESPONSES_MODEL``)."""
-    data = tmp_path_factory.mktemp("openwebui")
-    port = free_port()
-    with openwebui(port, data, hermes.base_url) as process:
-        served = Process(
-            "Open WebUI", f"http://127.0.0.1:{port}", process.pid, data / "openwebui.log"
-        )
-        try:
-            wait_until_healthy(served.base_url, timeout=OPENWEBUI_START_SECONDS, process=process)
-        except RuntimeError as error:
-            raise RuntimeError(f"{error}; the end of {served.log}:\n{tail(served.log)}") from None
+    with running_openwebui(tmp_path_factory.mktemp("openwebui"), hermes.base_url) as served:
         yield served
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from server.files.workspaces import conversation_workspace
 from tests.e2e.openwebui.environment import openwebui_program
+from tests.processes import free_port, wait_until_healthy
 from tests.server.served import pid_alive
 
 UPSTREAM = "openwebui-e2e"
@@ -190,3 +191,25 @@ def openwebui(
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=10)
+
+
+OPENWEBUI_START_SECONDS = 240
+"""Open WebUI takes ~18 s to start on an idle machine (database migrations, heavy imports)."""
+
+
+@contextmanager
+def running_openwebui(
+    data: Path, hermes_url: str, extra_env: Mapping[str, str] | None = None
+) -> Iterator[Process]:
+    """Open WebUI in front of ``hermes_url``, answering ``/health``, until the block ends (a
+    start that fails says why, with the end of its log)."""
+    port = free_port()
+    with openwebui(port, data, hermes_url, extra_env) as process:
+        served = Process(
+            "Open WebUI", f"http://127.0.0.1:{port}", process.pid, data / "openwebui.log"
+        )
+        try:
+            wait_until_healthy(served.base_url, timeout=OPENWEBUI_START_SECONDS, process=process)
+        except RuntimeError as error:
+            raise RuntimeError(f"{error}; the end of {served.log}:\n{tail(served.log)}") from None
+        yield served

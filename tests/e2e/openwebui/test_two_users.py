@@ -22,10 +22,9 @@ import httpx
 import pytest
 
 from server.simulator import Reply, SimulatorServer, Step, ToolCallSpec
-from tests.e2e.openwebui.conftest import OPENWEBUI_START_SECONDS, script
-from tests.e2e.openwebui.servers import UPSTREAM, Hermes, Process, openwebui, tail
+from tests.e2e.openwebui.conftest import script
+from tests.e2e.openwebui.servers import UPSTREAM, Hermes, Process, running_openwebui
 from tests.e2e.openwebui.webui import WebUI
-from tests.processes import free_port, wait_until_healthy
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -51,16 +50,8 @@ class SignedIn:
 def signed_in(hermes: Hermes, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SignedIn]:
     """Open WebUI with logins: Ann signed up first (its admin), Ben added by her."""
     data = tmp_path_factory.mktemp("openwebui-accounts")
-    port = free_port()
     extra = {"WEBUI_AUTH": "True", "BYPASS_MODEL_ACCESS_CONTROL": "True"}
-    with openwebui(port, data, hermes.base_url, extra_env=extra) as process:
-        server = Process(
-            "Open WebUI", f"http://127.0.0.1:{port}", process.pid, data / "openwebui.log"
-        )
-        try:
-            wait_until_healthy(server.base_url, timeout=OPENWEBUI_START_SECONDS, process=process)
-        except RuntimeError as error:
-            raise RuntimeError(f"{error}; the end of {server.log}:\n{tail(server.log)}") from None
+    with running_openwebui(data, hermes.base_url, extra) as server:
         with httpx.Client(base_url=server.base_url, timeout=60) as http:
             ann = _account(
                 http.post(
