@@ -21,7 +21,7 @@ from hermes_core.agent.config import CallHook
 from hermes_core.events import CallRecord
 from hermes_core.persistence.usage import UsageStore
 from server.budgets.allowance import Allowance, HeldToBudgets, Periods, utc
-from server.budgets.in_flight import InFlight, Measure
+from server.budgets.tallies import Measure, Tallies
 from server.errors import QuotaExceeded
 from server.http.auth import Budget, Principal
 
@@ -34,7 +34,7 @@ class Budgets:
         self.store: UsageStore | None = None
         """The usage ledger; set when the SQL store opens (``Services.open``)."""
         self.clock = clock
-        self.in_flight = InFlight()
+        self.tallies = Tallies()
         """What this replica's runs held to a budget spent, for their checks between calls."""
 
     async def admit(
@@ -67,7 +67,7 @@ class Budgets:
                 if limit is None:
                     continue
                 allowance = await _allowance(
-                    store, self.in_flight, principal.name, who, whose, measure, limit, periods
+                    store, self.tallies, principal.name, who, whose, measure, limit, periods
                 )
                 if allowance.left <= 0:
                     raise _refusal(allowance, now)
@@ -86,7 +86,7 @@ def _limits(budget: Budget | None) -> bool:
 
 async def _allowance(
     store: UsageStore,
-    in_flight: InFlight,
+    tallies: Tallies,
     owner: str,
     end_user: str | None,
     whose: str,
@@ -96,7 +96,7 @@ async def _allowance(
 ) -> Allowance:
     daily = measure == "tokens_per_day"
     since = periods.today if daily else periods.month_start
-    tally = in_flight.tally(owner, end_user, measure, since)
+    tally = tallies.tally(owner, end_user, measure, since)
     # Before the read: a call counted while it goes on is then in the run's check as well as,
     # perhaps, in the read (the run stops a little sooner), never in neither.
     tallied = tally.spent

@@ -4,7 +4,7 @@ Budgets run over UTC calendar periods: tokens per day (from 00:00 UTC) and cost 
 (from the 1st, 00:00 UTC). A run is admitted with what was left of each budget that holds it
 when it started (:class:`Allowance`: the limit less the ledger's total, which holds every
 call counted so far on every replica). :class:`HeldToBudgets` adds the run's calls to the
-budgets' tallies here as they are counted (``in_flight.py``), and ends it before its next model
+budgets' tallies here as they are counted (``tallies.py``), and ends it before its next model
 call once what every run held to one of them here has spent since it was admitted reaches what
 was left: runs of one key that run at once on a replica share it. The call that crosses the
 line is paid for, so a budget is overrun by at most one model call per run on one replica
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hermes_core.events import CallRecord
-from server.budgets.in_flight import Measure, Tally
+from server.budgets.tallies import Measure, Tally
 
 
 @dataclass(frozen=True, slots=True)

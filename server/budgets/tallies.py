@@ -36,7 +36,7 @@ class Tally:
         was admitted as the difference."""
 
 
-class InFlight:
+class Tallies:
     """The tallies of this replica's runs held to a budget."""
 
     __slots__ = ("_tallies",)

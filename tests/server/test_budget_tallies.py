@@ -230,7 +230,7 @@ async def test_a_budgets_tally_goes_once_no_run_holds_it(store: Store) -> None:
     run.end()
 
     del run, tally
-    fresh = replica.budgets.in_flight.tally("team", None, "tokens_per_day", "2026-11-18")
+    fresh = replica.budgets.tallies.tally("team", None, "tokens_per_day", "2026-11-18")
     assert fresh.spent == 0
 
 
