@@ -75,6 +75,18 @@ CallHook = Callable[[CallRecord], None]
 """``AgentRequest.on_call``: told of each model call a run pays for, as the run counts it."""
 
 
+def chained(first: CallHook | None, then: CallHook | None) -> CallHook | None:
+    """One ``on_call`` that tells ``first``, then ``then`` (either may be None)."""
+    if first is None or then is None:
+        return first or then
+
+    def both(call: CallRecord) -> None:
+        first(call)
+        then(call)
+
+    return both
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalAnswer:
     """The answer to a call that an earlier run left awaiting approval: the run that carries

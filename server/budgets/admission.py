@@ -17,8 +17,7 @@ import time
 from collections.abc import Callable
 
 from hermes_core.agent import AgentRequest
-from hermes_core.agent.config import CallHook
-from hermes_core.events import CallRecord
+from hermes_core.agent.config import chained
 from hermes_core.persistence.usage import UsageStore
 from server.budgets.allowance import Allowance, HeldToBudgets, Periods, utc
 from server.budgets.tallies import Measure, Tallies
@@ -74,7 +73,7 @@ class Budgets:
                 allowances.append(allowance)
         held = HeldToBudgets(allowances)
         return dataclasses.replace(
-            request, spend_limit=held, on_call=_both(request.on_call, held.count)
+            request, spend_limit=held, on_call=chained(request.on_call, held.count)
         )
 
 
@@ -110,18 +109,6 @@ async def _allowance(
         tally=tally,
         tallied=tallied,
     )
-
-
-def _both(first: CallHook | None, then: CallHook) -> CallHook:
-    """A run's ``on_call``: ``first`` (the ledger's, set as the run started), then ``then``."""
-    if first is None:
-        return then
-
-    def both(call: CallRecord) -> None:
-        first(call)
-        then(call)
-
-    return both
 
 
 def _refusal(allowance: Allowance, now: float) -> QuotaExceeded:

@@ -16,6 +16,7 @@ from starlette.requests import HTTPConnection
 from starlette.types import Receive
 
 from hermes_core.agent import Agent, AgentRequest
+from hermes_core.agent.config import chained
 from hermes_core.events import ExitReason
 from hermes_core.tools.quota import quota_in_force
 from hermes_core.tools.registry import Tool
@@ -221,8 +222,8 @@ def _with_counter(
     """``request`` with the ledger's counter as its ``on_call`` (a hook it carried already is
     called after the ledger's). A copy (~5 µs): the request may be the caller's to keep, and a
     run's hook must never reach another run that reuses it."""
-    counter = ledger.counter(request.run_id or "", owner, end_user, profile, then=request.on_call)
-    return dataclasses.replace(request, on_call=counter)
+    counter = ledger.counter(request.run_id or "", owner, end_user, profile)
+    return dataclasses.replace(request, on_call=chained(counter, request.on_call))
 
 
 def _log_failure(run: Run) -> None:

@@ -50,12 +50,9 @@ class UsageLedger:
         owner: str,
         end_user: str | None,
         profile: str,
-        *,
-        then: CallHook | None = None,
     ) -> CallHook:
         """The ``AgentRequest.on_call`` of run ``run_id`` (of ``owner``'s key, for
-        ``end_user``, of ``profile``): adds each call to the ledger as it is counted, then
-        hands it to ``then`` (another hook the request carried), if any."""
+        ``end_user``, of ``profile``): adds each call to the ledger as it is counted."""
         store = self.store
         counted = self._counted
         user = end_user or ""
@@ -77,8 +74,6 @@ class UsageLedger:
                 )
             )
             counted[run_id] = counted.get(run_id, 0) + 1
-            if then is not None:
-                then(call)
 
         return count
 

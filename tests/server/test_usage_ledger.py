@@ -7,6 +7,7 @@ nothing."""
 
 from __future__ import annotations
 
+from hermes_core.agent.config import chained
 from hermes_core.events import CallRecord, ExitReason, RunFinished, RunStarted, TextDelta
 from hermes_core.persistence import Store
 from hermes_core.usage import Usage
@@ -166,7 +167,8 @@ async def test_a_run_counted_call_by_call_is_in_the_ledger_once(store: Store) ->
     ledger = UsageLedger(store.usage, clock=lambda: ENDED_AT)
     info = RunInfo(id="run_1", owner="alice", endpoint="chat.completions", model="hermes")
     heard: list[CallRecord] = []
-    count = ledger.counter("run_1", "alice", None, "hermes", then=heard.append)
+    count = chained(ledger.counter("run_1", "alice", None, "hermes"), heard.append)
+    assert count is not None
     calls = [_call("main", "gpt-4o", 100, 0.5), _call("backup", "claude", 200, 1.0)]
     for call in calls:
         count(call)
