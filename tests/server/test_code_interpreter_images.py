@@ -11,6 +11,7 @@ with the sandbox's matplotlib.
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import os
 import struct
 import time
@@ -267,3 +268,30 @@ def test_inlined_images_keep_to_their_caps(tmp_path: Path) -> None:
     inlined = images_since(tmp_path, began, inline=True)
     assert sum(len(base64.b64decode(i.data or "")) for i in inlined) <= MAX_INLINE_TOTAL
     assert 0 < len([i for i in inlined if i.path.startswith("full-")]) < many
+
+
+def test_a_fifo_or_a_link_named_as_an_image_is_left_out_and_never_waited_on(
+    tmp_path: Path,
+) -> None:
+    # Code in the sandbox controls what its workspace holds: a FIFO would block a reader for
+    # ever, a link could point at the server's own files (a PNG outside the workspace here).
+    outside = tmp_path / "outside.png"
+    outside.write_bytes(CHART)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    began = time.time_ns()
+    os.mkfifo(workspace / "pipe.png")
+    (workspace / "link.png").symlink_to(outside)
+    (workspace / "real.png").write_bytes(CHART)
+    found = _looked_within(5, lambda: images_since(workspace, began, inline=True))
+    assert paths(found) == ["real.png"]
+
+
+def _looked_within(seconds: float, look: Any) -> list[CallImage]:
+    """``look()``, failing (instead of hanging the suite) if it blocks."""
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        result: list[CallImage] = pool.submit(look).result(timeout=seconds)
+        return result
+    finally:
+        pool.shutdown(wait=False)  # a blocked look is left behind, not waited for
