@@ -210,6 +210,7 @@ class ResponsesServing:
                     keeps_questions=body.store,
                     tools=tools,
                     side_task_files=True,
+                    call_images=hosted.code_interpreter and progress != "openwebui",
                     end_user=body.safety_identifier or body.user,
                 ),
             )

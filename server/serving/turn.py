@@ -150,6 +150,9 @@ class TurnSpec:
     session_busy: BusyMode | None = None
     """What the turn does when its session is busy, as the request's body says (a run's
     ``session_busy``); the ``X-Hermes-Session-Busy`` header, then the profile's, otherwise."""
+    call_images: bool = False
+    """Whether the answer shows the images each ``code`` call made (a Responses request that
+    names ``code_interpreter``): the workspace is looked at as each such call ends."""
     end_user: str | None = None
     """The end user the body names (``safety_identifier``, else ``user``); the request's
     headers come first, and only a trusted front end's count (``server/serving/end_users.py``)."""
@@ -248,9 +251,7 @@ async def begin_turn(
                 request = await with_files_in_workspace(
                     services, profile, request, principal, conversation, end_user
                 )
-                runnable = watched(
-                    agent, request, conversation, call_images=spec.endpoint == "responses"
-                )
+                runnable = watched(agent, request, conversation, call_images=spec.call_images)
                 files = await file_announcer(
                     services, connection, request, conversation, openwebui=spec.openwebui
                 )
