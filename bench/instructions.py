@@ -8,6 +8,7 @@ slower, so bursts are larger than in real life).
 
     .venv/bin/python -m bench.instructions [--stream] [--chunks 20] [--requests 200] [--keep]
     .venv/bin/python -m bench.instructions --ledger-cost   # with and without the usage ledger
+    .venv/bin/python -m bench.instructions --relay [--stream]  # the thinnest relay, same load
 
 Needs valgrind (``callgrind_control`` comes with it).
 """
@@ -73,6 +74,11 @@ def main() -> int:
         action="store_true",
         help="measure with and without the usage ledger, and print what it costs per run",
     )
+    parser.add_argument(
+        "--relay",
+        action="store_true",
+        help="count bench.relay (aiohttp in, aiohttp out) instead: #27's yardstick",
+    )
     args = parser.parse_args()
     if args.ledger_cost:
         with_ledger = _measure(args, ledger=True)
@@ -100,6 +106,8 @@ def _measure(args: argparse.Namespace, *, ledger: bool) -> float:
         serve.append("--skills")
     if args.no_database:
         serve.append("--no-database")
+    if args.relay:  # it forwards the body as it is, so the body names the simulator's model
+        serve = [sys.executable, "-m", "bench.relay", "--upstream", upstream, "--port", str(port)]
     valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
     simulator = subprocess.Popen([*simulate, "--port", str(sim_port)], stdout=subprocess.DEVNULL)
     hermes = subprocess.Popen(
@@ -115,7 +123,7 @@ def _measure(args: argparse.Namespace, *, ledger: bool) -> float:
         scenario = {"steps": [{"reply": reply, "repeat": 10_000}]}
         httpx.put(f"{upstream}/_sim/scenarios/{BENCH_MODEL}", json=scenario).raise_for_status()
         body: dict[str, object] = {
-            "model": "hermes-agent",
+            "model": BENCH_MODEL if args.relay else "hermes-agent",
             "messages": [{"role": "user", "content": "Say something."}],
             "stream": args.stream,
         }
@@ -138,7 +146,8 @@ def _measure(args: argparse.Namespace, *, ledger: bool) -> float:
         shutil.rmtree(out.parent)
     without = "" if ledger else ", without the usage ledger"
     per_run: float = total / args.requests
-    print(f"{per_run / 1e6:.2f} M instructions per {kind} ({args.requests} runs{without})")
+    who = "the relay: " if args.relay else ""
+    print(f"{who}{per_run / 1e6:.2f} M instructions per {kind} ({args.requests} runs{without})")
     return per_run
 
 
