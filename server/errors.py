@@ -110,7 +110,17 @@ def error_body(
     status: int, message: str, *, param: str | None = None, code: str | None = None
 ) -> ErrorBody:
     kind = _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    return {"message": message, "type": kind, "param": param, "code": code}
+    if param is not None:
+        param = _encodable(param)
+    return {"message": _encodable(message), "type": kind, "param": param, "code": code}
+
+
+def _encodable(text: str) -> str:
+    """``text`` with any lone surrogate spelt as its escape (``\\udcff``): a message may
+    quote what a client sent, such as a file id naming a path that is not UTF-8 (decoded with
+    ``surrogateescape``), and a surrogate cannot be encoded, which would turn the refusal
+    into a 500."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def error_envelope(

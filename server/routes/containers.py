@@ -36,7 +36,7 @@ from server.protocol.schemas.containers import (
     ContainerList,
     ContainerObject,
 )
-from server.routes.file_bytes import file_response, open_file
+from server.routes.file_bytes import file_response, open_file, shown
 from server.services import Services
 from server.serving.common import conversation_owner
 
@@ -187,7 +187,7 @@ def _file(container: str, path: str, info: os.stat_result) -> dict[str, Any]:
         "id": file_id(path),
         "object": "container.file",
         "container_id": container,
-        "path": path,
+        "path": shown(path),  # its id keeps the exact bytes
         "bytes": info.st_size,
         "created_at": int(info.st_mtime),
         "source": "assistant",

@@ -19,6 +19,13 @@ from server.errors import APIError
 _CHUNK = 256 * 1024
 
 
+def shown(path: str) -> str:
+    """``path`` as text any client can read: a name whose bytes are not UTF-8 (a command may
+    make one; Python keeps its bytes as lone surrogates) with each such byte shown as U+FFFD.
+    Left as it is, it could not be encoded, and its listing would be a 500."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 async def open_file(root: Path, path: str, *, param: str = "path") -> tuple[int, os.stat_result]:
     """A read descriptor for ``path`` in the workspace ``root`` (which exists) and its stat;
     a 404 for anything that is not a regular file there."""
@@ -52,7 +59,7 @@ def file_response(
         media_type=media_type,
         headers={
             "content-length": str(size),
-            "content-disposition": f"{disposition}; filename*=utf-8''{quote(name)}",
+            "content-disposition": f"{disposition}; filename*=utf-8''{quote(shown(name))}",
             **(headers or {}),
         },
     )

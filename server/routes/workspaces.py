@@ -18,7 +18,7 @@ from server.errors import APIError
 from server.http.auth import Principal, require_principal
 from server.http.openapi import BYTES, errors
 from server.protocol.schemas.files import WorkspaceFileList
-from server.routes.file_bytes import file_response, open_file
+from server.routes.file_bytes import file_response, open_file, shown
 from server.services import Services
 from server.serving.common import conversation_owner
 
@@ -65,7 +65,7 @@ def _walk(root: Path) -> tuple[list[dict[str, Any]], bool]:
             found.append(
                 {
                     "object": "hermes.workspace_file",
-                    "path": path.relative_to(root).as_posix(),
+                    "path": shown(path.relative_to(root).as_posix()),
                     "bytes": info.st_size,
                     "modified_at": int(info.st_mtime),
                 }
