@@ -26,6 +26,7 @@ from hermes_core.persistence.skills import (
     SkillRecord,
     SkillVersionRecord,
 )
+from hermes_core.persistence.storable import holds_unstorable
 from hermes_core.skills.format import MAX_SKILL_FILES, SkillError, bundle_from_files
 from hermes_core.skills.library import SkillBundle
 from server.errors import APIError
@@ -131,6 +132,13 @@ async def _upload(request: Request) -> tuple[SkillBundle, dict[str, str]]:
         bundle = await asyncio.to_thread(bundle_from_files, files)
     except SkillError as exc:
         raise APIError(400, f"Not a valid skill: {exc}.", param="files") from None
+    if holds_unstorable((bundle.name, bundle.description)):
+        # YAML's escapes spell NUL and lone surrogates, which no store holds (a 500 there).
+        raise APIError(
+            400,
+            "Not a valid skill: its name or description holds a NUL character or a lone surrogate.",
+            param="files",
+        )
     return bundle, fields
 
 

@@ -1,7 +1,7 @@
 """Hostile names on the routes that serve workspace files and skills, against a real ``serve``
-process: a file id naming a path that is not UTF-8, and a workspace file whose name is not
-UTF-8 (a command may make one). Each is a 4xx in the OpenAI envelope or a listing that still
-answers; never a 500."""
+process: a file id naming a path that is not UTF-8, a workspace file whose name is not UTF-8
+(a command may make one), and a skill whose front matter spells a character no store can
+hold. Each is a 4xx in the OpenAI envelope or a listing that still answers; never a 500."""
 
 from __future__ import annotations
 
@@ -125,3 +125,26 @@ async def test_a_workspace_file_whose_name_is_not_utf8_is_listed_read_and_downlo
     workspace = await http.get(f"/v1/workspaces/{container.name}/files")
     assert workspace.status_code == 200, workspace.text
     assert shown in {f["path"] for f in workspace.json()["data"]}
+
+
+def skill_md(description: str) -> bytes:
+    return f"---\nname: odd-skill\ndescription: {description}\n---\nDo it.\n".encode()
+
+
+@pytest.mark.parametrize(
+    "description",
+    ['"a lone surrogate \\ud800"', '"a NUL \\0 character"'],
+    ids=["lone-surrogate", "nul"],
+)
+async def test_a_skill_whose_front_matter_spells_unstorable_text_is_a_400_and_not_kept(
+    http: httpx.AsyncClient, description: str
+) -> None:
+    upload = [("files[]", ("odd-skill/SKILL.md", skill_md(description)))]
+
+    answer = await http.post("/v1/skills", files=upload)
+
+    assert answer.status_code == 400, answer.text
+    assert is_envelope(answer)
+    assert answer.json()["error"]["param"] == "files"
+    names = {s["name"] for s in (await http.get("/v1/skills")).json()["data"]}
+    assert "odd-skill" not in names
