@@ -25,7 +25,6 @@ import base64
 import dataclasses
 import os
 import posixpath
-import stat
 import time
 from collections import deque
 from collections.abc import Callable
@@ -109,15 +108,13 @@ def _read_image(workspace: Workspace, path: str, *, inline: bool, room: int) -> 
     """``path`` as an image (with its base64 when ``inline`` and it fits ``room``), or None:
     not an image, too large, or unreadable."""
     try:
-        real = workspace.path(path)  # no link leading out of the workspace
-        # Never follow a link put in its place since, nor wait on a FIFO.
-        descriptor = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        # Never through a link leading out, even one put in place of a folder of the path
+        # after it was checked (the run's next code call may be running as this looks: the
+        # open file's own path is checked), nor waiting on a FIFO; a regular file only.
+        descriptor = workspace.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except (OutsideWorkspace, OSError):
         return None
     try:
-        info = os.fstat(descriptor)
-        if not stat.S_ISREG(info.st_mode):
-            return None
         media_type = image_type(os.pread(descriptor, 12, 0))
         if media_type is None:
             return None
