@@ -7,8 +7,10 @@ has ended; a call's item closes when the call does, so what that call made is lo
 with the same bounded walk (``workspace_changes.snapshot``): the files modified since the call
 began and changed since the run's last look (an earlier call's end), by the same rule as
 ``workspace_changes.changes``. The executor runs a ``code`` call alone (it writes, so it is
-not concurrent-safe): nothing else wrote meanwhile. A file is an image when its name and its
-first bytes both say PNG, JPEG, GIF or WebP.
+not concurrent-safe): nothing else wrote while it ran. The run goes on while the look is made,
+so the next code call may be writing then: what changed after the call ended is left to that
+call's look. A file is an image when its name and its first bytes both say PNG, JPEG, GIF or
+WebP.
 
 A conversation's workspace outlives the run, and its container serves the images: they are
 named by path. A run of no conversation works in a temporary workspace, removed when it ends:
@@ -166,6 +168,8 @@ class _Relay:
         self._inline = inline
         self._began: dict[str, int] = {}
         """Watched calls under way: call id → when it began (``time.time_ns()``)."""
+        self._ended: dict[str, int] = {}
+        """Watched calls ended, not looked at yet: call id → when it ended."""
         self._seen: Snapshot | None = None
         """The workspace as the last look saw it (None: no look yet)."""
         self._held: deque[AgentEvent] = deque()
@@ -175,6 +179,8 @@ class _Relay:
         if isinstance(event, ToolStarted) and event.name in WATCHED_TOOLS:
             self._began[event.call_id] = time.time_ns()  # before the call can write anything
         watched = isinstance(event, ToolFinished) and event.call_id in self._began
+        if isinstance(event, ToolFinished) and watched:
+            self._ended[event.call_id] = time.time_ns()  # what changes later is not the call's
         if not (watched or self._held):
             self._deliver(event)
             return
@@ -200,8 +206,9 @@ class _Relay:
             if isinstance(event, ToolFinished):
                 began = self._began.pop(event.call_id, None)
                 if began is not None:
+                    ended = self._ended.pop(event.call_id)
                     images, self._seen = await asyncio.to_thread(
-                        _look, self._root, began, self._seen, self._inline
+                        _look, self._root, began, ended, self._seen, self._inline
                     )
                     if images:
                         event = dataclasses.replace(event, images=images)
@@ -212,12 +219,14 @@ class _Relay:
 
 
 def _look(
-    root: Path, since_ns: int, previous: Snapshot | None, inline: bool
+    root: Path, since_ns: int, until_ns: int, previous: Snapshot | None, inline: bool
 ) -> tuple[list[CallImage], Snapshot]:
-    """The images a call that began at ``since_ns`` made, and the workspace as seen now; none
-    when the workspace cannot be looked at (the call's logs still show)."""
+    """The images a call that ran from ``since_ns`` to ``until_ns`` made, and the workspace as
+    seen now; none when the workspace cannot be looked at (the call's logs still show)."""
     try:
-        now = snapshot(root)
+        # A file changed after the call ended is a later call's, running as this looks: not
+        # this call's image, and not seen yet, so that the later call's own look finds it.
+        now = {path: seen for path, seen in snapshot(root).items() if seen[1] <= until_ns}
         return images_in(root, now, since_ns, previous, inline=inline), now
     except OSError:
         return [], previous or {}
