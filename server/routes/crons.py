@@ -29,9 +29,28 @@ from server.routes.runs import _as_response_request, _checked_metadata, _checked
 from server.runs.manager import new_id
 from server.services import Services
 from server.serving.common import resolve_profile
+from server.serving.end_users import end_user_of
 
 router = APIRouter(prefix="/v1/crons", tags=["crons"], route_class=StrictJSONRoute)
-Owner = Annotated[Principal, Depends(require_principal)]
+
+
+async def require_key_alone(request: Request) -> Principal:
+    """The caller's principal, for a request that names no end user (a 403 otherwise).
+
+    Schedules are the key's and fire as the key (docs/end-users.md): a request for one end
+    user would read and change the crons of the key's other end users, and make runs outside
+    its own memory and sessions."""
+    principal = await require_principal(request)
+    if end_user_of(request, principal) is not None:
+        raise APIError(
+            403,
+            "Schedules are the key's: manage them with the key alone, naming no end user.",
+            code="end_user_not_allowed",
+        )
+    return principal
+
+
+Owner = Annotated[Principal, Depends(require_key_alone)]
 
 
 def _services(request: Request) -> Services:

@@ -72,12 +72,12 @@ def _viewer(request: Request, principal: Principal) -> str | None:
     return end_user.id if end_user is not None else None
 
 
-async def _check_visible(request: Request, principal: Principal, run_id: str) -> None:
-    """A 404 for a run of another end user than the one the request names, as for a run
-    that does not exist."""
+async def _visible(request: Request, principal: Principal, run_id: str) -> bool:
+    """Whether the request may see its key's run ``run_id`` (if there is one): a request
+    naming no end user sees them all; one naming an end user, only theirs."""
     viewer = _viewer(request, principal)
     if viewer is None:
-        return
+        return True
     services = _services(request)
     run = services.runs.get(run_id, owner=principal.name)
     if run is not None:
@@ -85,7 +85,13 @@ async def _check_visible(request: Request, principal: Principal, run_id: str) ->
     else:
         record = await services.store.runs.get(principal.name, run_id) if services.store else None
         owner = record.end_user if record is not None else None
-    if owner != viewer:
+    return owner == viewer
+
+
+async def _check_visible(request: Request, principal: Principal, run_id: str) -> None:
+    """A 404 for a run of another end user than the one the request names, as for a run
+    that does not exist."""
+    if not await _visible(request, principal, run_id):
         raise APIError(404, f"No run '{run_id}'.", param="run_id", code="run_not_found")
 
 
@@ -342,6 +348,18 @@ async def list_deliveries(
     """The key's webhook deliveries (of its runs' and background responses' events), newest
     first: where each stands, its attempts and the last failure."""
     store = _services(request).store
+    if _viewer(request, principal) is not None:
+        # Deliveries are kept per key, and name their runs and their URLs (which may carry a
+        # token): a request for an end user lists those of one run of theirs at a time.
+        if run_id is None:
+            raise APIError(
+                400,
+                "A request naming an end user lists the deliveries of one of their runs: "
+                "give run_id.",
+                param="run_id",
+            )
+        if not await _visible(request, principal, run_id):
+            return list_page([], has_more=False)  # as for a run that does not exist
     if store is None:
         return list_page([], has_more=False)
     found, more = await store.webhooks.page(principal.name, after=after, limit=limit, run_id=run_id)

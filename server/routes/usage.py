@@ -18,6 +18,7 @@ from server.http.input_text import StrictJSONRoute
 from server.http.openapi import errors
 from server.protocol.schemas.usage import UsageReport
 from server.services import Services
+from server.serving.end_users import end_user_id
 
 router = APIRouter(prefix="/v1/usage", tags=["usage"], route_class=StrictJSONRoute)
 Owner = Annotated[Principal, Depends(require_principal)]
@@ -79,6 +80,9 @@ async def usage_report(
     ] = None,
 ) -> dict[str, Any]:
     """The caller's key's model calls, tokens and cost, summed per group, and the totals."""
+    viewer = end_user_id(request, principal)
+    if viewer is not None:
+        end_user, key = _own_only(principal, viewer, end_user, key)
     owner = _owner(principal, key)
     until = _day(end, "to") if end is not None else _today()
     since = (
@@ -133,6 +137,22 @@ def _owner(principal: Principal, key: str | None) -> str | None:
             code="admin_key_required",
         )
     return principal.name
+
+
+def _own_only(
+    principal: Principal, viewer: str, end_user: str | None, key: str | None
+) -> tuple[str, str]:
+    """The filters of a request for the end user ``viewer``: their own usage alone, as runs
+    show them theirs alone (docs/end-users.md); the key's other end users' names and spend
+    are not theirs to learn. Naming anyone else is a 403, whoever it is."""
+    if end_user not in (None, viewer) or key not in (None, principal.name):
+        raise APIError(
+            403,
+            "A request naming an end user reads only that end user's usage.",
+            param="end_user" if end_user not in (None, viewer) else "key",
+            code="end_user_not_allowed",
+        )
+    return viewer, principal.name
 
 
 def _day(value: str, param: str) -> datetime.date:
