@@ -114,7 +114,8 @@ async def _checked_body(
             "webhook": fields.get("webhook"),
         }
     )
-    _as_response_request(run)  # the input is one a run takes
+    # The input is one a run takes (its items too): every firing would fail on it otherwise.
+    _as_response_request(run).to_agent_request(with_client_tools=False)
     metadata = _checked_metadata(run.metadata)
     if len(metadata) > 15 or CRON_ID_KEY in metadata:
         raise APIError(
