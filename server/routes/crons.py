@@ -13,7 +13,7 @@ from hermes_core.persistence.crons import Cron
 from server.crons.expression import BadSchedule, parse
 from server.crons.scheduler import CRON_ID_KEY, CronScheduler
 from server.errors import APIError
-from server.http.auth import Principal, require_principal
+from server.http.auth import Principal
 from server.http.input_text import StrictJSONRoute
 from server.http.openapi import errors
 from server.protocol.pages import list_page
@@ -25,32 +25,17 @@ from server.protocol.schemas.crons import (
     CronUpdateRequest,
 )
 from server.protocol.schemas.runs import RunCreateRequest
+from server.routes.key_alone import key_alone
 from server.routes.runs import _as_response_request, _checked_metadata, _checked_webhook
 from server.runs.manager import new_id
 from server.services import Services
 from server.serving.common import resolve_profile
-from server.serving.end_users import end_user_of
 
 router = APIRouter(prefix="/v1/crons", tags=["crons"], route_class=StrictJSONRoute)
-
-
-async def require_key_alone(request: Request) -> Principal:
-    """The caller's principal, for a request that names no end user (a 403 otherwise).
-
-    Schedules are the key's and fire as the key (docs/end-users.md): a request for one end
-    user would read and change the crons of the key's other end users, and make runs outside
-    its own memory and sessions."""
-    principal = await require_principal(request)
-    if end_user_of(request, principal) is not None:
-        raise APIError(
-            403,
-            "Schedules are the key's: manage them with the key alone, naming no end user.",
-            code="end_user_not_allowed",
-        )
-    return principal
-
-
-Owner = Annotated[Principal, Depends(require_key_alone)]
+# Schedules are the key's and fire as the key: a request for one end user would read and change
+# the crons of the key's other end users, and make runs outside its own memory and sessions.
+_KEY_ALONE = "Schedules are the key's: manage them with the key alone, naming no end user."
+Owner = Annotated[Principal, Depends(key_alone(_KEY_ALONE))]
 
 
 def _services(request: Request) -> Services:

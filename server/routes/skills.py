@@ -43,12 +43,20 @@ from server.protocol.schemas.skills import (
     SkillVersionList,
     SkillVersionObject,
 )
+from server.routes.key_alone import key_alone
 from server.services import Services
 from server.skills.library import LATEST, StoredSkills, new_version, version_number
 
 router = APIRouter(prefix="/v1/skills", tags=["skills"])
 
 Owner = Annotated[Principal, Depends(require_principal)]
+# The key's skills are offered to every one of its end users: one of them uploading, changing
+# or deleting one would change what the others' runs are told.
+_KEY_ALONE = (
+    "The key's skills are shared by all of its end users: upload, change or delete them with "
+    "the key alone, naming no end user."
+)
+KeyAlone = Annotated[Principal, Depends(key_alone(_KEY_ALONE))]
 
 # ``files``, ``files[]`` (the SDK) or ``files[0]``, ``files[1]``, ...
 _FILES_FIELD = re.compile(r"files(\[\d*\])?")
@@ -184,7 +192,7 @@ def _zip(name: str, data: bytes) -> Response:
     responses=errors(400, 401, 413),
     openapi_extra=UPLOAD,
 )
-async def create_skill(request: Request, principal: Owner) -> dict[str, Any] | Response:
+async def create_skill(request: Request, principal: KeyAlone) -> dict[str, Any] | Response:
     """Upload a new skill (its version "1"). A name the key already uses is refused: add a
     version to that skill instead."""
     # With an Idempotency-Key, a retry gets the first upload's skill (server/http/idempotency.py).
@@ -250,7 +258,7 @@ async def retrieve_skill(skill_id: str, request: Request, principal: Owner) -> d
     responses=errors(400, 401, 404),
     openapi_extra=UPDATE,
 )
-async def update_skill(skill_id: str, request: Request, principal: Owner) -> dict[str, Any]:
+async def update_skill(skill_id: str, request: Request, principal: KeyAlone) -> dict[str, Any]:
     """Choose the version runs use (``default_version``)."""
     # Read by hand rather than as a body parameter: FastAPI's single-body alias makes
     # pydantic warn on every request.
@@ -285,7 +293,7 @@ async def update_skill(skill_id: str, request: Request, principal: Owner) -> dic
     response_model_exclude_unset=True,
     responses=errors(401, 404),
 )
-async def approve_skill(skill_id: str, request: Request, principal: Owner) -> dict[str, Any]:
+async def approve_skill(skill_id: str, request: Request, principal: KeyAlone) -> dict[str, Any]:
     """Publish a draft the agent wrote: runs are offered it from now on (Hermes extension)."""
     skills = _skills(request)
     await _skill(skills, principal.name, skill_id)
@@ -297,7 +305,7 @@ async def approve_skill(skill_id: str, request: Request, principal: Owner) -> di
 
 
 @router.delete("/{skill_id}", response_model=SkillDeleted, responses=errors(401, 404))
-async def delete_skill(skill_id: str, request: Request, principal: Owner) -> dict[str, Any]:
+async def delete_skill(skill_id: str, request: Request, principal: KeyAlone) -> dict[str, Any]:
     """Delete a skill and all of its versions."""
     skills = _skills(request)
     deleted = await skills.store.delete(principal.name, skill_id)
@@ -324,7 +332,7 @@ async def skill_content(skill_id: str, request: Request, principal: Owner) -> Re
     openapi_extra=UPLOAD,
 )
 async def create_version(
-    skill_id: str, request: Request, principal: Owner
+    skill_id: str, request: Request, principal: KeyAlone
 ) -> dict[str, Any] | Response:
     """Upload a new version of a skill (same name); ``default=true`` makes runs use it."""
     # With an Idempotency-Key, a retry gets the first upload's version.
@@ -418,7 +426,7 @@ async def retrieve_version(
     responses=errors(400, 401, 404),
 )
 async def delete_version(
-    skill_id: str, version: str, request: Request, principal: Owner
+    skill_id: str, version: str, request: Request, principal: KeyAlone
 ) -> dict[str, Any]:
     """Delete one version; the default version cannot be (choose another default first)."""
     skills = _skills(request)

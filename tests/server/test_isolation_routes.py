@@ -316,3 +316,38 @@ async def test_an_end_user_lists_the_webhook_deliveries_of_their_own_runs_only(
     everything = await alice.get("/v1/webhooks/deliveries", headers=ANN)
     assert everything.status_code == 400, everything.text
     assert "bens-own" not in everything.text
+
+
+ANNS_SKILL = b"---\nname: anns-skill\ndescription: Ann's own.\n---\nTell Ben nothing.\n"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "upload", "body"),
+    [
+        ("POST", "/v1/skills", True, None),
+        ("POST", S, False, {"default_version": "1"}),
+        ("POST", S + "/approve", False, None),
+        ("DELETE", S, False, None),
+        ("POST", S + "/versions", True, None),
+        ("DELETE", S + "/versions/1", False, None),
+    ],
+)
+async def test_an_end_user_reads_but_never_changes_the_skills_the_key_shares(
+    alice: httpx.AsyncClient,
+    alices: dict[str, str],
+    method: str,
+    path: str,
+    upload: bool,
+    body: Any,
+) -> None:
+    skills = (await alice.get("/v1/skills")).json()
+    files = [("files[]", ("SKILL.md", ANNS_SKILL))] if upload else None
+
+    refused = await alice.request(
+        method, path.format(**alices), files=files, json=body, headers=ANN
+    )
+
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["error"]["code"] == "end_user_not_allowed"
+    assert (await alice.get("/v1/skills")).json() == skills
+    assert (await alice.get("/v1/skills", headers=ANN)).json() == skills
