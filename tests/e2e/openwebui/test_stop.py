@@ -61,8 +61,11 @@ def test_the_turn_after_a_stop_during_a_shell_command_sees_the_cancelled_call(
         Step(reply=Reply(text="Hello, and the long job stays stopped.")),
     )
     webui.send(FIRST)
-    workspace = hermes.workspace(webui.chat_id())
-    webui.until("the command running", lambda: (workspace / "started").exists())
+    chat = webui.chat_id()
+    # Looked up on every poll: the chat's workspace is under its user's owner, which it is
+    # found by only once the run has made it.
+    webui.until("the command running", lambda: (hermes.workspace(chat) / "started").exists())
+    workspace = hermes.workspace(chat)
     webui.stop()
     # Open WebUI keeps the stopped call without a result, marked incomplete: it leaves such a
     # call out of the history it sends next, and with it this answer, which holds nothing else.
