@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from starlette.types import Receive, Scope, Send
 
 from hermes_core.skills.format import MAX_ZIP_BYTES
@@ -63,6 +63,18 @@ class HermesApp(FastAPI):
             return
         scope["app"] = self  # as Starlette sets it, for ``request.app``
         await hot.serve(route, scope, receive, send)
+
+
+def add_routes(app: FastAPI, *routers: APIRouter) -> None:
+    """The routers' routes, on the app as they were built: each already has its router's
+    prefix and tags, and the app adds no dependencies, responses or body limit of its own.
+
+    Not ``include_router``: FastAPI (0.16x) wraps an included router and builds its routes'
+    state again, lazily, on the first request that walks past it — a starting server's first
+    ``/health``, behind all 60-odd routes, paid for every one of them — and walks the
+    wrappers again on every request after."""
+    for router in routers:
+        app.router.routes.extend(router.routes)
 
 
 async def _whole_app(app: FastAPI, scope: Scope, receive: Receive, send: Send) -> None:
@@ -152,23 +164,29 @@ def create_app(services: Services) -> HermesApp:
         record=services.metrics.record_request,
         idempotency=services.idempotency,
     )
-    app.include_router(chat.router)
-    app.include_router(responses.router)
-    app.include_router(responses_socket.router)
-    app.include_router(runs.router)
-    app.include_router(runs.webhooks_router)
-    app.include_router(crons.router)
-    app.include_router(usage_routes.router)
+    add_routes(
+        app,
+        chat.router,
+        responses.router,
+        responses_socket.router,
+        runs.router,
+        runs.webhooks_router,
+        crons.router,
+        usage_routes.router,
+    )
     services.schedules = scheduling(runs.start_api_run)
-    app.include_router(files.router)
-    app.include_router(skills.router)
-    app.include_router(conversations.router)
-    app.include_router(sessions.router)
-    app.include_router(admin.router)
-    app.include_router(signed_files.router)  # before /v1/workspaces/{conversation}/…
-    app.include_router(workspaces.router)
-    app.include_router(containers.router)
-    app.include_router(models.router)
-    app.include_router(health.router)
-    app.include_router(metrics_routes.router)
+    add_routes(
+        app,
+        files.router,
+        skills.router,
+        conversations.router,
+        sessions.router,
+        admin.router,
+        signed_files.router,  # before /v1/workspaces/{conversation}/…
+        workspaces.router,
+        containers.router,
+        models.router,
+        health.router,
+        metrics_routes.router,
+    )
     return app
