@@ -38,7 +38,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from server.errors import APIError, error_response
 from server.http.auth import KeyRing, Principal
 from server.http.body_limit import too_large
-from server.http.idempotency import Claim, Idempotency, checked_key, fingerprint
+from server.http.idempotency import Claim, Idempotency, checked_key, fingerprint, for_whom
 
 Body = TypeVar("Body", bound=BaseModel)
 Handler = Callable[[Request, Any], Response | Awaitable[Response]]
@@ -114,7 +114,8 @@ class HotPath:
             await self._answer(route, parsed, principal, body, started, scope, receive, send)
             return
         try:
-            claim = Claim(principal.name, checked_key(key), scope["path"], fingerprint(body))
+            fingerprinted = fingerprint(body, *for_whom(scope, principal))
+            claim = Claim(principal.name, checked_key(key), scope["path"], fingerprinted)
         except APIError as exc:
             self.record(route.endpoint, exc.status, time.monotonic() - started)
             refusal = error_response(exc.status, exc.message, param=exc.param, code=exc.code)

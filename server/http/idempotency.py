@@ -39,6 +39,7 @@ from hermes_core import json_codec
 from hermes_core.persistence import IdempotencyRecord, IdempotencyStore, RunStore
 from hermes_core.persistence.runs import LIVE_STATUSES
 from server.errors import APIError, error_envelope
+from server.http.auth import Principal
 
 log = logging.getLogger(__name__)
 
@@ -91,13 +92,35 @@ def fingerprint(*parts: bytes) -> str:
     return digest.hexdigest()
 
 
-def claim_of(scope: Scope, owner: str, parts: Callable[[], Iterable[bytes]]) -> Claim | None:
+END_USER_HEADERS = frozenset({b"x-hermes-memory-scope", b"x-openwebui-user-id"})
+"""The headers a trusted front end names a request's end user with (as
+server/serving/end_users.py reads them)."""
+
+
+def for_whom(scope: Scope, principal: Principal) -> tuple[bytes, ...]:
+    """What a request says of the end user it is for, as part of what the request is (its
+    fingerprint): behind a trusted front end, its end-user headers as sent. Two end users who
+    happen to send the same key (a front end deriving keys from chat and turn numbers) are
+    then two requests, and the second is refused (422) instead of replayed the first's
+    answer. Nothing for a request naming no end user: its fingerprint is its body's."""
+    if not principal.trusted_front_end:
+        return ()
+    return tuple(
+        name + b":" + value for name, value in scope["headers"] if name in END_USER_HEADERS
+    )
+
+
+def claim_of(
+    scope: Scope, principal: Principal, parts: Callable[[], Iterable[bytes]]
+) -> Claim | None:
     """The claim of a keyed request to a route (None without the header): ``parts`` say what
     the same request is, read only when there is a key."""
     key = key_of(scope)
     if key is None:
         return None
-    return Claim(owner, key, scope["path"], fingerprint(*parts()))
+    return Claim(
+        principal.name, key, scope["path"], fingerprint(*parts(), *for_whom(scope, principal))
+    )
 
 
 async def file_digest(file: BinaryIO) -> bytes:

@@ -62,7 +62,7 @@ async def upload_file(
     if key_of(request.scope) is not None:
         content = await file_digest(file.file)
         name = (file.filename or "").encode()
-        claim = claim_of(request.scope, principal.name, lambda: (purpose.encode(), name, content))
+        claim = claim_of(request.scope, principal, lambda: (purpose.encode(), name, content))
 
     async def save() -> dict[str, Any]:
         record = await vault.save(

@@ -376,7 +376,7 @@ async def _once(
         return [part for pair in named for part in pair] + given
 
     services: Services = request.app.state.services
-    claim = claim_of(request.scope, principal.name, parts)
+    claim = claim_of(request.scope, principal, parts)
     return await services.idempotency.once(claim, make)
 
 

@@ -1,7 +1,8 @@
 """Who sees what on the later routes, against a real ``serve`` process: another key's objects
 answer exactly as unknown ids do, on every route and as a pagination cursor, and are left as
 they were; and behind one trusted key, an end user neither reads nor changes the key's
-schedules, nor learns another end user's usage or webhook deliveries (docs/end-users.md)."""
+schedules, changes none of the skills it shares, and learns nothing of another end user's
+usage, webhook deliveries or answers (under the same Idempotency-Key) (docs/end-users.md)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
+from server.http.idempotency import END_USER_HEADERS
+from server.serving.end_users import OPENWEBUI_USER_HEADER, SCOPE_HEADER
 from server.simulator import SimulatorServer
 from tests.processes import free_port
 from tests.server.served import (
@@ -351,3 +354,28 @@ async def test_an_end_user_reads_but_never_changes_the_skills_the_key_shares(
     assert refused.json()["error"]["code"] == "end_user_not_allowed"
     assert (await alice.get("/v1/skills")).json() == skills
     assert (await alice.get("/v1/skills", headers=ANN)).json() == skills
+
+
+async def test_two_end_users_sending_one_idempotency_key_never_get_each_other_s_answer(
+    simulator: SimulatorServer, alice: httpx.AsyncClient
+) -> None:
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "What is my secret?"}]}
+    key = {"idempotency-key": "chat-1-turn-1"}  # a front end's keys, made from its chats
+    script(simulator, UPSTREAM, answer("Ann, your secret is 42."))
+
+    anns = await alice.post("/v1/chat/completions", json=body, headers=ANN | key)
+    bens = await alice.post("/v1/chat/completions", json=body, headers=BEN | key)
+    anns_retry = await alice.post("/v1/chat/completions", json=body, headers=ANN | key)
+
+    assert anns.status_code == 200, anns.text
+    assert bens.status_code == 422, bens.text
+    assert bens.json()["error"]["code"] == "idempotency_key_reused"
+    assert "42" not in bens.text
+    assert anns_retry.headers.get("idempotent-replayed") == "true"
+    assert anns_retry.json() == anns.json()
+
+
+def test_the_idempotency_fingerprint_reads_every_header_that_names_an_end_user() -> None:
+    named = {SCOPE_HEADER.encode(), OPENWEBUI_USER_HEADER.encode()}
+
+    assert named == END_USER_HEADERS
