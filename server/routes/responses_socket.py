@@ -38,6 +38,7 @@ from server.errors import (
     error_body,
     error_response,
 )
+from server.http.input_text import parse_json_body
 from server.protocol.responses import ResponseCreateRequest
 from server.services import Services
 from server.serving.responses import ResponsesServing
@@ -72,7 +73,7 @@ async def responses_socket(websocket: WebSocket) -> None:
         while True:
             try:
                 async with asyncio.timeout_at(_loop_time(closes_at)):
-                    event = await websocket.receive_text()
+                    event = await _next_message(websocket)
             except TimeoutError:
                 await websocket.close(code=1001, reason="The connection's 60 minutes are up.")
                 return
@@ -105,11 +106,24 @@ def _loop_time(monotonic_deadline: float) -> float:
     return asyncio.get_running_loop().time() + (monotonic_deadline - time.monotonic())
 
 
-def _create_request(text: str) -> ResponseCreateRequest:
+async def _next_message(websocket: WebSocket) -> str | None:
+    """The next message's text; None for a binary message (answered with an error event,
+    where reading it as text would end the connection with a server error)."""
+    message = await websocket.receive()
+    if message["type"] == "websocket.disconnect":
+        raise WebSocketDisconnect(message.get("code", 1000), message.get("reason"))
+    text = message.get("text")
+    return text if isinstance(text, str) else None
+
+
+def _create_request(text: str | None) -> ResponseCreateRequest:
+    if text is None:
+        raise APIError(400, "Send each event as a text message: one JSON event.")
     try:
-        event = json.loads(text)
+        # As HTTP bodies are read: NUL and lone surrogates refused (no store can hold them).
+        event = parse_json_body(text.encode())
     except ValueError as exc:
-        raise APIError(400, "Each message must be one JSON event.") from exc
+        raise APIError(400, f"Each message must be one JSON event ({exc}).") from exc
     if not isinstance(event, dict) or event.get("type") != "response.create":
         raise APIError(400, "Send response.create events on this socket.", param="type")
     for field in _HTTP_ONLY:
