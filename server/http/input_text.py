@@ -41,8 +41,15 @@ def may_hold_unstorable(body: bytes) -> bool:
 
 
 def parse_json_body(body: bytes) -> Any:
-    """``body`` parsed as JSON, refusing unstorable text with the error a parser would raise."""
-    parsed = json.loads(body)
+    """``body`` parsed as JSON, refusing unstorable text with the error a parser would raise.
+
+    Only UTF-8 is JSON (RFC 8259): the standard library would also read UTF-16 and UTF-32,
+    whose escapes the search for unstorable text below cannot see."""
+    try:
+        text = body.decode("utf-8-sig")  # a byte order mark is let pass, as before
+    except UnicodeDecodeError as exc:
+        raise json.JSONDecodeError("a JSON body is UTF-8 text", "", exc.start) from None
+    parsed = json.loads(text)
     if may_hold_unstorable(body) and (found := first_unstorable(parsed)) is not None:
         what = "a NUL character (\\u0000)" if found == "\x00" else "a lone surrogate"
         escape = _SUSPECT_ESCAPE.search(body)
