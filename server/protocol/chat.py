@@ -9,12 +9,21 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from hermes_core.agent import AgentRequest
 from hermes_core.messages import Message, ToolCall
 from hermes_core.providers.base import ForcedTool, ToolChoice, ToolSchema
 from server.errors import APIError
+from server.protocol.json_depth import refuse_deep_fields
 from server.protocol.openwebui_tasks import is_task_prompt
 from server.protocol.output_formats import chat_output_format
 
@@ -93,6 +102,12 @@ class ChatCompletionRequest(_Open):
         if value is not None and not info.data.get("stream"):
             raise ValueError("stream_options is only allowed when stream is true")
         return value
+
+    @model_validator(mode="after")
+    def _shallow(self) -> ChatCompletionRequest:
+        # APIError passes through pydantic untouched: the 400 names the param.
+        refuse_deep_fields(self, ("tools", "tool_choice", "response_format"))
+        return self
 
     @property
     def include_usage(self) -> bool:

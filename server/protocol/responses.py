@@ -31,6 +31,7 @@ from hermes_core.providers.base import ForcedTool, ToolChoice, ToolSchema
 from hermes_core.skills.format import MAX_NAME_CHARS, MAX_ZIP_BYTES
 from hermes_core.tools.image_generation import IMAGE_TOOL, ImageOptions
 from server.errors import APIError
+from server.protocol.json_depth import refuse_deep_fields
 from server.protocol.openwebui_tasks import is_task_prompt
 from server.protocol.output_formats import responses_output_format
 from server.protocol.remote_mcp import echo_mcp_tool, remote_mcp_tools
@@ -129,6 +130,7 @@ class ResponseCreateRequest(_Open):
     def _supported(self) -> ResponseCreateRequest:
         # APIError (not ValueError) passes through pydantic untouched, so the 400 names the
         # exact param; the server's error handler renders it like any other.
+        refuse_deep_fields(self, ("tools", "tool_choice", "text", "stream_options", "conversation"))
         self.conversation_id()
         if self.background and not self.store:
             raise APIError(
