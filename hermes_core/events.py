@@ -329,6 +329,8 @@ class StepFinished(_Event):
     provider: str
     model: str
     finish_reason: str
+    cost_usd: float = 0.0
+    """What this call cost at the agent's prices (0 when unpriced): its ``CallRecord``'s."""
 
 
 # --- tools ------------------------------------------------------------------------------------

@@ -123,7 +123,8 @@ class ModelStep:
         run.state.model_calls += 1
         run.state.plan_calls += planning
         run.state.last_prompt_tokens = response.usage.input_tokens or None
-        self.run.count(self._priced(response.provider, response.model, response.usage))
+        call = self._priced(response.provider, response.model, response.usage)
+        self.run.count(call)
         run.emit(
             StepFinished,
             iteration=run.state.iterations,
@@ -131,6 +132,7 @@ class ModelStep:
             provider=response.provider,
             model=response.model,
             finish_reason=response.finish_reason,
+            cost_usd=call.cost_usd,
         )
         return outcome
 
@@ -143,7 +145,8 @@ class ModelStep:
             output_tokens=-(-len(streamed) // 4),
         )
         run.state.model_calls += 1
-        self.run.count(self._priced(run.provider.name, run.provider.model, usage))
+        call = self._priced(run.provider.name, run.provider.model, usage)
+        self.run.count(call)
         run.emit(
             StepFinished,
             iteration=run.state.iterations,
@@ -151,6 +154,7 @@ class ModelStep:
             provider=run.provider.name,
             model=run.provider.model,
             finish_reason="interrupted",
+            cost_usd=call.cost_usd,
         )
 
     def _priced(self, provider: str, model: str, usage: Usage) -> CallRecord:

@@ -11,8 +11,9 @@ dict lookup. How the less obvious numbers are derived:
 - grace calls: ``ModelCallStarted.grace``;
 - sub-agent events count for model calls, tokens, tools and compressions; their runs, budget
   warnings and text are part of the parent's run.
-- cost: a run's ``RunFinished.calls`` when it ends (a sub-agent's calls are in its parent's,
-  so a sub-agent's own ending adds nothing).
+- cost: each call's as it is made (``StepFinished.cost_usd``, a summariser's
+  ``CompressionPerformed.summariser_call``, a sub-agent's calls through its own events), so a
+  long run's spend shows while it goes on; the run's ending adds nothing.
 
 Everything comes from the events and the run's :class:`RunInfo`; nothing is parsed from text.
 """
@@ -403,6 +404,8 @@ class Metrics:
                 else:
                     scratch.calling = False
                     self._model_call(scratch.labels(event.provider), event.usage)
+                if event.cost_usd:
+                    self._cost(info, event.provider, event.cost_usd)
             case ToolStarted():
                 if event.name == "skill_manage" and event.arguments.get("action") == "create":
                     self._skill_creations.add(event.call_id)
@@ -422,6 +425,8 @@ class Metrics:
                 if call is not None:
                     labels = self._scratch(info, event.run_id).labels(call.provider)
                     self._model_call(labels, call.usage)
+                    if call.cost_usd:
+                        self._cost(info, call.provider, call.cost_usd)
             case BudgetWarning():
                 if not nested:  # a sub-agent shares its parent's budget: one warning is enough
                     self.budget_warnings.labels(event.tier).inc()
@@ -583,17 +588,12 @@ class Metrics:
         if interrupted:
             source = event.interrupt_source or InterruptSource.OTHER
             self.interrupts.labels(endpoint, source.value).inc()
-        if event.cost_usd:
-            self._cost(info, event)
 
-    def _cost(self, info: RunInfo, event: RunFinished) -> None:
-        """The run's cost, per provider: counted when it ends, from its calls (those of its
-        sub-agents and summaries included), so that it matches its ``hermes.cost_usd``."""
-        providers = info.providers
-        for call in event.calls:
-            if call.cost_usd:
-                provider = call.provider if call.provider in providers else OTHER
-                self.llm_cost.labels(info.model, provider).inc(call.cost_usd)
+    def _cost(self, info: RunInfo, provider: str, cost_usd: float) -> None:
+        """One call's cost, under the run's profile and the call's configured provider (an
+        upstream's unknown name as ``other``): over a run's calls, its ``hermes.cost_usd``."""
+        bounded = provider if provider in info.providers else OTHER
+        self.llm_cost.labels(info.model, bounded).inc(cost_usd)
 
 
 def _grace_outcome(event: RunFinished, *, still_calling: bool) -> str:
