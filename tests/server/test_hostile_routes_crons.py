@@ -26,10 +26,27 @@ providers:
   - {{id: {model}, providers: [sim]}}
 """
 NIGHTLY = {"schedule": "0 3 * * *", "timezone": "UTC", "model": MODEL, "input": "report"}
+
+
+def nested(levels: int) -> list[Any]:
+    made: list[Any] = []
+    for _ in range(levels):
+        made = [made]
+    return made
+
+
 REFUSED_BY_A_RUN: list[Any] = [
     [{"type": "nonsense"}],
     {"a": 1},
     None,
+    # Kept, it made every listing of the key's crons a 500.
+    [
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "x", "x": nested(300)}],
+        }
+    ],
 ]
 BAD_CREATES: list[Any] = [
     *({"input": refused} for refused in REFUSED_BY_A_RUN),

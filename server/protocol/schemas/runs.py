@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 
 from hermes_core.events import ExitReason
+from server.protocol.json_depth import refuse_deep
 from server.protocol.schemas.common import Open, Shape
 from server.runs.manager import RunStatus
 
@@ -176,6 +177,13 @@ class RunCreateRequest(Shape):
     session_busy: Literal["wait", "reject", "refuse", "interrupt", "enqueue", "steer"] | None = None
     """What the run does when its session is running another turn (as the
     ``X-Hermes-Session-Busy`` header); default: the profile's, else ``server.session_busy``."""
+
+    @field_validator("input")
+    @classmethod
+    def _shallow(cls, value: str | list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+        # A cron keeps its runs' input and shows it again: too deep, every listing failed.
+        refuse_deep(value, "input")
+        return value
 
 
 class RunSteerRequest(Shape):
