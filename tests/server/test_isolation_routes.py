@@ -7,6 +7,7 @@ usage, webhook deliveries or answers (under the same Idempotency-Key) (docs/end-
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -76,17 +77,11 @@ def _made(answer: httpx.Response) -> dict[str, Any]:
     return made
 
 
-@pytest.fixture(scope="module")
-def alices(_simulator_server: SimulatorServer, served: Served) -> dict[str, str]:
-    """One of each of Alice's objects (her key's own, no end user named), by kind."""
-    auth = {"authorization": f"Bearer {ALICE}"}
+def _objects(simulator: SimulatorServer, served: Served, who: dict[str, str]) -> dict[str, str]:
+    """One of each object a request ``who`` names makes, by kind, made through the key Alice."""
+    auth = {"authorization": f"Bearer {ALICE}", **who}
     with httpx.Client(base_url=served.base_url, headers=auth, timeout=60) as http:
-        script(
-            _simulator_server,
-            UPSTREAM,
-            call("write_file", path="a.txt", content="hi"),
-            answer("written"),
-        )
+        script(simulator, UPSTREAM, call("write_file", path="a.txt", content="hi"), answer("ok"))
         response = _made(http.post("/v1/responses", json={"model": MODEL, "input": "write"}))
         [container] = http.get("/v1/containers").json()["data"]
         [cfile] = http.get(f"/v1/containers/{container['id']}/files").json()["data"]
@@ -97,8 +92,13 @@ def alices(_simulator_server: SimulatorServer, served: Served) -> dict[str, str]
             )
         )
         [item] = http.get(f"/v1/conversations/{conversation['id']}/items").json()["data"]
-        script(_simulator_server, UPSTREAM, answer("ok"))
+        script(simulator, UPSTREAM, answer("ok"))
         run = _made(http.post("/v1/runs", json={"model": MODEL, "input": "hi"}))
+        upload = _made(
+            http.post(
+                "/v1/files", files={"file": ("a.txt", b"data")}, data={"purpose": "user_data"}
+            )
+        )
         return {
             "response": response["id"],
             "container": container["id"],
@@ -106,16 +106,26 @@ def alices(_simulator_server: SimulatorServer, served: Served) -> dict[str, str]
             "conversation": conversation["id"],
             "item": item["id"],
             "run": run["id"],
-            "cron": _made(http.post("/v1/crons", json=NIGHTLY))["id"],
-            "file": _made(
-                http.post(
-                    "/v1/files", files={"file": ("a.txt", b"data")}, data={"purpose": "user_data"}
-                )
-            )["id"],
-            "skill": _made(
-                http.post("/v1/skills", files=[("files[]", ("alices-skill/SKILL.md", SKILL))])
-            )["id"],
+            "file": upload["id"],
         }
+
+
+@pytest.fixture(scope="module")
+def alices(_simulator_server: SimulatorServer, served: Served) -> dict[str, str]:
+    """One of each of Alice's objects (her key's own, no end user named), by kind."""
+    made = _objects(_simulator_server, served, {})
+    auth = {"authorization": f"Bearer {ALICE}"}
+    with httpx.Client(base_url=served.base_url, headers=auth, timeout=60) as http:
+        made["cron"] = _made(http.post("/v1/crons", json=NIGHTLY))["id"]
+        skill = [("files[]", ("alices-skill/SKILL.md", SKILL))]
+        made["skill"] = _made(http.post("/v1/skills", files=skill))["id"]
+    return made
+
+
+@pytest.fixture(scope="module")
+def anns(_simulator_server: SimulatorServer, served: Served) -> dict[str, str]:
+    """One of each of the objects end user Ann has behind Alice's key, by kind."""
+    return _objects(_simulator_server, served, ANN)
 
 
 def unknown(ids: dict[str, str]) -> dict[str, str]:
@@ -193,6 +203,11 @@ AIMED_AT: list[tuple[str, str, Any, str]] = [
 ]
 
 
+def _fields(row: tuple[str, str, Any, str]) -> list[str]:
+    """The ids a row's paths name, as ``{kind}``."""
+    return re.findall(r"\{\w+\}", row[1] + row[3])
+
+
 @pytest.mark.parametrize(
     ("method", "path", "body", "read_back"), AIMED_AT, ids=[f"{m} {p}" for m, p, _, _ in AIMED_AT]
 )
@@ -205,16 +220,52 @@ async def test_another_key_s_object_answers_as_an_unknown_id_and_is_left_as_it_w
     body: Any,
     read_back: str,
 ) -> None:
-    before = await alice.get(read_back.format(**alices))
+    await _answers_as_unknown(alice, {}, bob, {}, alices, method, path, body, read_back)
+
+
+# What an end user has of their own: schedules and uploaded skills are the key's alone.
+THEIRS = [row for row in AIMED_AT if not {"{cron}", "{skill}"} & set(_fields(row))]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "read_back"), THEIRS, ids=[f"{m} {p}" for m, p, _, _ in THEIRS]
+)
+async def test_another_end_user_s_object_answers_as_an_unknown_id_and_is_left_as_it_was(
+    alice: httpx.AsyncClient,
+    anns: dict[str, str],
+    method: str,
+    path: str,
+    body: Any,
+    read_back: str,
+) -> None:
+    await _answers_as_unknown(alice, ANN, alice, BEN, anns, method, path, body, read_back)
+
+
+async def _answers_as_unknown(
+    owner: httpx.AsyncClient,
+    owner_headers: dict[str, str],
+    other: httpx.AsyncClient,
+    other_headers: dict[str, str],
+    ids: dict[str, str],
+    method: str,
+    path: str,
+    body: Any,
+    read_back: str,
+) -> None:
+    """``other`` aiming at the owner's object gets what it gets for an unknown id, and the
+    owner reads the object as it was."""
+    before = await owner.get(read_back.format(**ids), headers=owner_headers)
     assert before.status_code == 200, before.text
 
-    aimed = await bob.request(method, path.format(**alices), json=body)
-    missing = await bob.request(method, path.format(**unknown(alices)), json=body)
+    aimed = await other.request(method, path.format(**ids), json=body, headers=other_headers)
+    missing = await other.request(
+        method, path.format(**unknown(ids)), json=body, headers=other_headers
+    )
 
     # A 404 where an id is in the path; where it is a cursor, whatever an unknown one gets.
     assert aimed.status_code == missing.status_code < 500, aimed.text
-    assert _without_ids(aimed.json(), alices) == _without_ids(missing.json(), unknown(alices))
-    after = await alice.get(read_back.format(**alices))
+    assert _without_ids(aimed.json(), ids) == _without_ids(missing.json(), unknown(ids))
+    after = await owner.get(read_back.format(**ids), headers=owner_headers)
     assert (after.status_code, after.content) == (200, before.content)
 
 
