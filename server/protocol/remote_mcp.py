@@ -13,6 +13,11 @@ from hermes_core.tools.web.guard import AddressPolicy
 from server.errors import APIError
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+"""An HTTP field name (RFC 9110's token)."""
+_HEADER_VALUE = re.compile(r"^[\t\x20-\x7e]*$")
+"""What an HTTP client sends as a field value: visible ASCII, spaces and tabs (no line break
+that would start another field, nothing its ASCII encoding would fail on a connection later)."""
 CONNECT_SECONDS = 10.0
 """How long a request waits for its MCP server to connect and list its tools."""
 CALL_SECONDS = 120.0
@@ -98,6 +103,17 @@ def _remote(tool: dict[str, Any]) -> RemoteMcpTool:
         if not isinstance(authorization, str):
             raise _invalid(f"The authorization of the mcp tool {label!r} must be a string.")
         headers = {**headers, "Authorization": f"Bearer {authorization}"}
+    for name, value in headers.items():
+        # Refused here, at once: sent, such a header fails the connection (a 424 after the
+        # connect timeout), or a line break in it would add a header of the client's choosing.
+        if not _HEADER_NAME.fullmatch(name):
+            raise _invalid(f"The mcp tool {label!r} has a header name HTTP cannot carry.")
+        if not _HEADER_VALUE.fullmatch(value):
+            field = "authorization" if name == "Authorization" else f"header {name!r}"
+            raise _invalid(
+                f"The {field} of the mcp tool {label!r} holds characters HTTP cannot carry "
+                "(only visible ASCII, spaces and tabs)."
+            )
     allowed = _allowed(tool.get("allowed_tools"), label)
     approval = tool.get("require_approval")
     if approval is None or approval in ("always", "never"):
