@@ -22,6 +22,7 @@ from hermes_core.tools.sandbox_settings import SandboxPolicy
 from hermes_core.tools.skills import SKILLS_TOOLSET
 from hermes_core.tools.toolsets import TOOLSETS, build_toolsets
 from hermes_core.tools.web.guard import AddressPolicy
+from server.budgets.admission import Budgets
 from server.config import SIMULATOR_PROVIDER, HermesConfig, ProfileConfig
 from server.config.schema import Budget as BudgetConfig
 from server.deferred_providers import provider_of
@@ -53,6 +54,7 @@ def build_services(config: HermesConfig) -> Services:
     """
     instance = config.server.instance or instance_name(config.server.data_dir)
     configure_total(config.server.sandboxes.total())
+    cluster = _cluster_of(config, instance)
     return Services(
         profiles=build_profiles(config),
         keyring=keyring_of(config),
@@ -81,7 +83,11 @@ def build_services(config: HermesConfig) -> Services:
             max_files=config.server.files.max_files,
         ),
         instance=instance,
-        cluster=_cluster_of(config, instance),
+        cluster=cluster,
+        # With replicas, runs learn from the ledger what the others spend as they go on.
+        budgets=Budgets(
+            refresh_seconds=config.limits.budget_refresh_seconds if cluster is not None else None
+        ),
         migrate_on_start=config.server.migrate_on_start,
         responses_max_count=config.server.responses_max_count,
         responses_max_age_seconds=(

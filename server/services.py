@@ -660,6 +660,7 @@ class Services:
             await self.scheduler.close()
         if self.sweeper is not None:
             await self.sweeper.close()
+        await self.budgets.close()  # its reads of the ledger, before the store closes
         await self.webhooks.close()
         if self._pruning is not None:
             self._pruning.cancel()

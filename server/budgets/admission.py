@@ -5,22 +5,27 @@ look at its principal and no query. A key or end user with a budget has what it 
 from the usage ledger (``hermes_core/persistence/usage.py``), which every replica adds each
 model call to as a run counts it (``server/usage/ledger.py``): a run on one replica sees what
 the runs on the others spent, those still running included, up to their calls in flight. The
-read flushes this replica's write queue first, so it sees every call counted here. Without a
-database there is no ledger, and nothing is enforced.
+read flushes this replica's write queue first, so it sees every call counted here. With
+replicas, the ledger is read again every few seconds while runs here are held to a budget, so
+that they learn what the runs elsewhere spend (``refresh.py``). Without a database there is no
+ledger, and nothing is enforced.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import math
 import time
+import weakref
 from collections.abc import Callable
 
 from hermes_core.agent import AgentRequest
 from hermes_core.agent.config import chained
 from hermes_core.persistence.usage import UsageStore
 from server.budgets.allowance import Allowance, HeldToBudgets, Periods, utc
-from server.budgets.tallies import Measure, Tallies
+from server.budgets.refresh import ledger_total, refresh
+from server.budgets.tallies import Measure, Tallies, Tally
 from server.errors import QuotaExceeded
 from server.http.auth import Budget, Principal
 
@@ -29,12 +34,20 @@ class Budgets:
     """The budgets of every key and end user (their definitions ride on the principal, so a
     configuration reload, which replaces the keyring, changes them)."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, *, clock: Callable[[], float] = time.time, refresh_seconds: float | None = None
+    ) -> None:
         self.store: UsageStore | None = None
         """The usage ledger; set when the SQL store opens (``Services.open``)."""
         self.clock = clock
         self.tallies = Tallies()
         """What this replica's runs held to a budget spent, for their checks between calls."""
+        self.refresh_seconds = refresh_seconds
+        """With replicas: how often the ledger is read again for a budget runs here are held
+        to (``limits.budget_refresh_seconds``). None, a server alone: never (nobody else
+        spends)."""
+        self.refreshers: set[asyncio.Task[None]] = set()
+        """The tasks reading the ledger: one per budget runs here are held to, with replicas."""
 
     async def admit(
         self, principal: Principal, end_user: str | None, request: AgentRequest
@@ -51,6 +64,7 @@ class Budgets:
             return request
         now = self.clock()
         periods = Periods.at(now)
+        refreshing = self.refresh_seconds is not None
         allowances: list[Allowance] = []
         for budget, whose, who in (
             (key, "this API key", None),
@@ -66,15 +80,42 @@ class Budgets:
                 if limit is None:
                     continue
                 allowance = await _allowance(
-                    store, self.tallies, principal.name, who, whose, measure, limit, periods
+                    store,
+                    self.tallies,
+                    principal.name,
+                    who,
+                    whose,
+                    measure,
+                    limit,
+                    periods,
+                    refreshing=refreshing,
                 )
                 if allowance.left <= 0:
                     raise _refusal(allowance, now)
                 allowances.append(allowance)
+        if refreshing:
+            for allowance in allowances:
+                self._refresh(allowance.tally, store)
         held = HeldToBudgets(allowances)
         return dataclasses.replace(
             request, spend_limit=held, on_call=chained(request.on_call, held.count)
         )
+
+    def _refresh(self, tally: Tally, store: UsageStore) -> None:
+        """Have the ledger read for ``tally``'s budget while it lives, unless it is already:
+        one task per budget, however many runs are held to it."""
+        if tally.refreshed or self.refresh_seconds is None:
+            return
+        tally.refreshed = True
+        task = asyncio.create_task(refresh(weakref.ref(tally), store, self.refresh_seconds))
+        self.refreshers.add(task)
+        task.add_done_callback(self.refreshers.discard)
+
+    async def close(self) -> None:
+        """Stop reading the ledger (before the store closes)."""
+        for task in self.refreshers:
+            task.cancel()
+        await asyncio.gather(*self.refreshers, return_exceptions=True)
 
 
 def _limits(budget: Budget | None) -> bool:
@@ -92,22 +133,28 @@ async def _allowance(
     measure: Measure,
     limit: float,
     periods: Periods,
+    *,
+    refreshing: bool,
 ) -> Allowance:
-    daily = measure == "tokens_per_day"
-    since = periods.today if daily else periods.month_start
+    since = periods.today if measure == "tokens_per_day" else periods.month_start
     tally = tallies.tally(owner, end_user, measure, since)
     # Before the read: a call counted while it goes on is then in the run's check as well as,
     # perhaps, in the read (the run stops a little sooner), never in neither.
-    tallied = tally.spent
-    spent = await store.spent(owner, end_user, since_day=since)
+    tallied, counted = tally.spent, tally.counted
+    total = await ledger_total(store, tally.key)
+    if refreshing:
+        # A read like the refresher's: what others spent up to it is in ``left``, so the
+        # run counts what ``others`` grows by from here on.
+        tally.read(total, counted)
     return Allowance(
         whose=whose,
         measure=measure,
         limit=limit,
-        left=limit - (spent.tokens if daily else spent.cost_usd),
+        left=limit - total,
         resets=periods.ends(measure),
         tally=tally,
         tallied=tallied,
+        others=tally.others,
     )
 
 

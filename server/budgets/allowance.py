@@ -5,10 +5,11 @@ Budgets run over UTC calendar periods: tokens per day (from 00:00 UTC) and cost 
 when it started (:class:`Allowance`: the limit less the ledger's total, which holds every
 call counted so far on every replica). :class:`HeldToBudgets` adds the run's calls to the
 budgets' tallies here as they are counted (``tallies.py``), and ends it before its next model
-call once what every run held to one of them here has spent since it was admitted reaches what
-was left: runs of one key that run at once on a replica share it. The call that crosses the
-line is paid for, so a budget is overrun by at most one model call per run on one replica
-(docs/budgets.md says what other replicas add).
+call once what every run held to one of them here has spent since it was admitted, with what
+runs on other replicas have been read to spend since (``refresh.py``), reaches what was left:
+runs of one key that run at once share it. The call that crosses the line is paid for, so a
+budget is overrun by at most one model call per run on one replica (docs/budgets.md says what
+other replicas add).
 """
 
 from __future__ import annotations
@@ -73,6 +74,9 @@ class Allowance:
     tallied: float
     """``tally.spent`` before the ledger was read for ``left``: what was spent since is the
     difference (a call counted during the read may be in both: counted twice, never missed)."""
+    others: float
+    """``tally.others`` once the ledger was read for ``left``: what other replicas were read
+    to spend since is the difference."""
 
     def describe(self) -> str:
         """``the daily token budget of this API key (1000 tokens per UTC day)``."""
@@ -107,17 +111,25 @@ class HeldToBudgets:
         them, so that an identity is not reused meanwhile)."""
 
     def count(self, call: CallRecord) -> None:
-        """A call the run counted: into the tallies, unless a check put it there already."""
+        """A call the run counted (and the ledger gained): into the tallies, unless a check put
+        it there already."""
         self.counted += 1
+        tokens = call.usage.input_tokens + call.usage.output_tokens
+        for allowance in self.allowances:
+            allowance.tally.counted += (
+                tokens if allowance.measure == "tokens_per_day" else call.cost_usd
+            )
         if self._early and self._early.pop(id(call), None) is not None:
             return
-        self._add(call.usage.input_tokens + call.usage.output_tokens, call.cost_usd)
+        self._add(tokens, call.cost_usd)
 
     def exceeded(self, calls: Sequence[CallRecord]) -> str | None:
         if len(calls) > self.counted:  # a sub-agent's, still running
             self._add_early(calls[self.counted :])
         for allowance in self.allowances:
-            if allowance.tally.spent - allowance.tallied >= allowance.left:
+            tally = allowance.tally
+            since = (tally.spent - allowance.tallied) + (tally.others - allowance.others)
+            if since >= allowance.left:
                 own = self.tokens if allowance.measure == "tokens_per_day" else self.cost_usd
                 who = "This run" if own >= allowance.left else "This run and others beside it"
                 return (
