@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import re
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -93,7 +94,12 @@ def _objects(simulator: SimulatorServer, served: Served, who: dict[str, str]) ->
         )
         [item] = http.get(f"/v1/conversations/{conversation['id']}/items").json()["data"]
         script(simulator, UPSTREAM, answer("ok"))
-        run = _made(http.post("/v1/runs", json={"model": MODEL, "input": "hi"}))
+        session = "the-session-" + ("-".join(who.values()) or "key")
+        run = _made(http.post("/v1/runs", json={"model": MODEL, "input": "hi", "session": session}))
+        deadline = time.monotonic() + 30  # ended, so that reading it back twice reads the same
+        while http.get(f"/v1/runs/{run['id']}").json()["status"] != "completed":
+            assert time.monotonic() < deadline, "the run did not end"
+            time.sleep(0.05)
         upload = _made(
             http.post(
                 "/v1/files", files={"file": ("a.txt", b"data")}, data={"purpose": "user_data"}
@@ -106,6 +112,7 @@ def _objects(simulator: SimulatorServer, served: Served, who: dict[str, str]) ->
             "conversation": conversation["id"],
             "item": item["id"],
             "run": run["id"],
+            "session": session,
             "file": upload["id"],
         }
 
@@ -196,6 +203,8 @@ AIMED_AT: list[tuple[str, str, Any, str]] = [
     ("POST", R + "/approvals/appr_1", {"approve": True}, R),
     ("GET", "/v1/runs?after={run}", None, R),
     ("GET", "/v1/webhooks/deliveries?run_id={run}", None, R),
+    ("GET", "/v1/runs?session={session}", None, "/v1/runs?session={session}"),
+    ("DELETE", "/v1/sessions/{session}", None, "/v1/runs?session={session}"),
     ("GET", "/v1/responses/{response}", None, "/v1/responses/{response}"),
     ("GET", "/v1/responses/{response}/input_items", None, "/v1/responses/{response}"),
     ("POST", "/v1/responses/{response}/cancel", None, "/v1/responses/{response}"),
