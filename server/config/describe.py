@@ -104,6 +104,9 @@ def _team_lines(config: HermesConfig) -> list[str]:
         _row("key budget", _budget(limits.budget)),
         _row("end user budget", _budget(limits.end_user_budget)),
     ]
+    if config.server.redis_url is not None:
+        every = f"{limits.budget_refresh_seconds:g}"
+        rows.append(_row("budget refresh", f"the ledger every {every} s, while runs are held"))
     for key in keys:
         if key.budget is not None or key.end_user_budget is not None:
             own = f"{_budget(key.budget or limits.budget)}; each end user: "
