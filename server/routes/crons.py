@@ -155,7 +155,7 @@ async def create_cron(
     return cron_object(cron)
 
 
-@router.get("", response_model=CronList, responses=errors(400, 401))
+@router.get("", response_model=CronList, responses=errors(400, 401, 403))
 async def list_crons(
     request: Request,
     principal: Owner,
@@ -170,7 +170,7 @@ async def list_crons(
     return list_page([cron_object(c) for c in found], has_more=more)
 
 
-@router.get("/{cron_id}", response_model=CronObject, responses=errors(400, 401, 404))
+@router.get("/{cron_id}", response_model=CronObject, responses=errors(400, 401, 403, 404))
 async def get_cron(cron_id: str, request: Request, principal: Owner) -> dict[str, Any]:
     return cron_object(await _find(_store(_services(request)), principal, cron_id))
 
@@ -230,21 +230,21 @@ async def _set_paused(request: Request, principal: Principal, cron_id: str, paus
     return cron_object(changed)
 
 
-@router.post("/{cron_id}/pause", response_model=CronObject, responses=errors(400, 401, 404))
+@router.post("/{cron_id}/pause", response_model=CronObject, responses=errors(400, 401, 403, 404))
 async def pause_cron(cron_id: str, request: Request, principal: Owner) -> dict[str, Any]:
     """Stop firing until resumed (firings missed meanwhile are not made up)."""
     described: dict[str, Any] = await _set_paused(request, principal, cron_id, True)
     return described
 
 
-@router.post("/{cron_id}/resume", response_model=CronObject, responses=errors(400, 401, 404))
+@router.post("/{cron_id}/resume", response_model=CronObject, responses=errors(400, 401, 403, 404))
 async def resume_cron(cron_id: str, request: Request, principal: Owner) -> dict[str, Any]:
     """Fire again, from the next time after now."""
     described: dict[str, Any] = await _set_paused(request, principal, cron_id, False)
     return described
 
 
-@router.delete("/{cron_id}", response_model=CronDeleted, responses=errors(400, 401, 404))
+@router.delete("/{cron_id}", response_model=CronDeleted, responses=errors(400, 401, 403, 404))
 async def delete_cron(cron_id: str, request: Request, principal: Owner) -> dict[str, Any]:
     """Fire it no more (runs it started go on, and stay listed)."""
     store = _store(_services(request))

@@ -189,7 +189,7 @@ def _zip(name: str, data: bytes) -> Response:
     "",
     response_model=SkillObject,
     response_model_exclude_unset=True,
-    responses=errors(400, 401, 413),
+    responses=errors(400, 401, 403, 413),
     openapi_extra=UPLOAD,
 )
 async def create_skill(request: Request, principal: KeyAlone) -> dict[str, Any] | Response:
@@ -255,7 +255,7 @@ async def retrieve_skill(skill_id: str, request: Request, principal: Owner) -> d
     "/{skill_id}",
     response_model=SkillObject,
     response_model_exclude_unset=True,
-    responses=errors(400, 401, 404),
+    responses=errors(400, 401, 403, 404),
     openapi_extra=UPDATE,
 )
 async def update_skill(skill_id: str, request: Request, principal: KeyAlone) -> dict[str, Any]:
@@ -291,7 +291,7 @@ async def update_skill(skill_id: str, request: Request, principal: KeyAlone) -> 
     "/{skill_id}/approve",
     response_model=SkillObject,
     response_model_exclude_unset=True,
-    responses=errors(401, 404),
+    responses=errors(401, 403, 404),
 )
 async def approve_skill(skill_id: str, request: Request, principal: KeyAlone) -> dict[str, Any]:
     """Publish a draft the agent wrote: runs are offered it from now on (Hermes extension)."""
@@ -304,7 +304,7 @@ async def approve_skill(skill_id: str, request: Request, principal: KeyAlone) ->
     return skill_object(record)
 
 
-@router.delete("/{skill_id}", response_model=SkillDeleted, responses=errors(401, 404))
+@router.delete("/{skill_id}", response_model=SkillDeleted, responses=errors(401, 403, 404))
 async def delete_skill(skill_id: str, request: Request, principal: KeyAlone) -> dict[str, Any]:
     """Delete a skill and all of its versions."""
     skills = _skills(request)
@@ -328,7 +328,7 @@ async def skill_content(skill_id: str, request: Request, principal: Owner) -> Re
 @router.post(
     "/{skill_id}/versions",
     response_model=SkillVersionObject,
-    responses=errors(400, 401, 404, 413),
+    responses=errors(400, 401, 403, 404, 413),
     openapi_extra=UPLOAD,
 )
 async def create_version(
@@ -423,7 +423,7 @@ async def retrieve_version(
 @router.delete(
     "/{skill_id}/versions/{version}",
     response_model=SkillVersionDeleted,
-    responses=errors(400, 401, 404),
+    responses=errors(400, 401, 403, 404),
 )
 async def delete_version(
     skill_id: str, version: str, request: Request, principal: KeyAlone
