@@ -176,6 +176,33 @@ async def _append(
     return [item for held in added for item in rendered(conversation_id, held)]
 
 
+async def _refuse_unknown_files(
+    request: Request, principal: Principal, messages: list[Message]
+) -> None:
+    """A 404 for an item naming a file that is not the caller's to name (not an upload of the
+    key's, or of another end user's), as ``/v1/responses`` answers the same input: kept, a
+    later turn would only tell the model the file "has been deleted since"."""
+    services: Services = request.app.state.services
+    vault = services.files.as_end_user(end_user_id(request, principal)) if services.files else None
+    for message in messages:
+        content = message.get("content")
+        for part in content if isinstance(content, list) else ():
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "image_file":
+                file_id = part.get("file_id")
+            elif kind == "file":
+                file_id = (part.get("file") or {}).get("file_id")
+            else:
+                continue
+            if file_id is None:
+                continue
+            if vault is None:
+                raise APIError(
+                    404, f"No file '{str(file_id)[:80]}'.", param="file_id", code="file_not_found"
+                )
+            await vault.get(principal.name, str(file_id))
+
+
 async def _items(store: Store, owner: str, conversation_id: str) -> list[dict[str, Any]]:
     held = await _held(store, owner, conversation_id)
     return [item for message in held for item in rendered(conversation_id, message)]
@@ -304,7 +331,7 @@ def _exchange(held: list[ConversationMessage], target: ConversationMessage) -> l
 @router.post(
     "",
     response_model=ConversationObject,
-    responses=errors(400, 401),
+    responses=errors(400, 401, 404),
     openapi_extra=_body(ConversationCreate),
 )
 async def create_conversation(request: Request, principal: Owner) -> dict[str, Any]:
@@ -313,6 +340,7 @@ async def create_conversation(request: Request, principal: Owner) -> dict[str, A
     body = await _parsed(request, ConversationCreate, "expected items and metadata")
     # A bad item is a 400 before anything is kept.
     kept = _messages_of(body.items) if body.items else []
+    await _refuse_unknown_files(request, principal, kept)
     end_user = end_user_id(request, principal)
     owner = scoped_owner(principal, end_user)
     record = await store.conversations.create(
@@ -416,6 +444,7 @@ async def create_items(conversation_id: str, request: Request, principal: Owner)
     store = _store(request)
     body = await _parsed(request, ConversationItemsCreate, "expected 1 to 20 items")
     await _conversation(store, principal, conversation_id, request)
+    await _refuse_unknown_files(request, principal, _messages_of(body.items))
     owner = conversation_owner(request, principal)
     added = await _append(store, owner, conversation_id, body.items)
     return list_page(added, has_more=False)

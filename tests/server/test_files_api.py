@@ -8,6 +8,7 @@ import io
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -233,3 +234,32 @@ async def test_an_uploaded_image_named_by_file_id_reaches_the_model_inline(
                 }
             ],
         )
+
+
+async def test_a_conversation_item_naming_a_file_not_the_callers_is_a_404_and_not_kept(
+    alice: openai.AsyncOpenAI, files_server: ThreadedServer
+) -> None:
+    mine = await alice.files.create(file=("mine.txt", b"my notes"), purpose="user_data")
+    conversation = await alice.conversations.create()
+
+    def item(file_id: str) -> Any:
+        part = {"type": "input_file", "file_id": file_id}
+        return {"type": "message", "role": "user", "content": [part]}
+
+    async with openai.AsyncOpenAI(
+        http_client=openai.DefaultAsyncHttpxClient(verify=TLS_UNUSED),
+        base_url=files_server.base_url + "/v1",
+        api_key=KEY_BOB,
+        max_retries=0,
+    ) as bob:
+        bobs = await bob.files.create(file=("bob.txt", b"bob's notes"), purpose="user_data")
+    for file_id in (bobs.id, "file-does-not-exist"):
+        with pytest.raises(openai.NotFoundError) as refused:
+            await alice.conversations.items.create(conversation.id, items=[item(file_id)])
+        assert refused.value.code == "file_not_found"
+        with pytest.raises(openai.NotFoundError):
+            await alice.conversations.create(items=[item(file_id)])
+    assert [i async for i in alice.conversations.items.list(conversation.id)] == []
+
+    added = await alice.conversations.items.create(conversation.id, items=[item(mine.id)])
+    assert len(added.data) == 1
