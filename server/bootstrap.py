@@ -67,6 +67,7 @@ def build_services(config: HermesConfig) -> Services:
         stop_on_disconnect=config.server.stop_on_disconnect,
         drain_seconds=config.server.drain_seconds,
         max_body_bytes=config.server.max_body_bytes,
+        max_crons_per_key=config.limits.crons_per_key,
         database_url=config.server.resolved_database_url,
         workspaces_dir=config.server.resolved_workspaces_dir,
         files_dir=config.server.resolved_files_dir,

@@ -362,6 +362,8 @@ class Services:
     is held to it too."""
     """Quiet time after which a stream gets a ``: keep-alive`` comment (tools running)."""
     max_body_bytes: int = 4 * 1024 * 1024
+    max_crons_per_key: int = 100
+    """Schedules one key may keep (``limits.crons_per_key``)."""
     database_url: str | None = None
     """Where durable state lives; None keeps everything in memory (library use, some tests)."""
     workspaces_dir: Path | None = None

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, delete, insert, select, update
+from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from hermes_core.persistence.database import Database
@@ -86,6 +86,12 @@ class CronStore:
         async with self.db.engine.connect() as conn:
             row = (await conn.execute(statement)).first()
         return _cron(row) if row is not None else None
+
+    async def count(self, owner: str) -> int:
+        """How many crons ``owner`` keeps."""
+        statement = select(func.count()).select_from(CRONS).where(CRONS.c.owner == owner)
+        async with self.db.engine.connect() as conn:
+            return int((await conn.execute(statement)).scalar_one())
 
     async def page(self, owner: str, *, after: str | None, limit: int) -> tuple[list[Cron], bool]:
         """``owner``'s crons, newest first, after the one with id ``after``; and whether

@@ -169,6 +169,9 @@ class LimitsConfig(_Model):
     """Every key's budget, unless the key names its own."""
     end_user_budget: Budget | None = None
     """Every end user's budget, unless their key names its own."""
+    crons_per_key: int = Field(default=100, ge=1, le=100_000)
+    """Schedules (``/v1/crons``) one key may keep: each holds up to a request's worth of input,
+    so, unbounded, a key could fill the database's disk with them."""
     budget_refresh_seconds: float = Field(default=2.0, ge=0.2, le=60)
     """With replicas (``server.redis_url``): how often a replica reads the usage ledger again
     for a budget its running runs are held to, so that they stop for what runs on other

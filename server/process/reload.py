@@ -156,6 +156,7 @@ class ConfigReloader:
         services.runs.max_runs = config.server.max_concurrent_runs
         services.runs.max_runs_per_owner = config.server.max_concurrent_runs_per_key
         services.runs.max_runs_per_user = config.limits.runs_per_user
+        services.max_crons_per_key = config.limits.crons_per_key
         services.keyring.replace(keyring_of(config))
         services.address_policy = AddressPolicy.allowing(
             config.web.allow, own_ports=[config.server.port]

@@ -135,6 +135,14 @@ async def create_cron(
     names in ``timezone``, once across replicas."""
     services = _services(request)
     store = _store(services)
+    cap = services.max_crons_per_key
+    if await store.crons.count(principal.name) >= cap:
+        raise APIError(
+            400,
+            f"This key keeps {cap} crons, the most it may (limits.crons_per_key); delete some "
+            "first.",
+            code="too_many_crons",
+        )
     now = time.time()
     next_fire_at = _next_fire_at(body.schedule, body.timezone, now)
     fields = body.model_dump()

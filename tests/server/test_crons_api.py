@@ -280,3 +280,21 @@ class _Alive:
 async def _cron_runs(http: httpx.AsyncClient, cron_id: str) -> list[dict[str, Any]]:
     runs = (await http.get("/v1/runs", params={"limit": 100})).json()["data"]
     return [r for r in runs if (r["metadata"] or {}).get(CRON_ID_KEY) == cron_id]
+
+
+async def test_a_key_keeps_at_most_its_cron_cap_and_may_make_more_once_some_are_deleted(
+    simulator: SimulatorServer, tmp_path: Path
+) -> None:
+    (tmp_path / "hermes.yaml").write_text(_config(simulator) + "limits: {crons_per_key: 2}\n")
+    with _serve(tmp_path) as capped:
+        async with http_client(capped.base, KEY) as http:
+            made = [await _create(http, input=f"job {n}") for n in range(2)]
+
+            refused = await http.post("/v1/crons", json=NIGHTLY)
+            assert refused.status_code == 400, refused.text
+            assert refused.json()["error"]["code"] == "too_many_crons"
+            async with http_client(capped.base, OTHER_KEY) as other:  # a cap per key
+                assert (await other.post("/v1/crons", json=NIGHTLY)).status_code == 200
+
+            assert (await http.delete(f"/v1/crons/{made[0]['id']}")).status_code == 200
+            assert (await http.post("/v1/crons", json=NIGHTLY)).status_code == 200
