@@ -117,10 +117,9 @@ async def _drive(
                 started = time.perf_counter()
                 try:
                     async with http.post(url, data=payload, headers=headers) as response:
-                        async for _ in response.content.iter_any():
-                            pass
-                        if response.status != 200:
-                            raise RuntimeError(f"HTTP {response.status}")
+                        answer = b"".join([chunk async for chunk in response.content.iter_any()])
+                        if response.status != 200:  # which server, and what it said
+                            raise RuntimeError(f"{url}: HTTP {response.status}: {answer[:300]!r}")
                 except aiohttp.ClientConnectionError as exc:
                     # Rare connection resets on this loaded 2-core machine: count, don't abort.
                     TRANSPORT_ERRORS.append(type(exc).__name__)
