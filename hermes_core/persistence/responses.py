@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,8 +85,16 @@ class ResponseStore:
             result = await conn.execute(statement)
         return bool(result.rowcount)
 
-    async def fail_unfinished(self, run_ids: list[str], message: str) -> int:
-        """Mark the responses of these (dead) runs that never ended as ``failed``."""
+    async def fail_unfinished(
+        self,
+        run_ids: list[str],
+        message: str,
+        ends: Mapping[str, tuple[str, int]] | None = None,
+    ) -> int:
+        """Mark the responses of these (dead) runs that never ended as ``failed``. ``ends``:
+        by run, the session it was writing to and how many messages that holds now: where the
+        response ended, so a ``previous_response_id`` continues from there (saved as it began,
+        it says it ended at position 0, and continuing it would fork the chain away)."""
         if not run_ids:
             return 0
         await self.db.writer.flush()
@@ -98,10 +107,19 @@ class ResponseStore:
                 body = dict(row.body or {})
                 body["status"] = "failed"
                 body["error"] = {"code": "server_error", "message": message}
+                session_id, length = (ends or {}).get(
+                    row.run_id, (row.session_id, row.transcript_length)
+                )
                 await conn.execute(
                     update(RESPONSES)
                     .where(RESPONSES.c.id == row.id)
-                    .values(status="failed", body=body, updated_at=time.time())
+                    .values(
+                        status="failed",
+                        body=body,
+                        session_id=session_id,
+                        transcript_length=length,
+                        updated_at=time.time(),
+                    )
                 )
         return len(rows)
 

@@ -270,6 +270,7 @@ class SessionService:
         await self.store.sessions.unlock_runs([run.id for run in runs])
         # A run killed before its row was written left a lock no run row leads to.
         await self.store.sessions.unlock_instance(instance or self.store.runs.instance)
+        lengths: dict[str, int] = {}
         for session_id in {run.session_id for run in runs if run.session_id}:
             messages = await self.store.sessions.messages(session_id)
             missing = _unanswered_calls(messages)
@@ -284,8 +285,12 @@ class SessionService:
                     for call_id in missing
                 ],
             )
+            lengths[session_id] = len(messages) + len(missing)
         await self.store.responses.fail_unfinished(
-            [run.id for run in runs], "The server restarted while this response was in progress."
+            [run.id for run in runs],
+            "The server restarted while this response was in progress.",
+            # Where each run's transcript stands now: its response ended there.
+            {run.id: (run.session_id, lengths[run.session_id]) for run in runs if run.session_id},
         )
         await self.store.db.writer.flush()
         return runs
