@@ -67,6 +67,8 @@ class EventLog:
         """The run's logged events with ``seq > after``, then new ones as they are logged,
         until its ``run_finished``."""
         key = EVENTS_KEY.format(run_id)
+        if after >= 0 and await self._ended_by(key, after):
+            return  # a reader past the end (an EventSource reconnecting): nothing more comes
         last = f"0-{after + 1}"
         while True:
             found: Any = await self._redis.xread({key: last}, block=1000, count=100)
@@ -79,6 +81,15 @@ class EventLog:
                         yield event
                         if isinstance(event, RunFinished):
                             return
+
+    async def _ended_by(self, key: str, seq: int) -> bool:
+        """Whether the log at ``key`` ended (its ``run_finished`` logged) at or before
+        ``seq``: reading after that would wait for ever."""
+        newest: Any = await self._redis.xrevrange(key, count=1)
+        if not newest:
+            return False
+        logged = _entry(newest[0][1])
+        return bool(logged) and isinstance(logged[-1], RunFinished) and logged[-1].seq <= seq
 
     async def drop(self, run_ids: list[str]) -> None:
         """Delete these runs' logs (their records were erased)."""
