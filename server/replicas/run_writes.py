@@ -35,6 +35,11 @@ log = logging.getLogger("hermes.cluster")
 GATHER_SECONDS = 0.005
 """How long writes nobody waits for wait for company: a replica resuming a run's stream sees
 its events up to this much later, far below what a reader notices."""
+RETRY_SECONDS = 0.5
+"""How soon log entries a flush could not send (Redis away) are sent again."""
+UNSENT_KEPT = 100_000
+"""Log entries kept for Redis's return at most (beyond, the oldest go): a replica away from
+Redis stops its runs within a lease, so only a lease's worth of entries should ever wait."""
 
 Entries = Callable[[], list[tuple[str, str, bytes]]]
 """The log entries to append now, ``(key, entry id, entry)``, taken from their queue."""
@@ -86,6 +91,9 @@ class RunWrites:
         self._lease_seconds = lease_seconds
         self._log_seconds = 0
         self._entries: Entries = list
+        self._unsent: list[tuple[str, str, bytes]] = []
+        """Log entries a flush could not send: sent first with the next one. Lost, a resumed
+        stream elsewhere would skip them, or wait for ever for a run's ending among them."""
         self._keys: list[str] = []
         self._args: list[str | int] = []
         """Reservations and releases, in order: their keys, and their arguments."""
@@ -159,7 +167,7 @@ class RunWrites:
         writes, self._keys = self._keys, []
         written, self._args = self._args, []
         waiting, self._waiting = self._waiting, []
-        entries = self._entries()
+        entries, self._unsent = self._unsent + self._entries(), []
         if not entries and not writes:
             return
         now = time.time()
@@ -180,10 +188,14 @@ class RunWrites:
         except asyncio.CancelledError:
             self._fail(waiting, ConnectionError("this replica's link to Redis is closed"))
             raise
-        except Exception as error:  # Redis away: refuse the reservations, lose the rest
+        except Exception as error:  # Redis away: refuse the reservations, keep the log's
             self._fail(waiting, error)
+            # Releases are not kept: a reservation not renewed lapses with its lease.
+            self._unsent = entries[-UNSENT_KEPT:]
+            asyncio.get_running_loop().call_later(RETRY_SECONDS, self._queued.set)
             log.warning(
-                "Redis: %d log entries and %d reservations or releases not sent: %s",
+                "Redis: %d log entries (kept to send again) and %d reservations or releases "
+                "not sent: %s",
                 len(entries),
                 len(writes),
                 error,
