@@ -294,19 +294,24 @@ class SessionStore:
 
     # --- branching ----------------------------------------------------------------------------
 
-    async def fork(self, source: SessionInfo, at: int) -> tuple[str, list[StoredMessage]]:
+    async def fork(
+        self, source: SessionInfo, at: int, *, apart: bool = False
+    ) -> tuple[str, list[StoredMessage]]:
         """A child of ``source`` that keeps its logical transcript up to ``at`` (exclusive).
 
         Returns the child's id and its actual transcript. When ``at`` falls inside history
         that ``source`` only holds in compacted form, the child copies the uncompressed
-        messages from the base session instead.
+        messages from the base session instead. ``apart``: the child is a conversation of its
+        own, named by its id, not a branch of ``source``'s conversation.
         """
         holder, kept, base_id = await self._fork_point(source, at)
+        child_id = new_session_id()
         child = self.create(
+            session_id=child_id,
             owner=source.owner,
             profile=source.profile,
             system_prompt=source.system_prompt,
-            name=source.name,
+            name=child_id if apart else source.name,
             title=source.title,
             parent_id=source.id,
             origin="fork",

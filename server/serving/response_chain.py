@@ -56,7 +56,10 @@ def joining(previous: StoredResponse | None, *, store: bool) -> JoinSession:
     """How a turn joins its session: after ``previous`` (the response it continues), forking
     the session when that was not its last; with none, the session the client names, as a
     chat turn would (its input is the visible history), or a new one. A turn of
-    ``store: false`` keeps nothing: it reads the session it continues, and joins none."""
+    ``store: false`` keeps nothing: it reads the session it continues, and joins none.
+    A response of a conversation is continued apart from it: the turn names no
+    conversation, so it is none of the conversation's items, as on OpenAI."""
+    apart = previous is not None and previous.body.get("conversation") is not None
     after = (
         SessionPoint(previous.session_id, previous.transcript_length)
         if previous is not None and previous.session_id is not None
@@ -92,7 +95,13 @@ def joining(previous: StoredResponse | None, *, store: bool) -> JoinSession:
                 )
                 return Joined(peeked, None, conversation)
             turn = await sessions.begin_after(
-                agent, request, owner=owner, profile=profile, run_id=run_id, after=after
+                agent,
+                request,
+                owner=owner,
+                profile=profile,
+                run_id=run_id,
+                after=after,
+                apart=apart,
             )
         except LookupError as exc:
             raise APIError(

@@ -150,11 +150,14 @@ class SessionService:
         profile: str,
         run_id: str,
         after: SessionPoint | None,
+        apart: bool = False,
     ) -> Turn:
         """A turn that continues a stored session as it stood at ``after`` (where a response
         of a ``previous_response_id`` chain ended): the session itself when nothing was added
         since, else a child forked at that point (a client going back to an earlier response).
-        Raises :class:`LookupError` when the session is not the owner's."""
+        ``apart``: always a child, named by its own id (the session is a conversation's that
+        the turn is not part of). Raises :class:`LookupError` when the session is not the
+        owner's."""
         client = _client_messages(request)
         if after is None:
             turn = await self._new_session(agent, request, owner, profile, client, name=None)
@@ -168,7 +171,7 @@ class SessionService:
             owner,
             name,
             run_id,
-            lambda: self._resume(agent, request, session, after.position, client),
+            lambda: self._resume(agent, request, session, after.position, client, apart=apart),
         )
 
     async def begin_latest(
@@ -223,21 +226,26 @@ class SessionService:
         session: SessionInfo,
         position: int,
         client: list[Message],
+        *,
+        apart: bool = False,
     ) -> Turn:
         sessions = self.store.sessions
         agent.freeze_prompt(session.system_prompt)
         actual = await sessions.messages(session.id)
-        if len(actual) == position:
+        conversation = session.name or session.id
+        if len(actual) == position and not apart:
             session_id, forked_from, base = session.id, None, actual
         else:
             at = await sessions.logical_position(session, position)
-            session_id, base = await sessions.fork(session, at)
+            session_id, base = await sessions.fork(session, at, apart=apart)
             forked_from = session.id
+            if apart:
+                conversation = session_id
         sessions.add_messages(session_id, len(base), [StoredMessage(m, "client") for m in client])
         transcript = [stored.message for stored in base] + client
         return Turn(
             session_id=session_id,
-            conversation=session.name or session.id,
+            conversation=conversation,
             request=_on_transcript(request, session_id, transcript),
             forked_from=forked_from,
         )
