@@ -553,6 +553,12 @@ async def stop_run(
         stopped = await services.stop_anywhere(run_id, principal.name, InterruptSource.STOP_API)
         if stopped is not None:  # another replica runs it: the stop is on its way there
             return JSONResponse({"id": stopped, "object": "hermes.run", "status": "stopping"}, 202)
+        # Ended on another replica (or before this one's start): as its own replica says.
+        record = await services.store.runs.get(principal.name, run_id) if services.store else None
+        if record is not None:
+            raise APIError(
+                409, f"Run '{record.id}' already ended ({record.status}).", code="run_finished"
+            )
     run = _find(request, run_id, principal)
     if run.status.finished:
         raise APIError(
