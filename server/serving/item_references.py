@@ -4,7 +4,7 @@ its earlier stored responses by id instead of sending it again.
 Output item ids are made from their response's id (``msg_<suffix>_<n>`` belongs to
 ``resp_<suffix>``; see ``server/views/responses.py``), so a reference finds its response
 directly. A reference to anything else — an unknown id, another key's item, a response not
-stored — is a 400 naming the item.
+stored, another end user's (docs/end-users.md) — is a 400 naming the item.
 """
 
 from __future__ import annotations
@@ -14,12 +14,18 @@ from typing import Any
 
 from hermes_core.persistence import Store, StoredResponse
 from server.errors import APIError
+from server.serving.end_users import sees
 
 
 async def resolve_item_references(
-    store: Store | None, owner: str, items: list[dict[str, Any]]
+    store: Store | None,
+    owner: str,
+    items: list[dict[str, Any]],
+    *,
+    end_user: str | None = None,
 ) -> None:
-    """Replace, in place, each ``item_reference`` of ``items`` with the item it names."""
+    """Replace, in place, each ``item_reference`` of ``items`` with the item it names, in a
+    response ``end_user`` (the request's) sees."""
     if not any(item.get("type") == "item_reference" for item in items):
         return
     responses: dict[str, StoredResponse | None] = {}
@@ -30,7 +36,8 @@ async def resolve_item_references(
         response_id = _response_of(item_id)
         if response_id is not None and response_id not in responses:
             found = await store.responses.get(owner, response_id) if store is not None else None
-            responses[response_id] = found
+            seen = found is not None and sees(end_user, found.end_user)
+            responses[response_id] = found if seen else None
         stored = responses.get(response_id) if response_id is not None else None
         named = _item_in(stored, item_id)
         if named is None:

@@ -34,7 +34,9 @@ async def compact(
         raise APIError(400, "Compaction takes no conversation.", param="conversation")
     profile = resolve_profile(services, body.model, principal)
     previous = await previous_response(services, body, principal, end_user=end_user)
-    await resolve_item_references(services.store, principal.name, body.input_items())
+    await resolve_item_references(
+        services.store, principal.name, body.input_items(), end_user=end_user
+    )
     request = body.to_agent_request(with_client_tools=False)
     messages = list(request.history)
     if request.user_message is not None:

@@ -164,7 +164,9 @@ class ResponsesServing:
             else await previous_response(services, body, principal, end_user=end_user)
         )
         conversation = await conversation_of(services, body, principal, end_user=end_user)
-        await resolve_item_references(services.store, principal.name, body.input_items())
+        await resolve_item_references(
+            services.store, principal.name, body.input_items(), end_user=end_user
+        )
         hosted = body.hosted_tools()
         await check_hosted_tools(services, profile, scoped_owner(principal, end_user), hosted)
         _check_image_generation(profile, hosted)
