@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from types import FrameType
 
@@ -76,7 +77,8 @@ class _Supervisor:
             *("--listen-fd", str(sock.fileno())),
         ]
         self._processes: dict[int, subprocess.Popen[bytes]] = {}
-        self._stopping = False
+        self._stopping = threading.Event()
+        """Set by a SIGTERM or SIGINT (its handler runs between the steps of :meth:`watch`)."""
 
     def start(self, index: int) -> None:
         process = subprocess.Popen(
@@ -88,20 +90,22 @@ class _Supervisor:
     def forward(self, sig: int, frame: FrameType | None) -> None:
         """A signal for the server is a signal for each worker (SIGTERM: each drains)."""
         if sig in (signal.SIGTERM, signal.SIGINT):
-            self._stopping = True
+            self._stopping.set()
         for process in self._processes.values():
             if process.poll() is None:
                 process.send_signal(sig)
 
     def watch(self) -> None:
         """Start a worker that died again, until told to stop; then wait for them all."""
-        while not self._stopping:
+        while not self._stopping.is_set():
             time.sleep(0.2)
             for index, process in list(self._processes.items()):
                 code = process.poll()
-                if code is not None and not self._stopping:
+                if code is not None and not self._stopping.is_set():
                     log.error("worker %d exited with %s; starting it again", index, code)
                     time.sleep(RESTART_PAUSE_SECONDS)
+                    if self._stopping.is_set():  # meanwhile: a worker started now is never told
+                        break
                     self.start(index)
         for process in self._processes.values():
             process.wait()
