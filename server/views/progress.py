@@ -34,6 +34,9 @@ from hermes_core.events import (
 StatusEvent = RetryScheduled | BudgetWarning | CompressionPerformed
 """The events shown as one status line."""
 
+ERROR_PREFIX = "Error:"
+"""How a failed tool's output starts (what the tools themselves write; Open WebUI draws such a
+card as failed)."""
 UNFINISHED_TOOL_OUTPUT = "Error: the run ended before this tool finished."
 """The output of a tool card whose tool was still running when the run ended."""
 
@@ -64,7 +67,10 @@ def tool_output_text(event: ToolFinished) -> str:
     """What a tool card shows as the tool's output: JSON laid out for reading, and a
     marker where the preview is cut (never a silent cut mid-JSON)."""
     if not event.ok:
-        return f"Error: {event.error or 'failed'}"
+        # A tool that failed usually says so itself ("Error: no such file…"): the card must
+        # not read "Error: Error: …".
+        error = event.error or "failed"
+        return error if error.startswith(ERROR_PREFIX) else f"{ERROR_PREFIX} {error}"
     text = event.result_preview
     left = event.result_chars - len(text)
     if left <= 0 and text[:1] in ("{", "["):
