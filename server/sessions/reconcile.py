@@ -77,8 +77,12 @@ class _Item:
     """Assistant items: the ids of their visible tool calls."""
 
 
-def reconcile(stored: Sequence[StoredMessage], client: Sequence[Message]) -> Reconciliation:
-    """Compare the client's history (system messages removed) with the stored transcript."""
+def reconcile(
+    stored: Sequence[StoredMessage], client: Sequence[Message], *, behind: bool = False
+) -> Reconciliation:
+    """Compare the client's history (system messages removed) with the stored transcript.
+    ``behind``: the stored transcript's last answer was written while the client's turn
+    waited for the turn writing it, so the client could not have it yet."""
     messages = [entry.message for entry in stored]
     stored_hidden = [_is_agent_tool(entry) for entry in stored]
     # Server-run calls, by the ids their agent-produced results answer. A client that replays them
@@ -105,6 +109,14 @@ def reconcile(stored: Sequence[StoredMessage], client: Sequence[Message]) -> Rec
             if new_from is not None:
                 pairs.append(at)
     matched = len(pairs)
+    if behind and new_from is None and matched == len(stored_items) - 1:
+        # The client sent its next message while the last answer was being made: it comes
+        # after that answer, not in place of it.
+        at = _next_client(pairs)
+        last = stored_items[-1]
+        if last.kind == "assistant" and at < len(client_items) and client_items[at].kind == "user":
+            pairs.append(None)
+            matched, new_from = len(pairs), client_items[at].start
 
     if matched == len(stored_items):
         if new_from is None:

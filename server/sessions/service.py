@@ -138,7 +138,7 @@ class SessionService:
             owner,
             name,
             run_id,
-            lambda: self._continue(agent, request, owner, profile, client, name),
+            lambda waited: self._continue(agent, request, owner, profile, client, name, waited),
         )
 
     async def begin_after(
@@ -171,7 +171,7 @@ class SessionService:
             owner,
             name,
             run_id,
-            lambda: self._resume(agent, request, session, after.position, client, apart=apart),
+            lambda _: self._resume(agent, request, session, after.position, client, apart=apart),
         )
 
     async def begin_latest(
@@ -190,7 +190,7 @@ class SessionService:
         started before any turn is bound to this turn's profile and frozen prompt."""
         client = _client_messages(request)
 
-        async def latest() -> Turn:
+        async def latest(_: float | None) -> Turn:
             tips = await self.store.sessions.tips(owner, name, limit=1)
             if not tips:
                 return await self._new_session(agent, request, owner, profile, client, name=name)
@@ -251,13 +251,18 @@ class SessionService:
         )
 
     async def _locked(
-        self, owner: str, name: str, run_id: str, resolve: Callable[[], Awaitable[Turn]]
+        self,
+        owner: str,
+        name: str,
+        run_id: str,
+        resolve: Callable[[float | None], Awaitable[Turn]],
     ) -> Turn:
-        """``resolve`` the turn holding the conversation's lock; the lock is given back if that
-        fails, and otherwise held by the run until it ends (see the journal)."""
-        await self._lock(owner, name, run_id)
+        """``resolve`` the turn holding the conversation's lock (given when the turn began to
+        wait for it, if it did); the lock is given back if that fails, and otherwise held by
+        the run until it ends (see the journal)."""
+        waited = await self._lock(owner, name, run_id)
         try:
-            turn = await resolve()
+            turn = await resolve(waited)
         except BaseException:
             self.store.sessions.unlock(owner, name, run_id)
             raise
@@ -310,9 +315,10 @@ class SessionService:
 
     # --- the steps ----------------------------------------------------------------------------
 
-    async def _lock(self, owner: str, name: str, run_id: str) -> None:
+    async def _lock(self, owner: str, name: str, run_id: str) -> float | None:
         """Take the conversation's turn for ``run_id``, or do what the turn's busy policy says
-        when another turn holds it."""
+        when another turn holds it. Returns when (``time.time()``) the turn began to wait
+        for another, None when it took the conversation at once."""
         sessions, settings = self.store.sessions, self.settings
         policy = BUSY_POLICY.get() or BusyPolicy(mode=settings.busy)
         mode = policy.mode
@@ -320,13 +326,14 @@ class SessionService:
         if mode in ("reject", "refuse"):
             if not await sessions.lock(owner, name, run_id, lease_seconds=lease):
                 raise _busy(name)
-            return
+            return None
         # A wait (or an interrupt's wait for the stopped turn) counts its time in the line.
         waits = mode in ("wait", "interrupt")
         deadline = time.monotonic() + (settings.wait_seconds if waits else lease)
-        async with self._line(owner, name, deadline, busy=lambda: _busy(name)):
+        arrived = time.time()
+        async with self._line(owner, name, deadline, busy=lambda: _busy(name)) as queued:
             if await sessions.lock(owner, name, run_id, lease_seconds=lease):
-                return
+                return arrived if queued else None
             holder = await self._holder(owner, name)
             if mode == "steer":
                 steer = policy.steer if holder is not None and policy.text else None
@@ -339,21 +346,23 @@ class SessionService:
                 if time.monotonic() >= deadline:
                     raise _busy(name)
                 await asyncio.sleep(LOCK_POLL_SECONDS)
+            return arrived
 
     @asynccontextmanager
     async def _line(
         self, owner: str, name: str, deadline: float, *, busy: Callable[[], Exception]
-    ) -> AsyncIterator[None]:
+    ) -> AsyncIterator[bool]:
         """Wait for the turns of ``name`` that came before this one on this replica to have
         taken the conversation (an ``asyncio.Lock`` wakes its waiters in order), until
-        ``deadline`` (then ``busy()`` is raised)."""
+        ``deadline`` (then ``busy()`` is raised). Yields whether the turn had to wait."""
         key = (owner, name)
         line = self._lines.get(key)
         if line is None:
             line = self._lines[key] = _Line()
         line.users += 1
+        queued = line.lock.locked()
         try:
-            if not line.lock.locked():
+            if not queued:
                 await line.lock.acquire()  # at once (behind a woken waiter at most)
             else:
                 try:
@@ -362,7 +371,7 @@ class SessionService:
                 except TimeoutError:
                     raise busy() from None
             try:
-                yield
+                yield queued
             finally:
                 line.lock.release()
         finally:
@@ -416,8 +425,9 @@ class SessionService:
         profile: str,
         client: list[Message],
         name: str,
+        waited: float | None = None,
     ) -> Turn:
-        best = await self._best_branch(owner, name, client)
+        best = await self._best_branch(owner, name, client, waited)
         if best is None:
             return await self._new_session(agent, request, owner, profile, client, name=name)
         branch, found = best
@@ -442,13 +452,16 @@ class SessionService:
         )
 
     async def _best_branch(
-        self, owner: str, name: str, client: list[Message]
+        self, owner: str, name: str, client: list[Message], waited: float | None = None
     ) -> tuple[SessionInfo, Reconciliation] | None:
-        """The live branch the client's history matches furthest (the newest on a tie)."""
+        """The live branch the client's history matches furthest (the newest on a tie).
+        ``waited``: when the turn began to wait for another one; a branch written since
+        may end with an answer the client could not have yet."""
         best: tuple[SessionInfo, Reconciliation] | None = None
         for branch in await self.store.sessions.tips(owner, name, limit=BRANCHES_COMPARED):
             logical = [entry.stored for entry in await self.store.sessions.logical(branch)]
-            found = reconcile(logical, client)
+            behind = waited is not None and branch.updated_at >= waited
+            found = reconcile(logical, client, behind=behind)
             if best is None or found.matched > best[1].matched:
                 best = (branch, found)
             if found.fork_at is None:
