@@ -16,6 +16,7 @@ from server.protocol.responses import ResponseCreateRequest
 from server.runs.manager import new_id
 from server.services import Services
 from server.serving.common import resolve_profile, start_run
+from server.serving.end_users import scoped_owner
 from server.serving.item_references import resolve_item_references
 from server.serving.response_chain import previous_response
 from server.views.responses import response_usage
@@ -43,6 +44,14 @@ async def compact(
         messages.append({"role": "user", "content": request.user_message})
     store = services.store
     if previous is not None and previous.session_id is not None and store is not None:
+        owner = scoped_owner(principal, end_user)
+        if await store.sessions.get(owner, previous.session_id) is None:
+            raise APIError(
+                404,
+                "The session of the previous response no longer exists.",
+                param="previous_response_id",
+                code="previous_response_not_found",
+            )
         stored = await store.sessions.messages(previous.session_id)
         messages = [m.message for m in stored[: previous.transcript_length]] + messages
     summariser = profile.summariser
