@@ -305,6 +305,7 @@ class SessionStore:
         own, named by its id, not a branch of ``source``'s conversation.
         """
         holder, kept, base_id = await self._fork_point(source, at)
+        messages = (await self.messages(holder.id))[:kept]
         child_id = new_session_id()
         child = self.create(
             session_id=child_id,
@@ -317,9 +318,14 @@ class SessionStore:
             origin="fork",
             base_id=base_id,
         )
-        messages = (await self.messages(holder.id))[:kept]
         self.add_messages(child, 0, messages)
         return child, messages
+
+    async def prefix(self, source: SessionInfo, at: int) -> list[StoredMessage]:
+        """The actual transcript a fork of ``source`` at ``at`` would start with (see
+        :meth:`fork`), creating nothing."""
+        holder, kept, _base_id = await self._fork_point(source, at)
+        return (await self.messages(holder.id))[:kept]
 
     async def logical_position(self, session: SessionInfo, position: int) -> int:
         """Where the actual transcript's ``position`` falls in the logical one."""

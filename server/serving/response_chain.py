@@ -56,7 +56,8 @@ def joining(previous: StoredResponse | None, *, store: bool) -> JoinSession:
     """How a turn joins its session: after ``previous`` (the response it continues), forking
     the session when that was not its last; with none, the session the client names, as a
     chat turn would (its input is the visible history), or a new one. A turn of
-    ``store: false`` keeps nothing: it reads the session it continues, and joins none.
+    ``store: false`` keeps nothing: it reads the session it continues (or the named one's
+    branch its input matches), and joins none.
     A response of a conversation is continued apart from it: the turn names no
     conversation, so it is none of the conversation's items, as on OpenAI."""
     apart = previous is not None and previous.body.get("conversation") is not None
@@ -77,6 +78,10 @@ def joining(previous: StoredResponse | None, *, store: bool) -> JoinSession:
         name: str | None,
     ) -> Joined:
         try:
+            if after is None and name is not None and not store:
+                peeked = await sessions.peek_named(agent, request, owner=owner, name=name)
+                # None: no such conversation, and this turn starts none (nor its workspace).
+                return Joined(request) if peeked is None else Joined(peeked, None, name)
             if after is None and name is not None:
                 return await join_by_name(
                     sessions,

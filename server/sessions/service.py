@@ -219,6 +219,26 @@ class SessionService:
         peeked = dataclasses.replace(request, history=transcript, user_message=None)
         return peeked, session.name or session.id
 
+    async def peek_named(
+        self, agent: Agent, request: AgentRequest, *, owner: str, name: str
+    ) -> AgentRequest | None:
+        """``request`` on the branch of the conversation ``name`` that its history matches
+        best, as :meth:`begin` would continue it, saving nothing (a turn with ``store:
+        false``); None when there is no such conversation."""
+        client = _client_messages(request)
+        best = await self._best_branch(owner, name, client)
+        if best is None:
+            return None
+        branch, found = best
+        agent.freeze_prompt(branch.system_prompt)
+        sessions = self.store.sessions
+        if found.fork_at is None:
+            base = await sessions.messages(branch.id)
+        else:
+            base = await sessions.prefix(branch, found.fork_at)
+        transcript = [stored.message for stored in base] + list(found.new_messages)
+        return dataclasses.replace(request, history=transcript, user_message=None)
+
     async def _resume(
         self,
         agent: Agent,
