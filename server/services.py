@@ -50,7 +50,7 @@ from server.metrics import Metrics
 from server.protocol.remote_mcp import CONNECT_SECONDS
 from server.retention.policy import RetentionPolicy
 from server.retention.sweeper import Sweeper
-from server.runs.approvals import ApprovalDesk
+from server.runs.approvals import ApprovalDesk, close_questions_of
 from server.runs.manager import Run, RunInfo, RunManager, RunStatus, end_user_limit_message
 from server.runs.mcp_waiting import McpWaitingAgent
 from server.runs.observers import observes
@@ -464,6 +464,7 @@ class Services:
         recovered = await self.sessions.recover()
         if recovered:
             log.warning("marked %d run(s) of a previous start interrupted", len(recovered))
+            await close_questions_of(store, recovered)
             await self.webhooks.recovered(recovered)
         if self.cluster is not None:
             sessions = self.sessions
@@ -472,6 +473,7 @@ class Services:
 
             async def recover(instance: str) -> int:
                 runs = await sessions.recover(instance)
+                await close_questions_of(store, runs)
                 await webhooks.recovered(runs)
                 for run in runs:
                     # Streams resumed elsewhere must end too, and the key's limit let go.

@@ -25,7 +25,7 @@ import dataclasses
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from starlette.requests import HTTPConnection
@@ -33,7 +33,7 @@ from starlette.requests import HTTPConnection
 from hermes_core.agent import AgentRequest
 from hermes_core.agent.config import ApprovalAnswer
 from hermes_core.events import ApprovalDecision
-from hermes_core.persistence import ApprovalRecord, Store
+from hermes_core.persistence import ApprovalRecord, RunRecord, Store
 from hermes_core.persistence.approvals import ApprovalScope, ApprovalStatus
 from hermes_core.persistence.runs import LIVE_STATUSES
 from hermes_core.tools.registry import ApprovalAsk, ApprovalCallback, ApprovalVerdict
@@ -287,6 +287,20 @@ def _answer(record: ApprovalRecord, status: ApprovalStatus) -> ApprovalAnswer:
         reason=record.reason,
         decision=ApprovalDecision(status if status != "pending" else "expired"),
     )
+
+
+async def close_questions_of(store: Store, runs: Sequence[RunRecord]) -> None:
+    """Close what ``runs`` asked and never acted on: their server died (crash recovery, here
+    or by another replica). As for a run stopped while it asks (``_close_unanswered``), nobody
+    acts on those requests any more; left open, the conversation's next turn would take its
+    words for their answer, and a "sure" about something else would run a dead run's call."""
+    now = time.time()
+    for run in runs:
+        asked = await store.approvals.of_run(run.owner, run.id)
+        for record in asked:
+            if record.status == "pending":
+                await store.approvals.decide(record.id, "expired", now=now)
+        await store.approvals.claim([record.id for record in asked], run.id)
 
 
 ANOTHER_REPLICAS_WRITE_SECONDS = 3.0
