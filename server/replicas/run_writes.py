@@ -37,7 +37,7 @@ GATHER_SECONDS = 0.005
 its events up to this much later, far below what a reader notices."""
 RETRY_SECONDS = 0.5
 """How soon log entries a flush could not send (Redis away) are sent again."""
-UNSENT_KEPT = 100_000
+UNSENT_KEPT_BYTES = 32 * 1024 * 1024
 """Log entries kept for Redis's return at most (beyond, the oldest go): a replica away from
 Redis stops its runs within a lease, so only a lease's worth of entries should ever wait."""
 
@@ -191,7 +191,7 @@ class RunWrites:
         except Exception as error:  # Redis away: refuse the reservations, keep the log's
             self._fail(waiting, error)
             # Releases are not kept: a reservation not renewed lapses with its lease.
-            self._unsent = entries[-UNSENT_KEPT:]
+            self._unsent = _newest(entries, UNSENT_KEPT_BYTES)
             asyncio.get_running_loop().call_later(RETRY_SECONDS, self._queued.set)
             log.warning(
                 "Redis: %d log entries (kept to send again) and %d reservations or releases "
@@ -211,3 +211,14 @@ class RunWrites:
         for answer in waiting:
             if not answer.done():
                 answer.set_exception(error)
+
+
+def _newest(entries: list[tuple[str, str, bytes]], limit: int) -> list[tuple[str, str, bytes]]:
+    """The newest of ``entries`` whose entries together hold at most ``limit`` bytes."""
+    kept = 0
+    for index in range(len(entries) - 1, -1, -1):
+        kept += len(entries[index][2])
+        if kept > limit:
+            log.error("Redis: dropping %d unsent log entries (too many kept)", index + 1)
+            return entries[index + 1 :]
+    return entries
