@@ -10,6 +10,7 @@ tool cards) and status lines as ``{"event": {"type": "status"}}`` frames.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
@@ -54,6 +55,7 @@ from server.views.chat_wire import (
     HermesSummary,
     SourceFrame,
     StatusFrame,
+    ThoughtDelta,
     ToolCallDelta,
 )
 from server.views.citations import SourceList
@@ -151,6 +153,14 @@ class ChatStreamView:
     _sources: SourceList = field(default_factory=SourceList)
     _text: list[str] = field(default_factory=list)
     """The answer so far, kept once a tool found sources: citations point into it."""
+    _answered: bool = False
+    """Open WebUI: text or a card was sent. Open WebUI then adds ``reasoning_content`` to the
+    Thought block it already has (a chat completion has one), above the text: a later step's
+    reasoning is sent as a Thought block of its own, after what the earlier steps showed."""
+    _thought: dict[str, Any] | None = None
+    """The later step's Thought block being sent (a Responses-style reasoning item)."""
+    _thought_started: float = 0.0
+    _thoughts: int = 0
 
     def chunk(self, delta: Delta, finish_reason: str | None = None) -> Chunk:
         payload: Chunk = {
@@ -173,8 +183,12 @@ class ChatStreamView:
                 return [self.chunk({"role": "assistant", "content": ""})]
             case TextDelta():
                 self._text.append(event.text)
-                return [self.chunk({"content": event.text})]
+                frames = self._end_thought()
+                self._answered = self.openwebui
+                return [*frames, self.chunk({"content": event.text})]
             case ReasoningDelta():
+                if self._answered:
+                    return self._later_thought(event.text)
                 return [self.chunk({"reasoning_content": event.text})]
             case ToolStarted():
                 return self._tool_started(event, prefix="")
@@ -221,8 +235,9 @@ class ChatStreamView:
             return [self.chunk({"reasoning_content": line, "hermes": hermes})]
         # Open WebUI shows each step once: as a tool card with status lines (a sub-agent's
         # step: status lines alone), never also as lines in the model's "Thought" block.
-        frames: list[ChatFrame] = [self.chunk({"hermes": hermes})]
+        frames: list[ChatFrame] = [*self._end_thought(), self.chunk({"hermes": hermes})]
         if not prefix:
+            self._answered = True
             self._open_cards[event.call_id] = event.name
             refused = self._status.refused(event.call_id)
             frames.append(self._card_call(event, refused=refused))
@@ -311,8 +326,43 @@ class ChatStreamView:
             return [self.chunk({"reasoning_content": plan_lines(event), "hermes": hermes})]
         return [self.chunk({"hermes": hermes}), *_status_frames(self._status.plan(event))]
 
-    def _finished(self, event: RunFinished) -> list[ChatFrame]:
+    def _later_thought(self, text: str) -> list[ChatFrame]:
+        """A later step's reasoning: a Thought block of its own, opened at its first delta."""
         frames: list[ChatFrame] = []
+        if self._thought is None:
+            self._thoughts += 1
+            self._thought_started = time.monotonic()
+            self._thought = {
+                "type": "reasoning",
+                "id": f"rs_{self.completion_id}_{self._thoughts}",
+                "status": "in_progress",
+                "attributes": {"type": "reasoning_content"},
+                "content": [{"type": "output_text", "text": ""}],
+                "summary": None,
+                "started_at": time.time(),
+            }
+            frames.append(self._item_added(self._thought))
+        self._thought["content"][0]["text"] += text
+        delta: ThoughtDelta = {
+            "type": "response.reasoning_text.delta",
+            "item_id": self._thought["id"],
+            "delta": text,
+        }
+        return [*frames, delta]
+
+    def _end_thought(self) -> list[ChatFrame]:
+        """The later step's Thought block, whole and finished (it replaces the one sent), before
+        what follows it: Open WebUI shows an unfinished one as still thinking."""
+        if self._thought is None:
+            return []
+        thought, self._thought = self._thought, None
+        thought["status"] = "completed"
+        thought["ended_at"] = time.time()
+        thought["duration"] = round(time.monotonic() - self._thought_started)
+        return [self._item_added(thought)]
+
+    def _finished(self, event: RunFinished) -> list[ChatFrame]:
+        frames: list[ChatFrame] = self._end_thought()
         # Every tool card must get its output, or Open WebUI runs the tool itself.
         for call_id in list(self._open_cards):
             frames.append(self._card_output(call_id, UNFINISHED_TOOL_OUTPUT))
@@ -356,11 +406,7 @@ class ChatStreamView:
             # "rejected": Open WebUI draws the card as "Denied <name>".
             "status": "rejected" if refused else "completed",
         }
-        return {
-            "type": "response.output_item.added",
-            "output_index": OPENWEBUI_OUTPUT_INDEX,
-            "item": item,
-        }
+        return self._item_added(item)
 
     def _card_output(self, call_id: str, output: str) -> CardItemAdded:
         item = {
@@ -370,10 +416,15 @@ class ChatStreamView:
             "status": "completed",
             "output": [{"type": "input_text", "text": output}],
         }
+        return self._item_added(item)
+
+    @staticmethod
+    def _item_added(item: dict[str, Any]) -> CardItemAdded:
         return {
             "type": "response.output_item.added",
             "output_index": OPENWEBUI_OUTPUT_INDEX,
-            "item": item,
+            # A copy: a Thought block still growing must not change the frame already made.
+            "item": json.loads(json.dumps(item)),
         }
 
 

@@ -77,11 +77,20 @@ class StreamError(TypedDict):
 
 
 class CardItemAdded(TypedDict):
-    """Open WebUI's tool card: a Responses-style item in the chat stream."""
+    """Open WebUI's tool card or Thought block: a Responses-style item in the chat stream (an
+    item with the id of one already sent replaces it)."""
 
     type: Literal["response.output_item.added"]
     output_index: int
     item: dict[str, Any]
+
+
+class ThoughtDelta(TypedDict):
+    """More text for the Thought block Open WebUI received last (it goes to the last item)."""
+
+    type: Literal["response.reasoning_text.delta"]
+    item_id: str
+    delta: str
 
 
 class StatusEvent(TypedDict):
@@ -106,7 +115,7 @@ class SourceFrame(TypedDict):
     event: SourceEvent
 
 
-ChatFrame = Chunk | StreamError | CardItemAdded | StatusFrame | SourceFrame
+ChatFrame = Chunk | StreamError | CardItemAdded | ThoughtDelta | StatusFrame | SourceFrame
 """Anything the chat stream sends as one ``data:`` frame."""
 
 
