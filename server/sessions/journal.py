@@ -1,7 +1,8 @@
 """The run observer that writes transcripts: every run event that changes the record becomes a
 queued write (see :mod:`hermes_core.persistence.writer`).
 
-- ``RunStarted``: the run's row.
+- ``RunStarted``: the run's row, and the turn's new messages from its client (held back
+  until then: a turn refused before its run began keeps nothing, so a retry is not doubled).
 - ``MessageAdded``: the message, at its position in the session (the run's transcript *is*
   the session's, so the event's index is the position).
 - ``CompressionPerformed``: a child session that starts from the compacted transcript; the
@@ -54,6 +55,9 @@ class _Tracked:
     """The session the run writes to now (a compression moves it to a child)."""
     lock: tuple[str, str] | None
     """(owner, name) of the conversation lock the run holds."""
+    client: tuple[int, list[StoredMessage]] | None = None
+    """Where in the session the client's new messages go, and those messages: saved when
+    the run starts."""
 
 
 class SessionJournal:
@@ -65,8 +69,15 @@ class SessionJournal:
         self.store = store
         self._runs: dict[str, _Tracked] = {}
 
-    def track(self, run_id: str, session_id: str, *, lock: tuple[str, str] | None) -> None:
-        self._runs[run_id] = _Tracked(session_id, lock)
+    def track(
+        self,
+        run_id: str,
+        session_id: str,
+        *,
+        lock: tuple[str, str] | None,
+        client: tuple[int, list[StoredMessage]] | None = None,
+    ) -> None:
+        self._runs[run_id] = _Tracked(session_id, lock, client)
 
     def untrack(self, run_id: str) -> None:
         tracked = self._runs.pop(run_id, None)
@@ -87,6 +98,9 @@ class SessionJournal:
                 self._finished(run, event)
             case RunStarted():
                 tracked = self._runs.get(run.id)
+                if tracked is not None and tracked.client is not None:
+                    self.store.sessions.add_messages(tracked.session_id, *tracked.client)
+                    tracked.client = None
                 self.store.runs.started(
                     run_id=run.id,
                     owner=run.owner,

@@ -43,11 +43,14 @@ class Turn:
     conversation: str
     """The session's name, shared by its forks: what its workspace is kept under."""
     request: AgentRequest
-    """The agent request on the session's full transcript."""
+    """The agent request on the session's full transcript (its new messages included)."""
     forked_from: str | None = None
     fresh: bool = False
     """The conversation began with this turn, named by its new session's id: none of its
     runs can have left a question awaiting approval (nothing to look up)."""
+    client: tuple[int, list[StoredMessage]] = (0, [])
+    """Where the client's new messages go in the session, and those messages: saved once
+    the turn's run starts (see the journal), so a turn refused before it keeps nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,13 +264,13 @@ class SessionService:
             forked_from = session.id
             if apart:
                 conversation = session_id
-        sessions.add_messages(session_id, len(base), [StoredMessage(m, "client") for m in client])
         transcript = [stored.message for stored in base] + client
         return Turn(
             session_id=session_id,
             conversation=conversation,
             request=_on_transcript(request, session_id, transcript),
             forked_from=forked_from,
+            client=(len(base), [StoredMessage(m, "client") for m in client]),
         )
 
     async def _locked(
@@ -290,7 +293,7 @@ class SessionService:
         return turn
 
     def _track(self, run_id: str, turn: Turn, *, lock: tuple[str, str] | None) -> None:
-        self.journal.track(run_id, turn.session_id, lock=lock)
+        self.journal.track(run_id, turn.session_id, lock=lock, client=turn.client)
 
     def abandon(self, run_id: str) -> None:
         """The run was not started after all: give its lock back."""
@@ -427,14 +430,12 @@ class SessionService:
             name=name or session_id,
             title=_title(client),
         )
-        self.store.sessions.add_messages(
-            session_id, 0, [StoredMessage(message, "client") for message in client]
-        )
         return Turn(
             session_id=session_id,
             conversation=name or session_id,
             request=_on_transcript(request, session_id, client),
             fresh=name is None,
+            client=(0, [StoredMessage(message, "client") for message in client]),
         )
 
     async def _continue(
@@ -460,15 +461,13 @@ class SessionService:
             session_id, kept = await sessions.fork(branch, found.fork_at)
             forked_from = branch.id
             base = [stored.message for stored in kept]
-        sessions.add_messages(
-            session_id, len(base), [StoredMessage(m, "client") for m in found.new_messages]
-        )
         transcript = base + list(found.new_messages)
         return Turn(
             session_id=session_id,
             conversation=name,
             request=_on_transcript(request, session_id, transcript),
             forked_from=forked_from,
+            client=(len(base), [StoredMessage(m, "client") for m in found.new_messages]),
         )
 
     async def _best_branch(
@@ -534,7 +533,7 @@ def _on_transcript(
     request: AgentRequest, session_id: str, transcript: list[Message]
 ) -> AgentRequest:
     """The request re-expressed on the session: the whole transcript is history (its new
-    messages are already saved), nothing is appended by the run itself."""
+    messages are saved as its run starts), nothing is appended by the run itself."""
     return dataclasses.replace(
         request, history=transcript, user_message=None, session_id=session_id
     )
