@@ -174,7 +174,9 @@ class SessionService:
             owner,
             name,
             run_id,
-            lambda _: self._resume(agent, request, session, after.position, client, apart=apart),
+            lambda _: self._resume(
+                agent, request, session, after.position, client, profile=profile, apart=apart
+            ),
         )
 
     async def begin_latest(
@@ -198,12 +200,8 @@ class SessionService:
             if not tips:
                 return await self._new_session(agent, request, owner, profile, client, name=name)
             session = tips[0]
-            if session.profile == UNBOUND_PROFILE:
-                prompt = await agent.frozen_prompt()
-                await self.store.conversations.bind(session.id, profile, prompt)
-                session = dataclasses.replace(session, profile=profile, system_prompt=prompt)
             position = len(await self.store.sessions.messages(session.id))
-            return await self._resume(agent, request, session, position, client)
+            return await self._resume(agent, request, session, position, client, profile=profile)
 
         return await self._locked(owner, name, run_id, latest)
 
@@ -216,7 +214,8 @@ class SessionService:
         session = await self.store.sessions.get(owner, after.session_id)
         if session is None:
             raise LookupError(after.session_id)
-        agent.freeze_prompt(session.system_prompt)
+        if session.profile != UNBOUND_PROFILE:  # else the agent's own: nothing is bound here
+            agent.freeze_prompt(session.system_prompt)
         stored = await self.store.sessions.messages(session.id)
         transcript = [m.message for m in stored[: after.position]] + _client_messages(request)
         peeked = dataclasses.replace(request, history=transcript, user_message=None)
@@ -233,7 +232,8 @@ class SessionService:
         if best is None:
             return None
         branch, found = best
-        agent.freeze_prompt(branch.system_prompt)
+        if branch.profile != UNBOUND_PROFILE:  # else the agent's own: nothing is bound here
+            agent.freeze_prompt(branch.system_prompt)
         sessions = self.store.sessions
         if found.fork_at is None:
             base = await sessions.messages(branch.id)
@@ -250,10 +250,11 @@ class SessionService:
         position: int,
         client: list[Message],
         *,
+        profile: str,
         apart: bool = False,
     ) -> Turn:
         sessions = self.store.sessions
-        agent.freeze_prompt(session.system_prompt)
+        session = await self._on_prompt(agent, session, profile)
         actual = await sessions.messages(session.id)
         conversation = session.name or session.id
         if len(actual) == position and not apart:
@@ -452,7 +453,7 @@ class SessionService:
         if best is None:
             return await self._new_session(agent, request, owner, profile, client, name=name)
         branch, found = best
-        agent.freeze_prompt(branch.system_prompt)
+        branch = await self._on_prompt(agent, branch, profile)
         sessions = self.store.sessions
         if found.fork_at is None:
             session_id, forked_from = branch.id, None
@@ -469,6 +470,17 @@ class SessionService:
             forked_from=forked_from,
             client=(len(base), [StoredMessage(m, "client") for m in found.new_messages]),
         )
+
+    async def _on_prompt(self, agent: Agent, session: SessionInfo, profile: str) -> SessionInfo:
+        """Point ``agent`` at the session's frozen prompt. A session the Conversations API
+        started before any turn has none yet: it is bound to this turn's profile and prompt
+        (whichever endpoint's turn comes first), never run with an empty one."""
+        if session.profile != UNBOUND_PROFILE:
+            agent.freeze_prompt(session.system_prompt)
+            return session
+        prompt = await agent.frozen_prompt()
+        await self.store.conversations.bind(session.id, profile, prompt)
+        return dataclasses.replace(session, profile=profile, system_prompt=prompt)
 
     async def _best_branch(
         self, owner: str, name: str, client: list[Message], waited: float | None = None
