@@ -12,7 +12,7 @@ compared with the logical one; forks copy from the actual ones.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -304,22 +304,34 @@ class SessionStore:
         messages from the base session instead. ``apart``: the child is a conversation of its
         own, named by its id, not a branch of ``source``'s conversation.
         """
+        child, messages, save = await self.planned_fork(source, at, apart=apart)
+        save()
+        return child, messages
+
+    async def planned_fork(
+        self, source: SessionInfo, at: int, *, apart: bool = False
+    ) -> tuple[str, list[StoredMessage], Callable[[], None]]:
+        """:meth:`fork`, written only when the function it returns is called (a turn's fork
+        is kept only once its run has started)."""
         holder, kept, base_id = await self._fork_point(source, at)
         messages = (await self.messages(holder.id))[:kept]
-        child_id = new_session_id()
-        child = self.create(
-            session_id=child_id,
-            owner=source.owner,
-            profile=source.profile,
-            system_prompt=source.system_prompt,
-            name=child_id if apart else source.name,
-            title=source.title,
-            parent_id=source.id,
-            origin="fork",
-            base_id=base_id,
-        )
-        self.add_messages(child, 0, messages)
-        return child, messages
+        child = new_session_id()
+
+        def save() -> None:
+            self.create(
+                session_id=child,
+                owner=source.owner,
+                profile=source.profile,
+                system_prompt=source.system_prompt,
+                name=child if apart else source.name,
+                title=source.title,
+                parent_id=source.id,
+                origin="fork",
+                base_id=base_id,
+            )
+            self.add_messages(child, 0, messages)
+
+        return child, messages, save
 
     async def prefix(self, source: SessionInfo, at: int) -> list[StoredMessage]:
         """The actual transcript a fork of ``source`` at ``at`` would start with (see

@@ -1,8 +1,9 @@
 """The run observer that writes transcripts: every run event that changes the record becomes a
 queued write (see :mod:`hermes_core.persistence.writer`).
 
-- ``RunStarted``: the run's row, and the turn's new messages from its client (held back
-  until then: a turn refused before its run began keeps nothing, so a retry is not doubled).
+- ``RunStarted``: the run's row, and what its turn adds to the conversation (its new
+  session or fork, the client's new messages: held back until then, so a turn refused before
+  its run began keeps nothing).
 - ``MessageAdded``: the message, at its position in the session (the run's transcript *is*
   the session's, so the event's index is the position).
 - ``CompressionPerformed``: a child session that starts from the compacted transcript; the
@@ -16,6 +17,7 @@ Everything else changes nothing on record; a sub-agent's events are part of its 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import assert_never
 
@@ -55,9 +57,9 @@ class _Tracked:
     """The session the run writes to now (a compression moves it to a child)."""
     lock: tuple[str, str] | None
     """(owner, name) of the conversation lock the run holds."""
-    client: tuple[int, list[StoredMessage]] | None = None
-    """Where in the session the client's new messages go, and those messages: saved when
-    the run starts."""
+    save: Callable[[], None] | None = None
+    """Writes what the run's turn adds to the conversation: called when the run starts (or
+    ends, should it end before it started)."""
 
 
 class SessionJournal:
@@ -75,9 +77,9 @@ class SessionJournal:
         session_id: str,
         *,
         lock: tuple[str, str] | None,
-        client: tuple[int, list[StoredMessage]] | None = None,
+        save: Callable[[], None] | None = None,
     ) -> None:
-        self._runs[run_id] = _Tracked(session_id, lock, client)
+        self._runs[run_id] = _Tracked(session_id, lock, save)
 
     def untrack(self, run_id: str) -> None:
         tracked = self._runs.pop(run_id, None)
@@ -98,9 +100,8 @@ class SessionJournal:
                 self._finished(run, event)
             case RunStarted():
                 tracked = self._runs.get(run.id)
-                if tracked is not None and tracked.client is not None:
-                    self.store.sessions.add_messages(tracked.session_id, *tracked.client)
-                    tracked.client = None
+                if tracked is not None:
+                    self._save(tracked)
                 self.store.runs.started(
                     run_id=run.id,
                     owner=run.owner,
@@ -140,6 +141,12 @@ class SessionJournal:
             case _:
                 assert_never(event)
 
+    @staticmethod
+    def _save(tracked: _Tracked) -> None:
+        if tracked.save is not None:
+            save, tracked.save = tracked.save, None
+            save()
+
     def _compressed(
         self, run: RunInfo, tracked: _Tracked, child: str, event: CompressionPerformed
     ) -> None:
@@ -156,6 +163,7 @@ class SessionJournal:
     def _finished(self, run: RunInfo, event: RunFinished) -> None:
         tracked = self._runs.get(run.id)
         if tracked is not None:
+            self._save(tracked)  # a run that ended before it started is a turn all the same
             self.store.sessions.add_usage(tracked.session_id, event.usage)
         self.store.runs.finished(
             run.id,

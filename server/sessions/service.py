@@ -48,9 +48,11 @@ class Turn:
     fresh: bool = False
     """The conversation began with this turn, named by its new session's id: none of its
     runs can have left a question awaiting approval (nothing to look up)."""
-    client: tuple[int, list[StoredMessage]] = (0, [])
-    """Where the client's new messages go in the session, and those messages: saved once
-    the turn's run starts (see the journal), so a turn refused before it keeps nothing."""
+    save: Callable[[], None] = lambda: None
+    """Writes what the turn adds to the conversation (its new session or fork, the client's
+    new messages): called once its run starts (see the journal), so that a turn refused
+    before keeps nothing (no message a retry would double, no fork that would shadow the
+    branch it copies)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,21 +259,28 @@ class SessionService:
         session = await self._on_prompt(agent, session, profile)
         actual = await sessions.messages(session.id)
         conversation = session.name or session.id
+        fork: Callable[[], None] = _nothing
         if len(actual) == position and not apart:
             session_id, forked_from, base = session.id, None, actual
         else:
             at = await sessions.logical_position(session, position)
-            session_id, base = await sessions.fork(session, at, apart=apart)
+            session_id, base, fork = await sessions.planned_fork(session, at, apart=apart)
             forked_from = session.id
             if apart:
                 conversation = session_id
+        added = [StoredMessage(m, "client") for m in client]
+
+        def save() -> None:
+            fork()
+            sessions.add_messages(session_id, len(base), added)
+
         transcript = [stored.message for stored in base] + client
         return Turn(
             session_id=session_id,
             conversation=conversation,
             request=_on_transcript(request, session_id, transcript),
             forked_from=forked_from,
-            client=(len(base), [StoredMessage(m, "client") for m in client]),
+            save=save,
         )
 
     async def _locked(
@@ -294,7 +303,7 @@ class SessionService:
         return turn
 
     def _track(self, run_id: str, turn: Turn, *, lock: tuple[str, str] | None) -> None:
-        self.journal.track(run_id, turn.session_id, lock=lock, client=turn.client)
+        self.journal.track(run_id, turn.session_id, lock=lock, save=turn.save)
 
     def abandon(self, run_id: str) -> None:
         """The run was not started after all: give its lock back."""
@@ -423,20 +432,26 @@ class SessionService:
         prompt = await agent.frozen_prompt()
         # An unnamed session is named by its id, so a client can continue it by that name.
         session_id = new_session_id()
-        self.store.sessions.create(
-            session_id=session_id,
-            owner=owner,
-            profile=profile,
-            system_prompt=prompt,
-            name=name or session_id,
-            title=_title(client),
-        )
+        sessions = self.store.sessions
+        added = [StoredMessage(message, "client") for message in client]
+
+        def save() -> None:
+            sessions.create(
+                session_id=session_id,
+                owner=owner,
+                profile=profile,
+                system_prompt=prompt,
+                name=name or session_id,
+                title=_title(client),
+            )
+            sessions.add_messages(session_id, 0, added)
+
         return Turn(
             session_id=session_id,
             conversation=name or session_id,
             request=_on_transcript(request, session_id, client),
             fresh=name is None,
-            client=(0, [StoredMessage(message, "client") for message in client]),
+            save=save,
         )
 
     async def _continue(
@@ -455,20 +470,27 @@ class SessionService:
         branch, found = best
         branch = await self._on_prompt(agent, branch, profile)
         sessions = self.store.sessions
+        fork: Callable[[], None] = _nothing
         if found.fork_at is None:
             session_id, forked_from = branch.id, None
             base = [stored.message for stored in await sessions.messages(branch.id)]
         else:
-            session_id, kept = await sessions.fork(branch, found.fork_at)
+            session_id, kept, fork = await sessions.planned_fork(branch, found.fork_at)
             forked_from = branch.id
             base = [stored.message for stored in kept]
+        added = [StoredMessage(m, "client") for m in found.new_messages]
+
+        def save() -> None:
+            fork()
+            sessions.add_messages(session_id, len(base), added)
+
         transcript = base + list(found.new_messages)
         return Turn(
             session_id=session_id,
             conversation=name,
             request=_on_transcript(request, session_id, transcript),
             forked_from=forked_from,
-            client=(len(base), [StoredMessage(m, "client") for m in found.new_messages]),
+            save=save,
         )
 
     async def _on_prompt(self, agent: Agent, session: SessionInfo, profile: str) -> SessionInfo:
@@ -504,6 +526,10 @@ class SessionService:
 class _Line:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     users: int = 0
+
+
+def _nothing() -> None:
+    pass
 
 
 def _busy(name: str) -> SessionBusy:
