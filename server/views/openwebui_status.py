@@ -74,18 +74,22 @@ class OpenWebUIStatus:
     def tool_finished(self, event: ToolFinished, *, prefix: str = "") -> list[str]:
         if event.outcome is ToolOutcome.AWAITING_APPROVAL:
             ask = self._asked.get(event.call_id)
-            if ask is not None:
-                self._waiting[event.call_id] = ask
-            return []  # the question's line said it
+            if ask is None:
+                return []
+            self._waiting[event.call_id] = ask
+            return self._say(approval_status(ask))  # the question, now that it is one
         if event.outcome is ToolOutcome.DENIED and event.call_id in self._decided:
             return []  # the decision's line said it
         return self._say(tool_status_text(event, prefix=prefix))
 
     def approval(self, event: ApprovalRequested | ApprovalResolved) -> list[str]:
         if isinstance(event, ApprovalRequested):
+            # Not said yet: a standing grant ("approve for this session") answers it at once,
+            # and a question the user was never asked must not be in the history. A call that
+            # ends the turn waiting for the user says it (``tool_finished``).
             self._asked[event.call_id] = event
-        else:
-            self._decided[event.call_id] = event.decision
+            return []
+        self._decided[event.call_id] = event.decision
         return self._say(approval_status(event))
 
     def step(self, event: StatusEvent | FallbackActivated) -> list[str]:
