@@ -171,6 +171,12 @@ class SessionService:
         session = await self.store.sessions.get(owner, after.session_id)
         if session is None:
             raise LookupError(after.session_id)
+        if apart:  # a chain of its own, named by a new id: no turn of another to wait for
+            turn = await self._resume(
+                agent, request, session, after.position, client, profile=profile, apart=True
+            )
+            self._track(run_id, turn, lock=None)
+            return turn
         name = session.name or session.id
         return await self._locked(
             owner,

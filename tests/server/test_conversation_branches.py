@@ -4,11 +4,12 @@ conversation up to that response, and the conversation neither shows it nor cont
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import openai
 
-from server.simulator import Reply, Scenario, SimulatorServer, Step
+from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from tests.server.conftest import UPSTREAM_MODEL
 
 
@@ -74,3 +75,40 @@ async def test_a_branch_off_a_conversations_response_leaves_the_conversation_as_
         ("assistant", "branch"),
         ("user", "q-more"),
     ]
+
+
+async def test_a_branch_off_a_conversation_does_not_wait_for_the_conversations_turn(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    wait = ToolCallSpec(name="wait", arguments={"seconds": 1})
+    simulator.state.script(
+        UPSTREAM_MODEL,
+        Scenario(
+            steps=[
+                Step(reply=Reply(text="one")),
+                Step(reply=Reply(tool_calls=[wait])),
+                Step(reply=Reply(text="branch")),
+                Step(reply=Reply(text="two")),
+            ]
+        ),
+    )
+    conversation = await client.conversations.create()
+    first = await client.responses.create(
+        model="hermes-agent", input="q1", conversation=conversation.id
+    )
+    running = asyncio.create_task(
+        client.responses.create(model="hermes-agent", input="q2", conversation=conversation.id)
+    )
+    deadline = asyncio.get_running_loop().time() + 10
+    while len(simulator.state.requests(scenario=UPSTREAM_MODEL)) < 2:
+        assert asyncio.get_running_loop().time() < deadline, "the second turn never began"
+        await asyncio.sleep(0.02)
+    # A chain of its own: the conversation's running turn is no business of it.
+    branch = await client.responses.create(
+        model="hermes-agent",
+        input="q-branch",
+        previous_response_id=first.id,
+        extra_headers={"x-hermes-session-busy": "reject"},
+    )
+    assert branch.output_text == "branch"
+    assert (await running).output_text == "two"
