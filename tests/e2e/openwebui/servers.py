@@ -25,6 +25,10 @@ MODEL = "hermes-agent"
 """The profile's id: the model of the Chat Completions connection, as Open WebUI lists it."""
 PLANNER_MODEL = "hermes-planner"
 """A profile that writes a plan before a task's first action (``planner: true``)."""
+LIMITED_MODEL = "hermes-limited"
+"""A profile with a budget of two model calls, falling back to ``FALLBACK_UPSTREAM`` when
+``UPSTREAM`` fails (one attempt each, no wait)."""
+FALLBACK_UPSTREAM = "openwebui-e2e-fallback"
 RESPONSES_PREFIX = "responses"
 RESPONSES_MODEL = f"{RESPONSES_PREFIX}.{MODEL}"
 """The same profile through the Responses connection: Open WebUI prefixes its model ids with
@@ -42,6 +46,11 @@ providers:
     api_mode: chat_completions
     base_url: {simulator}/v1
     api_key: upstream-key
+  - name: sim-fallback
+    model: {fallback}
+    api_mode: chat_completions
+    base_url: {simulator}/v1
+    api_key: upstream-key
 profiles:
   - id: {model}
     providers: [sim]
@@ -52,6 +61,12 @@ profiles:
     providers: [sim]
     tools: [shell]
     planner: true
+    sandbox: {{timeout_seconds: 60, max_processes: 64, cpu_seconds: 30, sandbox_memory_mb: 1024}}
+  - id: {limited_model}
+    providers: [sim, sim-fallback]
+    tools: [shell]
+    max_iterations: 2
+    retry: {{max_attempts: 1, base_delay: 0}}
     sandbox: {{timeout_seconds: 60, max_processes: 64, cpu_seconds: 30, sandbox_memory_mb: 1024}}
 """
 
@@ -120,6 +135,8 @@ def hermes_config(data: Path, simulator_url: str) -> str:
         simulator=simulator_url,
         model=MODEL,
         planner_model=PLANNER_MODEL,
+        limited_model=LIMITED_MODEL,
+        fallback=FALLBACK_UPSTREAM,
     )
 
 
