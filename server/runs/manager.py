@@ -20,7 +20,14 @@ from typing import Protocol
 
 from hermes_core.agent import AgentRequest
 from hermes_core.errors import disk_full
-from hermes_core.events import AgentEvent, ExitReason, InterruptSource, RunFinished
+from hermes_core.events import (
+    AgentEvent,
+    CompressionPerformed,
+    ExitReason,
+    InterruptSource,
+    MessageAdded,
+    RunFinished,
+)
 from hermes_core.ids import token_hex
 from hermes_core.usage import Usage
 from server.errors import RunLimitExceeded, ServerDraining
@@ -401,7 +408,7 @@ class RunManager:
                 run.record(ending)
             else:
                 # Every follower and observer must still see an ending.
-                ending = _crashed(run)
+                ending = _crashed(run, request)
                 self._observe(run, ending)
                 run.record(ending)
             self._retire(run)
@@ -524,7 +531,17 @@ def end_user_limit_message(limit: int) -> str:
     )
 
 
-def _crashed(run: Run) -> RunFinished:
+def _crashed(run: Run, request: AgentRequest) -> RunFinished:
+    """The ending of a run whose runner raised instead of ending it, with its transcript as far
+    as its events tell (where a Response continued from it forks: 0 would lose every earlier
+    turn): where it stood when the run began, or after the last message the run added, in the
+    session a compression last moved it to."""
+    session_id, length = run.session_id, len(request.history)
+    for event in run.events:
+        if isinstance(event, MessageAdded):
+            length = event.index + 1
+        elif isinstance(event, CompressionPerformed) and event.session_id is not None:
+            session_id, length = event.session_id, event.messages_after
     return RunFinished(
         run_id=run.id,
         seq=len(run.events),
@@ -534,5 +551,6 @@ def _crashed(run: Run) -> RunFinished:
         usage=Usage(),
         model_calls=0,
         error="The run ended unexpectedly (a server error); see the server log.",
-        session_id=run.session_id,
+        session_id=session_id,
+        transcript_length=length,
     )

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
 from hermes_core.agent import Agent, AgentRequest
-from hermes_core.events import AgentEvent, RunFinished, RunStarted, TextDelta
+from hermes_core.events import (
+    AgentEvent,
+    ExitReason,
+    InterruptSource,
+    MessageAdded,
+    RunFinished,
+    RunStarted,
+    TextDelta,
+)
+from hermes_core.messages import Message
 from hermes_core.providers import base as p
 from hermes_core.providers.base import ApiMode, ModelRequest
 from hermes_core.usage import Usage
@@ -202,3 +211,42 @@ async def test_an_observer_is_handed_only_the_event_kinds_it_says_it_reads() -> 
     assert seen["all"][0] is RunStarted
     assert seen["all"][-1] is RunFinished
     assert TextDelta in seen["all"]
+
+
+class _RaisesAfterAMessage:
+    """A runner that adds the turn's user message to a three-message transcript, then raises
+    (a bug: the agent itself turns its failures into an ending)."""
+
+    async def execute(self, request: AgentRequest, deliver: Callable[[AgentEvent], object]) -> None:
+        deliver(MessageAdded(run_id="", seq=0, index=3, message={"role": "user", "content": "hi"}))
+        raise RuntimeError("a bug")
+
+    def interrupt(
+        self, reason: str = "", *, source: InterruptSource = InterruptSource.OTHER
+    ) -> None:
+        return None
+
+
+async def test_a_crashed_runs_ending_says_how_long_its_transcript_was() -> None:
+    # A Response whose run ended so is continued from that length: 0 lost every earlier turn.
+    manager = RunManager()
+    history: list[Message] = [
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "two"},
+        {"role": "user", "content": "three"},
+    ]
+    request = AgentRequest(user_message="hi", history=history)
+    run = manager.start(
+        _RaisesAfterAMessage(), request, owner="a", endpoint="t", model="m", session_id="s1"
+    )
+    assert run.task is not None
+    await run.task
+
+    ending = run.finished
+    assert ending is not None
+    assert (ending.exit_reason, ending.session_id, ending.transcript_length) == (
+        ExitReason.FAILED,
+        "s1",
+        4,
+    )
+    assert run.transcript_length == 4
