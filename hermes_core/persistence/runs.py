@@ -14,6 +14,8 @@ from hermes_core.persistence.writer import Phase
 
 RUNS = RunRow.__table__  # type: ignore[attr-defined]
 LIVE_STATUSES = ("queued", "running", "stopping")
+RECOVERED_ERROR = "The server stopped while this run was in progress."
+"""The error of a run crash recovery closed: what no run's own ending says."""
 
 _INSERT = insert(RUNS)
 # A run's own updates are fenced by its row: once another replica declared it interrupted
@@ -163,22 +165,34 @@ class RunStore:
     async def recover(self, instance: str | None = None) -> list[RunRecord]:
         """Mark the runs ``instance`` (this one by default) left live — it crashed or was
         killed — ``interrupted``, and return them as they were, so their transcripts can be
-        closed."""
+        closed.
+
+        Each run is recovered once, however many recoveries race: a replica's own recovery at
+        its restart, and another's of it as dead (its lease lapsed before it came back), may
+        run at once. So the rows read are claimed by one conditional ``UPDATE … RETURNING``:
+        a row another recovery (or the run's own ending) took meanwhile no longer matches it
+        (PostgreSQL re-reads a row it waited for; SQLite has one writer), and only the runs
+        this update changed are returned, to be closed, told of by webhook and released."""
         await self.db.writer.flush()
         live = (RUNS.c.instance == (instance or self.instance)) & RUNS.c.status.in_(LIVE_STATUSES)
-        async with self.db.engine.begin() as conn:
+        async with self.db.engine.connect() as conn:
             rows = (await conn.execute(select(RUNS).where(live))).all()
-            await conn.execute(
-                update(RUNS)
-                .where(live)
-                .values(
-                    status="interrupted",
-                    exit_reason="interrupted",
-                    error="The server stopped while this run was in progress.",
-                    ended_at=time.time(),
-                )
+        if not rows:
+            return []
+        claim = (
+            update(RUNS)
+            .where(live, RUNS.c.id.in_([row.id for row in rows]))
+            .values(
+                status="interrupted",
+                exit_reason="interrupted",
+                error=RECOVERED_ERROR,
+                ended_at=time.time(),
             )
-        return [_record(row) for row in rows]
+            .returning(RUNS.c.id)
+        )
+        async with self.db.engine.begin() as conn:
+            claimed = set((await conn.execute(claim)).scalars())
+        return [_record(row) for row in rows if row.id in claimed]
 
 
 def _record(row: Any) -> RunRecord:
