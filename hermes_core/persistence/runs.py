@@ -194,6 +194,13 @@ class RunStore:
             claimed = set((await conn.execute(claim)).scalars())
         return [_record(row) for row in rows if row.id in claimed]
 
+    async def taken_over(self, owner: str, run_id: str) -> bool:
+        """Whether the run's row was closed by crash recovery (another replica's, this one's
+        lease having lapsed) rather than by its own ending: the row fenced off the ending
+        the replica that ran it wrote late (see ``_LIVE``)."""
+        run = await self.get(owner, run_id)
+        return run is not None and run.status == "interrupted" and run.error == RECOVERED_ERROR
+
 
 def _record(row: Any) -> RunRecord:
     return RunRecord(

@@ -132,18 +132,55 @@ class Webhooks:
                     "object": "hermes.run",
                     "status": STATUS_OF_EXIT[event.exit_reason].value,
                 }
-                self._spawn(self._emit(info.owner, info.id, kind, data, own))
+                self._spawn(self._run_ended(info, event, kind, data, own))
             elif info.endpoint == "responses" and info.completion_id:
                 kind = _RESPONSE_EVENT[event.exit_reason]
                 if any(kind in target.events for target in self.targets):
-                    self._spawn(self._background_response(info, kind))
+                    self._spawn(self._background_response(info, event, kind))
         elif isinstance(event, ApprovalRequested) and info.endpoint == RUNS_ENDPOINT:
             data = {"id": event.approval_id, "object": "hermes.approval", "run_id": info.id}
             own = self._requested.get(info.id)
             self._spawn(self._emit(info.owner, info.id, "approval.requested", data, own))
 
-    async def _background_response(self, info: RunInfo, kind: str) -> None:
-        await self._response_ended(info.owner, info.id, info.completion_id, kind)
+    async def _run_ended(
+        self,
+        info: RunInfo,
+        event: RunFinished,
+        kind: str,
+        data: Mapping[str, object],
+        own: RequestWebhook | None,
+    ) -> None:
+        if not await self._taken_over(info, event):
+            await self._emit(info.owner, info.id, kind, data, own)
+
+    async def _background_response(self, info: RunInfo, event: RunFinished, kind: str) -> None:
+        if not await self._taken_over(info, event):
+            await self._response_ended(info.owner, info.id, info.completion_id, kind)
+
+    async def _taken_over(self, info: RunInfo, event: RunFinished) -> bool:
+        """Whether another replica closed the run before this one ended it: this replica was
+        frozen (or cut from Redis) past its lease, the other's crash recovery declared the run
+        interrupted and told of it (:meth:`recovered`), and the run's row fenced off the
+        ending this replica wrote late. Its ending is then not told a second time (a
+        ``run.cancelled`` after the ``run.failed``). When the row cannot be read, it is told:
+        an event twice is better than none."""
+        store = self._store
+        if store is None:
+            return False
+        try:
+            await store.db.writer.flush()  # the run's ending, queued by the journal before
+            taken = await store.runs.taken_over(info.owner, info.id)
+        except Exception:
+            log.warning("reading run %s's row failed: telling of its ending", info.id)
+            return False
+        if taken:
+            log.warning(
+                "run %s ended here after another replica took it over: its %s event is not "
+                "sent (the other replica told of its ending)",
+                info.id,
+                event.exit_reason.value,
+            )
+        return taken
 
     async def _response_ended(self, owner: str, run_id: str, completion_id: str, kind: str) -> None:
         """OpenAI tells of background responses only: a response another client waited for
