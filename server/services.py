@@ -575,6 +575,13 @@ class Services:
                 f"This API key already has {limit} runs in progress.", retry_after=5
             )
 
+    async def release_run(self, owner: str, run_id: str, end_user: str | None = None) -> None:
+        """Let go of the reservation :meth:`reserve_run` made for a run that did not start
+        after all (refused by this replica: draining, or at its own limit). Kept, it would
+        count against ``owner``'s limit on every replica until it lapsed, a lease later."""
+        if self.cluster is not None:
+            await self.cluster.release(owner, run_id, end_user)
+
     @observes(RunFinished)
     def _release_reservation(self, info: RunInfo, event: AgentEvent) -> None:
         if isinstance(event, RunFinished) and self.cluster is not None:

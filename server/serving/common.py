@@ -194,21 +194,30 @@ async def start_run(
     temporary = request.workspace if conversation is None else None
     with turn_given_back_on_failure(services, request.run_id):
         request = await services.budgets.admit(principal, end_user, request)
-        await services.reserve_run(
-            principal.name, request.run_id or "", completion_id, end_user=end_user
-        )
-        run = services.runs.start(
-            agent,
-            request,
-            owner=principal.name,
-            end_user=end_user,
-            endpoint=endpoint,
-            model=profile.id,
-            completion_id=completion_id,
-            session_id=session_id,
-            providers=profile.provider_models,
-            trace_parent=incoming_trace(headers, request),
-        )
+        run_id = request.run_id or ""
+        try:
+            await services.reserve_run(principal.name, run_id, completion_id, end_user=end_user)
+        except asyncio.CancelledError:  # its client left: the reservation may be made all the same
+            await services.release_run(principal.name, run_id, end_user)
+            raise
+        try:
+            run = services.runs.start(
+                agent,
+                request,
+                owner=principal.name,
+                end_user=end_user,
+                endpoint=endpoint,
+                model=profile.id,
+                completion_id=completion_id,
+                session_id=session_id,
+                providers=profile.provider_models,
+                trace_parent=incoming_trace(headers, request),
+            )
+        except BaseException:
+            # Refused here after the other replicas counted it (this one began draining, or
+            # filled up, while the turn waited for its conversation): let them count it out.
+            await services.release_run(principal.name, run_id, end_user)
+            raise
     if run.task is not None:
         if temporary is not None:
             run.task.add_done_callback(lambda _: _remove_soon(temporary))
