@@ -78,6 +78,14 @@ class ServerDraining(Exception):
     retry_after = 5
 
 
+class RedisUnavailable(Exception):
+    """This replica cannot reach the Redis the replicas share, for now: what needs it (a new
+    run counted against its key's limit on every replica, a stop or steer passed to the
+    replica running the run) is refused with a 503 to retry soon."""
+
+    retry_after = 5
+
+
 class SessionBusy(Exception):
     """Another turn of the conversation is running, and waiting was not allowed or lasted too
     long (409)."""
@@ -183,6 +191,16 @@ async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
     return error_response(500, "The server had an internal error.", code="server_error")
 
 
+async def _redis_unavailable(_: Request, exc: Exception) -> JSONResponse:
+    retry_after = exc.retry_after if isinstance(exc, RedisUnavailable) else 5
+    message = (
+        "This server cannot reach the replicas' Redis just now, which this request needs; "
+        "retry shortly."
+    )
+    headers = {"retry-after": str(retry_after)}
+    return error_response(503, message, code="redis_unavailable", headers=headers)
+
+
 def _install_storage_handlers(app: FastAPI) -> None:
     for kind in (OSError, sqlite3.Error, SQLAlchemyError):
         app.add_exception_handler(kind, _storage_error)
@@ -216,6 +234,8 @@ def install_error_handlers(app: FastAPI) -> None:
         headers = {"retry-after": str(exc.retry_after)}
         message = "This server is shutting down and takes no new runs; retry (on another replica)."
         return error_response(503, message, code="server_draining", headers=headers)
+
+    app.add_exception_handler(RedisUnavailable, _redis_unavailable)
 
     @app.exception_handler(SessionBusy)
     async def _session_busy(_: Request, exc: SessionBusy) -> JSONResponse:

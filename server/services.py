@@ -4,10 +4,12 @@ by ``create_app`` and shared by every route through ``app.state.services``."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
+import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, cast
@@ -39,7 +41,7 @@ from hermes_core.tools.registry import Tool, ToolRegistry
 from hermes_core.tools.toolsets import WORKSPACE_TOOLSETS
 from hermes_core.tools.web.guard import AddressPolicy
 from server.budgets.admission import Budgets
-from server.errors import RunLimitExceeded
+from server.errors import RedisUnavailable, RunLimitExceeded
 from server.files.links import FileLinks
 from server.files.uploads import FileLimits, FileVault
 from server.files.workspace_changes import WorkspaceWatch
@@ -554,22 +556,23 @@ class Services:
     ) -> None:
         """Count a run about to start against ``owner``'s limit on every replica, and its
         ``end_user``'s (``limits.runs_per_user``) when it names one (this replica's own count
-        is checked by ``RunManager.admit``); 429 beyond either. ``alias``: its completion's
-        id, by which a stop finds it too."""
+        is checked by ``RunManager.admit``); 429 beyond either, 503 while Redis is out of
+        reach. ``alias``: its completion's id, by which a stop finds it too."""
         if self.cluster is None:
             return
         limit = self.runs.max_runs_per_owner
         refused: str | None
-        if end_user is None:
-            reserved = await self.cluster.reserve(owner, run_id, limit, alias)
-            refused = None if reserved else "key"
-        else:
-            user_limit = self.runs.max_runs_per_user
-            refused = await self.cluster.reserve_for_user(
-                owner, end_user, run_id, limit=limit, user_limit=user_limit, alias=alias
-            )
-            if refused == "user":
-                raise RunLimitExceeded(end_user_limit_message(user_limit), retry_after=5)
+        with redis_needed():
+            if end_user is None:
+                reserved = await self.cluster.reserve(owner, run_id, limit, alias)
+                refused = None if reserved else "key"
+            else:
+                user_limit = self.runs.max_runs_per_user
+                refused = await self.cluster.reserve_for_user(
+                    owner, end_user, run_id, limit=limit, user_limit=user_limit, alias=alias
+                )
+                if refused == "user":
+                    raise RunLimitExceeded(end_user_limit_message(user_limit), retry_after=5)
         if refused is not None:
             raise RunLimitExceeded(
                 f"This API key already has {limit} runs in progress.", retry_after=5
@@ -612,16 +615,17 @@ class Services:
         if self.cluster is None or self.store is None:
             return None
         record = await self.store.runs.get(owner, run_id)
-        if record is None:
-            # Its row may not be written yet (in its first milliseconds): its reservation is.
-            found = await self.cluster.reserved_run(owner, run_id)
-            if found is not None:
-                await self.cluster.request_stop(found, owner, source.value)
-            return found
-        if record.status not in LIVE_STATUSES:
-            return None
-        await self.cluster.request_stop(record.id, owner, source.value)
-        return record.id
+        with redis_needed():
+            if record is None:
+                # Its row may not be written yet (in its first milliseconds): its reservation is.
+                found = await self.cluster.reserved_run(owner, run_id)
+                if found is not None:
+                    await self.cluster.request_stop(found, owner, source.value)
+                return found
+            if record.status not in LIVE_STATUSES:
+                return None
+            await self.cluster.request_stop(record.id, owner, source.value)
+            return record.id
 
     async def forget_runs(self, run_ids: list[str]) -> None:
         """Erased runs: this replica drops their events, and with replicas every other one
@@ -649,16 +653,17 @@ class Services:
         if self.cluster is None or self.store is None:
             return None
         record = await self.store.runs.get(owner, run_id)
-        if record is None:
-            found = await self.cluster.reserved_run(owner, run_id)  # in its first moments
-            if found is None:
+        with redis_needed():
+            if record is None:
+                found = await self.cluster.reserved_run(owner, run_id)  # in its first moments
+                if found is None:
+                    return None
+                run_id = found
+            elif record.status not in LIVE_STATUSES:
                 return None
-            run_id = found
-        elif record.status not in LIVE_STATUSES:
-            return None
-        else:
-            run_id = record.id
-        return await self.cluster.request_steer(run_id, owner, text)
+            else:
+                run_id = record.id
+            return await self.cluster.request_steer(run_id, owner, text)
 
     async def close(self) -> None:
         """Release upstream connections (profiles may share providers) and the database."""
@@ -690,6 +695,30 @@ class Services:
 
 
 PRUNE_SECONDS = 600.0
+
+
+@contextlib.contextmanager
+def redis_needed() -> Iterator[None]:
+    """Redis out of reach inside (refused, cut, timed out; this replica's link to it closed)
+    is a :class:`RedisUnavailable`, a 503 to retry soon: the client's request was fine, and
+    Redis is normally back within seconds. Any other error goes on as it was."""
+    try:
+        yield
+    except Exception as error:
+        if _unreachable(error):
+            raise RedisUnavailable() from error
+        raise
+
+
+def _unreachable(error: BaseException) -> bool:
+    if isinstance(error, OSError | TimeoutError):  # ConnectionError is an OSError
+        return True
+    # redis-py's own ConnectionError and TimeoutError are not the built-in ones. Looked up,
+    # not imported: only replicas load redis, and only they get here.
+    exceptions = sys.modules.get("redis.exceptions")
+    return exceptions is not None and isinstance(
+        error, exceptions.ConnectionError | exceptions.TimeoutError
+    )
 
 
 def steer_run(run: Run, text: str) -> bool | None:
