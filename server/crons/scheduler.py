@@ -128,8 +128,11 @@ class CronScheduler:
                 wake_at = None
             now = self.clock()
             pause = self.max_sleep if wake_at is None else max(0.0, wake_at - now)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancellation that
+            # lands as the wake does, and stopping the scheduler then waited for ever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), min(pause, self.max_sleep))
+                async with asyncio.timeout(min(pause, self.max_sleep)):
+                    await self._wake.wait()
             self._wake.clear()
 
     async def tick(self) -> float | None:

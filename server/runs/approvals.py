@@ -204,9 +204,8 @@ class ApprovalDesk:
         deadline = loop.time() + seconds
         while (left := deadline - loop.time()) > 0:
             with contextlib.suppress(TimeoutError):
-                status, _ = await asyncio.wait_for(
-                    asyncio.shield(answered), min(left, self.poll_seconds)
-                )
+                async with asyncio.timeout(min(left, self.poll_seconds)):  # see delivery.py
+                    status, _ = await asyncio.shield(answered)
                 return status
             try:
                 record = await store.approvals.get(owner, approval_id)

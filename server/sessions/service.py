@@ -406,7 +406,8 @@ class SessionService:
             else:
                 try:
                     left = max(0.0, deadline - time.monotonic())
-                    await asyncio.wait_for(line.lock.acquire(), left)
+                    async with asyncio.timeout(left):  # cancellable, unlike 3.11's wait_for
+                        await line.lock.acquire()
                 except TimeoutError:
                     raise busy() from None
             try:

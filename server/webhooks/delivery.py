@@ -110,8 +110,11 @@ class Dispatcher:
                 if claimed
                 else min(wait * 2, self.settings.idle_poll_seconds)
             )
+            # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancellation that
+            # lands as the wake does, and close() then waited on this loop for ever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), wait)
+                async with asyncio.timeout(wait):
+                    await self._wake.wait()
             if self._wake.is_set():
                 wait = self.settings.poll_seconds
             self._wake.clear()
