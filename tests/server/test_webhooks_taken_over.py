@@ -26,9 +26,7 @@ TARGET = WebhookTarget(url="http://127.0.0.1:9/hooks", secret="whsec_test", even
 
 @pytest.fixture(autouse=True)
 def _deliveries_kept_not_sent(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What is kept is what these tests read; the dispatcher is not woken to send it. (Woken
-    just before it is closed, Python 3.11's ``wait_for`` can swallow its cancellation, and
-    ``close`` then waits for ever: ``server/webhooks/delivery.py``'s loop.)"""
+    """What is kept is what these tests read; the dispatcher is not woken to send it."""
     monkeypatch.setattr(Dispatcher, "wake", lambda _self: None)
 
 
