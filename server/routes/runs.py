@@ -44,7 +44,7 @@ from server.protocol.schemas.runs import (
 )
 from server.runs.approvals import answer_pending, approval_object
 from server.runs.manager import Run, RunStatus
-from server.services import Services
+from server.services import Services, redis_needed
 from server.serving.common import resolve_profile
 from server.serving.end_users import end_user_id, end_user_of
 from server.serving.response_chain import conversation_of, in_conversation
@@ -501,9 +501,11 @@ async def _logged_run(
     if cluster is None or store is None:
         return None
     record = await store.runs.get(principal.name, run_id)
-    if record is None or not await cluster.has_events(record.id):
+    if record is None:
         return None
-    return record.id, cluster.events(record.id, after=after)
+    with redis_needed():  # Redis away: a 503 to retry, not a 500
+        logged = await cluster.has_events(record.id)
+    return (record.id, cluster.events(record.id, after=after)) if logged else None
 
 
 @router.post(

@@ -19,7 +19,7 @@ from server.http.json_response import FastJSONResponse
 from server.http.sse import sse_response
 from server.protocol.pages import list_page
 from server.protocol.responses import ResponseCreateRequest
-from server.services import Services
+from server.services import Services, redis_needed
 from server.serving.response_live import Live, LiveResponses, response_frames
 from server.views.file_citations import FileAnnouncer
 from server.views.response_mcp import RemoteMcpTools
@@ -120,9 +120,11 @@ class StoredResponses:
     async def _logged_elsewhere(self, stored: StoredResponse) -> AsyncIterator[AgentEvent] | None:
         """The events of a response's run another replica ran (or runs), from its log."""
         cluster = self.services.cluster
-        if cluster is None or stored.run_id is None or not await cluster.has_events(stored.run_id):
+        if cluster is None or stored.run_id is None:
             return None
-        return cluster.events(stored.run_id)
+        with redis_needed():  # Redis away: a 503 to retry, not a 500
+            logged = await cluster.has_events(stored.run_id)
+        return cluster.events(stored.run_id) if logged else None
 
     async def cancel(self, response_id: str, principal: Principal) -> Response:
         live = self.live.get(response_id, principal)

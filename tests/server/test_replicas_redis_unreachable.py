@@ -17,7 +17,9 @@ from hermes_core.persistence.database import sqlite_url
 from hermes_core.providers.retry import Cooldowns
 from hermes_core.providers.scripted import ScriptedProvider
 from server.errors import install_error_handlers
+from server.http.auth import Principal
 from server.replicas.cluster import Cluster
+from server.routes.runs import _logged_run
 from server.services import Profile, Services
 from tests.server.test_replicas_redis_away import Link, link  # noqa: F401  (the fixture)
 
@@ -72,6 +74,11 @@ def _app(services: Services) -> FastAPI:
     async def stop(run_id: str) -> dict[str, str | None]:
         return {"id": await services.stop_anywhere(run_id, OWNER, InterruptSource.STOP_API)}
 
+    @app.get("/v1/runs/{run_id}/events")
+    async def events(run_id: str) -> dict[str, bool]:
+        # What a stream resumed through this replica reads first: is the run logged?
+        return {"logged": await _logged_run(services, Principal(OWNER), run_id, 0) is not None}
+
     return app
 
 
@@ -93,9 +100,22 @@ async def test_new_runs_and_stops_while_redis_is_away_are_503s_to_retry_soon(
     async with httpx.AsyncClient(transport=transport, base_url="http://replica") as http:
         assert (await http.post("/v1/runs")).status_code == 200  # Redis there: counted
 
+        assert services.store is not None
+        services.store.runs.started(
+            run_id="run_logged",
+            owner=OWNER,
+            endpoint="runs",
+            model="hermes-agent",
+            session_id=None,
+            completion_id=None,
+            created_at=0.0,
+        )
+        await services.store.db.writer.flush()
+
         await relay.cut()
         _assert_retry_soon(await http.post("/v1/runs"))
         _assert_retry_soon(await http.post("/v1/runs/run_elsewhere/stop"))
+        _assert_retry_soon(await http.get("/v1/runs/run_logged/events"))
 
         await relay.join()
         assert (await http.post("/v1/runs")).status_code == 200
