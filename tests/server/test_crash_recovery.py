@@ -11,6 +11,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -45,7 +46,7 @@ profiles:
 async def _wait_for_upstream_calls(simulator: SimulatorServer, count: int) -> None:
     deadline = time.monotonic() + 20
     while len(simulator.state.requests(scenario=MODEL)) < count:
-        assert time.monotonic() < deadline, "the run never reached its tool"
+        assert time.monotonic() < deadline, "the upstream was not called as often as expected"
         await asyncio.sleep(0.05)
 
 
@@ -156,3 +157,75 @@ async def test_a_background_response_killed_mid_run_is_failed_after_the_restart(
             after = (await http.get(f"/v1/responses/{started['id']}")).json()
     assert after["status"] == "failed"
     assert "restarted" in after["error"]["message"]
+
+
+# A previous_response_id chain whose last response the kill cut off: continued once the
+# server is back, the model sees every earlier turn (as after a response that failed any
+# other way).
+
+
+def _texts(messages: list[dict[str, Any]]) -> list[str]:
+    return [str(m.get("content")) for m in messages if m["role"] != "system"]
+
+
+async def test_continuing_a_response_cut_off_by_a_restart_keeps_the_whole_chain(
+    simulator: SimulatorServer, database_url: str, tmp_path: Path
+) -> None:
+    simulator.state.script(
+        MODEL,
+        Scenario(
+            steps=[
+                Step(reply=Reply(text="Paris.")),
+                Step(reply=Reply(text="never sent"), fault=Fault(first_byte_delay=60)),
+                Step(reply=Reply(text="Lyon.")),
+            ]
+        ),
+    )
+    config = _config(tmp_path, simulator)
+    env = {"DATABASE_URL": database_url, "HERMES_DATA_DIR": str(tmp_path / "data")}
+    await _db_upgrade(config, env)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    auth = {"authorization": f"Bearer {KEY}"}
+    with hermes_command("serve", "--config", str(config), port=port, env=env) as server:
+        async with httpx.AsyncClient(
+            verify=TLS_UNUSED, base_url=base, timeout=30, headers=auth
+        ) as http:
+            first = await http.post(
+                "/v1/responses", json={"model": "hermes-agent", "input": "Capital of France?"}
+            )
+            assert first.status_code == 200, first.text
+            second = await http.post(
+                "/v1/responses",
+                json={
+                    "model": "hermes-agent",
+                    "input": "And its second city?",
+                    "previous_response_id": first.json()["id"],
+                    "background": True,
+                },
+            )
+            assert second.status_code == 200, second.text
+            await _wait_for_upstream_calls(simulator, 2)
+            server.send_signal(signal.SIGKILL)
+            server.wait(timeout=10)
+    with hermes_command("serve", "--config", str(config), port=port, env=env):
+        async with httpx.AsyncClient(
+            verify=TLS_UNUSED, base_url=base, timeout=30, headers=auth
+        ) as http:
+            cut = (await http.get(f"/v1/responses/{second.json()['id']}")).json()
+            assert cut["status"] == "failed"
+            third = await http.post(
+                "/v1/responses",
+                json={
+                    "model": "hermes-agent",
+                    "input": "Try again, please.",
+                    "previous_response_id": cut["id"],
+                },
+            )
+            assert third.status_code == 200, third.text
+    sent = simulator.state.requests(scenario=MODEL)[-1].body["messages"]
+    assert _texts(sent) == [
+        "Capital of France?",
+        "Paris.",
+        "And its second city?\n\nTry again, please.",
+    ]
