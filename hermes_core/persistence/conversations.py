@@ -26,11 +26,12 @@ from hermes_core.ids import token_hex
 from hermes_core.persistence.database import Database
 from hermes_core.persistence.rows import StoredMessage, message_row, stored_message
 from hermes_core.persistence.sessions import new_session_id
-from hermes_core.persistence.tables import ConversationRow, MessageRow, SessionRow
+from hermes_core.persistence.tables import ConversationRow, MessageRow, ResponseRow, SessionRow
 
 CONVERSATIONS = ConversationRow.__table__  # type: ignore[attr-defined]
 SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
 MESSAGES = MessageRow.__table__  # type: ignore[attr-defined]
+RESPONSES = ResponseRow.__table__  # type: ignore[attr-defined]
 UNBOUND_PROFILE = ""
 """The profile of a session the Conversations API started (before any turn): its first turn
 binds it to that turn's profile and frozen prompt."""
@@ -252,11 +253,13 @@ class ConversationStore:
 
     async def remove(self, session_id: str, positions: Sequence[int]) -> None:
         """Remove the messages at ``positions`` of a session; the later ones move up, so the
-        transcript stays contiguous (a run's messages are written at their index in it)."""
+        transcript stays contiguous (a run's messages are written at their index in it), and
+        so do the ends of the session's stored responses past them (see below)."""
         gone = sorted(set(positions))
         if not gone:
             return
         await self.db.search_index.catch_up()  # FTS5 must have indexed what it is to forget
+        await self.db.writer.flush()  # a response saved before is moved with the rest
         async with self.db.engine.begin() as conn:
             where = MESSAGES.c.session_id == session_id
             await conn.execute(delete(MESSAGES).where(where, MESSAGES.c.position.in_(gone)))
@@ -277,6 +280,17 @@ class ConversationStore:
                 moved = row.position - sum(1 for position in gone if position < row.position)
                 await conn.execute(
                     update(MESSAGES).where(MESSAGES.c.id == row.id).values(position=moved)
+                )
+            # A stored response ends at a position of the session (``transcript_length``, what
+            # ``previous_response_id`` continues from): one past a removed message now ends a
+            # message earlier, or continuing it would take a message that came after it. From
+            # the last removed position down, so each step compares with unmoved positions.
+            ends = RESPONSES.c.transcript_length
+            for position in reversed(gone):
+                await conn.execute(
+                    update(RESPONSES)
+                    .where(RESPONSES.c.session_id == session_id, ends > position)
+                    .values(transcript_length=ends - 1)
                 )
 
 
