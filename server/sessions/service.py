@@ -162,7 +162,7 @@ class SessionService:
         since, else a child forked at that point (a client going back to an earlier response).
         ``apart``: always a child, named by its own id (the session is a conversation's that
         the turn is not part of). Raises :class:`LookupError` when the session is not the
-        owner's."""
+        owner's, or is deleted before the turn has it."""
         client = _client_messages(request)
         if after is None:
             turn = await self._new_session(agent, request, owner, profile, client, name=None)
@@ -262,8 +262,13 @@ class SessionService:
         apart: bool = False,
     ) -> Turn:
         sessions = self.store.sessions
-        session = await self._on_prompt(agent, session, profile)
         actual = await sessions.messages(session.id)
+        # Read again, now its turn is ours: the caller read it before taking the lock (or,
+        # apart, takes none), and a session deleted since would give an empty fork, not a 404.
+        current = await sessions.get(session.owner, session.id)
+        if current is None:
+            raise LookupError(session.id)
+        session = await self._on_prompt(agent, current, profile)
         conversation = session.name or session.id
         fork: Callable[[], None] = _nothing
         if len(actual) == position and not apart:
