@@ -185,6 +185,7 @@ class SessionService:
             lambda _: self._resume(
                 agent, request, session, after.position, client, profile=profile, apart=apart
             ),
+            branch=True,
         )
 
     async def begin_latest(
@@ -300,11 +301,13 @@ class SessionService:
         name: str,
         run_id: str,
         resolve: Callable[[float | None], Awaitable[Turn]],
+        *,
+        branch: bool = False,
     ) -> Turn:
         """``resolve`` the turn holding the conversation's lock (given when the turn began to
         wait for it, if it did); the lock is given back if that fails, and otherwise held by
-        the run until it ends (see the journal)."""
-        waited = await self._lock(owner, name, run_id)
+        the run until it ends (see the journal). ``branch``: see :meth:`_lock`."""
+        waited = await self._lock(owner, name, run_id, branch=branch)
         try:
             turn = await resolve(waited)
         except BaseException:
@@ -359,13 +362,24 @@ class SessionService:
 
     # --- the steps ----------------------------------------------------------------------------
 
-    async def _lock(self, owner: str, name: str, run_id: str) -> float | None:
+    async def _lock(
+        self, owner: str, name: str, run_id: str, *, branch: bool = False
+    ) -> float | None:
         """Take the conversation's turn for ``run_id``, or do what the turn's busy policy says
         when another turn holds it. Returns when (``time.time()``) the turn began to wait
-        for another, None when it took the conversation at once."""
+        for another, None when it took the conversation at once.
+
+        ``branch``: the turn continues a stored point of the conversation (a response that
+        has ended), so the turn running now is never the same branch as this one: it began
+        from that point too (a sibling) or runs on another branch. Steering this turn's
+        message into it, or stopping it, would change a branch this turn is no part of:
+        ``steer`` and ``interrupt`` wait for it as ``wait`` does, and the turn runs as its own
+        fork."""
         sessions, settings = self.store.sessions, self.settings
         policy = BUSY_POLICY.get() or BusyPolicy(mode=settings.busy)
         mode = policy.mode
+        if branch and mode in ("steer", "interrupt"):
+            mode = "wait"
         lease = settings.lease_seconds
         if mode in ("reject", "refuse"):
             if not await sessions.lock(owner, name, run_id, lease_seconds=lease):
