@@ -90,7 +90,13 @@ class Cluster:
         self._tasks = [
             asyncio.create_task(self._liveness.keep_lease(renew, lapsed), name="hermes-lease"),
             asyncio.create_task(
-                self._broadcasts.listen(pubsub, on_stop, on_steer, on_forget),
+                self._broadcasts.listen(
+                    pubsub,
+                    on_stop,
+                    on_steer,
+                    on_forget,
+                    lambda: (run_id for _, run_id in live_runs()),
+                ),
                 name="hermes-listener",
             ),
             asyncio.create_task(self._liveness.watch(recover, live_instances), name="hermes-watch"),
