@@ -1,7 +1,9 @@
 """What a run does at its limits: out of iterations, and out of tool calls.
 
 Out of iterations, a run that has tool results the model has not yet spoken about makes one
-tool-less grace call for a final answer (:func:`budget_exhausted`). Out of the request's
+tool-less grace call for a final answer (:func:`budget_exhausted`); a run that ends there with
+no text to show (the grace reply called tools anyway, or said nothing) ends on a notice that says
+so instead of an empty answer. Out of the request's
 ``max_tool_calls``, calls beyond it are answered with an error instead of run
 (:func:`within_tool_limit`), and the next model call is asked for an answer without tools.
 These rules cut across the loop's steps, so they are kept together here, with the words the
@@ -11,11 +13,12 @@ model is told.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
-from hermes_core.agent.model_step import ModelStep
+from hermes_core.agent.model_step import STEP_BREAK, ModelStep
 from hermes_core.agent.run_state import ActiveRun
-from hermes_core.events import ExitReason, ToolOutcome
-from hermes_core.messages import text_of
+from hermes_core.events import ExitReason, TextDelta, ToolOutcome
+from hermes_core.messages import ToolCall, text_of
 from hermes_core.tools.executor import PlannedCall
 
 TOOL_LIMIT_RESULT = (
@@ -30,6 +33,8 @@ GRACE_REQUEST = (
     "You have used every iteration of your budget, so you cannot call tools any more. Reply "
     "now with your final answer: summarise what you did, what you found, and what is left."
 )
+BUDGET_NOTICE = "The agent reached its step budget before finishing"
+"""The answer of a run that ran out of iterations with nothing to say: never an empty one."""
 
 
 def tool_calls_used_up(run: ActiveRun) -> bool:
@@ -57,19 +62,45 @@ def within_tool_limit(run: ActiveRun, calls: list[PlannedCall]) -> list[PlannedC
 
 
 async def budget_exhausted(run: ActiveRun, model: ModelStep) -> None:
-    """Out of iterations: one tool-less grace call if the model has not yet spoken."""
+    """Out of iterations: one tool-less grace call if the model has not yet spoken.
+
+    The grace reply's tool calls (models make them though offered no tools) are not run: its
+    text is the answer, or, without any, a notice naming the tools it still wanted."""
     if run.last_role() != "tool":
         last = run.state.transcript[-1] if run.state.transcript else None
         text = text_of(last.get("content")) if last and last["role"] == "assistant" else ""
-        return run.finish(ExitReason.BUDGET_EXHAUSTED, text, error=_budget_error(run))
+        return _finish(run, text or _notice(run, ()))
     outcome = await model.call(tools_allowed=False, closing_note=GRACE_REQUEST, grace=True)
     if outcome is None:
         return None
     assert outcome.response is not None
-    text = text_of(outcome.response.message.get("content")) or outcome.streamed_text
-    if text.strip():
-        run.append({"role": "assistant", "content": text})
-    return run.finish(ExitReason.BUDGET_EXHAUSTED, text, error=_budget_error(run))
+    message = outcome.response.message
+    text = text_of(message.get("content")) or outcome.streamed_text
+    if not text.strip():
+        return _finish(run, _notice(run, message.get("tool_calls") or ()))
+    run.append({"role": "assistant", "content": text})
+    return _finish(run, text)
+
+
+def _notice(run: ActiveRun, wanted: Sequence[ToolCall]) -> str:
+    """Say that the run stopped short, and what it still wanted to call; shown as its answer
+    (after a break from any text an earlier step showed) and kept in the transcript, so the
+    conversation's next turn reads what the user read."""
+    names = list(dict.fromkeys(call["function"]["name"].replace("`", "") for call in wanted))
+    notice = BUDGET_NOTICE
+    if names:
+        listed = ", ".join(f"`{name}`" for name in names[:-1])
+        listed = f"{listed} and `{names[-1]}`" if listed else f"`{names[-1]}`"
+        notice += f"; it still wanted to call {listed}"
+    notice += "."
+    run.emit(TextDelta, text=(STEP_BREAK if run.state.shown_text else "") + notice)
+    run.state.shown_text = True
+    run.append({"role": "assistant", "content": notice})
+    return notice
+
+
+def _finish(run: ActiveRun, text: str) -> None:
+    run.finish(ExitReason.BUDGET_EXHAUSTED, text, error=_budget_error(run))
 
 
 def _budget_error(run: ActiveRun) -> str:

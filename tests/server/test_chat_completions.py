@@ -415,3 +415,34 @@ async def test_a_local_models_think_block_is_reasoning_not_answer(
 
     assert "".join(content) == "Hi!"
     assert "Plan the reply." in "".join(reasoning)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_grace_reply_calling_a_tool_answers_that_the_budget_ran_out(
+    client: openai.AsyncOpenAI, simulator: SimulatorServer, stream: bool
+) -> None:
+    # Six steps use the profile's budget; the grace call, offered no tools, calls one anyway.
+    script(
+        simulator,
+        Step(reply=Reply(tool_calls=[lookup("fox")]), repeat=6),
+        Step(reply=Reply(tool_calls=[lookup("hen")])),
+    )
+    messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": "look it all up"}]
+
+    if stream:
+        chunks = await client.chat.completions.create(
+            model="hermes-agent", messages=messages, stream=True
+        )
+        seen = [c async for c in chunks if c.choices]
+        text = "".join(c.choices[0].delta.content or "" for c in seen)
+        finish = seen[-1].choices[0].finish_reason
+    else:
+        completion = await client.chat.completions.create(model="hermes-agent", messages=messages)
+        text = completion.choices[0].message.content or ""
+        finish = completion.choices[0].finish_reason
+
+    assert text == (
+        "The agent reached its step budget before finishing; it still wanted to call `lookup`."
+    )
+    assert finish == "length"  # never a clean "stop"
+    assert len(simulator.state.requests(scenario=UPSTREAM_MODEL)) == 7

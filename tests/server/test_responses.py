@@ -274,10 +274,16 @@ async def test_a_finished_response_streams_again_byte_for_byte(
 async def test_a_run_over_its_budget_ends_incomplete(
     simulator: SimulatorServer, client: openai.AsyncOpenAI
 ) -> None:
+    # The grace call after the sixth step calls a tool too: it is not run, and the answer says
+    # the budget ran out (never an empty output_text).
     script(simulator, Step(reply=Reply(tool_calls=[call("lookup", word="x")]), repeat=10))
     response = await client.responses.create(model="hermes-agent", input="loop")
     assert response.status == "incomplete"
     assert response.incomplete_details is not None
+    assert response.incomplete_details.reason == "max_messages"
+    assert response.output_text == (
+        "The agent reached its step budget before finishing; it still wanted to call `lookup`."
+    )
 
 
 async def test_a_failed_stream_ends_with_an_error_event_then_failed(

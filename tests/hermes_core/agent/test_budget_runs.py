@@ -9,7 +9,14 @@ import json
 from typing import Any
 
 from hermes_core.agent import Agent, AgentConfig, AgentRequest, IterationBudget
-from hermes_core.events import BudgetWarning, ExitReason, RunFinished, SubagentEvent
+from hermes_core.events import (
+    BudgetWarning,
+    ExitReason,
+    RunFinished,
+    SubagentEvent,
+    TextDelta,
+    ToolStarted,
+)
 from hermes_core.providers import ScriptedProvider, ScriptedReply
 from hermes_core.providers.base import ApiMode
 from hermes_core.tools.registry import ToolContext, ToolRegistry
@@ -80,6 +87,45 @@ async def test_an_exhausted_budget_makes_one_grace_call_without_tools(
     assert "step" in offered_tools(requests[2])
     assert offered_tools(requests[3]) == []
     assert "budget" in body_text(requests[3])
+
+
+async def test_a_grace_reply_calling_a_tool_ends_on_a_notice_naming_the_tool() -> None:
+    provider = ScriptedProvider(
+        ScriptedReply(text="Stepping.", tool_calls=[("step", {})]),
+        ScriptedReply(tool_calls=[("step", {})]),
+        # Models do call tools when offered none: the grace reply asks for two more.
+        ScriptedReply(tool_calls=[("step", {}), ("shell", {"command": "ls"})]),
+    )
+    agent = Agent(provider, tools=_noop_tools(), config=AgentConfig(max_iterations=2))
+    events = await run_events(agent, AgentRequest(user_message="work"))
+
+    end = finished(events)
+    assert end.exit_reason is ExitReason.BUDGET_EXHAUSTED
+    notice = (
+        "The agent reached its step budget before finishing; "
+        "it still wanted to call `step` and `shell`."
+    )
+    assert end.final_text == notice
+    # Shown as any answer is (a stream's client sees it), after the earlier step's text.
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == f"Stepping.\n\n{notice}"
+    assert len([e for e in events if isinstance(e, ToolStarted)]) == 2  # none of the grace's
+    assert provider.requests[-1].tools == ()
+    assert transcript_of(events)[-1] == {"role": "assistant", "content": notice}
+
+
+async def test_a_grace_reply_with_text_and_a_tool_call_answers_with_its_text() -> None:
+    provider = ScriptedProvider(
+        ScriptedReply(tool_calls=[("step", {})]),
+        ScriptedReply(text="One step done; one left.", tool_calls=[("step", {})]),
+    )
+    agent = Agent(provider, tools=_noop_tools(), config=AgentConfig(max_iterations=1))
+    events = await run_events(agent, AgentRequest(user_message="work"))
+
+    end = finished(events)
+    assert end.exit_reason is ExitReason.BUDGET_EXHAUSTED
+    assert end.final_text == "One step done; one left."
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == end.final_text
+    assert len([e for e in events if isinstance(e, ToolStarted)]) == 1
 
 
 async def test_no_grace_call_when_the_model_has_nothing_to_report() -> None:
