@@ -239,8 +239,8 @@ class ActiveRun:
         refusal: str | None = None,
     ) -> None:
         interrupted = reason is ExitReason.INTERRUPTED
-        for text in self.agent.steering.close():
-            self.emit(Steered, text=text, applied=False)
+        for steered in self.agent.steering.close():  # not ``text``: that is the answer
+            self.emit(Steered, text=steered, applied=False)
         self.emit(
             RunFinished,
             exit_reason=reason,

@@ -87,7 +87,9 @@ async def test_a_steer_taken_by_a_run_that_is_stopped_is_reported_unapplied() ->
     agent = Agent(provider, tools=_tools())
     events = await run_events(agent, AgentRequest(user_message="look"))
 
-    assert finished(events).exit_reason is ExitReason.INTERRUPTED
+    end = finished(events)
+    assert end.exit_reason is ExitReason.INTERRUPTED
+    assert end.final_text == ""  # the user's steer is never taken for the model's answer
     assert [(e.text, e.applied) for e in events if isinstance(e, Steered)] == [(STEER, False)]
     added = [e.message for e in events if isinstance(e, MessageAdded)]
     assert {"role": "user", "content": STEER} not in added
