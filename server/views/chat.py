@@ -67,6 +67,7 @@ from server.views.progress import (
     approval_progress,
     card_arguments,
     card_output_text,
+    failed_command,
     fallback_line,
     plan_lines,
     plan_progress,
@@ -146,8 +147,8 @@ class ChatStreamView:
     tool's card by the same name would be taken for the client's, so it is renamed."""
     files: FileAnnouncer | None = None
     """How the answer announces the files the run made; None: it has no lasting workspace."""
-    _open_cards: dict[str, str] = field(default_factory=dict)
-    """Open WebUI tool cards shown as running: call id → tool name."""
+    _open_cards: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Open WebUI tool cards shown as running: call id → the card's ``function_call`` item."""
     _status: OpenWebUIStatus = field(default_factory=OpenWebUIStatus)
     """Open WebUI's status lines (every one done; see ``openwebui_status.py``)."""
     _sources: SourceList = field(default_factory=SourceList)
@@ -238,9 +239,10 @@ class ChatStreamView:
         frames: list[ChatFrame] = [*self._end_thought(), self.chunk({"hermes": hermes})]
         if not prefix:
             self._answered = True
-            self._open_cards[event.call_id] = event.name
             refused = self._status.refused(event.call_id)
-            frames.append(self._card_call(event, refused=refused))
+            card = self._card_call(event, refused=refused)
+            self._open_cards[event.call_id] = card["item"]
+            frames.append(card)
         return frames + _status_frames(self._status.tool_started(event, prefix=prefix))
 
     def _tool_finished(self, event: ToolFinished, *, prefix: str) -> list[ChatFrame]:
@@ -249,8 +251,12 @@ class ChatStreamView:
             line = tool_finished_line(event, prefix=prefix)
             return [self.chunk({"reasoning_content": line, "hermes": hermes})]
         frames: list[ChatFrame] = [self.chunk({"hermes": hermes})]
-        if event.call_id in self._open_cards:
-            del self._open_cards[event.call_id]
+        card = self._open_cards.pop(event.call_id, None)
+        if card is not None:
+            if failed_command(event) is not None:
+                # The same item again, failed: Open WebUI replaces the running card by its id
+                # and draws it red (it reads "failed" as done; no other status it knows is red).
+                frames.append(self._item_added({**card, "status": "failed"}))
             frames.append(self._card_output(event.call_id, card_output_text(event)))
         return frames + _status_frames(self._status.tool_finished(event, prefix=prefix))
 

@@ -325,6 +325,20 @@ def command_output(result: str) -> tuple[str, dict[str, Any] | None]:
     return output, outcome
 
 
+def command_failure(result: str) -> str | None:
+    """How a command that did not succeed ended, in words (``exit code 2``, ``killed by
+    signal 9``, ``timed out``); None when it exited 0, was stopped with its run, or the result
+    is not a command's report."""
+    ending = _ENDING.match(result)
+    if ending is None or ending["stopped"] is not None or ending["code"] == "0":
+        return None
+    if ending["code"] is not None:
+        return f"exit code {ending['code']}"
+    if ending["signal"] is not None:
+        return f"killed by signal {ending['signal']}"
+    return "timed out"
+
+
 def result_image(content: object) -> str | None:
     """The base64 of the first image a tool result carries (an ``image_url`` part with a
     ``data:`` URL), or None."""

@@ -30,6 +30,7 @@ from hermes_core.events import (
     ToolProgress,
     ToolStarted,
 )
+from server.views.hosted_tools import command_failure
 
 StatusEvent = RetryScheduled | BudgetWarning | CompressionPerformed
 """The events shown as one status line."""
@@ -39,6 +40,20 @@ ERROR_PREFIX = "Error:"
 card as failed)."""
 UNFINISHED_TOOL_OUTPUT = "Error: the run ended before this tool finished."
 """The output of a tool card whose tool was still running when the run ended."""
+COMMAND_TOOLS = frozenset({"shell", "code"})
+"""The tools whose result is a command's report, starting with how it ended."""
+
+
+def failed_command(event: ToolFinished) -> str | None:
+    """How a ``shell`` / ``code`` command that ran and did not succeed ended (``exit code 2``,
+    ``killed by signal 9``, ``timed out``), else None.
+
+    The call itself succeeded (``outcome`` stays ``success``: the model reads the output and
+    the exit code, and a ``grep`` that found nothing is no broken tool), but a person sees a
+    failed command, as in a terminal: its line, status and Open WebUI card say failed."""
+    if not event.ok or event.name not in COMMAND_TOOLS:
+        return None
+    return command_failure(event.result_preview)
 
 
 def subagent_prefix(child_index: int) -> str:
@@ -58,9 +73,10 @@ def tool_started_line(event: ToolStarted, *, prefix: str = "") -> str:
 def tool_finished_line(event: ToolFinished, *, prefix: str = "") -> str:
     """``✓ read_file (12 ms)`` or ``✗ read_file (12 ms): why``"""
     millis = duration_ms(event)
-    if event.ok:
+    failure = failed_command(event)
+    if event.ok and failure is None:
         return f"{prefix}✓ {event.name} ({millis} ms)\n"
-    return f"{prefix}✗ {event.name} ({millis} ms): {event.error or 'failed'}\n"
+    return f"{prefix}✗ {event.name} ({millis} ms): {failure or event.error or 'failed'}\n"
 
 
 def tool_output_text(event: ToolFinished) -> str:
@@ -229,6 +245,8 @@ def awaiting_approval_status(asks: list[ApprovalRequested]) -> str:
 def tool_status_text(event: ToolFinished, *, prefix: str = "") -> str:
     """``read_file done`` / ``shell cancelled`` / ``shell failed``: a finished step's status."""
     lead = f"{prefix.strip()} " if prefix else ""
+    if (failure := failed_command(event)) is not None:
+        return f"{lead}{event.name} failed: {failure}"
     if event.ok:
         return f"{lead}{event.name} done"
     if event.outcome is ToolOutcome.CANCELLED:

@@ -538,3 +538,64 @@ def test_open_webui_shows_a_call_denied_in_an_earlier_turn_as_denied_never_runni
         "lookup denied by the user: it did not run",
         "Done",
     ]
+
+
+def _command(preview: str, name: str = "shell") -> tuple[ToolStarted, ToolFinished]:
+    """A command that ran (the tool call succeeded, the model reads it all) and how it ended."""
+    started = ToolStarted(
+        RUN, 0, call_id="c1", name=name, arguments={"command": "ls nope"}, summary="ls nope"
+    )
+    finished = ToolFinished(
+        RUN, 1, call_id="c1", name=name, outcome=ToolOutcome.SUCCESS, duration_s=0.012,
+        result_preview=preview, result_chars=len(preview),
+    )  # fmt: skip
+    return started, finished
+
+
+NO_SUCH_FILE = "[exit code 2; 0.0 s]\nls: cannot access 'nope': No such file or directory"
+
+
+@pytest.mark.parametrize("tool", ["shell", "code"])
+def test_open_webui_shows_a_command_that_exited_non_zero_as_a_failed_card_with_its_output(
+    tool: str,
+) -> None:
+    frames = stream(*_command(NO_SUCH_FILE, tool), ended(), openwebui=True)
+
+    running, failed, output = webui_cards(frames)
+    assert (running["type"], running["status"]) == ("function_call", "completed")  # running
+    # The same item again (Open WebUI replaces it by id), now failed: its card is drawn red.
+    assert failed == {**running, "status": "failed"}
+    assert output["type"] == "function_call_output"
+    assert output["output"] == [{"type": "input_text", "text": NO_SUCH_FILE}]  # all of it
+    said = [s["description"] for s in webui_statuses(frames)]
+    assert f"{tool} failed: exit code 2" in said
+    assert f"{tool} done" not in said
+
+
+@pytest.mark.parametrize(
+    ("preview", "ending"),
+    [
+        ("[timed out after 5 s and was killed; 5.0 s]\n[no output]", "timed out"),
+        ("[killed by signal 9; 0.3 s]\n[no output]", "killed by signal 9"),
+    ],
+)
+def test_a_command_that_was_killed_is_a_failed_step(preview: str, ending: str) -> None:
+    started, finished = _command(preview)
+
+    plain = stream(started, finished)
+    webui = stream(started, finished, openwebui=True)
+
+    assert plain[-1]["choices"][0]["delta"]["reasoning_content"] == f"✗ shell (12 ms): {ending}\n"
+    assert plain[-1]["choices"][0]["delta"]["hermes"]["ok"] is True  # the call itself ran
+    assert [c.get("status") for c in webui_cards(webui)] == ["completed", "failed", "completed"]
+
+
+def test_a_command_that_exited_zero_is_a_done_step_and_a_completed_card() -> None:
+    started, finished = _command("[exit code 0; 0.0 s]\nhello")
+
+    plain = stream(started, finished)
+    webui = stream(started, finished, openwebui=True)
+
+    assert plain[-1]["choices"][0]["delta"]["reasoning_content"] == "✓ shell (12 ms)\n"
+    assert [c.get("status") for c in webui_cards(webui)] == ["completed", "completed"]
+    assert webui_statuses(webui)[-1]["description"] == "shell done"

@@ -188,6 +188,33 @@ async def test_a_shell_commands_output_streams_as_responses_events_before_the_co
     assert any(f["type"] == "hermes:tool_progress" and f["phase"] == "finished" for f in rest)
 
 
+async def test_open_webui_shows_a_command_that_exits_non_zero_as_a_failed_card(
+    tool_server: ToolServer, simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    script(simulator, call("shell", command="echo half-done; exit 3"), answer("It failed."))
+    body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "try"}]}
+    openwebui = {"x-openwebui-chat-id": f"owui-{uuid.uuid4().hex}"}
+
+    response = await http.post("/v1/chat/completions", json=body, headers=openwebui)
+
+    assert response.status_code == 200
+    frames = sse_data(response.text)
+    cards = [f["item"] for f in frames if f.get("type") == "response.output_item.added"]
+    cards = [card for card in cards if card["type"].startswith("function_call")]
+    assert [(card["type"], card["status"]) for card in cards] == [
+        ("function_call", "completed"),  # running
+        ("function_call", "failed"),  # the same card, drawn red
+        ("function_call_output", "completed"),
+    ]
+    shown = cards[-1]["output"][0]["text"]
+    assert shown.startswith("[exit code 3; ")
+    assert "half-done" in shown
+    statuses = [f["event"]["data"]["description"] for f in frames if "event" in f]
+    assert "shell failed: exit code 3" in statuses
+    # The model reads the command's report as before: its output and its exit code.
+    assert tool_results(simulator)[0].startswith("[exit code 3; ")
+
+
 async def test_stop_during_a_long_command_ends_the_run_and_leaves_no_process(
     tool_server: ToolServer, simulator: SimulatorServer, http: httpx.AsyncClient
 ) -> None:
