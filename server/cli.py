@@ -87,6 +87,8 @@ def _serve(args: argparse.Namespace) -> int:
         log.warning("no API keys configured: serving loopback only, every caller is 'local'")
     if config.server.redis_url is not None and args.worker is None:
         refused = _shared_volume_refusal(config)
+        if refused is None and args.workers <= 1:
+            refused = _instance_refusal(config)
         if refused is not None:
             print(f"hermes-server: {refused}", file=sys.stderr)
             return EXIT_INVALID_CONFIG
@@ -119,6 +121,23 @@ def _shared_volume_refusal(config: HermesConfig) -> str | None:
             config.server.resolved_shared_dir,
             lease_seconds=config.server.lease_seconds,
             deployment=deployment_of(config.server.resolved_database_url),
+        )
+    )
+
+
+def _instance_refusal(config: HermesConfig) -> str | None:
+    """Why this replica must not start: another live replica runs under its name (see
+    server/replicas/liveness.py)."""
+    from server.replicas.instance import instance_name
+    from server.replicas.liveness import refusal_at_start
+
+    assert config.server.redis_url is not None
+    instance = config.server.instance or instance_name(config.server.data_dir)
+    return asyncio.run(
+        refusal_at_start(
+            config.server.redis_url.get_secret_value(),
+            instance,
+            lease_seconds=config.server.lease_seconds,
         )
     )
 

@@ -463,6 +463,7 @@ class Services:
         self.watch_learning()
         self.webhooks.open(store, instance=store.runs.instance, policy=lambda: self.address_policy)
         self.runs.observers.append(self.webhooks.observe)
+        await self._claim_name()
         recovered = await self.sessions.recover()
         if recovered:
             log.warning("marked %d run(s) of a previous start interrupted", len(recovered))
@@ -516,6 +517,12 @@ class Services:
             skills_cache=skills_cache,
         )
         self.sweeper.start()
+
+    async def _claim_name(self) -> None:
+        """With replicas, take this replica's lease before recovering its previous life's runs:
+        a live replica of the same name (``InstanceTaken``) keeps its runs."""
+        if self.cluster is not None:
+            await self.cluster.claim()
 
     def workspace(self, owner: str, conversation: str) -> Path | None:
         """The working directory of ``owner``'s conversation ``conversation`` (a session

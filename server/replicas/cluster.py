@@ -64,6 +64,19 @@ class Cluster:
         )
         """The volume of uploads and workspaces every replica must see (None: not checked)."""
         self._tasks: list[asyncio.Task[None]] = []
+        self._claimed = False
+
+    async def claim(self) -> None:
+        """Check the shared volume and take this replica's lease, before it recovers its
+        previous life's runs (a live namesake's are not its own) or serves one. Raises
+        :class:`VolumeNotShared` when this replica's volume is not the others', and
+        :class:`InstanceTaken` when another live replica runs under its name."""
+        if self._claimed:
+            return
+        if self.volume is not None:
+            await self.volume.claim()
+        await self._liveness.claim()
+        self._claimed = True
 
     async def start(
         self,
@@ -77,12 +90,9 @@ class Cluster:
         on_steer: SteerHandler | None = None,
         on_forget: ForgetHandler | None = None,
     ) -> None:
-        """Check the shared volume and take the lease (before serving a run), then keep it
-        (``lapsed`` when it was lost meanwhile: this replica's runs were taken over), listen,
-        and watch. Raises :class:`VolumeNotShared` when this replica's volume is not the
-        others'."""
-        if self.volume is not None:
-            await self.volume.claim()
+        """:meth:`claim` (when not done yet), then keep the lease (``lapsed`` when it was lost
+        meanwhile: this replica's runs were taken over), listen, and watch."""
+        await self.claim()
         self._reservations.track(live_runs)
         await self._liveness.renew(self._renew)
         pubsub = await self._broadcasts.subscribe(cooldowns)

@@ -7,6 +7,11 @@ key: that replica died (killed, its machine gone). One replica (a Redis ``SET NX
 which) then closes its runs as crash recovery does at start: ``interrupted``, transcripts
 closed, session locks released (even those of runs killed before their rows were written).
 
+A name is one process's: a replica starting finds its name's key held (``claim``), and watches
+it. A process that died leaves it to lapse (waited out, at most a lease); one renewing it is
+alive, and the replica refuses to start (``InstanceTaken``) rather than share the name, and so
+the runs, of a live replica.
+
 A replica that was only frozen (stopped, paused) may wake after that. Its key holds an epoch
 drawn at each start, and each renewal reads what it replaces: a key that had lapsed (or was
 another start's) means its runs were taken over, so it stops them (``Lapsed``) instead of going
@@ -41,6 +46,10 @@ Lapsed = Callable[[], None]
 """This replica's lease ran out while it was away: its runs were taken over; stop them."""
 
 
+class InstanceTaken(Exception):
+    """Another live process holds this replica's name (its lease is renewed)."""
+
+
 class Liveness:
     """This replica's lease, and the watch for replicas whose lease ran out."""
 
@@ -51,6 +60,31 @@ class Liveness:
         self.epoch = uuid.uuid4().hex
         """This start's mark in the key: a renewal that does not find it lost the lease."""
         self._held = False
+
+    async def claim(self) -> None:
+        """Take this replica's lease at its start. A lease found under its name is either a
+        previous life's, which died (it lapses unrenewed: waited out, at most a lease), or a
+        live process's (renewed meanwhile): then raise :class:`InstanceTaken`."""
+        key = INSTANCE_KEY.format(self.instance)
+        ttl = max(1, round(self.lease_seconds * 1000))
+        seen: tuple[object, int] | None = None
+        """The holder's epoch and its lease's milliseconds left, at the last look."""
+        while not await self._redis.set(key, self.epoch, px=ttl, nx=True):
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.get(key)
+                pipe.pttl(key)
+                holder, left = await pipe.execute()
+            if holder is None:  # lapsed (or given back) meanwhile: take it
+                continue
+            if left < 0 or (seen is not None and (holder != seen[0] or left > seen[1])):
+                raise InstanceTaken(
+                    f"another live replica is running under this one's name ({self.instance}): "
+                    "give each replica a name of its own (server.instance, HERMES_INSTANCE) "
+                    "or a data directory of its own (server.data_dir, HERMES_DATA_DIR)"
+                )
+            seen = (holder, int(left))
+            await asyncio.sleep(min(max(self.lease_seconds / 20, 0.02), left / 1000))
+        self._held = True
 
     async def renew(self, also: Renew, lapsed: Lapsed | None = None) -> None:
         """Take (or keep) this replica's lease for another lease; then ``also``. When the
@@ -135,3 +169,21 @@ def _text(value: object) -> str | None:
     if isinstance(value, bytes):
         return value.decode()
     return value if isinstance(value, str) else None
+
+
+async def refusal_at_start(redis_url: str, instance: str, *, lease_seconds: float) -> str | None:
+    """Why this replica must not start (another live process runs under its name), or None:
+    checked by ``serve`` before anything else, so that the refusal is one line, not a failed
+    start-up. The lease taken for the check is given back at once."""
+    import redis.asyncio as aioredis
+
+    client = aioredis.from_url(redis_url)
+    liveness = Liveness(client, instance=instance, lease_seconds=lease_seconds)
+    try:
+        await liveness.claim()
+        await liveness.give_back()
+    except InstanceTaken as refused:
+        return str(refused)
+    finally:
+        await client.aclose()
+    return None
