@@ -618,6 +618,22 @@ def test_openwebui_mode_shows_tool_steps_as_status_lines_all_done() -> None:
     ]
 
 
+def test_a_command_that_exited_non_zero_is_a_failed_step_its_card_output_whole() -> None:
+    report = "[exit code 2; 0.0 s]\nls: cannot access 'nope'"
+    ran = dataclasses.replace(finished(name="shell"), result_preview=report)
+
+    frames, _ = stream(started(name="shell"), ran, end(), progress="reasoning")
+    webui, view = stream(started(name="shell"), ran, end(), progress="openwebui")
+
+    lines = [f["delta"] for f in frames if f["type"] == "response.reasoning_summary_text.delta"]
+    assert "✗ shell (12 ms): exit code 2\n" in lines
+    assert "shell failed: exit code 2" in [s["description"] for s in statuses(webui)]
+    # The card keeps its standard status here: Open WebUI sends a Responses connection's items
+    # back as input, which takes no "failed" function_call (see the chat view for the red card).
+    output = [item for item in items(view) if item["type"] == "function_call_output"]
+    assert output[0]["output"] == [{"type": "input_text", "text": report}]
+
+
 def test_openwebui_mode_keeps_the_models_reasoning_apart_from_tool_steps() -> None:
     _, view = stream(
         thought("Let me look."), started(), finished(), thought("Found it."), text("Zebra."),
