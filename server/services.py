@@ -463,7 +463,7 @@ class Services:
         self.watch_learning()
         self.webhooks.open(store, instance=store.runs.instance, policy=lambda: self.address_policy)
         self.runs.observers.append(self.webhooks.observe)
-        await self._claim_name()
+        await self._join_replicas()
         recovered = await self.sessions.recover()
         if recovered:
             log.warning("marked %d run(s) of a previous start interrupted", len(recovered))
@@ -518,11 +518,14 @@ class Services:
         )
         self.sweeper.start()
 
-    async def _claim_name(self) -> None:
-        """With replicas, take this replica's lease before recovering its previous life's runs:
-        a live replica of the same name (``InstanceTaken``) keeps its runs."""
+    async def _join_replicas(self) -> None:
+        """With replicas, take this replica's lease before recovering its previous life's runs
+        (a live replica of the same name keeps its runs: ``InstanceTaken``), and have webhooks
+        watch the lease: only once it was lost can a run of this replica's have been taken
+        over."""
         if self.cluster is not None:
             await self.cluster.claim()
+            self.webhooks.lease_losses = self.cluster.lease_losses
 
     def workspace(self, owner: str, conversation: str) -> Path | None:
         """The working directory of ``owner``'s conversation ``conversation`` (a session

@@ -188,5 +188,10 @@ class Cluster:
         """End the log of a run whose replica died mid-run with an ``interrupted`` ending."""
         await self._log.close_log(run_id, error)
 
+    def lease_losses(self) -> int:
+        """How many times this replica lost its lease so far: a run of its can have been
+        taken over by another replica only if the count grew while it ran."""
+        return self._liveness.lease_losses()
+
     async def alive(self, instance: str) -> bool:
         return await self._liveness.alive(instance)

@@ -60,6 +60,22 @@ class Liveness:
         self.epoch = uuid.uuid4().hex
         """This start's mark in the key: a renewal that does not find it lost the lease."""
         self._held = False
+        self._losses = 0
+        """How many times this replica found its lease lost (or gave it up, cut off)."""
+        self._renewed_at: float | None = None
+        """When the last renewal that held was sent (monotonic): the lease runs a lease from
+        no earlier than then."""
+
+    def lease_losses(self) -> int:
+        """How many times this replica lost its lease, a count that only grows while the
+        lease is renewed: only while it grew may another replica have taken a run of this one
+        over. A lease not renewed for two renewals' time counts as lost already: a replica
+        that wakes from a freeze may end a run before its renewal finds out."""
+        overdue = (
+            self._renewed_at is not None
+            and time.monotonic() - self._renewed_at > self.lease_seconds * 2 / 3
+        )
+        return self._losses + overdue
 
     async def claim(self) -> None:
         """Take this replica's lease at its start. A lease found under its name is either a
@@ -69,6 +85,7 @@ class Liveness:
         ttl = max(1, round(self.lease_seconds * 1000))
         seen: tuple[object, int] | None = None
         """The holder's epoch and its lease's milliseconds left, at the last look."""
+        sent = time.monotonic()
         while not await self._redis.set(key, self.epoch, px=ttl, nx=True):
             async with self._redis.pipeline(transaction=True) as pipe:
                 pipe.get(key)
@@ -84,22 +101,25 @@ class Liveness:
                 )
             seen = (holder, int(left))
             await asyncio.sleep(min(max(self.lease_seconds / 20, 0.02), left / 1000))
-        self._held = True
+            sent = time.monotonic()
+        self._held, self._renewed_at = True, sent
 
     async def renew(self, also: Renew, lapsed: Lapsed | None = None) -> None:
         """Take (or keep) this replica's lease for another lease; then ``also``. When the
         lease had been held and is found gone (or another start's), call ``lapsed`` first."""
         ttl = max(1, round(self.lease_seconds * 1000))
         key = INSTANCE_KEY.format(self.instance)
+        sent = time.monotonic()
         before = await self._redis.set(key, self.epoch, px=ttl, get=True)
         if self._held and _text(before) != self.epoch:
+            self._losses += 1
             log.error(
                 "this replica's lease lapsed (frozen or cut from Redis): its runs were taken "
                 "over by another replica; stopping them"
             )
             if lapsed is not None:
                 lapsed()
-        self._held = True
+        self._held, self._renewed_at = True, sent
         await also()
 
     async def keep_lease(self, also: Renew, lapsed: Lapsed | None = None) -> None:
@@ -116,6 +136,7 @@ class Liveness:
                 log.warning("renewing this replica's lease failed: %s", type(error).__name__)
                 if not cut_off and time.monotonic() - renewed > self.lease_seconds:
                     cut_off = True
+                    self._losses += 1
                     log.error(
                         "this replica could not renew its lease for longer than a lease: "
                         "other replicas may have taken its runs over; stopping them"

@@ -4,6 +4,11 @@ dispatcher (:mod:`server.webhooks.delivery`) sends them.
 
 The observer costs nothing when no webhook could apply: no endpoint configured and no run
 with a webhook of its own is one comparison per event.
+
+A run's ending is not told when another replica took the run over (it told of it already);
+finding out costs a flush of the write queue and a read of the run's row, so it is only done
+for a run during which this replica lost its lease (``lease_losses`` grew): no other replica
+takes over the runs of one that kept its lease, and a server without replicas has none.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from hermes_core.events import AgentEvent, ApprovalRequested, ExitReason, RunFinished
+from hermes_core.events import AgentEvent, ApprovalRequested, ExitReason, RunFinished, RunStarted
 from hermes_core.ids import token_hex
 from hermes_core.persistence import RunRecord, Store
 from hermes_core.persistence.webhooks import Delivery
@@ -88,6 +93,11 @@ class Webhooks:
         self._store: Store | None = None
         self._dispatcher: Dispatcher | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self.lease_losses: Callable[[], int] | None = None
+        """How many times this replica lost its lease (``Cluster.lease_losses``); None: a
+        server without replicas, whose runs no one else takes over."""
+        self._losses_at_start: dict[str, int] = {}
+        """``lease_losses()`` when each run followed here started."""
 
     @property
     def enabled(self) -> bool:
@@ -119,12 +129,18 @@ class Webhooks:
 
     # --- the observer -------------------------------------------------------------------------
 
-    @observes(RunFinished, ApprovalRequested)
+    @observes(RunStarted, RunFinished, ApprovalRequested)
     def observe(self, info: RunInfo, event: AgentEvent) -> None:
         if not self.targets and not self._requested:
+            if self._losses_at_start:  # webhooks removed by a reload while runs went on
+                self._losses_at_start.pop(info.id, None)
             return
-        if isinstance(event, RunFinished):
+        if isinstance(event, RunStarted):
+            if self.lease_losses is not None:
+                self._losses_at_start[info.id] = self.lease_losses()
+        elif isinstance(event, RunFinished):
             own = self._requested.pop(info.id, None)
+            suspect = self._lost_lease_since(self._losses_at_start.pop(info.id, 0))
             if info.endpoint == RUNS_ENDPOINT:
                 kind = _RUN_EVENT[event.exit_reason]
                 data = {
@@ -132,11 +148,11 @@ class Webhooks:
                     "object": "hermes.run",
                     "status": STATUS_OF_EXIT[event.exit_reason].value,
                 }
-                self._spawn(self._run_ended(info, event, kind, data, own))
+                self._spawn(self._run_ended(info, event, kind, data, own, suspect))
             elif info.endpoint == "responses" and info.completion_id:
                 kind = _RESPONSE_EVENT[event.exit_reason]
                 if any(kind in target.events for target in self.targets):
-                    self._spawn(self._background_response(info, event, kind))
+                    self._spawn(self._background_response(info, event, kind, suspect))
         elif isinstance(event, ApprovalRequested) and info.endpoint == RUNS_ENDPOINT:
             data = {"id": event.approval_id, "object": "hermes.approval", "run_id": info.id}
             own = self._requested.get(info.id)
@@ -149,13 +165,22 @@ class Webhooks:
         kind: str,
         data: Mapping[str, object],
         own: RequestWebhook | None,
+        suspect: bool,
     ) -> None:
-        if not await self._taken_over(info, event):
+        if not (suspect and await self._taken_over(info, event)):
             await self._emit(info.owner, info.id, kind, data, own)
 
-    async def _background_response(self, info: RunInfo, event: RunFinished, kind: str) -> None:
-        if not await self._taken_over(info, event):
+    async def _background_response(
+        self, info: RunInfo, event: RunFinished, kind: str, suspect: bool
+    ) -> None:
+        if not (suspect and await self._taken_over(info, event)):
             await self._response_ended(info.owner, info.id, info.completion_id, kind)
+
+    def _lost_lease_since(self, losses_at_start: int) -> bool:
+        """Whether this replica lost its lease since a run started (when it had lost it
+        ``losses_at_start`` times; 0 for a run whose start was not seen): only then can the
+        run have been taken over by another replica."""
+        return self.lease_losses is not None and self.lease_losses() != losses_at_start
 
     async def _taken_over(self, info: RunInfo, event: RunFinished) -> bool:
         """Whether another replica closed the run before this one ended it: this replica was
@@ -163,7 +188,8 @@ class Webhooks:
         interrupted and told of it (:meth:`recovered`), and the run's row fenced off the
         ending this replica wrote late. Its ending is then not told a second time (a
         ``run.cancelled`` after the ``run.failed``). When the row cannot be read, it is told:
-        an event twice is better than none."""
+        an event twice is better than none. Asked only for a run during which this replica
+        lost its lease (:meth:`_lost_lease_since`)."""
         store = self._store
         if store is None:
             return False
