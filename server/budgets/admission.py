@@ -24,7 +24,7 @@ from hermes_core.agent import AgentRequest
 from hermes_core.agent.config import chained
 from hermes_core.persistence.usage import UsageStore
 from server.budgets.allowance import Allowance, HeldToBudgets, Periods, utc
-from server.budgets.refresh import ledger_total, refresh
+from server.budgets.refresh import Interval, ledger_total, refresh
 from server.budgets.tallies import Measure, Tallies, Tally
 from server.errors import QuotaExceeded
 from server.http.auth import Budget, Principal
@@ -42,12 +42,24 @@ class Budgets:
         self.clock = clock
         self.tallies = Tallies()
         """What this replica's runs held to a budget spent, for their checks between calls."""
-        self.refresh_seconds = refresh_seconds
+        self._interval = Interval(refresh_seconds) if refresh_seconds is not None else None
         """With replicas: how often the ledger is read again for a budget runs here are held
         to (``limits.budget_refresh_seconds``). None, a server alone: never (nobody else
         spends)."""
         self.refreshers: set[asyncio.Task[None]] = set()
         """The tasks reading the ledger: one per budget runs here are held to, with replicas."""
+
+    @property
+    def refresh_seconds(self) -> float | None:
+        """Seconds between reads of the ledger for a budget runs here are held to; None: a
+        server alone, which never reads it again."""
+        return self._interval.seconds if self._interval is not None else None
+
+    def reload_refresh(self, seconds: float) -> None:
+        """A reload's ``limits.budget_refresh_seconds``: applied at once, to the budgets
+        already being refreshed too. A server alone stays as it is: it never reads again."""
+        if self._interval is not None:
+            self._interval.change(seconds)
 
     async def admit(
         self, principal: Principal, end_user: str | None, request: AgentRequest
@@ -104,10 +116,10 @@ class Budgets:
     def _refresh(self, tally: Tally, store: UsageStore) -> None:
         """Have the ledger read for ``tally``'s budget while it lives, unless it is already:
         one task per budget, however many runs are held to it."""
-        if tally.refreshed or self.refresh_seconds is None:
+        if tally.refreshed or self._interval is None:
             return
         tally.refreshed = True
-        task = asyncio.create_task(refresh(weakref.ref(tally), store, self.refresh_seconds))
+        task = asyncio.create_task(refresh(weakref.ref(tally), store, self._interval))
         self.refreshers.add(task)
         task.add_done_callback(self.refreshers.discard)
 

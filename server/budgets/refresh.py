@@ -9,6 +9,9 @@ its budget's total from the ledger every ``every`` seconds and hands it to :meth
 which adds the other replicas' part to ``tally.others``; the runs' checks, before each model
 call, count that as well (``allowance.py``). The check stays a sum of numbers in memory: the
 database is read here, off the runs' path, once per budget rather than once per run.
+
+The interval (``limits.budget_refresh_seconds``) is reloadable: a change wakes the refreshers
+waiting out the old one, which then wait the new one.
 """
 
 from __future__ import annotations
@@ -31,15 +34,42 @@ async def ledger_total(store: UsageStore, key: TallyKey) -> float:
     return spent.tokens if measure == "tokens_per_day" else spent.cost_usd
 
 
-async def refresh(tally: weakref.ref[Tally], store: UsageStore, every: float) -> None:
-    """Read the ledger for ``tally``'s budget every ``every`` seconds until the tally is gone
+class Interval:
+    """How long the refreshers wait between reads of the ledger; changed by a reload."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._changed = asyncio.Event()
+
+    def change(self, seconds: float) -> None:
+        """Wait ``seconds`` from now on: refreshers waiting out the old interval start again
+        with the new one."""
+        if seconds == self.seconds:
+            return
+        self.seconds = seconds
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait(self) -> None:
+        """One interval, begun again (the new one) whenever it is changed meanwhile."""
+        while True:
+            changed = self._changed
+            try:
+                async with asyncio.timeout(self.seconds):
+                    await changed.wait()
+            except TimeoutError:
+                return
+
+
+async def refresh(tally: weakref.ref[Tally], store: UsageStore, every: Interval) -> None:
+    """Read the ledger for ``tally``'s budget once per interval ``every`` until the tally is gone
     (its last run ended: it is held weakly, so that this task keeps none alive).
 
     A failed read (the database down) is logged once until a read succeeds again; the runs go
     on meanwhile with what they know, as a run admitted then would."""
     failing = False
     while True:
-        await asyncio.sleep(every)
+        await every.wait()
         live = tally()
         if live is None:
             return

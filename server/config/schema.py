@@ -175,7 +175,7 @@ class LimitsConfig(_Model):
     budget_refresh_seconds: float = Field(default=2.0, ge=0.2, le=60)
     """With replicas (``server.redis_url``): how often a replica reads the usage ledger again
     for a budget its running runs are held to, so that they stop for what runs on other
-    replicas spend; at start only. A server alone never does."""
+    replicas spend; reloadable. A server alone never does."""
 
 
 class ModelPrice(_Model):

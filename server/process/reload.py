@@ -1,15 +1,16 @@
 """Reloading the configuration file without a restart: on SIGHUP, or when the file changes.
 
-What a reload changes: API keys, profiles (their providers, toolsets, MCP servers), the web
-settings and the webhook endpoints (deliveries already kept for an endpoint a reload removed
-fail; those for one it kept go on). Runs in progress finish on the profile they started with;
-its provider clients and MCP connections, and the egress proxies of sandbox network policies
-no profile has any more, are closed once those runs have ended. A new configuration that does
-not load (invalid YAML, a failed check, keys removed from a server that is not loopback-only,
-no upstream on a server that did not start with the built-in simulator) is refused with a log
-line naming the fault, and the running one stays. Settings of the process itself
-(``server.host``, ``port``, ``database_url``, ``redis_url``, data directories, limits) need a
-restart: a reload that changes them says so in the log and leaves them as they are.
+What a reload changes: API keys, profiles (their providers, toolsets, MCP servers), the run and
+cron limits, how often budgets are read again, the web settings and the webhook endpoints
+(deliveries already kept for an endpoint a reload removed fail; those for one it kept go on). Runs
+in progress finish on the profile they started with; its provider clients and MCP connections, and
+the egress proxies of sandbox network policies no profile has any more, are closed once those runs
+have ended. A new configuration that does not load (invalid YAML, a failed check, keys removed from
+a server that is not loopback-only, no upstream on a server that did not start with the built-in
+simulator) is refused with a log line naming the fault, and the running one stays. Settings of the
+process itself (``server.host``, ``port``, ``database_url``, ``redis_url``, data directories, the
+files' limits) need a restart: a reload that changes them says so in the log and leaves them as
+they are.
 
 ``hermes_config_version_info{version}`` (the file's hash) and a log line say which
 configuration is live.
@@ -157,6 +158,7 @@ class ConfigReloader:
         services.runs.max_runs_per_owner = config.server.max_concurrent_runs_per_key
         services.runs.max_runs_per_user = config.limits.runs_per_user
         services.max_crons_per_key = config.limits.crons_per_key
+        services.budgets.reload_refresh(config.limits.budget_refresh_seconds)
         services.keyring.replace(keyring_of(config))
         services.address_policy = AddressPolicy.allowing(
             config.web.allow, own_ports=[config.server.port]

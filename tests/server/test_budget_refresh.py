@@ -197,3 +197,30 @@ async def test_a_failing_ledger_is_logged_once_and_its_runs_go_on(
         "the usage ledger can be read again",
     ]
     assert run.held.exceeded(run.calls) is not None  # 30 + 970: it learnt once it could read
+
+
+async def test_a_reloaded_refresh_interval_applies_at_once_to_budgets_being_refreshed(
+    ledger: Ledger,
+) -> None:
+    replica = _replica(ledger, refresh=3600)  # an hour between reads
+    try:
+        run = await replica.admit()
+        reads = ledger.reads  # admission's
+        replica.budgets.reload_refresh(REFRESH)  # limits.budget_refresh_seconds reloaded
+
+        assert await until(lambda: ledger.reads >= reads + 2)
+        assert replica.budgets.refresh_seconds == REFRESH
+        run.end()
+    finally:
+        await replica.budgets.close()
+
+
+async def test_a_reloaded_refresh_interval_leaves_a_server_alone_reading_only_at_admission(
+    ledger: Ledger,
+) -> None:
+    replica = _replica(ledger, refresh=None)
+    replica.budgets.reload_refresh(REFRESH)
+    await replica.admit()
+
+    assert replica.budgets.refresh_seconds is None
+    assert not replica.budgets.refreshers
