@@ -75,6 +75,7 @@ from server.views.progress import (
     approval_progress,
     card_arguments,
     card_output_text,
+    failed_command,
     fallback_line,
     plan_lines,
     plan_progress,
@@ -139,8 +140,9 @@ class ResponsesView:
         """Used by the ending when set (a replay, or the recorder's value); else the clock."""
         self._id_suffix = str(shell["id"]).removeprefix("resp_")
         self._open: OpenItem | None = None
-        self._cards: list[str] = []
-        """Open WebUI mode: ids of the server tool calls shown as cards awaiting their output."""
+        self._cards: dict[str, int] = {}
+        """Open WebUI mode: the server tool calls shown as cards awaiting their output: call id →
+        the card's output index."""
         self._status = OpenWebUIStatus()
         """Open WebUI mode: its status lines (see ``openwebui_status.py``)."""
         self._next_sequence = _OPENING_EVENTS
@@ -288,12 +290,12 @@ class ResponsesView:
         if self._openwebui:
             frames: list[Frame] = []
             if not prefix:
-                self._cards.append(event.call_id)
                 arguments = json.dumps(card_arguments(event.name, event.arguments))
                 # "rejected": Open WebUI draws the card as "Denied <name>".
                 refused = self._status.refused(event.call_id)
                 status = "rejected" if refused else "completed"
                 frames += self._function_call(event.call_id, event.name, arguments, status)
+                self._cards[event.call_id] = len(self._response["output"]) - 1
             return frames + _status_events(self._status.tool_started(event, prefix=prefix))
         frames = self._line(tool_started_line(event, prefix=prefix))
         if self._progress == "events":
@@ -337,8 +339,12 @@ class ResponsesView:
         if event.outcome is ToolOutcome.AWAITING_APPROVAL and ask is not None and not prefix:
             frames += self._approval_request(ask)
         if self._openwebui:
-            if not prefix and event.call_id in self._cards:
-                self._cards.remove(event.call_id)
+            card = self._cards.pop(event.call_id, None) if not prefix else None
+            if card is not None:
+                if failed_command(event) is not None:
+                    # Done again, failed: Open WebUI replaces the item at its index and draws
+                    # it red (the Response keeps it so, and its next turn sends it back).
+                    frames += [*self._close_item(), self._item_done(card, "failed")]
                 frames += self._function_call_output(event.call_id, card_output_text(event))
             return frames + _status_events(self._status.tool_finished(event, prefix=prefix))
         frames += self._line(tool_finished_line(event, prefix=prefix))

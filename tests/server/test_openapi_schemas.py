@@ -27,7 +27,11 @@ from server.errors import error_envelope
 from server.protocol.responses import ResponseCreateRequest
 from server.protocol.schemas.chat import ChatCompletion, ChatCompletionChunk
 from server.protocol.schemas.common import ErrorEnvelope
-from server.protocol.schemas.responses import ResponseObject, ResponseStreamEvent
+from server.protocol.schemas.responses import (
+    FunctionCallItem,
+    ResponseObject,
+    ResponseStreamEvent,
+)
 from server.protocol.schemas.runs import AgentEventKind
 from server.services import Services
 from server.views.chat import ChatCompletionBuilder, ChatStreamView
@@ -243,3 +247,26 @@ def test_documented_run_event_kinds_are_the_agent_event_kinds() -> None:
 
 def _kind_fields(event_type: type[Any]) -> list[dataclasses.Field[Any]]:
     return [field for field in dataclasses.fields(event_type) if field.name == "kind"]
+
+
+def test_an_open_webui_stream_with_a_failed_command_fits_the_documented_events() -> None:
+    shell = ResponseCreateRequest(model="m", input="hi").shell(
+        response_id="resp_1", created_at=1, model="m"
+    )
+    view = ResponsesView(shell, progress="openwebui", completed_at=2)
+    report = "[exit code 3; 0.0 s]\nhalf-done"
+    ran = ToolFinished(
+        run_id=RUN, seq=1, call_id="c1", name="shell", outcome=ToolOutcome.SUCCESS,
+        duration_s=0.01, result_preview=report,
+    )  # fmt: skip
+    events: list[AgentEvent] = [
+        ToolStarted(run_id=RUN, seq=0, call_id="c1", name="shell", arguments={}, summary="x"),
+        ran,
+        finished(ExitReason.COMPLETED),
+    ]
+    frames = view.opening() + [frame for event in events for frame in view.handle(event)]
+    for frame in frames:
+        ResponseStreamEvent.model_validate(frame)
+    final = ResponseObject.model_validate(view.response)
+    cards = [item for item in final.output if isinstance(item, FunctionCallItem)]
+    assert [card.status for card in cards] == ["failed"]

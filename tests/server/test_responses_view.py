@@ -618,20 +618,62 @@ def test_openwebui_mode_shows_tool_steps_as_status_lines_all_done() -> None:
     ]
 
 
-def test_a_command_that_exited_non_zero_is_a_failed_step_its_card_output_whole() -> None:
+def openwebui_stream(*events: AgentEvent) -> tuple[list[dict[str, Any]], ResponsesView]:
+    """Every frame Open WebUI mode produces for ``events``, numbered but not checked against
+    the SDK: a card's ``failed`` (as its ``rejected``) is a status Open WebUI draws, which
+    OpenAI's ``function_call`` does not have, and its card is done a second time when it fails."""
+    view = ResponsesView(make_shell(), progress="openwebui", completed_at=CREATED_AT + 5)
+    frames = view.opening()
+    for event in numbered(*events):
+        frames += view.handle(event)
+    assert [frame["sequence_number"] for frame in frames] == list(range(len(frames)))
+    return frames, view
+
+
+def test_a_command_that_exited_non_zero_is_a_failed_step() -> None:
     report = "[exit code 2; 0.0 s]\nls: cannot access 'nope'"
     ran = dataclasses.replace(finished(name="shell"), result_preview=report)
 
     frames, _ = stream(started(name="shell"), ran, end(), progress="reasoning")
-    webui, view = stream(started(name="shell"), ran, end(), progress="openwebui")
+    webui, _ = openwebui_stream(started(name="shell"), ran, end())
 
     lines = [f["delta"] for f in frames if f["type"] == "response.reasoning_summary_text.delta"]
     assert "✗ shell (12 ms): exit code 2\n" in lines
     assert "shell failed: exit code 2" in [s["description"] for s in statuses(webui)]
-    # The card keeps its standard status here: Open WebUI sends a Responses connection's items
-    # back as input, which takes no "failed" function_call (see the chat view for the red card).
-    output = [item for item in items(view) if item["type"] == "function_call_output"]
-    assert output[0]["output"] == [{"type": "input_text", "text": report}]
+
+
+@pytest.mark.parametrize("tool", ["shell", "code"])
+def test_open_webui_shows_a_command_that_exited_non_zero_as_a_failed_card_with_its_output(
+    tool: str,
+) -> None:
+    report = "[exit code 2; 0.0 s]\nls: cannot access 'nope'"
+    ran = dataclasses.replace(finished(name=tool), result_preview=report)
+
+    frames, view = openwebui_stream(started(name=tool), ran, text("It failed."), end())
+
+    done = [f for f in frames if f["type"] == "response.output_item.done"]
+    calls = [f for f in done if f["item"]["type"] == "function_call"]
+    # Done as any card is, then again, failed, when the command ended: Open WebUI replaces
+    # the item at its index and draws it red.
+    assert [(c["output_index"], c["item"]["status"]) for c in calls] == [
+        (0, "completed"),
+        (0, "failed"),
+    ]
+    assert calls[1]["item"] == {**calls[0]["item"], "status": "failed"}
+    card, output, _ = items(view)
+    assert card["status"] == "failed"  # as kept: what the Response (and its next turn) holds
+    assert output["type"] == "function_call_output"
+    assert output["output"] == [{"type": "input_text", "text": report}]  # all of it
+    assert types(frames)[-1] == "response.completed"  # the run itself went well
+
+
+def test_open_webui_shows_a_command_that_exited_zero_as_a_card_done_once() -> None:
+    ran = dataclasses.replace(finished(name="shell"), result_preview="[exit code 0; 0.0 s]\nhi")
+
+    frames, view = stream(started(name="shell"), ran, end(), progress="openwebui")
+
+    assert [item["status"] for item in items(view)] == ["completed", "completed"]
+    assert statuses(frames)[-2]["description"] == "shell done"
 
 
 def test_openwebui_mode_keeps_the_models_reasoning_apart_from_tool_steps() -> None:

@@ -74,8 +74,11 @@ class FunctionCallItem(Open):
     name: str
     arguments: str
     """The arguments as a JSON string."""
-    status: ItemStatus | Literal["rejected"]
-    """``rejected`` (Open WebUI mode): a server call the user denied; it did not run."""
+    status: ItemStatus | Literal["rejected", "failed"]
+    """Open WebUI mode adds two that Open WebUI draws (and sends back as input, taken as
+    any other): ``rejected``, a server call the user denied (it did not run); ``failed``, a
+    ``shell`` / ``code`` command that exited non-zero, was killed or timed out (the item is done
+    a second time so, at its index, when the command ends)."""
 
 
 class FunctionCallOutputItem(Open):
