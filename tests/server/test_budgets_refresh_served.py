@@ -8,22 +8,15 @@ where it used to loop to its end."""
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import ExitStack
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from server.simulator import Fault, Reply, SimulatorServer, Step, ToolCallSpec
-from tests.databases import fresh_database
-from tests.processes import free_port, hermes_command, wait_until_healthy
-from tests.redis_server import redis_url_or_skip
+from tests.server.budget_replicas import Replica, postgres, two_replicas  # noqa: F401
 from tests.server.served import script, sdk_client, simulated_provider, until
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
@@ -49,29 +42,14 @@ SPEND = Step(reply=Reply(text="Spent.", output_tokens=BUDGET_USD * 1000))
 """One call of 100 USD: all of the budget."""
 
 
-@dataclass(frozen=True, slots=True)
-class Replica:
-    base_url: str
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-
 @pytest.fixture
-async def postgres(tmp_path: Path) -> AsyncIterator[str]:
-    async with fresh_database("postgresql", tmp_path) as url:
-        yield url
-
-
-@pytest.fixture
-def replicas(postgres: str, simulator: SimulatorServer, tmp_path: Path) -> Iterator[list[Replica]]:
+def replicas(
+    postgres: str,  # noqa: F811
+    simulator: SimulatorServer,
+    tmp_path: Path,
+) -> Iterator[list[Replica]]:
     """Two replicas of one deployment."""
-    redis = redis_url_or_skip()
-    config = tmp_path / "hermes.yaml"
-    config.write_text(
-        f"""
+    config = f"""
 server:
   api_keys:
     - {{principal: team, key: {KEY}, budget: {{cost_per_month_usd: {BUDGET_USD}}}}}
@@ -87,27 +65,7 @@ profiles:
   - {{id: looper, providers: [looping]}}
   - {{id: spender, providers: [spending]}}
 """
-    )
-    common = {
-        "DATABASE_URL": postgres,
-        "REDIS_URL": redis,
-        "HERMES_SHARED_DIR": str(tmp_path / "shared"),
-    }
-    upgrade = [sys.executable, "-m", "server.cli", "db", "upgrade", "--config", str(config)]
-    subprocess.run(upgrade, env={**os.environ, **common}, check=True, capture_output=True)
-    with ExitStack() as stack:
-        started = []
-        for name in "AB":
-            port, log = free_port(), tmp_path / f"replica-{name}.log"
-            env = {**common, "HERMES_DATA_DIR": str(tmp_path / f"data-{name}")}
-            process = stack.enter_context(
-                hermes_command(
-                    "serve", "--config", str(config), port=port, env=env, log=log, wait=False
-                )
-            )
-            started.append(Replica(f"http://127.0.0.1:{port}", process, log))
-        for replica in started:
-            wait_until_healthy(replica.base_url, process=replica.process, timeout=60)
+    with two_replicas(config, postgres, tmp_path) as started:
         yield started
 
 

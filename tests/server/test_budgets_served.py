@@ -3,12 +3,8 @@ a key to one daily token budget, and a profile's ``max_cost_usd`` ends a looping
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import ExitStack
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +12,8 @@ import httpx
 import pytest
 
 from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
-from tests.databases import fresh_database
 from tests.plain_http import TLS_UNUSED
-from tests.processes import free_port, hermes_command, wait_until_healthy
-from tests.redis_server import redis_url_or_skip
+from tests.server.budget_replicas import postgres, two_replicas  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -39,18 +33,13 @@ LOOP = Step(reply=Reply(tool_calls=[TODO], output_tokens=1000), repeat=20)
 
 
 @pytest.fixture
-async def postgres(tmp_path: Path) -> AsyncIterator[str]:
-    async with fresh_database("postgresql", tmp_path) as url:
-        yield url
-
-
-@pytest.fixture
-def replicas(postgres: str, simulator: SimulatorServer, tmp_path: Path) -> Iterator[list[str]]:
+def replicas(
+    postgres: str,  # noqa: F811
+    simulator: SimulatorServer,
+    tmp_path: Path,
+) -> Iterator[list[str]]:
     """The base URLs of two replicas of one deployment."""
-    redis = redis_url_or_skip()
-    config = tmp_path / "hermes.yaml"
-    config.write_text(
-        f"""
+    config = f"""
 server:
   api_keys:
     - {{principal: team, key: {KEY_TEAM}, budget: {{tokens_per_day: 500}}}}
@@ -67,34 +56,8 @@ prices:
 profiles:
   - {{id: hermes-agent, providers: [sim], max_cost_usd: 2.5}}
 """
-    )
-    common = {
-        "DATABASE_URL": postgres,
-        "REDIS_URL": redis,
-        "HERMES_SHARED_DIR": str(tmp_path / "shared"),  # one volume, as deployed
-    }
-    upgrade = [sys.executable, "-m", "server.cli", "db", "upgrade", "--config", str(config)]
-    subprocess.run(upgrade, env={**os.environ, **common}, check=True, capture_output=True)
-    with ExitStack() as stack:
-        started = []
-        for name in "AB":
-            port = free_port()
-            env = {**common, "HERMES_DATA_DIR": str(tmp_path / f"data-{name}")}
-            process = stack.enter_context(
-                hermes_command(
-                    "serve",
-                    "--config",
-                    str(config),
-                    port=port,
-                    env=env,
-                    log=tmp_path / f"replica-{name}.log",
-                    wait=False,
-                )
-            )
-            started.append((f"http://127.0.0.1:{port}", process))
-        for base_url, process in started:
-            wait_until_healthy(base_url, process=process, timeout=60)
-        yield [base_url for base_url, _ in started]
+    with two_replicas(config, postgres, tmp_path) as started:
+        yield [replica.base_url for replica in started]
 
 
 async def _chat(
