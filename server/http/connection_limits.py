@@ -18,6 +18,10 @@ per connection:
   have averaged ``body_min_bytes_per_second`` or the client is disconnected the same way (one
   byte every few seconds never trips the idle timer, but would hold a connection for hours).
 
+Whatever is refused here, or by uvicorn's parser (a malformed request line, header or chunk,
+a URL over 64 KiB: ``send_400_response``), is answered with the OpenAI error envelope
+(server/http/protocol_errors.py) and a closed connection.
+
 A request only stamps a few attributes; one watchdog timer per connection, every few seconds,
 acts on them. It builds on uvicorn's ``HttpToolsProtocol`` (the protocol
 ``uvicorn`` picks when httptools is installed, as it is here); ``tests/server/
@@ -27,15 +31,14 @@ test_http_limits.py`` fails if a uvicorn release changes what it relies on.
 from __future__ import annotations
 
 import asyncio
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 from uvicorn._types import ASGI3Application
-from uvicorn.protocols.http.httptools_impl import (
-    STATUS_LINE,
-    HttpToolsProtocol,
-    RequestResponseCycle,
-)
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+
+from server.http.protocol_errors import Refusal, parser_refusal, refusal
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,7 +131,14 @@ class _Guarded(HttpToolsProtocol):
             # that trickles in.
             self._head_bytes += len(data) - self._body_in_read
             if self._head_bytes > self.limits.max_head_bytes:
-                self._refuse(431, "Request header fields too large.")
+                self._refuse(
+                    Refusal(
+                        431,
+                        f"The request's line and headers exceed {self.limits.max_head_bytes} "
+                        "bytes.",
+                        "headers_too_large",
+                    )
+                )
                 return
         if self._body_since is not None:
             self._body_since = self.loop.time()
@@ -159,7 +169,14 @@ class _Guarded(HttpToolsProtocol):
         now, limits = self.loop.time(), self.limits
         if self._head_since is not None and now - self._head_since > limits.head_timeout:
             if self.cycle is None or self.cycle.response_complete:
-                self._refuse(408, "Request head not received in time.")
+                self._refuse(
+                    Refusal(
+                        408,
+                        "The request's line and headers did not arrive within "
+                        f"{self.limits.head_timeout:g} seconds.",
+                        "request_timeout",
+                    )
+                )
             else:  # a response is still being written: a 408 would corrupt it
                 self.transport.close()
             return
@@ -183,17 +200,26 @@ class _Guarded(HttpToolsProtocol):
         minimum = self.limits.body_min_bytes_per_second
         return elapsed > self.limits.body_idle_timeout and self._body_bytes < minimum * elapsed
 
-    def _refuse(self, status: int, message: str) -> None:
-        body = message.encode("ascii")
-        self.transport.write(
-            b"".join(
-                [
-                    STATUS_LINE[status],
-                    b"content-type: text/plain; charset=utf-8\r\n",
-                    b"content-length: " + str(len(body)).encode("ascii") + b"\r\n",
-                    b"connection: close\r\n\r\n",
-                    body,
-                ]
-            )
-        )
+    def _should_upgrade(self) -> bool:
+        # Only a GET opens a WebSocket: the WebSocket protocol, handed any other request,
+        # never answers it (a POST with "Upgrade: websocket" hung); that one is served as HTTP.
+        return self.scope.get("method") == "GET" and super()._should_upgrade()
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a request its parser rejected, in the error envelope."""
+        # uvicorn calls this while it handles the parser's error: that error says what was wrong.
+        error = sys.exc_info()[1]
+        if self.pipeline or (
+            self.cycle is not None
+            and self.cycle.response_started
+            and not self.cycle.response_complete
+        ):
+            # An earlier request's response is under way or due first: an answer now would
+            # corrupt it, or answer the wrong request.
+            self.transport.close()
+            return
+        self._refuse(parser_refusal(error))
+
+    def _refuse(self, refused: Refusal) -> None:
+        self.transport.write(refusal(refused, self.server_state.default_headers))
         self.transport.close()
