@@ -220,6 +220,10 @@ class RunFinished(_Event):
     """The final answer; on an interrupt, whatever text was streamed before it."""
     partial: bool = False
     """True when ``final_text`` is an unfinished answer (interrupted mid-stream)."""
+    notice: bool = False
+    """True when ``final_text`` is the agent's notice that the run stopped short (out of
+    iterations or of money) with no answer of the model's to show: shown and kept as its
+    answer, but not the model's words."""
     iterations: int
     usage: Usage
     """Summed over every model call of the run (a compression's summariser included)."""

@@ -15,9 +15,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from hermes_core.agent.model_step import STEP_BREAK, ModelStep
+from hermes_core.agent.model_step import ModelStep
 from hermes_core.agent.run_state import ActiveRun
-from hermes_core.events import ExitReason, TextDelta, ToolOutcome
+from hermes_core.events import ExitReason, ToolOutcome
 from hermes_core.messages import ToolCall, text_of
 from hermes_core.tools.executor import PlannedCall
 
@@ -67,9 +67,7 @@ async def budget_exhausted(run: ActiveRun, model: ModelStep) -> None:
     The grace reply's tool calls (models make them though offered no tools) are not run: its
     text is the answer, or, without any, a notice naming the tools it still wanted."""
     if run.last_role() != "tool":
-        last = run.state.transcript[-1] if run.state.transcript else None
-        text = text_of(last.get("content")) if last and last["role"] == "assistant" else ""
-        return _finish(run, text or _notice(run, ()))
+        return _finish(run, run.last_answer())
     outcome = await model.call(tools_allowed=False, closing_note=GRACE_REQUEST, grace=True)
     if outcome is None:
         return None
@@ -77,30 +75,23 @@ async def budget_exhausted(run: ActiveRun, model: ModelStep) -> None:
     message = outcome.response.message
     text = text_of(message.get("content")) or outcome.streamed_text
     if not text.strip():
-        return _finish(run, _notice(run, message.get("tool_calls") or ()))
+        return _finish(run, "", wanted=message.get("tool_calls") or ())
     run.append({"role": "assistant", "content": text})
     return _finish(run, text)
 
 
-def _notice(run: ActiveRun, wanted: Sequence[ToolCall]) -> str:
-    """Say that the run stopped short, and what it still wanted to call; shown as its answer
-    (after a break from any text an earlier step showed) and kept in the transcript, so the
-    conversation's next turn reads what the user read."""
+def _finish(run: ActiveRun, text: str, *, wanted: Sequence[ToolCall] = ()) -> None:
+    """End the run on ``text``, or, with none, on a notice that it stopped short naming the
+    tools it still ``wanted`` to call."""
+    if text:
+        return run.finish(ExitReason.BUDGET_EXHAUSTED, text, error=_budget_error(run))
     names = list(dict.fromkeys(call["function"]["name"].replace("`", "") for call in wanted))
     notice = BUDGET_NOTICE
     if names:
         listed = ", ".join(f"`{name}`" for name in names[:-1])
         listed = f"{listed} and `{names[-1]}`" if listed else f"`{names[-1]}`"
         notice += f"; it still wanted to call {listed}"
-    notice += "."
-    run.emit(TextDelta, text=(STEP_BREAK if run.state.shown_text else "") + notice)
-    run.state.shown_text = True
-    run.append({"role": "assistant", "content": notice})
-    return notice
-
-
-def _finish(run: ActiveRun, text: str) -> None:
-    run.finish(ExitReason.BUDGET_EXHAUSTED, text, error=_budget_error(run))
+    return run.finish_on_notice(ExitReason.BUDGET_EXHAUSTED, f"{notice}.", error=_budget_error(run))
 
 
 def _budget_error(run: ActiveRun) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from hermes_core.agent.model_call import CallOutcome, InterruptibleCall
 from hermes_core.agent.prepare import CONTINUE_PLACEHOLDER, prepare_messages
-from hermes_core.agent.run_state import ActiveRun
+from hermes_core.agent.run_state import STEP_BREAK, ActiveRun
 from hermes_core.context.compression import estimate_tokens
 from hermes_core.context.hooks import CallContext
 from hermes_core.events import (
@@ -24,12 +24,8 @@ from hermes_core.events import (
     ModelCallStarted,
     StepFinished,
 )
-from hermes_core.messages import text_of
 from hermes_core.providers.base import ModelRequest, ToolSchema
 from hermes_core.usage import Usage
-
-STEP_BREAK = "\n\n"
-"""Shown between the text of two model steps of one run."""
 
 
 class ModelStep:
@@ -55,7 +51,7 @@ class ModelStep:
         if run.state.calls and (overspent := run.overspent()) is not None:
             # Every model call after the first passes here (the loop's, a plan's, the grace
             # call): a run that has spent what it may makes none of them.
-            run.finish(ExitReason.BUDGET_EXHAUSTED, _last_answer(run), error=overspent)
+            run.finish_overspent(overspent)
             return None
         first_step = run.state.model_calls == run.state.plan_calls
         await self._compress_if_needed()
@@ -225,12 +221,6 @@ class ModelStep:
             run.state.warned.add(tier)
             run.emit(BudgetWarning, tier=tier, used=used, total=total)
         return pressure.note(used, total) if run.last_role() == "tool" else None
-
-
-def _last_answer(run: ActiveRun) -> str:
-    """The text of the run's last message when it is the model's answer, else nothing."""
-    last = run.state.transcript[-1] if run.state.transcript else None
-    return text_of(last.get("content")) if last and last["role"] == "assistant" else ""
 
 
 def _first(*values: float | None) -> float | None:

@@ -29,12 +29,19 @@ from hermes_core.events import (
     MessageAdded,
     RunFinished,
     Steered,
+    TextDelta,
 )
-from hermes_core.messages import Message
+from hermes_core.messages import Message, text_of
 from hermes_core.providers.base import Provider
 from hermes_core.stores import TodoStore
 from hermes_core.tools.registry import ApprovalCallback
 from hermes_core.usage import Usage
+
+STEP_BREAK = "\n\n"
+"""Shown between the text of two model steps of one run (and before a notice after them)."""
+SPENT_NOTICE = "The agent reached a spending limit before finishing."
+"""How the answer of a run stopped by a spending limit with nothing to say begins; the limit's
+own reason follows."""
 
 
 @dataclass(slots=True)
@@ -182,6 +189,11 @@ class ActiveRun:
     def last_role(self) -> str | None:
         return self.state.transcript[-1]["role"] if self.state.transcript else None
 
+    def last_answer(self) -> str:
+        """The text of the run's last message when it is the model's answer, else nothing."""
+        last = self.state.transcript[-1] if self.state.transcript else None
+        return text_of(last.get("content")) if last and last["role"] == "assistant" else ""
+
     # --- spending ---------------------------------------------------------------------------
 
     def count(self, call: CallRecord) -> None:
@@ -229,6 +241,27 @@ class ActiveRun:
             error=f"Interrupted: {reason}",
         )
 
+    def finish_overspent(self, why: str) -> None:
+        """End a run that may make no further model call (``why``: :meth:`overspent`'s) on
+        its last answer, or, having none (it stopped between a tool's result and the model's
+        next word), on a notice saying why."""
+        answer = self.last_answer()
+        if answer:
+            return self.finish(ExitReason.BUDGET_EXHAUSTED, answer, error=why)
+        return self.finish_on_notice(
+            ExitReason.BUDGET_EXHAUSTED, f"{SPENT_NOTICE} {why}", error=why
+        )
+
+    def finish_on_notice(self, reason: ExitReason, notice: str, *, error: str | None) -> None:
+        """End a run stopped short with nothing of the model's to show on ``notice`` instead
+        of an empty answer: shown as its answer (after a break from any text an earlier step
+        showed) and kept in the transcript, so the conversation's next turn reads what the user
+        read; ``RunFinished.notice`` tells it from the model's words."""
+        self.emit(TextDelta, text=(STEP_BREAK if self.state.shown_text else "") + notice)
+        self.state.shown_text = True
+        self.append({"role": "assistant", "content": notice})
+        self.finish(reason, notice, error=error, notice=True)
+
     def finish(
         self,
         reason: ExitReason,
@@ -237,6 +270,7 @@ class ActiveRun:
         error: str | None = None,
         partial: bool = False,
         refusal: str | None = None,
+        notice: bool = False,
     ) -> None:
         interrupted = reason is ExitReason.INTERRUPTED
         for steered in self.agent.steering.close():  # not ``text``: that is the answer
@@ -246,6 +280,7 @@ class ActiveRun:
             exit_reason=reason,
             final_text=text,
             partial=partial,
+            notice=notice,
             iterations=self.state.iterations,
             usage=self.state.usage,
             model_calls=self.state.model_calls,

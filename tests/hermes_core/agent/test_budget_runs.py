@@ -106,6 +106,7 @@ async def test_a_grace_reply_calling_a_tool_ends_on_a_notice_naming_the_tool() -
         "it still wanted to call `step` and `shell`."
     )
     assert end.final_text == notice
+    assert end.notice  # the agent's words, not the model's (metrics count no answer)
     # Shown as any answer is (a stream's client sees it), after the earlier step's text.
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == f"Stepping.\n\n{notice}"
     assert len([e for e in events if isinstance(e, ToolStarted)]) == 2  # none of the grace's
@@ -124,6 +125,7 @@ async def test_a_grace_reply_with_text_and_a_tool_call_answers_with_its_text() -
     end = finished(events)
     assert end.exit_reason is ExitReason.BUDGET_EXHAUSTED
     assert end.final_text == "One step done; one left."
+    assert not end.notice
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == end.final_text
     assert len([e for e in events if isinstance(e, ToolStarted)]) == 1
 

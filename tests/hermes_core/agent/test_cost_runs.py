@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from hermes_core.agent import Agent, AgentConfig, AgentRequest
-from hermes_core.events import CallRecord, ExitReason, SubagentEvent
+from hermes_core.events import CallRecord, ExitReason, SubagentEvent, TextDelta
 from hermes_core.pricing import Price, PriceTable
 from hermes_core.providers import ScriptedProvider, ScriptedReply
 from hermes_core.tools.registry import ToolContext, ToolRegistry
@@ -74,7 +74,30 @@ async def test_the_cost_cap_ends_a_looping_run_before_its_next_call_without_a_gr
         end.error
         == "The run's cost cap (max_cost_usd 2.5 USD) is reached: it has spent 3.0000 USD."
     )
-    assert transcript_of(events)[-1]["role"] == "tool"  # the last call's tools did run
+    assert transcript_of(events)[-2]["role"] == "tool"  # the last call's tools did run
+
+
+async def test_a_run_stopped_by_its_cost_cap_with_nothing_to_say_ends_on_a_notice() -> None:
+    provider = ScriptedProvider(
+        ScriptedReply(text="Looking.", tool_calls=[("step", {})], usage=USAGE),
+        *[STEP] * 20,
+        model=MODEL,
+    )
+    events = await run_events(_agent(provider, max_cost_usd=1.5), AgentRequest(user_message="go"))
+
+    end = finished(events)
+    notice = (
+        "The agent reached a spending limit before finishing. "
+        "The run's cost cap (max_cost_usd 1.5 USD) is reached: it has spent 2.0000 USD."
+    )
+    assert (end.exit_reason, end.final_text, end.notice) == (
+        ExitReason.BUDGET_EXHAUSTED, notice, True,
+    )  # fmt: skip
+    assert end.error is not None
+    assert end.error in notice
+    # Shown as any answer is, after the earlier step's text, and kept for the next turn.
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == f"Looking.\n\n{notice}"
+    assert transcript_of(events)[-1] == {"role": "assistant", "content": notice}
 
 
 async def test_a_spend_limit_ends_the_run_with_its_own_reason() -> None:
@@ -109,7 +132,8 @@ async def test_sub_agents_calls_are_their_runs_and_held_to_its_cost_cap() -> Non
     assert len(end.calls) == 4  # the parent's call and the child's three
     assert end.cost_usd == 4.0
     assert end.usage.input_tokens == 4 * USAGE.input_tokens
-    report = json.loads(str(transcript_of(events)[-1]["content"]))
+    # The parent's answer is its notice; before it, the delegation's report.
+    report = json.loads(str(transcript_of(events)[-2]["content"]))
     assert report[0]["exit_reason"] == "budget_exhausted"
 
 
