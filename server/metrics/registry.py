@@ -8,7 +8,8 @@ dict lookup. How the less obvious numbers are derived:
   ``FallbackActivated`` is one failed attempt; a run that ends between ``ModelCallStarted``
   and its ``StepFinished`` lost that call (``error``, or ``cancelled`` when interrupted); a
   compression's summariser call is a success of its own;
-- grace calls: ``ModelCallStarted.grace``;
+- grace calls: ``ModelCallStarted.grace``; answered or empty by the run's answer, an answer
+  that is the agent's notice (``RunFinished.notice``) being none;
 - sub-agent events count for model calls, tokens, tools and compressions; their runs, budget
   warnings and text are part of the parent's run.
 - cost: each call's as it is made (``StepFinished.cost_usd``, a summariser's
@@ -599,7 +600,9 @@ class Metrics:
 def _grace_outcome(event: RunFinished, *, still_calling: bool) -> str:
     if still_calling:  # the grace call itself did not come back
         return "interrupted" if event.exit_reason is ExitReason.INTERRUPTED else "error"
-    return "answered" if event.final_text.strip() else "empty"
+    # "empty": the grace reply had no text (it called tools anyway, or said nothing); the run
+    # then ends on the agent's notice, which is no answer of the model's.
+    return "answered" if event.final_text.strip() and not event.notice else "empty"
 
 
 def _bounded(value: str, allowed: frozenset[str]) -> str:

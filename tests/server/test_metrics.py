@@ -4,6 +4,7 @@ event observer is also checked on literal events."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -329,6 +330,22 @@ async def test_budget_exhaustion_warning_and_grace_call(
     assert seen.value("hermes_llm_requests_total", provider="budget", outcome="success") == 3
 
 
+async def test_a_grace_reply_that_calls_a_tool_is_an_empty_grace_call(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    # Offered no tools, the grace call calls one anyway: the run ends on a notice naming it,
+    # which is the server's text, not the grace reply's.
+    script(simulator, "sim-budget", Step(reply=Reply(tool_calls=[lookup("again")]), repeat=3))
+    answer = await chat(http, "budget-agent")
+    assert answer["hermes"]["exit_reason"] == "budget_exhausted"
+    assert answer["choices"][0]["message"]["content"].startswith(
+        "The agent reached its step budget before finishing"
+    )
+    seen = await scrape(http)
+    assert seen.value("hermes_budget_grace_calls_total", outcome="empty") == 1
+    assert seen.value("hermes_budget_grace_calls_total", outcome="answered") == 0
+
+
 async def test_prompt_cache_reads_and_writes_by_provider(
     simulator: SimulatorServer, http: httpx.AsyncClient
 ) -> None:
@@ -620,9 +637,15 @@ async def test_observe_counts_a_whole_run_from_literal_events() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "outcome"), [("Here is what I found.", "answered"), ("  ", "empty")]
+    ("text", "notice", "outcome"),
+    [
+        ("Here is what I found.", False, "answered"),
+        ("  ", False, "empty"),
+        # The grace reply called a tool (or said nothing): the run's answer is its notice.
+        ("The agent reached its step budget before finishing.", True, "empty"),
+    ],
 )
-async def test_a_grace_call_is_answered_or_empty(text: str, outcome: str) -> None:
+async def test_a_grace_call_is_answered_or_empty(text: str, notice: bool, outcome: str) -> None:
     metrics, run = Metrics(runtime_metrics=False), _info()
     make = _events("run_1")
     metrics.observe(run, make(RunStarted, task_id="t", model="model-a", provider="a", budget=4))
@@ -632,7 +655,8 @@ async def test_a_grace_call_is_answered_or_empty(text: str, outcome: str) -> Non
     step = make(StepFinished, iteration=4, usage=Usage(), provider="a", model="model-a",
                 finish_reason="stop")  # fmt: skip
     metrics.observe(run, step)
-    metrics.observe(run, _finished(make, ExitReason.BUDGET_EXHAUSTED, text))
+    ended = dataclasses.replace(_finished(make, ExitReason.BUDGET_EXHAUSTED, text), notice=notice)
+    metrics.observe(run, ended)
     grace = metrics.registry.get_sample_value(
         "hermes_budget_grace_calls_total", {"outcome": outcome}
     )
