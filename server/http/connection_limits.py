@@ -19,8 +19,8 @@ per connection:
   byte every few seconds never trips the idle timer, but would hold a connection for hours).
 
 Whatever is refused here, or by uvicorn's parser (a malformed request line, header or chunk,
-a URL over 64 KiB: ``send_400_response``), is answered with the OpenAI error envelope
-(server/http/protocol_errors.py) and a closed connection.
+a URL over 64 KiB: ``send_400_response``), or in a WebSocket handshake, is answered with the
+OpenAI error envelope (server/http/protocol_errors.py) and a closed connection.
 
 A request only stamps a few attributes; one watchdog timer per connection, every few seconds,
 acts on them. It builds on uvicorn's ``HttpToolsProtocol`` (the protocol
@@ -38,7 +38,12 @@ from typing import Any
 from uvicorn._types import ASGI3Application
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-from server.http.protocol_errors import Refusal, parser_refusal, refusal
+from server.http.protocol_errors import (
+    Refusal,
+    enveloping_websockets,
+    parser_refusal,
+    refusal,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,6 +69,7 @@ class _Guarded(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.ws_protocol_class = enveloping_websockets(self.ws_protocol_class)
         # One watchdog per connection looks at these now and then; a request only stamps
         # them (a timer armed and cancelled per request cost ~1 % of a short run's CPU).
         self._head_since: float | None = None

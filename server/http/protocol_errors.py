@@ -8,14 +8,25 @@ one, and :func:`parser_refusal` says which status and message a parser error des
 
 Such an answer always closes the connection: the parser cannot resume after an error, nor can
 the server tell where the next request would begin.
+
+A WebSocket handshake refused below the app (no ``Sec-WebSocket-Key``, a bad version; a socket
+the app closes before accepting it; a 500) is answered in plain text by the ``websockets``
+library: :func:`enveloping_websockets` puts the envelope there too.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
 from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any
 
 import httptools
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.http11 import Response
+from websockets.server import ServerProtocol
 
 from hermes_core import json_codec
 from server.errors import error_envelope
@@ -88,3 +99,59 @@ def parser_refusal(error: BaseException | None) -> Refusal:
     if isinstance(error, httptools.HttpParserError) and str(error):
         return Refusal(400, f"Invalid HTTP request: {error}.", "invalid_http_request")
     return Refusal(400, "Invalid HTTP request.", "invalid_http_request")
+
+
+_WEBSOCKET_CODES = {400: "invalid_websocket_handshake", 426: "invalid_websocket_handshake"}
+_WEBSOCKET_MESSAGES = {
+    403: "The WebSocket connection was refused.",
+    500: "The server had an internal error.",
+}
+"""What is said where ``websockets`` gives no reason, or one naming no fault of the client's."""
+
+
+_ENVELOPING: dict[type[asyncio.Protocol], type[asyncio.Protocol]] = {}
+"""Each enveloping class made, by the class it builds on (one per server, not per connection)."""
+
+
+def enveloping_websockets(
+    protocol: type[asyncio.Protocol] | None,
+) -> type[asyncio.Protocol] | None:
+    """uvicorn's WebSocket protocol class ``protocol``, its refused handshakes answered in the
+    error envelope (a protocol of another library, or none, is left as it is)."""
+    if protocol is None or not issubclass(protocol, WebSocketsSansIOProtocol):
+        return protocol
+    made = _ENVELOPING.get(protocol)
+    if made is None:
+        base = protocol
+
+        def __init__(self: WebSocketsSansIOProtocol, *args: Any, **kwargs: Any) -> None:
+            base.__init__(self, *args, **kwargs)
+            _envelope_rejections(self.conn)
+
+        made = type(f"Enveloping{base.__name__}", (base,), {"__init__": __init__})
+        _ENVELOPING[protocol] = made
+    return made
+
+
+def _envelope_rejections(connection: ServerProtocol) -> None:
+    """Every response ``connection`` makes to refuse a handshake (``reject``: whether the
+    library refuses it or uvicorn does) carries the envelope instead of plain text."""
+    plain = connection.reject
+
+    def reject(status: HTTPStatus | int, text: str) -> Response:
+        return _enveloped(plain(status, text))
+
+    connection.reject = reject  # type: ignore[method-assign]
+
+
+def _enveloped(response: Response) -> Response:
+    status = response.status_code
+    said = bytes(response.body).decode("utf-8", "replace").strip().split("\n")[0]
+    message = _WEBSOCKET_MESSAGES.get(status) or said or response.reason_phrase
+    code = _WEBSOCKET_CODES.get(status, "server_error" if status >= 500 else None)
+    body = json_codec.dumps(error_envelope(status, message, code=code))
+    headers = response.headers
+    del headers["Content-Type"], headers["Content-Length"]
+    headers["Content-Type"] = "application/json"
+    headers["Content-Length"] = str(len(body))
+    return dataclasses.replace(response, body=body)

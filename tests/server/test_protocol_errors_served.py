@@ -181,3 +181,37 @@ def test_a_post_asking_to_upgrade_to_a_websocket_is_served_as_http(served: Serve
     answer = _send(served, upgrade)
     assert answer.status == 405, answer
     answer.error()
+
+
+def _websocket_handshake(path: bytes, *headers: bytes) -> bytes:
+    return b"\r\n".join(
+        [
+            b"GET %s HTTP/1.1" % path,
+            b"Host: x",
+            b"Connection: Upgrade",
+            b"Upgrade: websocket",
+            b"Authorization: Bearer " + KEY.encode(),
+            *headers,
+            b"",
+            b"",
+        ]
+    )
+
+
+def test_a_websocket_handshake_without_its_key_is_a_400_in_the_envelope(served: Served) -> None:
+    answer = _send(served, _websocket_handshake(b"/v1/responses", b"Sec-WebSocket-Version: 13"))
+    assert answer.status == 400, answer
+    error = answer.error()
+    assert error["code"] == "invalid_websocket_handshake"
+    assert "Sec-WebSocket-Key" in error["message"]
+    _still_serves(served)
+
+
+def test_a_websocket_the_app_refuses_is_a_403_in_the_envelope(served: Served) -> None:
+    handshake = _websocket_handshake(
+        b"/v1/models", b"Sec-WebSocket-Version: 13", b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="
+    )
+    answer = _send(served, handshake)
+    assert answer.status == 403, answer
+    assert answer.headers["content-type"] == "application/json"
+    assert json.loads(answer.body)["error"]["type"] == "permission_error"
