@@ -91,6 +91,7 @@ def joining(previous: StoredResponse | None, *, store: bool) -> JoinSession:
                     profile=profile,
                     run_id=run_id,
                     name=name,
+                    whole_history=True,  # a stateless client's input: all it holds
                 )
             if not store:
                 if after is None:

@@ -84,14 +84,46 @@ async def join_by_name(
     profile: str,
     run_id: str,
     name: str | None,
+    whole_history: bool = False,
 ) -> Joined:
-    """A chat turn's: the named session continued (its visible history the transcript), or a
-    new one."""
+    """The named session continued (its visible history the transcript), or a new one.
+    ``whole_history``: the request carries the client's whole visible history (see
+    ``SessionService.begin``)."""
     turn = await sessions.begin(
-        agent, request, owner=owner, profile=profile, run_id=run_id, name=name
+        agent,
+        request,
+        owner=owner,
+        profile=profile,
+        run_id=run_id,
+        name=name,
+        whole_history=whole_history,
     )
     forked = turn.forked_from is not None
     return Joined(turn.request, turn.session_id, turn.conversation, forked, turn.fresh)
+
+
+async def join_by_history(
+    sessions: SessionService,
+    agent: Agent,
+    request: AgentRequest,
+    *,
+    owner: str,
+    profile: str,
+    run_id: str,
+    name: str | None,
+) -> Joined:
+    """A chat turn's: :func:`join_by_name`, its messages the client's whole visible history
+    (so one that forks the session never steers into nor stops the turn running in it)."""
+    return await join_by_name(
+        sessions,
+        agent,
+        request,
+        owner=owner,
+        profile=profile,
+        run_id=run_id,
+        name=name,
+        whole_history=True,
+    )
 
 
 class RequestTools(Protocol):
@@ -135,7 +167,7 @@ class TurnSpec:
     """Open WebUI's title, tag and follow-up prompts: one plain model call, in a run."""
     openwebui: bool
     """Open WebUI's own tools come with every request, not ours to run; its file links."""
-    join: JoinSession = join_by_name
+    join: JoinSession = join_by_history
     named: bool = True
     """Whether the session headers name the turn's session (not when a Responses turn
     continues a previous response)."""

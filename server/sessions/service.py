@@ -26,6 +26,7 @@ from hermes_core.agent import Agent, AgentRequest
 from hermes_core.messages import Message, text_of
 from hermes_core.persistence import RunRecord, SessionInfo, Store, StoredMessage
 from hermes_core.persistence.conversations import UNBOUND_PROFILE
+from hermes_core.persistence.runs import RUNS
 from hermes_core.persistence.sessions import LOCKS, new_session_id
 from server.errors import SessionBusy
 from server.sessions.journal import SessionJournal
@@ -87,6 +88,14 @@ BUSY_POLICY: ContextVar[BusyPolicy | None] = ContextVar("hermes_busy_policy", de
 """The busy policy of the turn this task is beginning (set by ``begin_turn`` around joining
 its session): the join functions of every endpoint pass through here unchanged."""
 
+OnAnotherBranch = Callable[[str], Awaitable[bool]]
+"""Whether the turn being begun is on another branch of its conversation than the run (by
+id) holding the conversation's turn now (see :meth:`SessionService._lock`)."""
+
+
+async def _always(_: str) -> bool:
+    return True
+
 
 class SessionSteered(Exception):
     """The turn's message was steered into the running turn ``run_id`` of its conversation
@@ -130,20 +139,29 @@ class SessionService:
         profile: str,
         run_id: str,
         name: str | None,
+        whole_history: bool = False,
     ) -> Turn:
         """Resolve the turn's session, save the client's new messages, and point ``agent`` at
         the session's frozen system prompt. The caller must start the run with ``run_id``, or
-        call :meth:`abandon`."""
+        call :meth:`abandon`. ``whole_history``: the request carries the client's whole
+        visible history (a chat completion), so whether it forks the conversation tells
+        whether it is on the branch of the turn running in it (see :meth:`_elsewhere`); a
+        run's input is only its new message, whatever it continues."""
         client = _client_messages(request)
         if name is None:
             turn = await self._new_session(agent, request, owner, profile, client, name=None)
             self._track(run_id, turn, lock=None)
             return turn
+
+        async def elsewhere(holder: str) -> bool:
+            return await self._elsewhere(owner, name, client, holder)
+
         return await self._locked(
             owner,
             name,
             run_id,
             lambda waited: self._continue(agent, request, owner, profile, client, name, waited),
+            branch=elsewhere if whole_history else None,
         )
 
     async def begin_after(
@@ -185,7 +203,7 @@ class SessionService:
             lambda _: self._resume(
                 agent, request, session, after.position, client, profile=profile, apart=apart
             ),
-            branch=True,
+            branch=_always,  # it continues a point that has ended: never the running branch
         )
 
     async def begin_latest(
@@ -302,7 +320,7 @@ class SessionService:
         run_id: str,
         resolve: Callable[[float | None], Awaitable[Turn]],
         *,
-        branch: bool = False,
+        branch: OnAnotherBranch | None = None,
     ) -> Turn:
         """``resolve`` the turn holding the conversation's lock (given when the turn began to
         wait for it, if it did); the lock is given back if that fails, and otherwise held by
@@ -363,23 +381,24 @@ class SessionService:
     # --- the steps ----------------------------------------------------------------------------
 
     async def _lock(
-        self, owner: str, name: str, run_id: str, *, branch: bool = False
+        self, owner: str, name: str, run_id: str, *, branch: OnAnotherBranch | None = None
     ) -> float | None:
         """Take the conversation's turn for ``run_id``, or do what the turn's busy policy says
         when another turn holds it. Returns when (``time.time()``) the turn began to wait
         for another, None when it took the conversation at once.
 
-        ``branch``: the turn continues a stored point of the conversation (a response that
-        has ended), so the turn running now is never the same branch as this one: it began
-        from that point too (a sibling) or runs on another branch. Steering this turn's
-        message into it, or stopping it, would change a branch this turn is no part of:
-        ``steer`` and ``interrupt`` wait for it as ``wait`` does, and the turn runs as its own
+        ``branch``: whether this turn is on another branch than the running one (asked only
+        when it would steer or interrupt that one). A turn that continues a stored point of
+        the conversation (a response that has ended) always is: the running turn began from
+        that point too (a sibling) or runs on another branch. So is a chat turn whose history
+        forks the conversation (an edited or regenerated message), or continues a branch the
+        running turn does not write to. Steering its message into that turn, or stopping it,
+        would change a branch it is no part of: ``steer`` and ``interrupt`` wait for it as
+        ``wait`` does (up to ``wait_seconds`` from its arrival), and the turn runs as its own
         fork."""
         sessions, settings = self.store.sessions, self.settings
         policy = BUSY_POLICY.get() or BusyPolicy(mode=settings.busy)
         mode = policy.mode
-        if branch and mode in ("steer", "interrupt"):
-            mode = "wait"
         lease = settings.lease_seconds
         if mode in ("reject", "refuse"):
             if not await sessions.lock(owner, name, run_id, lease_seconds=lease):
@@ -387,12 +406,20 @@ class SessionService:
             return None
         # A wait (or an interrupt's wait for the stopped turn) counts its time in the line.
         waits = mode in ("wait", "interrupt")
-        deadline = time.monotonic() + (settings.wait_seconds if waits else lease)
+        began = time.monotonic()
+        deadline = began + (settings.wait_seconds if waits else lease)
         arrived = time.time()
         async with self._line(owner, name, deadline, busy=lambda: _busy(name)) as queued:
             if await sessions.lock(owner, name, run_id, lease_seconds=lease):
                 return arrived if queued else None
             holder = await self._holder(owner, name)
+            if (
+                mode in ("steer", "interrupt")
+                and holder is not None
+                and branch is not None
+                and await branch(holder)
+            ):
+                mode, deadline = "wait", min(deadline, began + settings.wait_seconds)
             if mode == "steer":
                 steer = policy.steer if holder is not None and policy.text else None
                 if steer is not None and holder is not None and await steer(holder, policy.text):
@@ -444,6 +471,29 @@ class SessionService:
         async with self.store.db.engine.connect() as conn:
             row = (await conn.execute(statement)).first()
         return None if row is None else str(row.run_id)
+
+    async def _elsewhere(self, owner: str, name: str, client: list[Message], holder: str) -> bool:
+        """Whether a chat turn whose client sent ``client`` (its whole visible history) is on
+        another branch of the conversation than the run ``holder`` running in it: its history
+        forks the branch it matches best (the client edited or regenerated an earlier
+        message), or continues a branch that run does not write to (one the client went back
+        to). A history that continues the running branch is the client's next message, sent
+        while the running turn answers (Open WebUI's user typing as the agent works): the
+        client cannot have that answer yet, so it is compared as a turn that waited is."""
+        running = await self._session_of(holder)
+        best = await self._best_branch(owner, name, client, running=running)
+        if best is None:  # the running turn begins the conversation: nothing to fork yet
+            return False
+        branch, found = best
+        return found.fork_at is not None or (running is not None and branch.id != running)
+
+    async def _session_of(self, run_id: str) -> str | None:
+        """The session the run writes to, once its row is written (its lock is taken before:
+        None in its first moments, as for a run that died before it had a row)."""
+        statement = select(RUNS.c.session_id).where(RUNS.c.id == run_id)
+        async with self.store.db.engine.connect() as conn:
+            row = (await conn.execute(statement)).first()
+        return None if row is None or row.session_id is None else str(row.session_id)
 
     async def _new_session(
         self,
@@ -531,15 +581,22 @@ class SessionService:
         return dataclasses.replace(session, profile=profile, system_prompt=prompt)
 
     async def _best_branch(
-        self, owner: str, name: str, client: list[Message], waited: float | None = None
+        self,
+        owner: str,
+        name: str,
+        client: list[Message],
+        waited: float | None = None,
+        *,
+        running: str | None = None,
     ) -> tuple[SessionInfo, Reconciliation] | None:
         """The live branch the client's history matches furthest (the newest on a tie).
         ``waited``: when the turn began to wait for another one; a branch written since
-        may end with an answer the client could not have yet."""
+        may end with an answer the client could not have yet. ``running``: the branch a
+        running turn is answering on, whose answer the client cannot have yet either."""
         best: tuple[SessionInfo, Reconciliation] | None = None
         for branch in await self.store.sessions.tips(owner, name, limit=BRANCHES_COMPARED):
             logical = [entry.stored for entry in await self.store.sessions.logical(branch)]
-            behind = waited is not None and branch.updated_at >= waited
+            behind = branch.id == running or (waited is not None and branch.updated_at >= waited)
             found = reconcile(logical, client, behind=behind)
             if best is None or found.matched > best[1].matched:
                 best = (branch, found)

@@ -82,13 +82,16 @@ async def turn(
     text: str,
     mode: str | None = None,
     model: str = "hermes-agent",
+    before: tuple[str, ...] = (),
 ) -> httpx.Response:
     """One turn of the session (chat: named ``where``) or conversation (Responses: the
-    ``conv_`` id ``where``), with ``mode`` as its busy policy."""
+    ``conv_`` id ``where``), with ``mode`` as its busy policy. ``before``: the user messages
+    a chat client's history holds before ``text`` (a Responses conversation holds them)."""
     headers = {"x-hermes-session-busy": mode} if mode else {}
     if endpoint == "chat":
         headers["x-hermes-session-id"] = where
-        body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": text}]}
+        said = [{"role": "user", "content": each} for each in (*before, text)]
+        body: dict[str, Any] = {"model": model, "messages": said}
         return await http.post("/v1/chat/completions", json=body, headers=headers)
     body = {"model": model, "input": text, "conversation": where}
     return await http.post("/v1/responses", json=body, headers=headers)
@@ -171,7 +174,8 @@ async def test_interrupt_stops_the_running_turn_and_runs_the_new_message(
         where = await place(http, endpoint)
         first = asyncio.create_task(turn(http, endpoint, where, "first"))
         await started(simulator, served)
-        second = await turn(http, endpoint, where, "second", "interrupt")
+        # Its history goes on from the running turn's (one that forked it would wait).
+        second = await turn(http, endpoint, where, "second", "interrupt", before=("first",))
         stopped = await first
 
     assert second.status_code == 200, second.text
@@ -193,7 +197,7 @@ async def test_steer_puts_the_message_into_the_running_turns_next_model_call(
         where = await place(http, endpoint)
         first = asyncio.create_task(turn(http, endpoint, where, "first"))
         await started(simulator, served)
-        steered = await turn(http, endpoint, where, STEER, "steer")
+        steered = await turn(http, endpoint, where, STEER, "steer", before=("first",))
         done = await first
 
     assert steered.status_code == 200, steered.text
@@ -213,7 +217,9 @@ async def test_a_profiles_session_busy_is_its_turns_default(
             turn(http, "chat", "by-profile", "first", model="hermes-steers")
         )
         await started(simulator, served)
-        steered = await turn(http, "chat", "by-profile", STEER, model="hermes-steers")
+        steered = await turn(
+            http, "chat", "by-profile", STEER, model="hermes-steers", before=("first",)
+        )
         await first
 
     assert "x-hermes-steered-into" in steered.headers

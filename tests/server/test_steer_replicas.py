@@ -101,11 +101,16 @@ def said(simulator: SimulatorServer, call: int) -> list[str]:
 async def chat(
     http: httpx.AsyncClient, session: str, text: str, mode: str | None = None
 ) -> httpx.Response:
-    """A chat turn of the named session, with ``mode`` as its busy policy."""
+    """A chat turn of the named session, with ``mode`` as its busy policy; one with a mode
+    comes while the session's first turn runs, its history going on from that turn's (one
+    that forked it would wait for it)."""
     headers = {"x-hermes-session-id": session}
+    said = [text]
     if mode:
         headers["x-hermes-session-busy"] = mode
-    body = {"model": "hermes-agent", "messages": [{"role": "user", "content": text}]}
+        said = ["first", text]
+    messages = [{"role": "user", "content": each} for each in said]
+    body = {"model": "hermes-agent", "messages": messages}
     return await http.post("/v1/chat/completions", json=body, headers=headers)
 
 
