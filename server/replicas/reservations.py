@@ -15,12 +15,14 @@ A run for an end user (docs/end-users.md) is reserved twice in one flush: in its
 in its end user's (``hermes:runs:<owner>/<end user>``, limited by ``limits.runs_per_user``).
 When one set refuses, the other's reservation is released again: for a moment a run may be
 counted that never starts (a refusal too many, never a run too many).
+
+Every reservation lapses by Redis's clock (``TIME``, read by the scripts that write, renew,
+prune and find them), so replicas whose clocks disagree still agree on which have lapsed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
@@ -38,6 +40,33 @@ ALIAS_KEY = "hermes:run-of:{}"
 """The run id of a completion or Response id, while the run's row may not be written yet."""
 ALIAS_SECONDS = 60
 
+# KEYS[i] a run set, ARGV[i + 2] its run; ARGV[1] how long a reservation lasts from now (s),
+# ARGV[2] a run set's TTL (ms). A run that ended meanwhile (released) is not added back.
+_RENEW = """
+local time = redis.call('TIME')
+local lapses = tonumber(time[1]) + tonumber(time[2]) / 1000000 + tonumber(ARGV[1])
+lapses = string.format('%.6f', lapses)
+for i = 1, #KEYS do
+  redis.call('ZADD', KEYS[i], 'XX', lapses, ARGV[i + 2])
+  redis.call('PEXPIRE', KEYS[i], ARGV[2])
+end
+"""
+
+# KEYS[1] the alias of ARGV[1] (a run id or its alias), KEYS[2] the owner's run set. The run's
+# id while its reservation has not lapsed, else nil.
+_FIND = """
+local run = redis.call('GET', KEYS[1]) or ARGV[1]
+local lapses = redis.call('ZSCORE', KEYS[2], run)
+if not lapses then
+  return false
+end
+local time = redis.call('TIME')
+if tonumber(lapses) > tonumber(time[1]) + tonumber(time[2]) / 1000000 then
+  return run
+end
+return false
+"""
+
 LiveRuns = Callable[[], list[tuple[str, str]]]
 """``(owner, run_id)`` of this replica's runs in progress (and ``(owner/end_user, run_id)``
 for a run of an end user: ``RunManager.live_run_keys``)."""
@@ -54,6 +83,8 @@ class Reservations:
         self._writes = writes
         self._lease_seconds = lease_seconds
         self._live_runs: LiveRuns = list
+        self._renew_script = redis.register_script(_RENEW)
+        self._find_script = redis.register_script(_FIND)
 
     def track(self, live_runs: LiveRuns) -> None:
         """Renew the reservations of ``live_runs()`` at each :meth:`renew`."""
@@ -104,11 +135,10 @@ class Reservations:
     async def find(self, owner: str, run_id: str) -> str | None:
         """The id of ``owner``'s run ``run_id`` (a run id or its alias) if it holds a
         reservation on some replica: it is live, whether or not its row is written yet."""
-        alias: bytes | str | None = await self._redis.get(ALIAS_KEY.format(run_id))
-        if alias is not None:
-            run_id = alias.decode() if isinstance(alias, bytes) else alias
-        lapses: float | None = await self._redis.zscore(RUNS_KEY.format(owner), run_id)
-        return run_id if lapses is not None and lapses > time.time() else None
+        found: bytes | str | None = await self._find_script(
+            keys=[ALIAS_KEY.format(run_id), RUNS_KEY.format(owner)], args=[run_id]
+        )
+        return found.decode() if isinstance(found, bytes) else found
 
     def release(self, owner: str, run_id: str, end_user: str | None = None) -> None:
         """Let go of ``run_id``'s reservation, and its ``end_user``'s when it names one (with
@@ -120,10 +150,11 @@ class Reservations:
     async def renew(self) -> None:
         """Push the lapse of this replica's live runs' reservations a lease ahead (a run that
         ended meanwhile is not added back)."""
+        live = self._live_runs()
+        if not live:
+            return
         ttl_ms = max(1, round(self._lease_seconds * 1000))
-        lapses = time.time() + self._lease_seconds
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for owner, run_id in self._live_runs():
-                pipe.zadd(RUNS_KEY.format(owner), {run_id: lapses}, xx=True)
-                pipe.pexpire(RUNS_KEY.format(owner), 2 * ttl_ms)
-            await pipe.execute()
+        await self._renew_script(
+            keys=[RUNS_KEY.format(owner) for owner, _ in live],
+            args=[self._lease_seconds, 2 * ttl_ms, *(run_id for _, run_id in live)],
+        )

@@ -16,6 +16,10 @@ The script keeps each write's guarantee: a reservation checks the key's count an
 in one step (replicas admitting at once cannot both pass); a run's log entries are appended in
 order and its log kept an hour after the last; a release goes with what was queued beside it,
 normally the run's last entry. Redis runs a script alone: nobody sees a flush half done.
+
+A reservation lapses by Redis's clock (``TIME``, read in the script), never a replica's: a
+replica whose clock ran ahead would otherwise prune the others' reservations before they
+lapse (and let a key past its limit), and one behind would write its own lapsed already.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -44,30 +47,39 @@ Redis stops its runs within a lease, so only a lease's worth of entries should e
 Entries = Callable[[], list[tuple[str, str, bytes]]]
 """The log entries to append now, ``(key, entry id, entry)``, taken from their queue."""
 
-# ARGV[1] now, ARGV[2] when a reservation made now lapses, ARGV[3] a run set's TTL (ms),
-# ARGV[4] a log's TTL (s), ARGV[5] how many log entries come first. Then, KEYS[i] the key:
-# an entry's id and the entry; or a reservation ('r', the key's limit, the run) or a release
-# ('f', the run) or an alias ('a', the run, its TTL in s). It returns a character per
-# reservation, in order: 1 made, 0 refused.
+# ARGV[1] how long a reservation made now lasts (s), ARGV[2] a run set's TTL (ms), ARGV[3] a
+# log's TTL (s), ARGV[4] how many log entries come first. Then, KEYS[i] the key: an entry's id
+# and the entry; or a reservation ('r', the key's limit, the run) or a release ('f', the run)
+# or an alias ('a', the run, its TTL in s). It returns a character per reservation, in order:
+# 1 made, 0 refused. Reservations are scored by when they lapse, by Redis's clock: TIME (in
+# a script since Redis 5, whose scripts replicate their effects) is read once, and only by a
+# flush that reserves.
 _FLUSH = """
-local entries = tonumber(ARGV[5])
-local at = 6
+local entries = tonumber(ARGV[4])
+local at = 5
 for i = 1, entries do
   -- pcall: a log another replica closed (it took this one for dead) refuses older ids
   redis.pcall('XADD', KEYS[i], ARGV[at], 'e', ARGV[at + 1])
-  redis.call('EXPIRE', KEYS[i], ARGV[4])
+  redis.call('EXPIRE', KEYS[i], ARGV[3])
   at = at + 2
 end
+local now, lapses
 local reserved = {}
 for i = entries + 1, #KEYS do
   local key = KEYS[i]
   if ARGV[at] == 'r' then
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[1])
+    if not now then
+      local time = redis.call('TIME')
+      local seconds = tonumber(time[1]) + tonumber(time[2]) / 1000000
+      now = string.format('%.6f', seconds)
+      lapses = string.format('%.6f', seconds + tonumber(ARGV[1]))
+    end
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
     if redis.call('ZCARD', key) >= tonumber(ARGV[at + 1]) then
       reserved[#reserved + 1] = '0'
     else
-      redis.call('ZADD', key, ARGV[2], ARGV[at + 2])
-      redis.call('PEXPIRE', key, ARGV[3])
+      redis.call('ZADD', key, lapses, ARGV[at + 2])
+      redis.call('PEXPIRE', key, ARGV[2])
       reserved[#reserved + 1] = '1'
     end
     at = at + 3
@@ -170,12 +182,10 @@ class RunWrites:
         entries, self._unsent = self._unsent + self._entries(), []
         if not entries and not writes:
             return
-        now = time.time()
         keys = [key for key, _, _ in entries]
         keys += writes
         args: list[str | int | float | bytes] = [
-            now,
-            now + self._lease_seconds,
+            self._lease_seconds,
             2 * max(1, round(self._lease_seconds * 1000)),
             self._log_seconds,
             len(entries),
