@@ -16,6 +16,8 @@ conversation grows.
 - Deleting a conversation deletes its row, its sessions and its workspace. Anything that
   changes the transcript takes the conversation's turn lock: while a response of the
   conversation is in progress, it is a 409 (cancel the response, or retry once it has ended).
+  A response holds the lock until it is saved, a moment after its run ends: it says where in
+  the transcript it ended, so a change made before that save would be undone by it.
 
 Another key's conversation is a 404, as if it did not exist. With ``X-Hermes-Memory-Scope``
 the items are those of the scope's session, as for any named session.

@@ -56,6 +56,7 @@ from server.serving.response_compact import compact
 from server.serving.response_live import Live, LiveResponses, Progress, record, response_frames
 from server.serving.response_stored import StoredResponses
 from server.serving.turn import TurnSpec, begin_turn
+from server.sessions.service import response_kept
 from server.views.file_citations import FileAnnouncer
 from server.views.response_mcp import RemoteMcpTools
 from server.views.responses import ResponsesView
@@ -189,8 +190,13 @@ class ResponsesServing:
         tools = RemoteMcp(services, profile, body.tools)
         response_id = new_id("resp_")
         # The run's task, started inside, inherits the web tools' domains and the image
-        # settings (the request's own).
-        with only_domains(hosted.allowed_domains), image_options(hosted.images):
+        # settings (the request's own). A stored response keeps its conversation's turn until
+        # it is saved (its recorder gives it back): see ``server/sessions/journal.py``.
+        with (
+            only_domains(hosted.allowed_domains),
+            image_options(hosted.images),
+            response_kept(body.store),
+        ):
             turn = await begin_turn(
                 services,
                 request,
@@ -217,13 +223,28 @@ class ResponsesServing:
                 ),
             )
         run, rendering = turn.run, tools.rendering
-        shell = body.shell(
-            response_id=response_id,
-            created_at=int(time.time()),
-            model=profile.id,
-            status="queued" if body.background else "in_progress",
-        )
-        recorder = record(services, run, body, shell, principal, progress, rendering, turn.files)
+        sessions = services.sessions
+        # Whether the run's conversation lock waits for this response's save once the run
+        # has ended: its own turn's does (begun so), one steered into it is added here.
+        steered = "x-hermes-steered-into" in turn.headers
+        kept = sessions is not None and body.store and (not steered or sessions.keep(run.id))
+        try:
+            shell = body.shell(
+                response_id=response_id,
+                created_at=int(time.time()),
+                model=profile.id,
+                status="queued" if body.background else "in_progress",
+            )
+            recorder = record(
+                services, run, body, shell, principal, progress, rendering, turn.files
+            )
+        except BaseException:
+            if kept and sessions is not None:  # no recorder gives the turn back
+                sessions.release(run.id)
+            raise
+        if kept and sessions is not None:
+            # Once the response is saved (queued before the release), however it ends.
+            recorder.add_done_callback(lambda _: sessions.release(run.id))
         live = Live(run, shell, progress, recorder, rendering, turn.files)
         if body.store:  # `store: false` keeps nothing, not even for retrieval while it runs
             self._live.remember(live)

@@ -9,7 +9,11 @@ queued write (see :mod:`hermes_core.persistence.writer`).
 - ``CompressionPerformed``: a child session that starts from the compacted transcript; the
   parent ends, and the run's later messages go to the child.
 - ``RunFinished``: the run's ending, the session's token counters, and the turn lock released.
-  The run manager flushes the queue before any client hears of the ending.
+  The run manager flushes the queue before any client hears of the ending. A run whose
+  responses are saved once it has ended (a stored Responses turn's, and any steered into it)
+  keeps the lock until each is (:meth:`SessionJournal.release`): a response says where in the
+  session it ended, and a change to the conversation made before its save (a deleted item
+  moving what follows it) would be overwritten by it.
 
 Everything else changes nothing on record; a sub-agent's events are part of its parent's
 ``delegate_task`` call, whose result is the message that is recorded.
@@ -60,6 +64,17 @@ class _Tracked:
     save: Callable[[], None] | None = None
     """Writes what the run's turn adds to the conversation: called when the run starts (or
     ends, should it end before it started)."""
+    keepers: int = 0
+    """Saves to come once the run has ended (its responses'): its lock outlives it until
+    each has said :meth:`SessionJournal.release`."""
+
+
+@dataclass(slots=True)
+class _Held:
+    """The lock of an ended run, kept for saves still to come."""
+
+    lock: tuple[str, str]
+    keepers: int
 
 
 class SessionJournal:
@@ -70,6 +85,8 @@ class SessionJournal:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._runs: dict[str, _Tracked] = {}
+        self._held: dict[str, _Held] = {}
+        """The locks of ended runs kept for saves to come, by run."""
 
     def track(
         self,
@@ -78,13 +95,46 @@ class SessionJournal:
         *,
         lock: tuple[str, str] | None,
         save: Callable[[], None] | None = None,
+        kept: bool = False,
     ) -> None:
-        self._runs[run_id] = _Tracked(session_id, lock, save)
+        """Write the run's transcript into ``session_id``; ``lock``: the conversation lock
+        it holds, given back when it ends (``kept``: once its turn's response is saved too,
+        as :meth:`keep` says)."""
+        self._runs[run_id] = _Tracked(session_id, lock, save, 1 if kept else 0)
 
     def untrack(self, run_id: str) -> None:
+        """Stop writing for the run, and give its lock back (kept or not)."""
         tracked = self._runs.pop(run_id, None)
         if tracked is not None and tracked.lock is not None:
             self.store.sessions.unlock(*tracked.lock, run_id)
+
+    def keep(self, run_id: str) -> bool:
+        """One more save the run's lock waits for once the run has ended (a response steered
+        into it); each says :meth:`release` when written. False: the lock is back already."""
+        tracked = self._runs.get(run_id)
+        if tracked is not None:
+            tracked.keepers += 1
+            return True
+        held = self._held.get(run_id)
+        if held is not None:
+            held.keepers += 1
+            return True
+        return False
+
+    def release(self, run_id: str) -> None:
+        """A save the run's lock was kept for is queued (a batch writes the unlock last): the
+        lock goes back once the run has ended and none is left to come."""
+        tracked = self._runs.get(run_id)
+        if tracked is not None:
+            tracked.keepers = max(0, tracked.keepers - 1)
+            return
+        held = self._held.get(run_id)
+        if held is None:
+            return
+        held.keepers -= 1
+        if held.keepers <= 0:
+            del self._held[run_id]
+            self.store.sessions.unlock(*held.lock, run_id)
 
     def __call__(self, run: RunInfo, event: AgentEvent) -> None:
         # Only the kinds in ``observed_kinds`` come here; the others are listed below as
@@ -175,4 +225,8 @@ class SessionJournal:
             error=event.error,
             cost_usd=event.cost_usd,
         )
-        self.untrack(run.id)
+        if tracked is not None and tracked.keepers and tracked.lock is not None:
+            del self._runs[run.id]  # its responses' saves give the lock back (release)
+            self._held[run.id] = _Held(tracked.lock, tracked.keepers)
+        else:
+            self.untrack(run.id)

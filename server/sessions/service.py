@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Literal
@@ -87,6 +87,23 @@ class BusyPolicy:
 BUSY_POLICY: ContextVar[BusyPolicy | None] = ContextVar("hermes_busy_policy", default=None)
 """The busy policy of the turn this task is beginning (set by ``begin_turn`` around joining
 its session): the join functions of every endpoint pass through here unchanged."""
+
+RESPONSE_KEPT: ContextVar[bool] = ContextVar("hermes_response_kept", default=False)
+"""Whether the turn this task is beginning saves a response once its run has ended (a stored
+Responses turn; set around beginning it): its conversation's lock is then kept past the run's
+end until :meth:`SessionService.release` (see the journal), so that no change of the
+conversation comes between the run's end and the response saying where it ended."""
+
+
+@contextmanager
+def response_kept(kept: bool) -> Iterator[None]:
+    """:data:`RESPONSE_KEPT` for the turns begun inside."""
+    token = RESPONSE_KEPT.set(kept)
+    try:
+        yield
+    finally:
+        RESPONSE_KEPT.reset(token)
+
 
 OnAnotherBranch = Callable[[str], Awaitable[bool]]
 """Whether the turn being begun is on another branch of its conversation than the run (by
@@ -335,11 +352,24 @@ class SessionService:
         return turn
 
     def _track(self, run_id: str, turn: Turn, *, lock: tuple[str, str] | None) -> None:
-        self.journal.track(run_id, turn.session_id, lock=lock, save=turn.save)
+        kept = RESPONSE_KEPT.get()
+        self.journal.track(run_id, turn.session_id, lock=lock, save=turn.save, kept=kept)
 
     def abandon(self, run_id: str) -> None:
         """The run was not started after all: give its lock back."""
         self.journal.untrack(run_id)
+
+    def keep(self, run_id: str) -> bool:
+        """One more response of the running run ``run_id`` (one steered into it) that its
+        conversation's lock waits for once it has ended, until :meth:`release`; False when
+        the lock is back already (nothing to release)."""
+        return self.journal.keep(run_id)
+
+    def release(self, run_id: str) -> None:
+        """A response of the run (begun under :data:`RESPONSE_KEPT`, or kept by
+        :meth:`keep`) is saved, or never will be: the conversation's lock, kept past the
+        run's end for it, goes back once no other is to come."""
+        self.journal.release(run_id)
 
     async def recover(self, instance: str | None = None) -> list[RunRecord]:
         """Close what a previous life of this instance (or ``instance``, a replica that died)
