@@ -4,6 +4,7 @@ runs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -12,6 +13,7 @@ from typing import Any, Literal
 
 from hermes_core.events import AgentEvent, RunFinished
 from hermes_core.persistence import StoredResponse
+from hermes_core.persistence.disk_full import StorageFull
 from server.http.auth import Principal
 from server.http.sse import DONE, named_frame
 from server.protocol.responses import ResponseCreateRequest
@@ -75,9 +77,13 @@ def record(
     progress: Progress,
     remote: RemoteMcpTools | None,
     files: FileAnnouncer | None,
+    release: Callable[[], bool] | None = None,
 ) -> asyncio.Task[dict[str, Any]]:
     """The response's recorder: saves it as it starts and as it ends (unless ``store`` is
-    false), and gives its final object."""
+    false), and gives its final object. ``release``: gives back the conversation's turn,
+    which the run's ending left to this response's save (``server/sessions/journal.py``);
+    True when it went back (queued) now. Called once the save is queued, however the
+    recorder ends."""
     store = services.store if body.store else None
     sources = body.hosted_tools().sources
     view = ResponsesView(shell, progress=progress, remote_mcp=remote, files=files, sources=sources)
@@ -115,15 +121,34 @@ def record(
 
     save(shell)  # now, so that a background response can be retrieved at once
 
+    released = False
+
+    def give_back() -> bool:
+        nonlocal released
+        if release is None or released:
+            return False
+        released = True
+        return release()
+
     async def record() -> dict[str, Any]:
-        await run.until_finished()
-        for event in run.events:
-            view.handle(event)
-        final = view.response
-        save(final)
+        try:
+            await run.until_finished()
+            for event in run.events:
+                view.handle(event)
+            final = view.response
+            save(final)
+        finally:
+            given_back = give_back()
+        if given_back and services.store is not None:
+            # The save and the turn's release (a batch writes it last) are durable before the
+            # client hears of the end: its next turn may come through another replica.
+            with contextlib.suppress(StorageFull):  # queued: written once there is room
+                await services.store.db.writer.flush()
         return final
 
-    return asyncio.create_task(record(), name=f"hermes-record-{shell['id']}")
+    recorder = asyncio.create_task(record(), name=f"hermes-record-{shell['id']}")
+    recorder.add_done_callback(lambda _: give_back())  # one cancelled before it began
+    return recorder
 
 
 async def response_frames(

@@ -20,6 +20,7 @@ import dataclasses
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from fastapi import Request
@@ -235,16 +236,15 @@ class ResponsesServing:
                 model=profile.id,
                 status="queued" if body.background else "in_progress",
             )
+            # Called once the response's save is queued (see ``record``).
+            release = partial(sessions.release, run.id) if kept and sessions is not None else None
             recorder = record(
-                services, run, body, shell, principal, progress, rendering, turn.files
+                services, run, body, shell, principal, progress, rendering, turn.files, release
             )
         except BaseException:
             if kept and sessions is not None:  # no recorder gives the turn back
                 sessions.release(run.id)
             raise
-        if kept and sessions is not None:
-            # Once the response is saved (queued before the release), however it ends.
-            recorder.add_done_callback(lambda _: sessions.release(run.id))
         live = Live(run, shell, progress, recorder, rendering, turn.files)
         if body.store:  # `store: false` keeps nothing, not even for retrieval while it runs
             self._live.remember(live)

@@ -121,20 +121,23 @@ class SessionJournal:
             return True
         return False
 
-    def release(self, run_id: str) -> None:
+    def release(self, run_id: str) -> bool:
         """A save the run's lock was kept for is queued (a batch writes the unlock last): the
-        lock goes back once the run has ended and none is left to come."""
+        lock goes back once the run has ended and none is left to come. Whether it went back
+        (queued) now."""
         tracked = self._runs.get(run_id)
         if tracked is not None:
             tracked.keepers = max(0, tracked.keepers - 1)
-            return
+            return False
         held = self._held.get(run_id)
         if held is None:
-            return
+            return False
         held.keepers -= 1
-        if held.keepers <= 0:
-            del self._held[run_id]
-            self.store.sessions.unlock(*held.lock, run_id)
+        if held.keepers > 0:
+            return False
+        del self._held[run_id]
+        self.store.sessions.unlock(*held.lock, run_id)
+        return True
 
     def __call__(self, run: RunInfo, event: AgentEvent) -> None:
         # Only the kinds in ``observed_kinds`` come here; the others are listed below as

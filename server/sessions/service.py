@@ -365,11 +365,11 @@ class SessionService:
         the lock is back already (nothing to release)."""
         return self.journal.keep(run_id)
 
-    def release(self, run_id: str) -> None:
+    def release(self, run_id: str) -> bool:
         """A response of the run (begun under :data:`RESPONSE_KEPT`, or kept by
         :meth:`keep`) is saved, or never will be: the conversation's lock, kept past the
-        run's end for it, goes back once no other is to come."""
-        self.journal.release(run_id)
+        run's end for it, goes back once no other is to come. Whether it went back now."""
+        return self.journal.release(run_id)
 
     async def recover(self, instance: str | None = None) -> list[RunRecord]:
         """Close what a previous life of this instance (or ``instance``, a replica that died)

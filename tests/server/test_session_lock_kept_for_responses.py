@@ -65,9 +65,9 @@ async def test_a_runs_turn_is_kept_past_its_end_until_each_of_its_responses_is_s
 
     journal(run, ending_of("run_1", []))
     assert not await _changeable(store)
-    journal.release("run_1")  # the run's own response is saved
+    assert not journal.release("run_1")  # the run's own response is saved
     assert not await _changeable(store)
-    journal.release("run_1")  # the steered one's too
+    assert journal.release("run_1")  # the steered one's too
 
     assert await _changeable(store)
     assert not journal.keep("run_1")  # nothing left to keep it for
