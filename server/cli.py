@@ -87,8 +87,8 @@ def _serve(args: argparse.Namespace) -> int:
         log.warning("no API keys configured: serving loopback only, every caller is 'local'")
     if config.server.redis_url is not None and args.worker is None:
         refused = _shared_volume_refusal(config)
-        if refused is None and args.workers <= 1:
-            refused = _instance_refusal(config)
+        if refused is None:
+            refused = _instance_refusal(config, args.workers)
         if refused is not None:
             print(f"hermes-server: {refused}", file=sys.stderr)
             return EXIT_INVALID_CONFIG
@@ -125,18 +125,20 @@ def _shared_volume_refusal(config: HermesConfig) -> str | None:
     )
 
 
-def _instance_refusal(config: HermesConfig) -> str | None:
-    """Why this replica must not start: another live replica runs under its name (see
-    server/replicas/liveness.py)."""
+def _instance_refusal(config: HermesConfig, workers: int) -> str | None:
+    """Why this replica must not start: another live replica runs under its name, or under a
+    name one of its ``workers`` will take (see server/replicas/liveness.py)."""
+    from server.process.workers import worker_name
     from server.replicas.instance import instance_name
     from server.replicas.liveness import refusal_at_start
 
     assert config.server.redis_url is not None
     instance = config.server.instance or instance_name(config.server.data_dir)
+    names = [worker_name(instance, i) for i in range(1, workers + 1)] if workers > 1 else [instance]
     return asyncio.run(
         refusal_at_start(
             config.server.redis_url.get_secret_value(),
-            instance,
+            names,
             lease_seconds=config.server.lease_seconds,
         )
     )
@@ -191,7 +193,14 @@ def _serve_config(args: argparse.Namespace, config: HermesConfig) -> int:
             timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
         )
         sockets = [workers.listening_socket(args.listen_fd)] if args.listen_fd is not None else None
-        ExitAwareServer(uvicorn_config, on_exit=services.runs.begin_exit).run(sockets=sockets)
+        try:
+            ExitAwareServer(uvicorn_config, on_exit=services.runs.begin_exit).run(sockets=sockets)
+        except SystemExit:  # its start failed: a name taken since the check is refused alike
+            taken = services.cluster.taken if services.cluster is not None else None
+            if taken is None:
+                raise
+            print(f"hermes-server: {taken}", file=sys.stderr)
+            return EXIT_INVALID_CONFIG
     return 0
 
 

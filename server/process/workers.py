@@ -8,7 +8,9 @@ replicas on several machines are: one PostgreSQL, one Redis (README § Several r
 than one worker needs both; on SQLite, or without ``redis_url``, the parent refuses to start.
 
 The parent forwards SIGTERM (each worker drains: ``server.drain_seconds``), SIGINT and SIGHUP
-(each worker reloads its configuration), and starts a worker again if one dies.
+(each worker reloads its configuration), and starts a worker again if one dies, unless it
+refused to start (exit 2: its name held by another live process, its configuration invalid):
+it would refuse again at every restart, so the parent stops the others and exits 2.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from server.config import HermesConfig
 log = logging.getLogger("hermes.workers")
 
 RESTART_PAUSE_SECONDS = 1.0
+REFUSED = 2
+"""The exit code of a worker that refused to start (``server.cli.EXIT_INVALID_CONFIG``)."""
 
 
 def refusal(config: HermesConfig, workers: int) -> str | None:
@@ -64,9 +68,9 @@ def supervise(worker_args: list[str], workers: int, sock: socket.socket) -> int:
         signal.signal(sig, supervisor.forward)
     for index in range(1, workers + 1):
         supervisor.start(index)
-    supervisor.watch()
+    code = supervisor.watch()
     sock.close()
-    return 0
+    return code
 
 
 class _Supervisor:
@@ -95,25 +99,45 @@ class _Supervisor:
             if process.poll() is None:
                 process.send_signal(sig)
 
-    def watch(self) -> None:
-        """Start a worker that died again, until told to stop; then wait for them all."""
+    def watch(self) -> int:
+        """Start a worker that died again, until told to stop or one refused to start (then
+        stop the others); then wait for them all. The parent's exit code: ``REFUSED`` after a
+        refusal, else 0."""
+        refused = False
         while not self._stopping.is_set():
             time.sleep(0.2)
             for index, process in list(self._processes.items()):
                 code = process.poll()
-                if code is not None and not self._stopping.is_set():
-                    log.error("worker %d exited with %s; starting it again", index, code)
-                    time.sleep(RESTART_PAUSE_SECONDS)
-                    if self._stopping.is_set():  # meanwhile: a worker started now is never told
-                        break
-                    self.start(index)
+                if code is None or self._stopping.is_set():
+                    continue
+                if code == REFUSED:
+                    log.error(
+                        "worker %d refused to start (exit %d, its reason above); it would "
+                        "refuse again: stopping the other workers",
+                        index,
+                        code,
+                    )
+                    refused = True
+                    self.forward(signal.SIGTERM, None)
+                    break
+                log.error("worker %d exited with %s; starting it again", index, code)
+                time.sleep(RESTART_PAUSE_SECONDS)
+                if self._stopping.is_set():  # meanwhile: a worker started now is never told
+                    break
+                self.start(index)
         for process in self._processes.values():
             process.wait()
+        return REFUSED if refused else 0
+
+
+def worker_name(base: str, index: int) -> str:
+    """The instance name of worker ``index`` (from 1) of the server named ``base``."""
+    return f"{base}.w{index}"
 
 
 def worker_instance(config: HermesConfig, base: str, index: int) -> HermesConfig:
     """``config`` as worker ``index`` serves it: its own instance name."""
-    server = config.server.model_copy(update={"instance": f"{base}.w{index}"})
+    server = config.server.model_copy(update={"instance": worker_name(base, index)})
     return config.model_copy(update={"server": server})
 
 

@@ -24,7 +24,7 @@ from hermes_core.events import AgentEvent
 from hermes_core.providers.retry import Cooldowns
 from server.replicas.broadcasts import Broadcasts, ForgetHandler, SteerHandler, StopHandler
 from server.replicas.event_log import EventLog
-from server.replicas.liveness import Lapsed, LiveInstances, Liveness, Recover
+from server.replicas.liveness import InstanceTaken, Lapsed, LiveInstances, Liveness, Recover
 from server.replicas.reservations import LiveRuns, Refusal, Reservations
 from server.replicas.run_writes import RunWrites
 from server.replicas.shared_volume import SharedVolume
@@ -65,6 +65,9 @@ class Cluster:
         """The volume of uploads and workspaces every replica must see (None: not checked)."""
         self._tasks: list[asyncio.Task[None]] = []
         self._claimed = False
+        self.taken: InstanceTaken | None = None
+        """Why :meth:`claim` refused this replica its name (a live process holds it): ``serve``
+        then exits as refused (2), so a ``--workers`` parent stops rather than start it again."""
 
     async def claim(self) -> None:
         """Check the shared volume and take this replica's lease, before it recovers its
@@ -75,7 +78,11 @@ class Cluster:
             return
         if self.volume is not None:
             await self.volume.claim()
-        await self._liveness.claim()
+        try:
+            await self._liveness.claim()
+        except InstanceTaken as taken:
+            self.taken = taken
+            raise
         self._claimed = True
 
     async def start(

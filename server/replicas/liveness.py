@@ -26,7 +26,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -192,19 +192,31 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-async def refusal_at_start(redis_url: str, instance: str, *, lease_seconds: float) -> str | None:
-    """Why this replica must not start (another live process runs under its name), or None:
-    checked by ``serve`` before anything else, so that the refusal is one line, not a failed
-    start-up. The lease taken for the check is given back at once."""
+async def refusal_at_start(
+    redis_url: str, instances: Sequence[str], *, lease_seconds: float
+) -> str | None:
+    """Why this replica (or these workers) must not start: another live process runs under one
+    of ``instances``, or None. Checked by ``serve`` before anything else, so that the refusal
+    is one line, not a failed start-up (nor, with ``--workers``, a worker started again and
+    again). The names are looked at together (a dead namesake's lease is waited out once); the
+    leases taken for the check are given back at once."""
     import redis.asyncio as aioredis
 
     client = aioredis.from_url(redis_url)
-    liveness = Liveness(client, instance=instance, lease_seconds=lease_seconds)
     try:
-        await liveness.claim()
-        await liveness.give_back()
-    except InstanceTaken as refused:
-        return str(refused)
+        checks = [
+            Liveness(client, instance=name, lease_seconds=lease_seconds) for name in instances
+        ]
+        claimed = await asyncio.gather(*(check.claim() for check in checks), return_exceptions=True)
+        for check, outcome in zip(checks, claimed, strict=True):
+            if outcome is None:
+                await check.give_back()
+        for outcome in claimed:
+            if isinstance(outcome, InstanceTaken):
+                return str(outcome)
+        for outcome in claimed:
+            if isinstance(outcome, BaseException):
+                raise outcome
     finally:
         await client.aclose()
     return None
