@@ -204,7 +204,12 @@ async def start_api_run(
 
 
 def _named(session: str | None) -> JoinSession:
-    """How a run joins the session the body names (or a new one)."""
+    """How a run joins the session the body names (or a new one). A run's input is only what
+    it adds (a cron's same words each night, say), never the visible history a chat client
+    resends: so it goes on from the session as it stands, as a conversation's turn does,
+    instead of being reconciled with it (which forked the session empty at every run)."""
+    if session is not None:
+        return in_conversation(session)
 
     async def join(
         sessions: SessionService,

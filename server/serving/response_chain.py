@@ -154,7 +154,8 @@ async def conversation_of(
 def in_conversation(conversation_id: str) -> JoinSession:
     """How a turn of a conversation joins its session: the key's session named by the
     conversation's id, appended to as it stands (its workspace, open approvals and turn lock
-    are that name's, as a named session's are)."""
+    are that name's, as a named session's are). A run naming a session joins it so too: its
+    input is only what it adds, as a conversation turn's is."""
 
     async def join(
         sessions: SessionService,

@@ -129,6 +129,27 @@ async def test_a_named_session_continues_with_its_hidden_tool_history(
     assert "definition of zebra" in sent[-3]["content"]
 
 
+async def test_runs_naming_a_session_go_on_from_its_transcript(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    """A run's input is only its new message (a cron's, say): each run of a named session
+    goes on from what the session holds, not from nothing."""
+    script(simulator, tools(call("lookup", word="night")), text("Logs are quiet."), text("Same."))
+    auth = {"authorization": f"Bearer {KEY_ALICE}"}
+    body = {"model": "hermes-agent", "session": "nightly"}
+    for said in ("Summarise the logs.", "And tonight?"):
+        run = (await http.post("/v1/runs", json={**body, "input": said}, headers=auth)).json()
+        async with http.stream("GET", f"/v1/runs/{run['id']}/events", headers=auth) as events:
+            await events.aread()  # the run's events, to its end
+        assert (await http.get(f"/v1/runs/{run['id']}", headers=auth)).json()["ended_at"]
+    sent = upstream_messages(simulator)[-1]
+    said_before = [(m["role"], m.get("content")) for m in sent if m["role"] != "system"]
+    assert said_before[0] == ("user", "Summarise the logs.")
+    assert ("assistant", "Logs are quiet.") in said_before
+    assert [role for role, _ in said_before] == ["user", "assistant", "tool", "assistant", "user"]
+    assert said_before[-1] == ("user", "And tonight?")
+
+
 async def test_without_a_name_the_request_history_is_used(
     simulator: SimulatorServer, http: httpx.AsyncClient
 ) -> None:
