@@ -409,12 +409,29 @@ def _size_if_file(workspace: Workspace, relative: str) -> int | None:
 
 
 def _candidates(name: str) -> Iterator[str]:
-    yield name
+    """Names to place ``name`` under, in order, each short enough for the file system."""
     stem, dot, suffix = name.rpartition(".")
-    stem, suffix = (stem, f".{suffix}") if dot and stem else (name, "")
+    if dot and stem and len(suffix.encode()) <= _MAX_SUFFIX_BYTES:
+        suffix = f".{suffix}"
+    else:
+        stem, suffix = name, ""
+    yield _fitted(stem, suffix)
     for n in range(2, 10_000):
-        yield f"{stem} ({n}){suffix}"
-    yield f"{secrets.token_hex(8)}-{name}"
+        yield _fitted(stem, suffix, f" ({n})")
+    yield _fitted(f"{secrets.token_hex(8)}-{stem}", suffix)
+
+
+NAME_MAX_BYTES = 255
+"""The longest name a file may have on Linux file systems, in bytes: 255 characters of a
+non-Latin script are two or three times that (the copy then failed, a 500)."""
+_MAX_SUFFIX_BYTES = 32
+"""A longer "extension" is no extension: cutting the name keeps nothing of it."""
+
+
+def _fitted(stem: str, suffix: str, mark: str = "") -> str:
+    """``stem + mark + suffix``, the stem cut short (at a whole character) to fit NAME_MAX_BYTES."""
+    room = NAME_MAX_BYTES - len((mark + suffix).encode())
+    return stem.encode()[:room].decode(errors="ignore") + mark + suffix
 
 
 def _digest(owner: str) -> str:
