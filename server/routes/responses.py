@@ -110,12 +110,16 @@ async def delete_response(response_id: str, request: Request, principal: Caller)
     "/{response_id}/cancel",
     response_model=None,
     responses={
-        200: success(ResponseObject, "The Response, ended with status ``cancelled``."),
+        200: success(
+            ResponseObject,
+            "The Response, ended with status ``cancelled`` (one cancelled already: as it is).",
+        ),
         **errors(401, 404, 409),
     },
 )
 async def cancel_response(response_id: str, request: Request, principal: Caller) -> Response:
-    """Stop a response in progress; answers it with status ``cancelled``."""
+    """Stop a response in progress; answers it with status ``cancelled``. Cancelling twice is
+    idempotent, as on OpenAI; cancelling one that ended otherwise is a 409."""
     return await _serving(request).cancel(response_id, principal, end_user_id(request, principal))
 
 

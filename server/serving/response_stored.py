@@ -132,18 +132,26 @@ class StoredResponses:
             early = await self._cancelled_early(response_id, principal)
             if early is not None:
                 return FastJSONResponse(early)
-        if live is None or live.run.status.finished:
+        if live is not None and not live.run.status.finished:
+            self.services.runs.stop(live.run, InterruptSource.CANCEL_API)
+            final = await asyncio.wait_for(asyncio.shield(live.recorder), CANCEL_WAIT_SECONDS)
+            return FastJSONResponse(final)
+        if live is not None:  # ended, its final object not yet stored
+            final = await asyncio.wait_for(asyncio.shield(live.recorder), CANCEL_WAIT_SECONDS)
+        else:
             stored = await self._stored(response_id, principal)
-            if live is None and await self._stopped_elsewhere(stored, principal, "cancel"):
+            if await self._stopped_elsewhere(stored, principal, "cancel"):
                 return FastJSONResponse(await self._final_elsewhere(stored, principal))
-            raise APIError(
-                409,
-                f"Response '{response_id}' is not in progress ({stored.status}).",
-                code="response_not_cancellable",
-            )
-        self.services.runs.stop(live.run, InterruptSource.CANCEL_API)
-        final = await asyncio.wait_for(asyncio.shield(live.recorder), CANCEL_WAIT_SECONDS)
-        return FastJSONResponse(final)
+            final = stored.body
+        if final["status"] == "cancelled":
+            # Cancelling twice is idempotent, as on OpenAI: a client that retries a cancel
+            # (its first answer lost) gets the cancelled response again, not a conflict.
+            return FastJSONResponse(final)
+        raise APIError(
+            409,
+            f"Response '{response_id}' is not in progress ({final['status']}).",
+            code="response_not_cancellable",
+        )
 
     async def delete(self, response_id: str, principal: Principal) -> dict[str, Any]:
         live = self.live.get(response_id, principal)
@@ -213,7 +221,7 @@ class StoredResponses:
         order: Literal["asc", "desc"],
     ) -> dict[str, Any]:
         stored = await self._stored(response_id, principal)
-        items: list[dict[str, Any]] = list(stored.request.get("input_items", []))
+        items = [_listed(item) for item in stored.request.get("input_items", [])]
         if order == "desc":
             items.reverse()
         if after is not None:
@@ -236,6 +244,20 @@ def _not_found(response_id: str) -> APIError:
         404, f"Response with id '{response_id}' not found.", param="response_id",
         code="response_not_found",
     )  # fmt: skip
+
+
+_LISTED_WITH_STATUS = frozenset({"message", "function_call", "function_call_output"})
+"""Input item types OpenAI's list gives a ``status``: the SDK's item types require one of an
+assistant message, a function call and a function call's output (a strict client refuses a
+page without it)."""
+
+
+def _listed(item: dict[str, Any]) -> dict[str, Any]:
+    """An input item as ``input_items`` lists it: as the client sent it, ``completed`` when it
+    gave no status of its own (an input item is whole once sent)."""
+    if item.get("type") in _LISTED_WITH_STATUS and "status" not in item:
+        return {**item, "status": "completed"}
+    return item
 
 
 def _announcer_of(container: Any) -> FileAnnouncer | None:

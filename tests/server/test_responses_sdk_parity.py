@@ -1,0 +1,58 @@
+"""``/v1/responses`` as OpenAI's own clients use it, through the strict official SDK, where
+our behaviour once parted from OpenAI's: listing input items, cancelling, and the other
+companions of a stored response."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+
+from server.simulator import SimulatorServer
+from tests.server.test_responses import WEATHER_TOOL, call, script, text, tools
+
+
+async def test_input_items_of_a_replayed_conversation_validate_and_page_in_order(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    # A stateless client sends its whole conversation back, function calls included, each
+    # item as it built it (without a status): a strict SDK still reads the list.
+    script(simulator, text("It is sunny in Paris."))
+    sent: list[Any] = [
+        {"role": "user", "content": "weather in Paris?"},
+        {"type": "function_call", "call_id": "call_1", "name": "get_weather",
+         "arguments": '{"city": "Paris"}'},
+        {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+        {"role": "assistant", "content": "Sunny."},
+        {"role": "user", "content": "and so?"},
+    ]  # fmt: skip
+    created = await client.responses.create(model="hermes-agent", input=sent, tools=[WEATHER_TOOL])
+
+    newest_first = await client.responses.input_items.list(created.id)
+    oldest_first = await client.responses.input_items.list(created.id, order="asc", limit=2)
+    after = await client.responses.input_items.list(
+        created.id, order="asc", after=oldest_first.data[-1].id
+    )
+    every = [item async for item in client.responses.input_items.list(created.id, limit=2)]
+
+    kinds = ["message", "function_call", "function_call_output", "message", "message"]
+    assert [item.type for item in newest_first.data] == kinds[::-1]
+    assert {getattr(item, "status", None) for item in newest_first.data} == {"completed"}
+    assert [item.type for item in oldest_first.data] == kinds[:2]
+    assert oldest_first.has_more
+    assert [item.type for item in after.data] == kinds[2:]
+    assert not after.has_more
+    assert [item.id for item in every] == [item.id for item in newest_first.data]
+
+
+async def test_cancelling_a_cancelled_response_again_returns_it(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    # OpenAI: "Cancelling twice is idempotent - subsequent calls simply return the final
+    # Response object." A client whose first cancel's answer was lost retries it.
+    script(simulator, tools(call("hold")), text("never"))
+    started = await client.responses.create(model="hermes-agent", input="slow", background=True)
+    first = await client.responses.cancel(started.id)
+    again = await client.responses.cancel(started.id)
+    assert (first.status, again.status) == ("cancelled", "cancelled")
+    assert again.model_dump() == first.model_dump()
