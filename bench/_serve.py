@@ -18,8 +18,9 @@ from hermes_core.skills.shelf import DirectorySkills
 from server.app import create_app
 from server.http.connection_limits import HttpLimits, guarded_protocol
 from server.process.runtime import tune_garbage_collector
+from server.profiles import Profile
 from server.runs.manager import RunManager
-from server.services import Profile, Services
+from server.services import Services
 
 BENCH_MODEL = "bench-upstream"
 

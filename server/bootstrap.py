@@ -29,11 +29,12 @@ from server.deferred_providers import provider_of
 from server.files.links import FileLinks, FileLinkSettings
 from server.files.uploads import FileLimits
 from server.http.auth import Budget, KeyRing, Principal
+from server.profiles import Profile
 from server.replicas.instance import instance_name
 from server.retention.policy import retention_policy
 from server.runs.approvals import ApprovalDesk
 from server.runs.manager import RunManager
-from server.services import Profile, Services
+from server.services import Services
 from server.sessions.service import SessionSettings
 from server.simulator import SimulatorServer, SimulatorState
 from server.telemetry.json_logs import mask

@@ -32,8 +32,9 @@ from hermes_core.tools.egress.registry import close_unused_egress_proxies
 from hermes_core.tools.web.guard import AddressPolicy
 from server.bootstrap import build_profiles, keyring_of, webhook_targets
 from server.config import SIMULATOR_PROVIDER, ConfigError, HermesConfig, load_config
+from server.profiles import Profile
 from server.retention.policy import retention_policy
-from server.services import Profile, Services
+from server.services import Services
 from server.telemetry.json_logs import mask_secrets, secrets_of
 
 log = logging.getLogger("hermes.reload")

@@ -11,7 +11,8 @@ from server.errors import APIError
 from server.http.auth import Principal, require_principal
 from server.http.input_text import StrictJSONRoute
 from server.http.openapi import errors
-from server.services import Profile, Services
+from server.profiles import Profile
+from server.services import Services
 
 router = APIRouter(prefix="/v1", tags=["models"], route_class=StrictJSONRoute)
 

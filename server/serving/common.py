@@ -23,9 +23,10 @@ from hermes_core.tools.registry import Tool
 from server.errors import APIError
 from server.files.removal import remove_tree
 from server.http.auth import Principal
+from server.profiles import Profile
 from server.runs.approvals import Asker, settle_open_approvals
 from server.runs.manager import Run, Runnable, new_id
-from server.services import Profile, Services
+from server.services import Services
 from server.serving.attachments import with_files
 from server.serving.end_users import end_user_of, scoped_owner
 from server.sessions.service import BUSY_MODES, MAX_NAME_LENGTH, BusyMode, valid_name

@@ -11,9 +11,10 @@ from hermes_core.tools.mcp.spec import tool_name
 from hermes_core.tools.registry import Tool
 from hermes_core.tools.web.guard import AddressRefused, checked_addresses, system_lookup
 from server.errors import APIError
+from server.profiles import Profile
 from server.protocol.remote_mcp import RemoteMcpTool, remote_mcp_tools
 from server.runs.manager import Run
-from server.services import Profile, Services
+from server.services import Services
 from server.views.response_mcp import RemoteMcpTools, RemoteTool
 
 if TYPE_CHECKING:

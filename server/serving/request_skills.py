@@ -24,6 +24,7 @@ from hermes_core.skills.format import MAX_ZIP_BYTES, SkillError, bundle_from_zip
 from hermes_core.skills.library import AttachedSkill, SkillEntry, SkillLibrary
 from server.errors import APIError
 from server.files.links import container_root
+from server.profiles import Profile
 from server.protocol.responses import (
     SHELL_TOOL,
     HostedTools,
@@ -31,7 +32,7 @@ from server.protocol.responses import (
     ShellTool,
     SkillReference,
 )
-from server.services import Profile, Services
+from server.services import Services
 
 INLINE_CACHE = Path("skills-cache", "inline")
 """Where inline skills are written, under the data directory."""

@@ -35,11 +35,12 @@ from server.errors import APIError, run_failed_response
 from server.http.auth import Principal
 from server.http.json_response import FastJSONResponse
 from server.http.sse import sse_response
+from server.profiles import Profile
 from server.protocol.openwebui_tasks import is_side_task
 from server.protocol.response_input import approval_answers
 from server.protocol.responses import HostedTools, ResponseCreateRequest
 from server.runs.manager import Run, new_id
-from server.services import Profile, Services
+from server.services import Services
 from server.serving.common import is_openwebui, resolve_profile, unless_client_leaves
 from server.serving.end_users import end_user_id, scoped_owner, sees
 from server.serving.item_references import resolve_item_references

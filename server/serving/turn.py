@@ -23,9 +23,10 @@ from hermes_core.messages import text_of
 from hermes_core.tools.registry import Tool
 from server.errors import APIError
 from server.http.auth import Principal
+from server.profiles import Profile
 from server.runs.approvals import Asker, wait_seconds_of
 from server.runs.manager import Run, Runnable, new_id
-from server.services import Profile, Services
+from server.services import Services
 from server.serving.common import (
     busy_mode_of,
     new_agent,

@@ -20,8 +20,9 @@ from hermes_core.tools.registry import ToolContext, ToolRegistry
 from server.app import create_app
 from server.http.auth import KeyRing, Principal
 from server.http.threaded import ThreadedServer
+from server.profiles import Profile
 from server.runs.manager import RunManager
-from server.services import Profile, Services
+from server.services import Services
 from server.simulator import SimulatorServer
 from tests.plain_http import TLS_UNUSED
 

@@ -42,8 +42,9 @@ from hermes_core.tools.registry import ToolContext, ToolRegistry
 from server.app import create_app
 from server.http.auth import KeyRing
 from server.http.threaded import ThreadedServer
+from server.profiles import Profile
 from server.runs.manager import RunManager
-from server.services import Profile, Services
+from server.services import Services
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from tests.plain_http import TLS_UNUSED
 

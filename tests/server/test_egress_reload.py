@@ -21,7 +21,8 @@ from hermes_core.tools.egress.network import SandboxNetwork
 from server.bootstrap import build_profiles
 from server.config import load_config
 from server.process.reload import ConfigReloader
-from server.services import Profile, Services
+from server.profiles import Profile
+from server.services import Services
 
 DEADLINE = 30.0
 CONFIG = """\

@@ -12,7 +12,7 @@ import pytest
 
 from hermes_core.agent import Agent
 from server.http.threaded import ThreadedServer
-from server.services import Profile
+from server.profiles import Profile
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, KEY_CAROL, UPSTREAM_MODEL

@@ -32,9 +32,10 @@ from server.app import create_app
 from server.http.auth import KeyRing
 from server.http.threaded import ThreadedServer
 from server.metrics import Metrics
+from server.profiles import Profile
 from server.routes.metrics import live_state
 from server.runs.manager import RunInfo, RunManager
-from server.services import Profile, Services
+from server.services import Services
 from server.simulator import Fault, Scenario, SimulatorServer, Step
 from tests.plain_http import TLS_UNUSED
 

@@ -46,9 +46,10 @@ from server.app import create_app
 from server.http.auth import KeyRing
 from server.http.threaded import ThreadedServer
 from server.metrics import Metrics, RequestMetrics, path_endpoint
+from server.profiles import Profile
 from server.routes import metrics as metrics_routes
 from server.runs.manager import RunInfo, RunManager
-from server.services import Profile, Services
+from server.services import Services
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from tests.plain_http import TLS_UNUSED
 

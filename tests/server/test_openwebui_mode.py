@@ -12,7 +12,7 @@ from hermes_core.providers import ProviderConfig, create_provider
 from hermes_core.providers.fallback import FallbackChain
 from hermes_core.providers.retry import RetryPolicy
 from server.http.threaded import ThreadedServer
-from server.services import Profile
+from server.profiles import Profile
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL

@@ -24,7 +24,7 @@ from hermes_core.providers.retry import Cooldowns, RetryPolicy
 from hermes_core.tools.registry import ToolContext, ToolRegistry
 from server.app import create_app
 from server.http.threaded import ThreadedServer
-from server.services import Profile
+from server.profiles import Profile
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, make_services

@@ -18,9 +18,10 @@ from hermes_core.providers.retry import Cooldowns
 from hermes_core.providers.scripted import ScriptedProvider
 from server.errors import install_error_handlers
 from server.http.auth import Principal
+from server.profiles import Profile
 from server.replicas.cluster import Cluster
 from server.routes.runs import _logged_run
-from server.services import Profile, Services
+from server.services import Services
 from tests.server.test_replicas_redis_away import Link, link  # noqa: F401  (the fixture)
 
 OWNER = "alice"

@@ -17,9 +17,10 @@ from hermes_core.providers.retry import Cooldowns
 from hermes_core.providers.scripted import ScriptedProvider
 from server.errors import RunLimitExceeded, ServerDraining
 from server.http.auth import Principal
+from server.profiles import Profile
 from server.replicas.cluster import Cluster
 from server.runs.manager import RunManager
-from server.services import Profile, Services
+from server.services import Services
 from server.serving.common import start_run
 from tests.redis_server import redis_url_or_skip
 

@@ -12,7 +12,8 @@ from hermes_core.providers.fallback import FallbackChain
 from server.bootstrap import build_profiles
 from server.config import load_config
 from server.process.reload import _retire
-from server.services import Profile, Services
+from server.profiles import Profile
+from server.services import Services
 from tests.server.config.test_config import write
 from tests.server.config.test_vision_config import VISION
 

@@ -13,9 +13,9 @@ from hermes_core.events import ExitReason, InterruptSource
 from hermes_core.providers.scripted import ScriptedProvider
 from hermes_core.tools.mcp.spec import McpServerSpec
 from hermes_core.tools.mcp.toolset import McpToolset
+from server.profiles import Profile, Stores
 from server.runs.manager import RunManager
 from server.runs.mcp_waiting import McpWaitingAgent
-from server.services import Profile, Stores
 
 
 @pytest.fixture
