@@ -1,7 +1,10 @@
 """The Chat Completions wire format we serve: what clients send, and how it becomes a run.
 
 Unknown request fields are accepted and ignored (clients send many); known ones are honoured
-or refused with a 400 that names them.
+or refused with a 400 that names them. Sampling hints an agent's several model calls do not
+pass on (``seed``, ``top_p``, the penalties, ``logit_bias``) are among the ignored ones, as
+OpenAI treats ``seed`` as best effort; what a client would misread if dropped (``n`` above 1,
+``logprobs``, the legacy ``functions``) is refused.
 """
 
 from __future__ import annotations
@@ -70,6 +73,8 @@ class StreamOptions(_Open):
 class ChatCompletionRequest(_Open):
     """``POST /v1/chat/completions``."""
 
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+
     model: str = Field(min_length=1)
     messages: list[ChatMessageIn] = Field(min_length=1)
     # Booleans are strict, as OpenAI's are: "stream": "yes" is a 400, not a stream.
@@ -86,12 +91,36 @@ class ChatCompletionRequest(_Open):
     response_format: dict[str, Any] | None = None
     user: str | None = None
     metadata: dict[str, str] | None = None
+    logprobs: StrictBool | None = None
+    """Refused when true: an agent's answer spans several model calls (and tool results),
+    so it has no log probabilities to give."""
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    """Refused above 0, as ``logprobs``."""
+    functions: list[Any] | None = None
+    """The deprecated form of ``tools``: refused, so that a client using it learns to send
+    ``tools`` instead of getting answers from a model that never saw its functions."""
+    function_call: str | dict[str, Any] | None = None
+    """The deprecated form of ``tool_choice``: refused, as ``functions``."""
 
     @field_validator("n")
     @classmethod
     def _one_choice(cls, value: int | None) -> int | None:
         if value is not None and value != 1:
-            raise ValueError("only n=1 is supported: an agent run produces one answer")
+            raise APIError(400, "n must be 1: an agent run produces one answer.", param="n")
+        return value
+
+    @field_validator("functions", "function_call")
+    @classmethod
+    def _no_legacy_functions(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is not None:
+            modern = "tools" if info.field_name == "functions" else "tool_choice"
+            raise APIError(
+                400,
+                f"{info.field_name} is the deprecated form of {modern}, which this server "
+                f"supports: send {modern} instead.",
+                param=info.field_name,
+                code="unsupported_parameter",
+            )
         return value
 
     @field_validator("stream_options")
@@ -102,6 +131,18 @@ class ChatCompletionRequest(_Open):
         if value is not None and not info.data.get("stream"):
             raise ValueError("stream_options is only allowed when stream is true")
         return value
+
+    @model_validator(mode="after")
+    def _no_logprobs(self) -> ChatCompletionRequest:
+        if self.logprobs or self.top_logprobs:
+            raise APIError(
+                400,
+                "Unsupported parameter: 'logprobs' — an agent's answer spans several model "
+                "calls and tool results, so it has no log probabilities.",
+                param="logprobs",
+                code="unsupported_parameter",
+            )
+        return self
 
     @model_validator(mode="after")
     def _shallow(self) -> ChatCompletionRequest:
