@@ -23,7 +23,7 @@ from pathlib import Path
 
 from hermes_core.agent import AgentRequest
 from hermes_core.events import AgentEvent, InterruptSource, RunFinished, WorkspaceFile
-from hermes_core.tools.file_scan import Budget, ScanStopped, regular_files
+from hermes_core.tools.file_scan import SKIPPED_DIRS, Budget, ScanStopped, regular_files
 from server.runs.manager import Runnable
 
 SNAPSHOT_SECONDS = 2.0
@@ -32,6 +32,12 @@ SNAPSHOT_MAX_FILES = 20_000
 """Files one snapshot records at most."""
 MAX_ANNOUNCED = 50
 """Files one answer announces at most (the workspace's own listing has them all)."""
+
+NOT_SHOWN = SKIPPED_DIRS | {".cache"}
+"""Directories whose files no answer announces and no container lists: the usual caches, and
+the one tools keep in their home's ``.cache``. The workspace is the sandbox's HOME, so the
+first chart matplotlib draws there leaves fontconfig's cache files beside it, which are not
+what the agent made."""
 
 Snapshot = Mapping[str, tuple[int, int]]
 """Relative path → (size, mtime in ns)."""
@@ -45,7 +51,7 @@ def snapshot(root: Path) -> dict[str, tuple[int, int]]:
     except OSError:
         return found
     try:
-        for path, info in regular_files(real, Budget(seconds=SNAPSHOT_SECONDS)):
+        for path, info in regular_files(real, Budget(seconds=SNAPSHOT_SECONDS), skip=NOT_SHOWN):
             found[path.relative_to(real).as_posix()] = (info.st_size, info.st_mtime_ns)
             if len(found) >= SNAPSHOT_MAX_FILES:
                 break

@@ -23,7 +23,7 @@ from hermes_core.tools.workspace import OutsideWorkspace, Workspace
 from server.errors import APIError
 from server.files.links import container_id, container_root, file_id, path_of
 from server.files.removal import remove_workspace
-from server.files.workspace_changes import read_container_record
+from server.files.workspace_changes import NOT_SHOWN, read_container_record
 from server.files.workspaces import conversation_workspace
 from server.http.auth import Principal, require_principal
 from server.http.openapi import BYTES, errors
@@ -173,7 +173,7 @@ def _files(container: str, root: Path) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     real = Workspace(root).ensure()
     try:
-        for path, info in regular_files(real, Budget()):
+        for path, info in regular_files(real, Budget(), skip=NOT_SHOWN):
             if len(found) == MAX_LISTED:
                 break
             found.append(_file(container, path.relative_to(real).as_posix(), info))
