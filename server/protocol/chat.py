@@ -91,6 +91,10 @@ class ChatCompletionRequest(_Open):
     response_format: dict[str, Any] | None = None
     user: str | None = None
     metadata: dict[str, str] | None = None
+    stop: str | list[str] | None = None
+    """Up to 4 sequences: the answer the client is shown ends before the first of them (see
+    ``server/views/chat_stop.py``; the run goes on to its end, and its transcript keeps the
+    whole answer)."""
     logprobs: StrictBool | None = None
     """Refused when true: an agent's answer spans several model calls (and tool results),
     so it has no log probabilities to give."""
@@ -107,6 +111,13 @@ class ChatCompletionRequest(_Open):
     def _one_choice(cls, value: int | None) -> int | None:
         if value is not None and value != 1:
             raise APIError(400, "n must be 1: an agent run produces one answer.", param="n")
+        return value
+
+    @field_validator("stop")
+    @classmethod
+    def _four_stops(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list) and len(value) > 4:
+            raise APIError(400, "stop takes at most 4 sequences.", param="stop")
         return value
 
     @field_validator("functions", "function_call")
@@ -149,6 +160,12 @@ class ChatCompletionRequest(_Open):
         # APIError passes through pydantic untouched: the 400 names the param.
         refuse_deep_fields(self, ("tools", "tool_choice", "response_format"))
         return self
+
+    @property
+    def stop_sequences(self) -> tuple[str, ...]:
+        """The non-empty ``stop`` sequences (an empty one would cut the whole answer)."""
+        stop = [self.stop] if isinstance(self.stop, str) else self.stop or []
+        return tuple(sequence for sequence in stop if sequence)
 
     @property
     def include_usage(self) -> bool:

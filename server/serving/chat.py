@@ -20,7 +20,7 @@ from server.services import Services
 from server.serving.common import is_openwebui, resolve_profile, unless_client_leaves
 from server.serving.turn import TurnSpec, begin_turn
 from server.views.chat import ChatCompletionBuilder, ChatStreamView
-from server.views.file_citations import FileAnnouncer
+from server.views.chat_stop import StopCut
 
 
 def _end_user_named(body: ChatCompletionRequest) -> str | None:
@@ -70,13 +70,21 @@ class ChatServing:
                 openwebui=openwebui and not side_task,  # a side task's answer is plain text
                 client_tool_names=frozenset(tool.function.name for tool in body.tools or ()),
                 files=files,
+                stop=StopCut(body.stop_sequences) if body.stop_sequences else None,
             )
             return sse_response(
                 self._frames(run, view),
                 headers=headers,
                 keepalive_seconds=self.services.keepalive_seconds,
             )
-        answer = self._complete(run, completion_id, profile.id, created, headers, files)
+        builder = ChatCompletionBuilder(
+            completion_id=completion_id,
+            model=profile.id,
+            created=created,
+            files=files,
+            stop=body.stop_sequences,
+        )
+        answer = self._complete(run, builder, headers)
         return await unless_client_leaves(services, run, request, answer)
 
     async def _frames(self, run: Run, view: ChatStreamView) -> AsyncIterator[bytes]:
@@ -94,17 +102,8 @@ class ChatServing:
                 self.services.runs.follower_left(run)
 
     async def _complete(
-        self,
-        run: Run,
-        completion_id: str,
-        model: str,
-        created: int,
-        headers: dict[str, str],
-        files: FileAnnouncer | None,
+        self, run: Run, builder: ChatCompletionBuilder, headers: dict[str, str]
     ) -> Response:
-        builder = ChatCompletionBuilder(
-            completion_id=completion_id, model=model, created=created, files=files
-        )
         end = await run.until_finished()
         for event in run.events:
             builder.add(event)

@@ -44,6 +44,7 @@ from hermes_core.events import (
 from hermes_core.messages import ToolCall
 from hermes_core.usage import Usage
 from server.errors import run_failed
+from server.views.chat_stop import StopCut, cut_at_stop
 from server.views.chat_wire import (
     CardItemAdded,
     ChatCompletion,
@@ -147,6 +148,8 @@ class ChatStreamView:
     tool's card by the same name would be taken for the client's, so it is renamed."""
     files: FileAnnouncer | None = None
     """How the answer announces the files the run made; None: it has no lasting workspace."""
+    stop: StopCut | None = None
+    """The client's ``stop`` sequences: the answer shown ends before the first of them."""
     _open_cards: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Open WebUI tool cards shown as running: call id → the card's ``function_call`` item."""
     _status: OpenWebUIStatus = field(default_factory=OpenWebUIStatus)
@@ -183,10 +186,13 @@ class ChatStreamView:
             case RunStarted():
                 return [self.chunk({"role": "assistant", "content": ""})]
             case TextDelta():
-                self._text.append(event.text)
+                text = event.text if self.stop is None else self.stop.feed(event.text)
+                if not text:
+                    return []
+                self._text.append(text)
                 frames = self._end_thought()
                 self._answered = self.openwebui
-                return [*frames, self.chunk({"content": event.text})]
+                return [*frames, self.chunk({"content": text})]
             case ReasoningDelta():
                 if self._answered:
                     return self._later_thought(event.text)
@@ -368,7 +374,12 @@ class ChatStreamView:
         return [self._item_added(thought)]
 
     def _finished(self, event: RunFinished) -> list[ChatFrame]:
+        held = self.stop.flush() if self.stop is not None else ""
+        if held:  # the answer's end, held back in case a stop sequence began there
+            self._text.append(held)
         frames: list[ChatFrame] = self._end_thought()
+        if held:
+            frames.append(self.chunk({"content": held}))
         # Every tool card must get its output, or Open WebUI runs the tool itself.
         for call_id in list(self._open_cards):
             frames.append(self._card_output(call_id, UNFINISHED_TOOL_OUTPUT))
@@ -465,6 +476,8 @@ class ChatCompletionBuilder:
     created: int
     files: FileAnnouncer | None = None
     """How the answer announces the files the run made (see :class:`ChatStreamView`)."""
+    stop: tuple[str, ...] = ()
+    """The client's ``stop`` sequences: the answer ends before the first of them."""
     _text: list[str] = field(default_factory=list)
     _reasoning: list[str] = field(default_factory=list)
     _client_calls: list[ToolCall] = field(default_factory=list)
@@ -487,6 +500,8 @@ class ChatCompletionBuilder:
     def build(self, end: RunFinished) -> ChatCompletion:
         # The text a stream of the run shows, every step's: the same answer either way.
         text = "".join(self._text) or end.final_text
+        if self.stop and text:
+            text = cut_at_stop(text, self.stop)[0]
         annotations = [c.chat_annotation() for c in self._sources.cite(text or "")]
         if self.files is not None and end.files:
             if self.files.openwebui:

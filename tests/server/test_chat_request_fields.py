@@ -9,7 +9,8 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from server.simulator import SimulatorServer
+from server.simulator import Reply, Scenario, SimulatorServer, Step
+from tests.server.conftest import UPSTREAM_MODEL
 
 HELLO: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hello"}]
 
@@ -60,3 +61,48 @@ async def test_n_above_one_is_a_400_that_reads_as_a_sentence(client: openai.Asyn
     error = await _refusal(client, n=2)
     assert error.param == "n"
     assert "Value error" not in error.message
+
+
+def _observation_script(simulator: SimulatorServer, *, chunk_count: int | None = None) -> None:
+    reply = Reply(text="Thought: look it up\nObservation: made up", chunk_count=chunk_count)
+    simulator.state.script(UPSTREAM_MODEL, Scenario(steps=[Step(reply=reply)]))
+
+
+async def test_the_answer_ends_before_the_first_stop_sequence(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    _observation_script(simulator)
+    completion = await client.chat.completions.create(
+        model="hermes-agent", messages=HELLO, stop=["\nObservation:", "never"]
+    )
+    assert completion.choices[0].message.content == "Thought: look it up"
+    assert completion.choices[0].finish_reason == "stop"
+
+
+async def test_a_streamed_answer_ends_before_a_stop_sequence_split_across_deltas(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    _observation_script(simulator, chunk_count=40)  # about one character a delta
+    stream = await client.chat.completions.create(
+        model="hermes-agent", messages=HELLO, stop="\nObservation:", stream=True
+    )
+    chunks = [chunk async for chunk in stream]
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert content == "Thought: look it up"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+
+
+async def test_a_streamed_answer_ending_in_part_of_a_stop_sequence_shows_that_part(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    _observation_script(simulator, chunk_count=40)
+    stream = await client.chat.completions.create(
+        model="hermes-agent", messages=HELLO, stop="made up!", stream=True
+    )
+    content = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    assert content == "Thought: look it up\nObservation: made up"
+
+
+async def test_more_than_four_stop_sequences_is_a_400(client: openai.AsyncOpenAI) -> None:
+    error = await _refusal(client, stop=["a", "b", "c", "d", "e"])
+    assert error.param == "stop"
