@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("hermes.cli")
 
 EXIT_INVALID_CONFIG = 2  # as argparse uses for a bad command line
+LOG_FORMATS = ("text", "json")
 
 
 def _config_path(args: argparse.Namespace, environ: Mapping[str, str]) -> Path | None:
@@ -70,6 +71,10 @@ def _serve(args: argparse.Namespace) -> int:
     from server.replicas.instance import instance_name
     from server.telemetry.json_logs import secrets_of, use_log_format
 
+    log_format = _log_format(args.log_format, os.environ)
+    if log_format is None:
+        return EXIT_INVALID_CONFIG
+    args.log_format = log_format  # as resolved, for uvicorn and the workers' command lines
     config = _load(args)
     if config is None:
         return EXIT_INVALID_CONFIG
@@ -86,9 +91,7 @@ def _serve(args: argparse.Namespace) -> int:
     if not config.server.api_keys:
         log.warning("no API keys configured: serving loopback only, every caller is 'local'")
     if config.server.redis_url is not None and args.worker is None:
-        refused = _shared_volume_refusal(config)
-        if refused is None:
-            refused = _instance_refusal(config, args.workers)
+        refused = _replica_refusal(config, args.workers)
         if refused is not None:
             print(f"hermes-server: {refused}", file=sys.stderr)
             return EXIT_INVALID_CONFIG
@@ -107,6 +110,43 @@ def _serve(args: argparse.Namespace) -> int:
         base = config.server.instance or instance_name(config.server.data_dir)
         config = workers.worker_instance(config, base, args.worker)
     return _serve_config(args, config)
+
+
+def _log_format(given: str | None, environ: Mapping[str, str]) -> str | None:
+    """``--log-format``, else ``$HERMES_LOG_FORMAT``, else text; None after saying why the
+    variable's value is not one (argparse checks only the option)."""
+    from server.telemetry.json_logs import LOG_FORMAT_ENV
+
+    if given is not None:
+        return given
+    value = environ.get(LOG_FORMAT_ENV, "").strip()
+    if not value:  # empty counts as unset, as for every other variable
+        return "text"
+    if value.lower() in LOG_FORMATS:
+        return value.lower()
+    print(
+        f"hermes-server: {LOG_FORMAT_ENV}: must be {' or '.join(LOG_FORMATS)}, not {value!r}",
+        file=sys.stderr,
+    )
+    return None
+
+
+def _replica_refusal(config: HermesConfig, workers: int) -> str | None:
+    """Why this replica must not start, checked on Redis before anything else: its volume is
+    not the others', or its name is taken, or Redis cannot be reached (one line, the URL
+    without its password, never a traceback)."""
+    from redis.exceptions import RedisError
+
+    from server.config.describe import mask_url
+    from server.telemetry.json_logs import mask
+
+    try:
+        return _shared_volume_refusal(config) or _instance_refusal(config, workers)
+    except (RedisError, OSError) as error:
+        assert config.server.redis_url is not None
+        url = mask_url(config.server.redis_url.get_secret_value())
+        why = mask(str(error)) or type(error).__name__
+        return f"server.redis_url: cannot use Redis at {url}: {why}"
 
 
 def _shared_volume_refusal(config: HermesConfig) -> str | None:
@@ -330,8 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     serve.add_argument(
         "--log-format",
-        choices=["text", "json"],
-        default=os.environ.get(LOG_FORMAT_ENV) or "text",
+        choices=LOG_FORMATS,
+        default=None,
         help=f"text, or one JSON object per line with the run's ids (default: ${LOG_FORMAT_ENV}"
         ", else text)",
     )

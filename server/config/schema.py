@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import re
+import shlex
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal, Self
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
@@ -57,6 +60,51 @@ PATTERN_HINTS = {
     "._@- (at most 64 characters)",
 }
 """Readable versions of the patterns above, for validation messages."""
+
+
+DATABASE_SCHEMES = ("sqlite+aiosqlite", "postgresql+asyncpg")
+"""The database URLs the server can open: its drivers are asyncio ones."""
+DATABASE_HINTS = {
+    "postgres": "postgresql+asyncpg://",
+    "postgresql": "postgresql+asyncpg://",
+    "sqlite": "sqlite+aiosqlite:///",
+}
+"""A usual URL's scheme → what to write instead (``postgres://`` is what hosted databases
+hand out)."""
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+def _check_url(url: str, schemes: tuple[str, ...], hints: dict[str, str]) -> None:
+    """Raise ``ValueError`` unless ``url`` has one of ``schemes`` and a numeric port (if any).
+    The message names the scheme at most, never the URL: it may hold a password."""
+    parts = urlsplit(url.strip())
+    names = [f"{scheme}://" for scheme in schemes]
+    expected = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+    scheme = parts.scheme.lower()
+    if scheme not in schemes:
+        base = scheme.partition("+")[0]
+        if base in hints:
+            raise ValueError(f"{scheme}:// names no driver this server has: write {hints[base]}…")
+        if "://" not in url or not re.fullmatch(r"[a-z][a-z0-9+.-]{0,40}", scheme):
+            raise ValueError(f"not a URL: it must start with {expected}")
+        raise ValueError(f"{scheme}:// is not supported: the URL must start with {expected}")
+    try:
+        parts.port  # noqa: B018 (a property that raises on a port that is not a number)
+    except ValueError:
+        raise ValueError("its port is not a number from 0 to 65535") from None
+
+
+def _key_command_problems(index: int, command: str | None) -> list[str]:
+    """A key command that cannot be run as written, found now rather than by a traceback when
+    its provider is built. Never quotes the command: its line may hold a secret."""
+    if command is None:
+        return []
+    where = f"providers[{index}].api_key_command"
+    try:
+        words = shlex.split(command)
+    except ValueError as error:  # its message says what is unbalanced, not what is written
+        return [f"{where}: not a valid command line ({str(error).lower()})"]
+    return [] if words else [f"{where}: must not be empty"]
 
 
 class _Model(BaseModel):
@@ -297,6 +345,22 @@ class ServerConfig(_Model):
         if isinstance(value, str) and not value.strip():
             return None
         return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, url: SecretStr | None) -> SecretStr | None:
+        # Checked here, not when the database is first opened: a URL the server cannot use
+        # would otherwise pass check-config and stop `serve` with a traceback.
+        if url is not None:
+            _check_url(url.get_secret_value(), DATABASE_SCHEMES, DATABASE_HINTS)
+        return url
+
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, url: SecretStr | None) -> SecretStr | None:
+        if url is not None:
+            _check_url(url.get_secret_value(), REDIS_SCHEMES, {})
+        return url
 
     @property
     def loopback_only(self) -> bool:
@@ -819,6 +883,7 @@ class HermesConfig(_Model):
             elif provider.name in names:
                 problems.append(f"providers[{index}].name: duplicate provider {provider.name!r}")
             names.add(provider.name)
+            problems += _key_command_problems(index, provider.api_key_command)
         defined = ", ".join(sorted(names)) or "none"
         ids: set[str] = set()
         for index, profile in enumerate(self.profiles):

@@ -385,13 +385,16 @@ def test_describe_never_shows_a_secret(tmp_path: Path) -> None:
             "profiles:",
         )
     )
-    environ = {**TWO_PROVIDERS_ENV, "DATABASE_URL": "postgresql://hermes:db-password-9@db/h"}
+    environ = {
+        **TWO_PROVIDERS_ENV,
+        "DATABASE_URL": "postgresql+asyncpg://hermes:db-password-9@db/h",
+    }
     text = describe(load_config(path, environ))
 
     for secret in (CLIENT_KEY, ANTHROPIC_KEY, "tok-SECRET-1", "tiny-secret", "db-password-9"):
         assert secret not in text
     assert f"alice ({CLIENT_KEY[:3]}…{CLIENT_KEY[-4:]})" in text
-    assert "postgresql://hermes:***@db/h" in text
+    assert "postgresql+asyncpg://hermes:***@db/h" in text
     assert "hermes-agent — General agent" in text
     assert "claude → gateway" in text
 

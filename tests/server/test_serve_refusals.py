@@ -1,0 +1,76 @@
+"""``hermes-server serve`` that cannot start says why on one line naming the setting, exits 2,
+and never prints a traceback or a password: a database URL of a driver it does not have, a Redis
+it cannot reach, a log format it does not know."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.processes import free_port
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).parents[2]
+PASSWORD = "Pw0rd-never-shown-9137"
+
+
+def serve(tmp_path: Path, **environ: str) -> subprocess.CompletedProcess[str]:
+    """``serve`` on the embedded defaults plus ``environ``, to its exit (or a 60 s timeout:
+    a server that started after all)."""
+    inherited = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("HERMES_", "ANTHROPIC_", "OPENAI_", "OTEL_"))
+        and k not in ("DATABASE_URL", "REDIS_URL")
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "server.cli", "serve", "--port", str(free_port())],
+        cwd=REPO,
+        env={**inherited, "HERMES_DATA_DIR": str(tmp_path / "data"), **environ},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def refusal(result: subprocess.CompletedProcess[str]) -> str:
+    """The one line the refused start said why in."""
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert PASSWORD not in result.stderr + result.stdout
+    lines = [line for line in result.stderr.splitlines() if line.startswith("hermes-server:")]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_a_postgres_url_without_the_servers_driver_is_refused_naming_the_setting(
+    tmp_path: Path,
+) -> None:
+    result = serve(tmp_path, DATABASE_URL=f"postgres://hermes:{PASSWORD}@127.0.0.1:1/hermes")
+    assert refusal(result) == "hermes-server: invalid configuration:"
+    assert (
+        "  - server.database_url: postgres:// names no driver this server has: write "
+        "postgresql+asyncpg://… (from DATABASE_URL)"
+    ) in result.stderr.splitlines()
+
+
+def test_a_redis_that_cannot_be_reached_is_named_with_its_password_masked(
+    tmp_path: Path,
+) -> None:
+    port = free_port()  # nothing listens there
+    result = serve(tmp_path, REDIS_URL=f"redis://:{PASSWORD}@127.0.0.1:{port}/0")
+    line = refusal(result)
+    assert line.startswith(
+        f"hermes-server: server.redis_url: cannot use Redis at redis://:***@127.0.0.1:{port}/0: "
+    ), line
+
+
+def test_an_unknown_log_format_in_the_environment_is_refused(tmp_path: Path) -> None:
+    result = serve(tmp_path, HERMES_LOG_FORMAT="xml")
+    assert refusal(result) == "hermes-server: HERMES_LOG_FORMAT: must be text or json, not 'xml'"
