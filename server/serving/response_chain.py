@@ -4,6 +4,7 @@ after it, and (for a connection's ``store: false`` turns) the transcript it cont
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from hermes_core.agent import Agent, AgentRequest
 from hermes_core.events import AgentEvent, CompressionPerformed, MessageAdded
@@ -49,7 +50,30 @@ async def previous_response(
             param="previous_response_id",
             code="previous_response_in_progress",
         )
+    _check_call_outputs(body.input_items(), found)
     return found
+
+
+def _check_call_outputs(items: Sequence[dict[str, Any]], previous: StoredResponse) -> None:
+    """A 400 for a ``function_call_output`` that answers none of the calls the client was
+    asked for (the previous response's ``function_call`` items, or the input's own), as on
+    OpenAI: the run would drop it unseen and tell the model that no result was recorded."""
+    if any(item.get("type") == "item_reference" for item in items):
+        return  # a reference may stand for a call: checked no further
+    output = previous.body.get("output")
+    asked = {
+        item.get("call_id")
+        for item in [*(output if isinstance(output, list) else ()), *items]
+        if isinstance(item, dict) and item.get("type") == "function_call"
+    }
+    for item in items:
+        if item.get("type") == "function_call_output" and item.get("call_id") not in asked:
+            raise APIError(
+                400,
+                f"No tool call found for function call output with call_id "
+                f"{str(item.get('call_id'))[:100]!r}.",
+                param="input",
+            )
 
 
 def joining(previous: StoredResponse | None, *, store: bool) -> JoinSession:

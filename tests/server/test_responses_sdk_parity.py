@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import openai
+import pytest
 
 from server.simulator import SimulatorServer
 from tests.server.test_responses import WEATHER_TOOL, call, script, text, tools
@@ -56,3 +57,31 @@ async def test_cancelling_a_cancelled_response_again_returns_it(
     again = await client.responses.cancel(started.id)
     assert (first.status, again.status) == ("cancelled", "cancelled")
     assert again.model_dump() == first.model_dump()
+
+
+async def test_a_function_call_output_answering_no_call_of_the_previous_response_is_a_400(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    # A mistyped call_id was dropped unseen, and the model told that no result was recorded
+    # for the call the client did answer: OpenAI refuses it, naming the call_id.
+    script(simulator, tools(call("get_weather", city="Paris")), text("It is sunny."))
+    first = await client.responses.create(
+        model="hermes-agent", input="weather in Paris?", tools=[WEATHER_TOOL]
+    )
+    (asked,) = [item for item in first.output if item.type == "function_call"]
+    with pytest.raises(openai.BadRequestError) as refused:
+        await client.responses.create(
+            model="hermes-agent",
+            previous_response_id=first.id,
+            tools=[WEATHER_TOOL],
+            input=[{"type": "function_call_output", "call_id": "call_typo", "output": "sunny"}],
+        )
+    answered = await client.responses.create(
+        model="hermes-agent",
+        previous_response_id=first.id,
+        tools=[WEATHER_TOOL],
+        input=[{"type": "function_call_output", "call_id": asked.call_id, "output": "sunny"}],
+    )
+    assert refused.value.param == "input"
+    assert "call_typo" in refused.value.message
+    assert answered.output_text == "It is sunny."
