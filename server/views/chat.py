@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, assert_never
+from typing import Any, assert_never, cast
 
 from hermes_core.events import (
     AgentEvent,
@@ -482,20 +482,31 @@ class ChatCompletionBuilder:
     _reasoning: list[str] = field(default_factory=list)
     _client_calls: list[ToolCall] = field(default_factory=list)
     _sources: SourceList = field(default_factory=SourceList)
+    _lines: ChatStreamView = field(
+        default_factory=lambda: ChatStreamView(completion_id="", model="", created=0)
+    )
+    """What a stream of the run shows in ``reasoning_content`` (the model's reasoning, the
+    plan, one line per tool step or status change) is made by the stream's own view: the
+    answer reads the same either way."""
 
     def add(self, event: AgentEvent) -> None:
         if isinstance(event, TextDelta):
             self._text.append(event.text)
-        elif isinstance(event, SourcesFound):
+            return
+        if isinstance(event, SourcesFound):
             self._sources.add(event)
         elif isinstance(event, SubagentEvent) and isinstance(event.event, SourcesFound):
             self._sources.add(event.event)
-        elif isinstance(event, ReasoningDelta):
-            self._reasoning.append(event.text)
-        elif isinstance(event, PlanMade):  # the plan is part of what the model thought
-            self._reasoning.append(plan_lines(event))
         elif isinstance(event, ClientToolCallsPending):
             self._client_calls = list(event.tool_calls)
+        elif not isinstance(event, RunStarted | RunFinished):
+            for frame in self._lines.handle(event):
+                if "choices" not in frame:  # only a chunk has them (the view's are plain)
+                    continue
+                for choice in cast(Chunk, frame)["choices"]:
+                    line = choice["delta"].get("reasoning_content")
+                    if line:
+                        self._reasoning.append(line)
 
     def build(self, end: RunFinished) -> ChatCompletion:
         # The text a stream of the run shows, every step's: the same answer either way.
