@@ -10,6 +10,7 @@ import shutil
 import stat
 from pathlib import Path
 
+from server.files.uploads import uploads_record
 from server.files.workspace_changes import container_record
 
 
@@ -35,10 +36,13 @@ def remove_tree(root: Path) -> bool:
 
 
 def remove_workspace(root: Path) -> bool:
-    """Remove a conversation's workspace and the record beside it that names it as a
-    container (``/v1/containers``); whether there was a workspace."""
+    """Remove a conversation's workspace and the records beside it: the one that names it as
+    a container (``/v1/containers``), and the one of the uploads placed in it (their ids and
+    names: left behind, they outlived every copy and were never removed); whether there was
+    a workspace."""
     removed = remove_tree(root)
     container_record(root).unlink(missing_ok=True)
+    uploads_record(root).unlink(missing_ok=True)
     return removed
 
 

@@ -321,7 +321,7 @@ def _place(root: Path, key: str, name: str, source: Path | bytes) -> tuple[str, 
     taken), unless ``key`` was placed there before and is still there; (path, size)."""
     workspace = Workspace(root)
     workspace.ensure()
-    manifest_path = _manifest_path(root)
+    manifest_path = uploads_record(root)
     try:
         manifest: dict[str, str] = json.loads(manifest_path.read_text())
     except (OSError, ValueError):
@@ -359,7 +359,7 @@ def _placed_before(root: Path, key: str, part: dict[str, Any]) -> str | None:
     """The line for a file whose upload is gone but whose copy is still where it was placed;
     None when it was never placed here, or its copy is gone."""
     try:
-        manifest: dict[str, str] = json.loads(_manifest_path(root).read_text())
+        manifest: dict[str, str] = json.loads(uploads_record(root).read_text())
     except (OSError, ValueError):
         manifest = {}
     placed = manifest.get(key)
@@ -371,9 +371,9 @@ def _placed_before(root: Path, key: str, part: dict[str, Any]) -> str | None:
     return f"[The user attached {name} ({size} bytes): it is in your workspace at {placed}.]"
 
 
-def _manifest_path(root: Path) -> Path:
+def uploads_record(root: Path) -> Path:
     """Which uploads were placed in the workspace at ``root``, and where (beside it: the
-    agent cannot change it)."""
+    agent cannot change it; removed with the workspace, as it names the user's files)."""
     return root.parent / f"{root.name}.uploads.json"
 
 

@@ -21,7 +21,7 @@ from hermes_core.events import ExitReason
 from hermes_core.tools.quota import quota_in_force
 from hermes_core.tools.registry import Tool
 from server.errors import APIError
-from server.files.removal import remove_tree
+from server.files.removal import remove_workspace
 from server.http.auth import Principal
 from server.profiles import Profile
 from server.runs.approvals import Asker, settle_open_approvals
@@ -247,7 +247,7 @@ def _remove_soon(directory: Path) -> None:
     """Remove a temporary workspace (in a worker thread: it may be large), read-only
     leftovers of its commands included."""
     if directory.exists():
-        asyncio.get_running_loop().run_in_executor(None, remove_tree, directory)
+        asyncio.get_running_loop().run_in_executor(None, remove_workspace, directory)
 
 
 async def with_approvals(
