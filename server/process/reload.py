@@ -1,16 +1,17 @@
 """Reloading the configuration file without a restart: on SIGHUP, or when the file changes.
 
 What a reload changes: API keys, profiles (their providers, toolsets, MCP servers), the run and
-cron limits, how often budgets are read again, the web settings and the webhook endpoints
-(deliveries already kept for an endpoint a reload removed fail; those for one it kept go on). Runs
-in progress finish on the profile they started with; its provider clients and MCP connections, and
-the egress proxies of sandbox network policies no profile has any more, are closed once those runs
-have ended. A new configuration that does not load (invalid YAML, a failed check, keys removed from
-a server that is not loopback-only, no upstream on a server that did not start with the built-in
-simulator) is refused with a log line naming the fault, and the running one stays. Settings of the
-process itself (``server.host``, ``port``, ``database_url``, ``redis_url``, data directories, the
-files' limits) need a restart: a reload that changes them says so in the log and leaves them as
-they are.
+cron limits, budgets, prices, retention, how often budgets are read again, the web settings, the
+webhook endpoints (deliveries already kept for an endpoint a reload removed fail; those for one it
+kept go on), and the few ``server`` settings read as each request or turn starts
+(:data:`RELOADED_SERVER_SETTINGS`). Runs in progress finish on the profile they started with; its
+provider clients and MCP connections, and the egress proxies of sandbox network policies no
+profile has any more, are closed once those runs have ended. A new configuration that does not
+load (invalid YAML, a failed check, keys removed from a server that is not loopback-only, no
+upstream on a server that did not start with the built-in simulator) is refused with a log line
+naming the fault, and the running one stays. Every other ``server`` setting belongs to the
+process (its socket, database, directories, HTTP limits, drain): a reload that changes one says
+so in the log and keeps the running value, also in what it builds from the new file.
 
 ``hermes_config_version_info{version}`` (the file's hash) and a log line say which
 configuration is live.
@@ -32,6 +33,7 @@ from hermes_core.tools.egress.registry import close_unused_egress_proxies
 from hermes_core.tools.web.guard import AddressPolicy
 from server.bootstrap import build_profiles, keyring_of, webhook_targets
 from server.config import SIMULATOR_PROVIDER, ConfigError, HermesConfig, load_config
+from server.config.schema import ServerConfig
 from server.profiles import Profile
 from server.retention.policy import retention_policy
 from server.services import Services
@@ -41,10 +43,26 @@ log = logging.getLogger("hermes.reload")
 
 POLL_SECONDS = 2.0
 """How often the file's modification time is looked at."""
-_RESTART_ONLY = (
-    "host", "port", "data_dir", "database_url", "redis_url", "shared_dir", "workspaces_dir",
-    "files", "instance",
-)  # fmt: skip
+RELOADED_SERVER_SETTINGS = frozenset(
+    {
+        "api_keys",
+        "max_concurrent_runs",
+        "max_concurrent_runs_per_key",
+        "workspace_key_mb",
+        "stop_on_disconnect",
+        "approval_timeout_seconds",
+        "session_busy",
+        "session_wait_seconds",
+    }
+)
+"""The ``server`` settings a reload applies. Every other one (the listening socket, the
+database, the directories, the HTTP limits, the drain…) is the process's own and needs a
+restart; a new setting is one unless it is added here with the code that applies it."""
+
+
+def restart_only_settings() -> list[str]:
+    """The ``server`` settings a reload leaves as the process started with them."""
+    return [name for name in ServerConfig.model_fields if name not in RELOADED_SERVER_SETTINGS]
 
 
 def version_of(path: Path | None) -> str:
@@ -99,12 +117,18 @@ class ConfigReloader:
             try:
                 config = await asyncio.to_thread(load_config, self.path, self.environ)
                 self._check(config)
+                config, kept = self._keeping_process_settings(config)
                 config = self._with_running_simulator(config)
                 profiles = build_profiles(config)
             except ConfigError as error:
                 return self._refused("; ".join(error.problems))
             except Exception as error:  # a provider or toolset that cannot be built
                 return self._refused(f"{type(error).__name__}: {error}")
+            if kept:
+                log.warning(
+                    "config reload: needs a restart, kept as the server started: %s",
+                    ", ".join(f"server.{name}" for name in kept),
+                )
             self._apply(config, profiles, version)
             return True
 
@@ -131,6 +155,21 @@ class ConfigReloader:
         if problems:
             raise ConfigError(problems)
 
+    def _keeping_process_settings(self, config: HermesConfig) -> tuple[HermesConfig, list[str]]:
+        """``config`` with the restart-only settings the process runs with, and the names of
+        those it would have changed. Kept rather than taken: what is built from the new file
+        (the tools' guard against this server's own port) must describe this process."""
+        running = self.config.server
+        kept = [
+            name
+            for name in restart_only_settings()
+            if getattr(config.server, name) != getattr(running, name)
+        ]
+        if not kept:
+            return config, []
+        server = config.server.model_copy(update={name: getattr(running, name) for name in kept})
+        return config.model_copy(update={"server": server}), kept
+
     def _runs_simulator(self) -> bool:
         return any(
             p.name == SIMULATOR_PROVIDER and p.base_url is not None for p in self.config.providers
@@ -143,13 +182,6 @@ class ConfigReloader:
 
     def _apply(self, config: HermesConfig, profiles: list[Profile], version: str) -> None:
         services = self.services
-        ignored = [
-            name
-            for name in _RESTART_ONLY
-            if getattr(config.server, name) != getattr(self.config.server, name)
-        ]
-        if ignored:
-            log.warning("config reload: %s change(s) need a restart", ", ".join(ignored))
         mask_secrets(secrets_of(config, self.environ))  # the log never shows a new key
         old = list(services.profiles)
         running = services.runs.live_tasks()
@@ -159,6 +191,12 @@ class ConfigReloader:
         services.runs.max_runs_per_owner = config.server.max_concurrent_runs_per_key
         services.runs.max_runs_per_user = config.limits.runs_per_user
         services.max_crons_per_key = config.limits.crons_per_key
+        services.stop_on_disconnect = config.server.stop_on_disconnect
+        services.approvals.expiry_seconds = config.server.approval_timeout_seconds
+        # One object, shared with the session service: its next turn reads the new values.
+        services.session_settings.busy = config.server.session_busy
+        services.session_settings.wait_seconds = config.server.session_wait_seconds
+        services.remote_mcp_connect_seconds = config.web.mcp_connect_timeout_seconds
         services.budgets.reload_refresh(config.limits.budget_refresh_seconds)
         services.keyring.replace(keyring_of(config))
         services.address_policy = AddressPolicy.allowing(

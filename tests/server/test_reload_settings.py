@@ -1,0 +1,132 @@
+"""Which ``server`` settings a reload applies and which need a restart: every setting is one or
+the other, never silently neither. Applied: how a busy session's turn behaves, how long an
+approval waits, whether a client leaving stops its run, the MCP connect timeout of a request's
+own server. Kept (and named in the log): the process's own, such as its port, body limit and
+drain; what the new file builds — the tools' guard against this server's own port — describes
+the port the server listens on, not the one the file names."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import httpx
+import pytest
+
+from server.bootstrap import build_profiles
+from server.config import load_config
+from server.process.reload import ConfigReloader
+from server.services import Services
+from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step
+from tests.server.served import serving, simulated_provider, sse_data, until
+
+KEY = "sk-reload-settings-0123456789"
+
+FILE = """\
+server:
+  port: 8100
+  api_keys: [{{principal: alice, key: {key}}}]
+{server}
+providers:
+  - {{name: real, model: gpt-x, base_url: "http://127.0.0.1:9/v1"}}
+profiles:
+  - {{id: hermes-agent, providers: [real]}}
+web:
+  mcp_connect_timeout_seconds: {mcp}
+"""
+
+
+def _write(path: Path, server: str = "", mcp: float = 10) -> None:
+    path.write_text(FILE.format(key=KEY, server=server, mcp=mcp))
+
+
+def _reloader(path: Path) -> tuple[ConfigReloader, Services]:
+    _write(path)
+    config = load_config(path, {})
+    services = Services(profiles=build_profiles(config))
+    return ConfigReloader(services, config, path, {}), services
+
+
+async def test_a_reload_applies_busy_sessions_approvals_disconnects_and_mcp_connects(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "hermes.yaml"
+    reloader, services = _reloader(path)
+    _write(
+        path,
+        "  session_busy: reject\n"
+        "  session_wait_seconds: 5\n"
+        "  approval_timeout_seconds: 60\n"
+        "  stop_on_disconnect: false\n",
+        mcp=3,
+    )
+    assert await reloader.reload()
+    assert services.session_settings.busy == "reject"
+    assert services.session_settings.wait_seconds == 5
+    assert services.approvals.expiry_seconds == 60
+    assert services.stop_on_disconnect is False
+    assert services.remote_mcp_connect_seconds == 3
+    await services.close()
+
+
+async def test_a_reload_changing_the_processs_own_settings_keeps_them_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "hermes.yaml"
+    reloader, services = _reloader(path)
+    _write(path, "  max_body_bytes: 2048\n  drain_seconds: 5\n")
+    path.write_text(path.read_text().replace("port: 8100", "port: 8101"))
+    assert await reloader.reload()
+    assert (
+        "config reload: needs a restart, kept as the server started: server.port, "
+        "server.max_body_bytes, server.drain_seconds"
+    ) in caplog.text
+    assert reloader.config.server.port == 8100
+    assert reloader.config.server.max_body_bytes == 4 * 1024 * 1024
+    # The web tools of the new profiles still refuse the port the server listens on.
+    assert services.address_policy.own_ports == frozenset({8100})
+    await services.close()
+
+
+@pytest.mark.slow
+async def test_a_reloaded_session_busy_reject_answers_a_second_turn_409(
+    simulator: SimulatorServer, tmp_path: Path
+) -> None:
+    upstream = "reload-session-busy"
+    config = (
+        f"server:\n  api_keys: [{{principal: alice, key: {KEY}}}]\n{{busy}}"
+        f"providers:\n{simulated_provider(simulator, upstream)}"
+        "profiles:\n  - {id: hermes-agent, providers: [sim]}\n"
+    )
+    simulator.state.script(
+        upstream,
+        Scenario(
+            steps=[
+                Step(reply=Reply(text="word " * 40, chunk_count=40), fault=Fault(chunk_delay=0.1))
+            ]
+        ),
+    )
+    headers = {"authorization": f"Bearer {KEY}", "x-hermes-session-id": "busy-after-reload"}
+    turn = {"model": "hermes-agent", "messages": [{"role": "user", "content": "go"}]}
+    with serving(tmp_path, config.replace("{busy}", "")) as served:
+        (tmp_path / "hermes.yaml").write_text(config.replace("{busy}", "  session_busy: reject\n"))
+        os.kill(served.pid, signal.SIGHUP)
+        assert await until(lambda: "live (was" in served.log.read_text(), server=served)
+        stream = {**turn, "stream": True}
+        async with (
+            httpx.AsyncClient(base_url=served.base_url, timeout=60) as http,
+            http.stream("POST", "/v1/chat/completions", json=stream, headers=headers) as first,
+        ):
+            lines = first.aiter_lines()
+            async for line in lines:
+                if '"content":"word' in line.replace(" ", ""):
+                    break
+            second = await asyncio.wait_for(
+                http.post("/v1/chat/completions", json=turn, headers=headers), 20
+            )
+            rest = sse_data("\n".join([line async for line in lines]))
+        assert second.status_code == 409, second.text
+        assert second.json()["error"]["code"] == "session_busy"
+        assert rest[-1]["hermes"]["exit_reason"] == "completed"
