@@ -5,7 +5,9 @@ Each wake costs one query (the active crons that fire first), and every half lea
 seconds, so a cron made or changed on another replica is seen within that. A due cron is
 fired by the replica whose claim wins (see ``hermes_core/persistence/crons.py``); the firing
 starts a run exactly as ``POST /v1/runs`` does, through the function the app hands in (the
-routes sit above this package).
+routes sit above this package), in a task of its own: starting a run may wait for its busy
+session (up to the session wait, or for ever under ``enqueue``), and meanwhile the other
+crons still fire on time.
 
 Missed firings (every replica down, or a late wake): only the most recent time that was due is
 fired, if it is at most ``grace_seconds`` old; older times are skipped. The next firing is
@@ -106,6 +108,8 @@ class CronScheduler:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._next_retake = 0.0
+        self._firing: set[asyncio.Task[None]] = set()
+        """Firings whose runs are starting."""
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._forever(), name="hermes-crons")
@@ -118,11 +122,21 @@ class CronScheduler:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        # A run still starting (waiting for its session) starts no more here: its claim is
+        # given back, and another replica starts it.
+        for firing in self._firing:
+            firing.cancel()
+        await asyncio.gather(*self._firing, return_exceptions=True)
+
+    async def settled(self) -> None:
+        """Until every firing begun here has started its run (or recorded why not)."""
+        while self._firing:
+            await asyncio.gather(*self._firing, return_exceptions=True)
 
     async def _forever(self) -> None:
         while True:
             try:
-                wake_at = await self.tick()
+                wake_at = await self._look()
             except Exception:  # a failed pass (the database away) must not end the next one
                 log.exception("firing schedules failed")
                 wake_at = None
@@ -136,7 +150,15 @@ class CronScheduler:
             self._wake.clear()
 
     async def tick(self) -> float | None:
-        """One pass: fire what is due, retake lapsed claims; when the next cron is due."""
+        """One pass to its end: what is due fired (its runs started, or why not recorded),
+        lapsed claims retaken; when the next cron is due."""
+        upcoming = await self._look()
+        await self.settled()
+        return upcoming
+
+    async def _look(self) -> float | None:
+        """Claim what is due and lapsed claims, each firing's run starting in a task of its
+        own; when the next cron is due."""
         if self.services.runs.draining:  # stopping: the other replicas fire what is due
             return None
         now = self.clock()
@@ -164,7 +186,7 @@ class CronScheduler:
                 if owner is None:
                     await self.store.crons.failed(firing.id, "The cron was deleted.")
                 else:
-                    await self.fire(owner, firing)
+                    self._fire_apart(owner, firing)
         return upcoming
 
     async def _due(self, cron: Cron, now: float) -> None:
@@ -182,7 +204,12 @@ class CronScheduler:
             lease_seconds=self.lease_seconds,
         )
         if firing is not None:
-            await self.fire(cron, firing)
+            self._fire_apart(cron, firing)
+
+    def _fire_apart(self, cron: Cron, firing: Firing) -> None:
+        task = asyncio.create_task(self.fire(cron, firing), name=f"hermes-cron-{cron.id}")
+        self._firing.add(task)
+        task.add_done_callback(self._firing.discard)
 
     async def _renew(self, firing: Firing) -> None:
         """Keep the claim while the run starts (it may wait for its session): only a replica
@@ -226,6 +253,9 @@ class CronScheduler:
         except ServerDraining:  # this replica is stopping: another one starts the run
             await self.store.crons.release(firing.id, self.instance)
             return
+        except asyncio.CancelledError:  # closing while the run waited to start: the same
+            await self.store.crons.release(firing.id, self.instance)
+            raise
         except APIError as refused:
             log.warning("cron %s could not start its run: %s", cron.id, refused.message)
             await self.store.crons.failed(firing.id, refused.message)
