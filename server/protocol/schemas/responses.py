@@ -455,7 +455,8 @@ class ResponseDeleted(Shape):
 
 
 class InputItem(Open):
-    """An input item as the request gave it, with its ``type`` and ``id`` filled in."""
+    """An input item as the request gave it, with its ``type`` and ``id`` filled in (and a
+    ``completed`` ``status`` for a message or function call item sent without one)."""
 
     type: str
     id: str
