@@ -884,6 +884,13 @@ class HermesConfig(_Model):
                 problems.append(f"providers[{index}].name: duplicate provider {provider.name!r}")
             names.add(provider.name)
             problems += _key_command_problems(index, provider.api_key_command)
+            if provider.base_url and urlsplit(provider.base_url).netloc.rpartition("@")[1]:
+                # Never sent as such (the client's bearer key and URL credentials conflict:
+                # every call failed), and an address is logged where a key never is.
+                problems.append(
+                    f"providers[{index}].base_url: must not hold credentials (user:password@); "
+                    "give the key as api_key, api_key_env, api_key_file or api_key_command"
+                )
         defined = ", ".join(sorted(names)) or "none"
         ids: set[str] = set()
         for index, profile in enumerate(self.profiles):

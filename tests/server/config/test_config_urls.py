@@ -1,6 +1,7 @@
 """Settings the server only uses once it runs — the database and Redis URLs, a provider's key
-command — are checked when the configuration loads, so that ``check-config`` finds them and
-``serve`` stops on one line naming the setting (never a traceback, never the password)."""
+command and address — are checked when the configuration loads, so that ``check-config`` finds
+them and ``serve`` stops on one line naming the setting (never a traceback, never the password),
+rather than failing at start or on every run."""
 
 from __future__ import annotations
 
@@ -101,3 +102,16 @@ def test_a_key_command_that_is_not_a_command_line_is_named_without_showing_it(
         "providers[0].api_key_command: not a valid command line (no closing quotation)"
     ]
     assert PASSWORD not in str(raised.value)
+
+
+def test_credentials_in_a_providers_base_url_are_refused_without_showing_them() -> None:
+    problems = problems_of(
+        {
+            "HERMES_UPSTREAM_BASE_URL": f"https://gateway:{PASSWORD}@llm.example/v1",
+            "HERMES_UPSTREAM_MODEL": "m",
+        }
+    )
+    assert problems == [
+        "providers[0].base_url: must not hold credentials (user:password@); give the key as "
+        "api_key, api_key_env, api_key_file or api_key_command (from HERMES_UPSTREAM_BASE_URL)"
+    ]
