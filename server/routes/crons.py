@@ -26,7 +26,12 @@ from server.protocol.schemas.crons import (
 )
 from server.protocol.schemas.runs import RunCreateRequest
 from server.routes.key_alone import key_alone
-from server.routes.runs import _as_response_request, _checked_metadata, _checked_webhook
+from server.routes.runs import (
+    _as_response_request,
+    _checked_metadata,
+    _checked_webhook,
+    with_referenced_items,
+)
 from server.runs.manager import new_id
 from server.services import Services
 from server.serving.common import resolve_profile
@@ -99,6 +104,9 @@ async def _checked_body(
             "webhook": fields.get("webhook"),
         }
     )
+    # An item named by reference is kept itself: the cron stands on its own, whatever becomes
+    # of the response it was in.
+    run = await with_referenced_items(services, principal, run, None)
     # The input is one a run takes (its items too): every firing would fail on it otherwise.
     _as_response_request(run).to_agent_request(with_client_tools=False)
     metadata = _checked_metadata(run.metadata)

@@ -47,6 +47,7 @@ from server.runs.manager import Run, RunStatus
 from server.services import Services, redis_needed
 from server.serving.common import resolve_profile
 from server.serving.end_users import end_user_id, end_user_of
+from server.serving.item_references import resolve_item_references
 from server.serving.response_chain import conversation_of, in_conversation
 from server.serving.turn import Joined, JoinSession, TurnSpec, begin_turn, join_by_name
 from server.webhooks.service import RUNS_ENDPOINT, RequestWebhook
@@ -151,10 +152,10 @@ async def start_api_run(
     metadata = _checked_metadata(body.metadata)
     hook = await _checked_webhook(services, body.webhook) if body.webhook else None
     profile = resolve_profile(services, body.model, principal)
+    end_user = end_user_id(request, principal)
+    body = await with_referenced_items(services, principal, body, end_user)
     turn = _as_response_request(body)
-    conversation = await conversation_of(
-        services, turn, principal, end_user=end_user_id(request, principal)
-    )
+    conversation = await conversation_of(services, turn, principal, end_user=end_user)
 
     def agent_request(*, client_tools: bool, offer_tools: bool, run_id: str) -> AgentRequest:
         made = turn.to_agent_request(with_client_tools=False)
@@ -226,6 +227,18 @@ def _named(session: str | None) -> JoinSession:
         )
 
     return join
+
+
+async def with_referenced_items(
+    services: Services, principal: Principal, body: RunCreateRequest, end_user: str | None
+) -> RunCreateRequest:
+    """``body`` with each ``item_reference`` of its input replaced by the item it names, of a
+    stored response the request sees (a 400 otherwise), as ``/v1/responses`` takes them."""
+    if isinstance(body.input, str):
+        return body
+    items = list(body.input)
+    await resolve_item_references(services.store, principal.name, items, end_user=end_user)
+    return body.model_copy(update={"input": items})
 
 
 def _as_response_request(body: RunCreateRequest) -> ResponseCreateRequest:

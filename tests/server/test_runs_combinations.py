@@ -1,0 +1,111 @@
+"""``POST /v1/runs`` (and crons, which start runs the same way) with the Responses features its
+docs say it takes, against a real ``serve`` process: input items naming an earlier response's
+item by reference."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from server.simulator import SimulatorServer
+from tests.server.served import (
+    Served,
+    answer,
+    http_client,
+    last_messages,
+    script,
+    serving,
+    simulated_provider,
+    until,
+)
+
+pytestmark = pytest.mark.slow  # starts a server process (make fast leaves it out)
+
+KEY = "sk-runs-combinations-0123456789"
+UPSTREAM = "runs-combinations-upstream"
+
+
+@pytest.fixture(scope="module")
+def served(
+    _simulator_server: SimulatorServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
+    config = (
+        f"server:\n  api_keys: [{{principal: alice, key: {KEY}}}]\n"
+        f"providers:\n{simulated_provider(_simulator_server, UPSTREAM)}"
+        "profiles:\n  - {id: hermes-agent, providers: [sim]}\n"
+    )
+    with serving(tmp_path_factory.mktemp("runs-combinations"), config) as running:
+        yield running
+
+
+async def _ended(http: httpx.AsyncClient, run_id: str, served: Served) -> dict[str, Any]:
+    async def ended() -> bool:
+        return bool((await http.get(f"/v1/runs/{run_id}")).json()["ended_at"])
+
+    assert await until(ended, server=served)
+    found: dict[str, Any] = (await http.get(f"/v1/runs/{run_id}")).json()
+    return found
+
+
+async def _answered(http: httpx.AsyncClient, said: str) -> str:
+    """The id of the answer's message item of a stored response to ``said``."""
+    response = await http.post("/v1/responses", json={"model": "hermes-agent", "input": said})
+    assert response.status_code == 200, response.text
+    item_id: str = response.json()["output"][-1]["id"]
+    return item_id
+
+
+async def test_a_runs_input_items_may_name_an_earlier_responses_item_by_reference(
+    served: Served, simulator: SimulatorServer
+) -> None:
+    script(simulator, UPSTREAM, answer("Paris is the capital."), answer("Paris, again."))
+    async with http_client(served.base_url, KEY) as http:
+        item_id = await _answered(http, "Which is the capital?")
+        started = await http.post(
+            "/v1/runs",
+            json={
+                "model": "hermes-agent",
+                "input": [
+                    {"type": "item_reference", "id": item_id},
+                    {"role": "user", "content": "Say it again."},
+                ],
+            },
+        )
+        assert started.status_code == 202, started.text
+        assert (await _ended(http, started.json()["id"], served))["status"] == "completed"
+        unknown = await http.post(
+            "/v1/runs",
+            json={"model": "hermes-agent", "input": [{"type": "item_reference", "id": "msg_x_0"}]},
+        )
+    said = [(m["role"], m["content"]) for m in last_messages(simulator, UPSTREAM)[1:]]
+    assert said[-2:] == [("assistant", "Paris is the capital."), ("user", "Say it again.")]
+    assert unknown.status_code == 400
+    assert unknown.json()["error"]["param"] == "input"
+
+
+async def test_a_cron_keeps_the_item_its_input_names_by_reference(
+    served: Served, simulator: SimulatorServer
+) -> None:
+    script(simulator, UPSTREAM, answer("Paris is the capital."))
+    async with http_client(served.base_url, KEY) as http:
+        item_id = await _answered(http, "Which is the capital?")
+        made = await http.post(
+            "/v1/crons",
+            json={
+                "schedule": "0 3 * * *",
+                "model": "hermes-agent",
+                "input": [
+                    {"type": "item_reference", "id": item_id},
+                    {"role": "user", "content": "Is it still?"},
+                ],
+            },
+        )
+        assert made.status_code == 200, made.text
+        assert (await http.delete(f"/v1/crons/{made.json()['id']}")).status_code == 200
+    kept, asked = made.json()["input"]
+    assert (kept["id"], kept["role"]) == (item_id, "assistant")
+    assert kept["content"][0]["text"] == "Paris is the capital."
+    assert asked == {"role": "user", "content": "Is it still?"}
