@@ -57,6 +57,14 @@ def handle_text(run: ActiveRun, response: ModelResponse, streamed: str) -> bool:
     if earlier:
         run.finish(ExitReason.COMPLETED, earlier)
         return False
+    if response.finish_reason == "length":  # cut off before any answer, not an empty one
+        run.finish(
+            ExitReason.TRUNCATED,
+            "",
+            error="The reply was cut off by the output token limit before any answer "
+            "(its reasoning may have used it all). Raise max_tokens and try again.",
+        )
+        return False
     if run.last_role() == "tool" and not run.state.nudged:
         run.state.nudged = True
         run.append({"role": "assistant", "content": "(empty)"})
