@@ -237,6 +237,16 @@ class ChatCompletionRequest(_Open):
             return choice  # type: ignore[return-value]
         if isinstance(choice, dict) and choice.get("type") == "function":
             name = (choice.get("function") or {}).get("name")
+            declared = {tool.function.name for tool in self.tools or ()}
+            if declared and name not in declared:
+                # As "required" does, a client that declared tools names one of its own:
+                # anything else the upstream refuses, which the client would see as a 502.
+                raise APIError(
+                    400,
+                    f"tool_choice names the function {json.dumps(name)}, which is not one "
+                    "of the request's tools.",
+                    param="tool_choice",
+                )
             if isinstance(name, str) and name:
                 return ForcedTool(name=name)
         raise APIError(400, f"Invalid tool_choice: {json.dumps(choice)}", param="tool_choice")

@@ -106,3 +106,26 @@ async def test_a_streamed_answer_ending_in_part_of_a_stop_sequence_shows_that_pa
 async def test_more_than_four_stop_sequences_is_a_400(client: openai.AsyncOpenAI) -> None:
     error = await _refusal(client, stop=["a", "b", "c", "d", "e"])
     assert error.param == "stop"
+
+
+OPEN_PAGE: Any = [{"type": "function", "function": {"name": "open_page", "parameters": {}}}]
+
+
+async def test_tool_choice_naming_a_function_the_request_lacks_is_a_400(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    choice: Any = {"type": "function", "function": {"name": "open_pgae"}}
+    error = await _refusal(client, tools=OPEN_PAGE, tool_choice=choice)
+    assert error.param == "tool_choice"
+    assert "open_pgae" in error.message
+    assert simulator.state.requests() == []
+
+
+async def test_tool_choice_naming_a_declared_function_forces_it(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    choice: Any = {"type": "function", "function": {"name": "open_page"}}
+    await client.chat.completions.create(
+        model="hermes-agent", messages=HELLO, tools=OPEN_PAGE, tool_choice=choice
+    )
+    assert simulator.state.requests()[0].body["tool_choice"] == choice
