@@ -183,8 +183,8 @@ async def start_api_run(
     run = begun.run
     if "x-hermes-steered-into" in begun.headers:
         # The input went into the session's running run (session_busy: steer): that run is
-        # the answer; it keeps its own metadata and webhook.
-        return {**describe(run), "metadata": {}, "approvals": [], "webhooks": []}, begun.headers
+        # the answer, as GET /v1/runs/{id} shows it; it keeps its own metadata and webhook.
+        return await _with_records(services, principal, describe(run), live=True), begun.headers
     if hook is not None:  # before anything is awaited: the run cannot have ended yet
         services.webhooks.requested(run.id, hook)
     store = services.store
@@ -404,10 +404,19 @@ async def get_run(
         if record is None:
             raise APIError(404, f"No run '{run_id}'.", param="run_id", code="run_not_found")
         described = describe_record(record)
+    return await _with_records(services, principal, described, live=run is not None)
+
+
+async def _with_records(
+    services: Services, principal: Principal, described: dict[str, Any], *, live: bool
+) -> dict[str, Any]:
+    """The run ``described`` with what the database keeps of it: its approvals, its metadata
+    and its webhook deliveries (``live``: the run is held here, and answers on a full disk)."""
+    store = services.store
     try:
         asked = await store.approvals.of_run(principal.name, described["id"]) if store else []
     except StorageFull:
-        if run is None:
+        if not live:
             raise  # a 507: what the database says of this run may be stale
         # The disk is full: the run's own state, held here, still answers (whether it ended).
         asked = []

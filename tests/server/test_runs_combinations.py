@@ -1,6 +1,6 @@
 """``POST /v1/runs`` (and crons, which start runs the same way) with the Responses features its
 docs say it takes, against a real ``serve`` process: input items naming an earlier response's
-item by reference."""
+item by reference, and a run steered into its session's running run."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from server.simulator import SimulatorServer
+from server.simulator import Fault, Reply, SimulatorServer, Step
 from tests.server.served import (
     Served,
     answer,
@@ -109,3 +109,38 @@ async def test_a_cron_keeps_the_item_its_input_names_by_reference(
     assert (kept["id"], kept["role"]) == (item_id, "assistant")
     assert kept["content"][0]["text"] == "Paris is the capital."
     assert asked == {"role": "user", "content": "Is it still?"}
+
+
+async def test_a_run_steered_into_its_sessions_running_run_is_answered_with_that_run_as_it_is(
+    served: Served, simulator: SimulatorServer
+) -> None:
+    held = Step(reply=Reply(text="Read."), fault=Fault(first_byte_delay=60))
+    script(simulator, UPSTREAM, held)
+    async with http_client(served.base_url, KEY) as http:
+        running = await http.post(
+            "/v1/runs",
+            json={
+                "model": "hermes-agent",
+                "input": "Read the logs.",
+                "session": "steered",
+                "metadata": {"job": "nightly"},
+            },
+        )
+        assert running.status_code == 202, running.text
+        assert await until(lambda: bool(simulator.state.requests(scenario=UPSTREAM)), server=served)
+        steered = await http.post(
+            "/v1/runs",
+            json={
+                "model": "hermes-agent",
+                "input": "And the errors.",
+                "session": "steered",
+                "session_busy": "steer",
+                "metadata": {"job": "other"},
+            },
+        )
+        shown = (await http.get(f"/v1/runs/{running.json()['id']}")).json()
+        assert (await http.post(f"/v1/runs/{shown['id']}/stop")).status_code == 202
+    assert steered.status_code == 202, steered.text
+    assert steered.headers["x-hermes-steered-into"] == shown["id"]
+    answered = steered.json()
+    assert (answered["id"], answered["metadata"]) == (shown["id"], {"job": "nightly"})
