@@ -30,6 +30,7 @@ from server.routes.runs import (
     _as_response_request,
     _checked_metadata,
     _checked_webhook,
+    checked_session,
     with_referenced_items,
 )
 from server.runs.manager import new_id
@@ -104,6 +105,7 @@ async def _checked_body(
             "webhook": fields.get("webhook"),
         }
     )
+    checked_session(run.session)
     # An item named by reference is kept itself: the cron stands on its own, whatever becomes
     # of the response it was in.
     run = await with_referenced_items(services, principal, run, None)

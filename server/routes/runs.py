@@ -50,6 +50,7 @@ from server.serving.end_users import end_user_id, end_user_of
 from server.serving.item_references import resolve_item_references
 from server.serving.response_chain import conversation_of, in_conversation
 from server.serving.turn import Joined, JoinSession, TurnSpec, begin_turn, join_by_name
+from server.sessions.service import MAX_NAME_LENGTH, valid_name
 from server.webhooks.service import RUNS_ENDPOINT, RequestWebhook
 from server.webhooks.signing import secret_key
 
@@ -149,6 +150,7 @@ async def start_api_run(
     headers (also how a schedule's firing starts its run, with a connection of its own)."""
     if body.session is not None and body.conversation is not None:
         raise APIError(400, "Name a session or a conversation, not both.", param="session")
+    checked_session(body.session)
     metadata = _checked_metadata(body.metadata)
     hook = await _checked_webhook(services, body.webhook) if body.webhook else None
     profile = resolve_profile(services, body.model, principal)
@@ -256,6 +258,15 @@ def _as_response_request(body: RunCreateRequest) -> ResponseCreateRequest:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or None
         raise APIError(400, f"Invalid input: {first['msg']}.", param=where) from None
+
+
+def checked_session(name: str | None) -> None:
+    """A 400 for a session name the sessions' routes (and ``X-Hermes-Session-Id``) could not
+    name: a session a run made so could not be read or deleted by its name."""
+    if name is not None and not valid_name(name):
+        raise APIError(
+            400, f"session is 1 to {MAX_NAME_LENGTH} printable characters.", param="session"
+        )
 
 
 def _checked_metadata(metadata: dict[str, str] | None) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """``POST /v1/runs`` (and crons, which start runs the same way) with the Responses features its
 docs say it takes, against a real ``serve`` process: input items naming an earlier response's
-item by reference, and a run steered into its session's running run."""
+item by reference, a run steered into its session's running run, and the session names a run
+may give."""
 
 from __future__ import annotations
 
@@ -144,3 +145,19 @@ async def test_a_run_steered_into_its_sessions_running_run_is_answered_with_that
     assert steered.headers["x-hermes-steered-into"] == shown["id"]
     answered = steered.json()
     assert (answered["id"], answered["metadata"]) == (shown["id"], {"job": "nightly"})
+
+
+@pytest.mark.parametrize("name", ["two\nlines", "\tindented", "x" * 257])
+@pytest.mark.parametrize("route", ["/v1/runs", "/v1/crons"])
+async def test_a_session_name_the_sessions_routes_could_not_name_is_a_400(
+    served: Served, route: str, name: str
+) -> None:
+    body = {"model": "hermes-agent", "input": "Hello.", "session": name, "schedule": "@daily"}
+    if route == "/v1/runs":
+        del body["schedule"]
+    async with http_client(served.base_url, KEY) as http:
+        refused = await http.post(route, json=body)
+        sessions = (await http.get("/v1/runs", params={"session": name[:256]})).json()["data"]
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["param"] == "session"
+    assert sessions == []
