@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.requests import HTTPConnection
 
@@ -364,6 +364,11 @@ def _busy_policy(
     mode = spec.session_busy or busy_mode_of(connection) or profile.session_busy
     if mode is None:
         return None
+    if mode == "steer" and not _all_text(request):
+        # Steering gives the running turn the message's text alone: an attached file or image
+        # would be lost without a word. The turn runs after the running one instead, as
+        # enqueue does, its files placed in the workspace as any turn's are.
+        mode = "enqueue"
     key = principal.name
 
     async def steer(run_id: str, text: str) -> bool | None:
@@ -378,10 +383,21 @@ def _busy_policy(
 def _new_text(request: AgentRequest) -> str:
     """The text of the turn's new message (the last of the client's messages when the client
     sends its whole history)."""
+    return text_of(_new_content(request))
+
+
+def _all_text(request: AgentRequest) -> bool:
+    """Whether the turn's new message is text only (no file, no image): all of it steers."""
+    content = _new_content(request)
+    return not isinstance(content, list) or all(part.get("type") == "text" for part in content)
+
+
+def _new_content(request: AgentRequest) -> str | list[dict[str, Any]] | None:
+    """The turn's new message's content (None: its last message is not the user's)."""
     if request.user_message is not None:
-        return text_of(request.user_message)
+        return request.user_message
     last = request.history[-1] if request.history else None
-    return text_of(last.get("content")) if last is not None and last["role"] == "user" else ""
+    return last.get("content") if last is not None and last["role"] == "user" else None
 
 
 def _steered(services: Services, principal: Principal, steered: SessionSteered) -> BegunTurn:
