@@ -253,11 +253,29 @@ page without it)."""
 
 
 def _listed(item: dict[str, Any]) -> dict[str, Any]:
-    """An input item as ``input_items`` lists it: as the client sent it, ``completed`` when it
-    gave no status of its own (an input item is whole once sent)."""
-    if item.get("type") in _LISTED_WITH_STATUS and "status" not in item:
-        return {**item, "status": "completed"}
-    return item
+    """An input item as ``input_items`` lists it: as the client sent it, with what OpenAI's
+    list always shows and a client may leave out — ``completed`` when it gave no status (an
+    input item is whole once sent), and its content parts' defaults."""
+    if item.get("type") not in _LISTED_WITH_STATUS:
+        return item
+    listed = {**item, "status": item.get("status") or "completed"}
+    content = item.get("content")
+    if isinstance(content, list):
+        listed["content"] = [_listed_part(part) for part in content]
+    return listed
+
+
+def _listed_part(part: Any) -> Any:
+    """A content part with what it left out that the SDK's types require: an image's
+    ``detail`` (``auto``, its default), an answer's ``annotations`` (none)."""
+    if not isinstance(part, dict):
+        return part
+    kind = part.get("type")
+    if kind == "input_image":
+        return {**part, "detail": part.get("detail") or "auto"}
+    if kind == "output_text":
+        return {**part, "annotations": part.get("annotations") or []}
+    return part
 
 
 def _announcer_of(container: Any) -> FileAnnouncer | None:

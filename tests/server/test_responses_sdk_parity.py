@@ -17,14 +17,18 @@ async def test_input_items_of_a_replayed_conversation_validate_and_page_in_order
     simulator: SimulatorServer, client: openai.AsyncOpenAI
 ) -> None:
     # A stateless client sends its whole conversation back, function calls included, each
-    # item as it built it (without a status): a strict SDK still reads the list.
+    # item as it built it (without a status, an image without its detail, an answer without
+    # annotations): a strict SDK still reads the list.
     script(simulator, text("It is sunny in Paris."))
     sent: list[Any] = [
-        {"role": "user", "content": "weather in Paris?"},
+        {"role": "user", "content": [
+            {"type": "input_text", "text": "weather in Paris?"},
+            {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="},
+        ]},
         {"type": "function_call", "call_id": "call_1", "name": "get_weather",
          "arguments": '{"city": "Paris"}'},
         {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
-        {"role": "assistant", "content": "Sunny."},
+        {"role": "assistant", "content": [{"type": "output_text", "text": "Sunny."}]},
         {"role": "user", "content": "and so?"},
     ]  # fmt: skip
     created = await client.responses.create(model="hermes-agent", input=sent, tools=[WEATHER_TOOL])

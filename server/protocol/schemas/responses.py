@@ -455,8 +455,9 @@ class ResponseDeleted(Shape):
 
 
 class InputItem(Open):
-    """An input item as the request gave it, with its ``type`` and ``id`` filled in (and a
-    ``completed`` ``status`` for a message or function call item sent without one)."""
+    """An input item as the request gave it, with its ``type`` and ``id`` filled in (and
+    what a message or function call item left out that OpenAI's list shows: a ``completed``
+    ``status``, an image's ``detail`` ``auto``, an answer's empty ``annotations``)."""
 
     type: str
     id: str
