@@ -68,17 +68,47 @@ class ToolProgress(Shape):
     stream event when asked for with ``X-Hermes-Progress: events``)."""
 
     type: Literal["tool"]
-    phase: Literal["started", "finished"]
+    phase: Literal["started", "progress", "finished"]
     call_id: str
     name: str
     arguments: Omittable[dict[str, Any]] = None
     """``started`` only."""
+    output: Omittable[str] = None
+    """``progress`` only: what the running tool has written so far."""
     ok: Omittable[bool] = None
     """``finished`` only, like the fields below."""
+    outcome: Omittable[str] = None
+    """How the call ended: ``success``, ``error``, ``timeout``, ``denied``, …"""
     duration_ms: Omittable[int] = None
     preview: Omittable[str] = None
     """The start of the tool's result."""
     error: Omittable[str | None] = None
+
+
+class ApprovalProgress(Shape):
+    """A server tool call waiting for a person's approval (``requested``), or the answer it
+    got (``resolved``)."""
+
+    type: Literal["approval"]
+    phase: Literal["requested", "resolved"]
+    approval_id: str
+    call_id: str
+    name: str
+    arguments: Omittable[dict[str, Any]] = None
+    """``requested`` only, like ``reason``."""
+    reason: Omittable[str] = None
+    decision: Omittable[Literal["approved", "denied", "expired"]] = None
+    """``resolved`` only (``expired``: nobody answered in time, and the call did not run)."""
+
+
+class PlanProgress(Shape):
+    """The plan the agent wrote before acting on a complex task, or wrote again."""
+
+    type: Literal["plan"]
+    steps: list[str]
+    replanned: bool
+    reason: str | None
+    """Why the plan was made again (null for a first plan)."""
 
 
 class ChunkToolCall(ToolCall):
@@ -96,7 +126,10 @@ class ChatDelta(Open):
     """Why the model declined to answer, in one chunk before the last."""
     tool_calls: Omittable[list[ChunkToolCall]] = None
     """The client's tool calls, complete, in one chunk."""
-    hermes: Omittable[ToolProgress] = None
+    annotations: Omittable[list[Any]] = None
+    """The answer's citations (``url_citation`` and files), in one chunk before the last."""
+    hermes: Omittable[ToolProgress | ApprovalProgress | PlanProgress] = None
+    """Structured progress: a tool step, an approval, a plan (``type`` says which)."""
 
 
 class ChunkChoice(Shape):
