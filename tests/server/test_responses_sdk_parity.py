@@ -9,8 +9,16 @@ from typing import Any
 import openai
 import pytest
 
-from server.simulator import SimulatorServer
-from tests.server.test_responses import WEATHER_TOOL, call, script, text, tools
+from server.simulator import Reply, SimulatorServer, Step
+from tests.server.conftest import UPSTREAM_MODEL
+from tests.server.test_responses import (
+    WEATHER_TOOL,
+    call,
+    script,
+    text,
+    tools,
+    upstream_messages,
+)
 
 
 async def test_input_items_of_a_replayed_conversation_validate_and_page_in_order(
@@ -89,3 +97,63 @@ async def test_a_function_call_output_answering_no_call_of_the_previous_response
     assert refused.value.param == "input"
     assert "call_typo" in refused.value.message
     assert answered.output_text == "It is sunny."
+
+
+async def test_instructions_are_not_carried_over_a_previous_response_id(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    # OpenAI: the previous response's instructions are not inherited; each request's own
+    # (or none) are the system layer of its turn.
+    script(simulator, text("Arr."), text("Plain."), text("Brief."))
+    first = await client.responses.create(
+        model="hermes-agent", input="hi", instructions="Talk like a pirate."
+    )
+    second = await client.responses.create(
+        model="hermes-agent", input="again", previous_response_id=first.id
+    )
+    third = await client.responses.create(
+        model="hermes-agent",
+        input="once more",
+        previous_response_id=second.id,
+        instructions="Be brief.",
+    )
+    systems = [messages[0]["content"] for messages in upstream_messages(simulator)]
+    assert "Talk like a pirate." in systems[0]
+    assert "Talk like a pirate." not in systems[1] + systems[2]
+    assert "Be brief." in systems[2]
+    assert (second.instructions, third.instructions) == (None, "Be brief.")
+
+
+async def test_a_store_false_response_cannot_be_continued_or_retrieved(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    script(simulator, text("Gone."))
+    unstored = await client.responses.create(model="hermes-agent", input="hi", store=False)
+    with pytest.raises(openai.NotFoundError) as continued:
+        await client.responses.create(
+            model="hermes-agent", input="and?", previous_response_id=unstored.id
+        )
+    with pytest.raises(openai.NotFoundError):
+        await client.responses.input_items.list(unstored.id)
+    assert (continued.value.code, continued.value.param) == (
+        "previous_response_not_found",
+        "previous_response_id",
+    )
+
+
+async def test_max_output_tokens_cutting_the_answer_ends_incomplete_with_its_reason(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    script(simulator, Step(reply=Reply(text="The answer is cut", finish_reason="length")))
+    stream = await client.responses.create(
+        model="hermes-agent", input="a long answer", max_output_tokens=16, stream=True
+    )
+    events = [event async for event in stream]
+    final = events[-1].response  # type: ignore[union-attr]
+    sent = simulator.state.requests(scenario=UPSTREAM_MODEL)[-1].body
+    assert events[-1].type == "response.incomplete"
+    assert (final.status, final.max_output_tokens) == ("incomplete", 16)
+    assert final.incomplete_details is not None
+    assert final.incomplete_details.reason == "max_output_tokens"
+    assert final.output_text == "The answer is cut"
+    assert sent["max_tokens"] == 16
