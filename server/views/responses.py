@@ -91,9 +91,9 @@ from server.views.response_mcp import McpCallState, RemoteMcpTools
 Progress = Literal["reasoning", "events", "openwebui"]
 
 APPROVAL_SERVER_LABEL = "hermes"
+"""The ``server_label`` of approval requests for the server's own tools."""
 SERVER_STOPPED = "The server running this response stopped before it finished."
 """A response its server cut (a drain's end, a replica that died) fails with this."""
-"""The ``server_label`` of approval requests for the server's own tools."""
 _OPENING_EVENTS = 2
 """``opening()`` always takes sequence numbers 0 and 1; ``handle()`` continues from here."""
 
