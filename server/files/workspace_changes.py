@@ -44,7 +44,8 @@ Snapshot = Mapping[str, tuple[int, int]]
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, int]]:
-    """The regular files under ``root`` (bounded; empty when there is no workspace yet)."""
+    """The regular files under ``root`` whose names are text (bounded; empty when there is
+    no workspace yet)."""
     found: dict[str, tuple[int, int]] = {}
     try:
         real = root.resolve(strict=True)
@@ -52,12 +53,25 @@ def snapshot(root: Path) -> dict[str, tuple[int, int]]:
         return found
     try:
         for path, info in regular_files(real, Budget(seconds=SNAPSHOT_SECONDS), skip=NOT_SHOWN):
-            found[path.relative_to(real).as_posix()] = (info.st_size, info.st_mtime_ns)
+            relative = path.relative_to(real).as_posix()
+            if _is_text(relative):
+                found[relative] = (info.st_size, info.st_mtime_ns)
             if len(found) >= SNAPSHOT_MAX_FILES:
                 break
     except (ScanStopped, OSError):
         pass  # what was seen so far is the snapshot
     return found
+
+
+def _is_text(path: str) -> bool:
+    """Whether ``path`` is UTF-8 text: a command may name a file with other bytes (Python keeps
+    them as lone surrogates), which no answer can carry as a name, a link or JSON (the answer
+    failed with a 500). The workspace's listings still show it, and it can be downloaded."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def changes(before: Snapshot, after: Snapshot) -> list[WorkspaceFile]:
