@@ -173,9 +173,13 @@ def secrets_of(config: BaseModel, environ: Mapping[str, str] | None = None) -> l
                 found.append(Path(key_file).read_text().strip())
     for variable in ("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"):
         for pair in env.get(variable, "").split(","):
-            _, _, value = pair.partition("=")
+            _, equals, value = pair.partition("=")
+            if not equals:
+                # Malformed (`name: value`, as HTTP writes it): the SDK's warning quotes it.
+                _, colon, value = pair.partition(":")
+                value = value if colon else pair
             if value.strip():
-                found.append(value.strip())
+                found += {value.strip(), unquote(value).strip()}
     return found
 
 
