@@ -142,6 +142,7 @@ class ResponseCreateRequest(_Open):
         self.shell_tool()
         hosted = self.hosted_tools()
         _tool_choice(self.tool_choice)
+        _check_named_functions(self.tool_choice, self.tools)
         forced = _forced_hosted(self.tool_choice)
         if forced is not None and forced not in hosted.types:
             raise APIError(
@@ -386,6 +387,31 @@ def _allowed_names(choice: str | dict[str, Any] | None) -> frozenset[str] | None
     ):
         raise _tool_choice_error(choice)
     return frozenset(tool["name"] for tool in tools)
+
+
+def _check_named_functions(
+    choice: str | dict[str, Any] | None, tools: list[dict[str, Any]] | None
+) -> None:
+    """A 400 for a tool_choice naming a function the request's function tools lack (when it
+    has some), as on chat: the upstream would refuse it, which the client saw as a 502; an
+    ``allowed_tools`` naming one offered the model none of them."""
+    declared = {tool.get("name") for tool in tools or () if tool.get("type") == "function"}
+    if not declared or not isinstance(choice, dict):
+        return
+    if choice.get("type") == "function":
+        named = [choice.get("name")]
+    elif choice.get("type") == "allowed_tools":
+        named = [tool.get("name") for tool in choice.get("tools") or ()]
+    else:
+        return
+    for name in named:
+        if name not in declared:
+            raise APIError(
+                400,
+                f"tool_choice names the function {json.dumps(name)}, which is not one of the "
+                "request's tools.",
+                param="tool_choice",
+            )
 
 
 def _forced_hosted(choice: str | dict[str, Any] | None) -> str | None:

@@ -157,3 +157,24 @@ async def test_max_output_tokens_cutting_the_answer_ends_incomplete_with_its_rea
     assert final.incomplete_details.reason == "max_output_tokens"
     assert final.output_text == "The answer is cut"
     assert sent["max_tokens"] == 16
+
+
+@pytest.mark.parametrize(
+    "tool_choice",
+    [
+        {"type": "function", "name": "get_wether"},
+        {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": "nope"}]},
+    ],
+)
+async def test_a_tool_choice_naming_a_function_the_tools_lack_is_a_400(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI, tool_choice: Any
+) -> None:
+    # Forced, the upstream refused it (a 502 to the client); allowed, the model was offered
+    # none of the client's tools. As on chat, and on OpenAI: the request names its mistake.
+    script(simulator, text("never"))
+    with pytest.raises(openai.BadRequestError) as refused:
+        await client.responses.create(
+            model="hermes-agent", input="weather?", tools=[WEATHER_TOOL], tool_choice=tool_choice
+        )
+    assert refused.value.param == "tool_choice"
+    assert simulator.state.requests(scenario=UPSTREAM_MODEL) == []
