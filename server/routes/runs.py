@@ -182,11 +182,16 @@ async def start_api_run(
             session_busy=body.session_busy,
         ),
     )
-    run = begun.run
-    if "x-hermes-steered-into" in begun.headers:
+    run, headers = begun.run, begun.headers
+    named = conversation or body.session
+    if named is not None and "x-hermes-session-id" in headers:
+        # The name the run's session and workspace are kept under, as a chat turn's header
+        # says (GET /v1/workspaces/{it}/files); the session's id named no workspace.
+        headers["x-hermes-session-id"] = named
+    if "x-hermes-steered-into" in headers:
         # The input went into the session's running run (session_busy: steer): that run is
         # the answer, as GET /v1/runs/{id} shows it; it keeps its own metadata and webhook.
-        return await _with_records(services, principal, describe(run), live=True), begun.headers
+        return await _with_records(services, principal, describe(run), live=True), headers
     if hook is not None:  # before anything is awaited: the run cannot have ended yet
         services.webhooks.requested(run.id, hook)
     store = services.store
@@ -203,7 +208,7 @@ async def start_api_run(
         await run.until_started()
         await store.db.writer.flush()
     described = {**describe(run), "metadata": metadata, "approvals": [], "webhooks": []}
-    return described, begun.headers
+    return described, headers
 
 
 def _named(session: str | None) -> JoinSession:

@@ -1,7 +1,7 @@
 """``POST /v1/runs`` (and crons, which start runs the same way) with the Responses features its
 docs say it takes, against a real ``serve`` process: input items naming an earlier response's
-item by reference, a run steered into its session's running run, and the session names a run
-may give."""
+item by reference, a run steered into its session's running run, the session names a run may
+give, and the session header naming where a run's files are."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from server.simulator import Fault, Reply, SimulatorServer, Step
 from tests.server.served import (
     Served,
     answer,
+    call,
     http_client,
     last_messages,
     script,
@@ -37,6 +38,7 @@ def served(
         f"server:\n  api_keys: [{{principal: alice, key: {KEY}}}]\n"
         f"providers:\n{simulated_provider(_simulator_server, UPSTREAM)}"
         "profiles:\n  - {id: hermes-agent, providers: [sim]}\n"
+        "  - {id: hermes-files, providers: [sim], tools: [files]}\n"
     )
     with serving(tmp_path_factory.mktemp("runs-combinations"), config) as running:
         yield running
@@ -161,3 +163,27 @@ async def test_a_session_name_the_sessions_routes_could_not_name_is_a_400(
     assert refused.status_code == 400, refused.text
     assert refused.json()["error"]["param"] == "session"
     assert sessions == []
+
+
+@pytest.mark.parametrize("joins", ["session", "conversation"])
+async def test_the_session_header_of_a_run_names_where_its_files_are(
+    served: Served, simulator: SimulatorServer, joins: str
+) -> None:
+    script(
+        simulator, UPSTREAM, call("write_file", path="report.txt", content="ok"), answer("Done.")
+    )
+    async with http_client(served.base_url, KEY) as http:
+        if joins == "session":
+            named = "reports"
+        else:
+            named = (await http.post("/v1/conversations", json={})).json()["id"]
+        started = await http.post(
+            "/v1/runs", json={"model": "hermes-files", "input": "Write it.", joins: named}
+        )
+        assert started.status_code == 202, started.text
+        assert (await _ended(http, started.json()["id"], served))["status"] == "completed"
+        header = started.headers["x-hermes-session-id"]
+        files = await http.get(f"/v1/workspaces/{header}/files")
+    assert files.status_code == 200, files.text
+    assert [f["path"] for f in files.json()["data"]] == ["report.txt"]
+    assert header == named
