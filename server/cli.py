@@ -338,6 +338,23 @@ def _port(value: str) -> int:
     return port
 
 
+def _workers(value: str) -> int:
+    try:
+        count = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{count} is not at least 1")
+    return count
+
+
+def _command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str
+) -> argparse.ArgumentParser:
+    """A subcommand whose ``--help`` says what it does, as the command list does."""
+    return commands.add_parser(name, help=summary, description=summary[0].upper() + summary[1:])
+
+
 def _add_config_option(parser: argparse.ArgumentParser) -> None:
     from server.config import CONFIG_ENV
 
@@ -350,18 +367,39 @@ def _add_config_option(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from server.config import CONFIG_ENV
     from server.telemetry.json_logs import LOG_FORMAT_ENV
 
-    parser = argparse.ArgumentParser(prog="hermes-server", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="hermes-server",
+        description="An OpenAI-compatible HTTP server whose model is a whole agent. "
+        "It needs no configuration; settings come from the embedded defaults, then a YAML file "
+        f"(--config FILE or ${CONFIG_ENV}), then HERMES_* environment variables, then "
+        "--host/--port (docs/configuration.md).",
+    )
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
     commands = parser.add_subparsers(dest="command", required=True)
 
-    serve = commands.add_parser("serve", help="run the OpenAI-compatible agent server")
-    serve.add_argument("--host", default=None, help="bind address (default 127.0.0.1)")
-    serve.add_argument("--port", type=_port, default=None, help="port (default 8000)")
+    serve = _command(
+        commands,
+        "serve",
+        "run the OpenAI-compatible agent server (SIGHUP or a changed file reloads the "
+        "configuration; SIGTERM drains)",
+    )
+    serve.add_argument(
+        "--host",
+        default=None,
+        help="bind address, over $HERMES_HOST and server.host (default 127.0.0.1)",
+    )
+    serve.add_argument(
+        "--port",
+        type=_port,
+        default=None,
+        help="port, over $HERMES_PORT and server.port (default 8000)",
+    )
     serve.add_argument(
         "--workers",
-        type=int,
+        type=_workers,
         default=1,
         help="worker processes (default 1); more need PostgreSQL and Redis (each is a replica)",
     )
@@ -383,21 +421,26 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_option(serve)
     serve.set_defaults(handler=_serve)
 
-    check = commands.add_parser(
-        "check-config", help="validate a configuration and print what it resolves to"
+    check = _command(
+        commands,
+        "check-config",
+        "validate a configuration and print what it resolves to, secrets masked (exit 2 and "
+        "every problem when it is invalid)",
     )
     _add_config_option(check)
     check.set_defaults(handler=_check_config)
 
-    database = commands.add_parser("db", help="database maintenance")
+    database = _command(commands, "db", "database maintenance")
     db_commands = database.add_subparsers(dest="db_command", required=True)
-    upgrade = db_commands.add_parser("upgrade", help="apply the schema migrations")
+    upgrade = _command(db_commands, "upgrade", "apply the database's schema migrations")
     _add_config_option(upgrade)
     upgrade.set_defaults(handler=_db_upgrade)
 
-    simulate = commands.add_parser("simulate", help="run the upstream LLM simulator")
-    simulate.add_argument("--host", default="127.0.0.1")
-    simulate.add_argument("--port", type=int, default=9100)
+    simulate = _command(
+        commands, "simulate", "run the upstream LLM simulator (OpenAI and Anthropic APIs)"
+    )
+    simulate.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    simulate.add_argument("--port", type=_port, default=9100, help="port (default 9100)")
     simulate.add_argument(
         "--min-cacheable-tokens",
         type=int,
