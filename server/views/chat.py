@@ -509,8 +509,10 @@ class ChatCompletionBuilder:
                         self._reasoning.append(line)
 
     def build(self, end: RunFinished) -> ChatCompletion:
-        # The text a stream of the run shows, every step's: the same answer either way.
-        text = "".join(self._text) or end.final_text
+        # The text a stream of the run shows, every step's: the same answer either way. Not
+        # end.final_text: with a structured answer asked for, a step's text is held back
+        # until checked, and a run ending on the client's tool calls has none to show.
+        text = "".join(self._text)
         if self.stop and text:
             text = cut_at_stop(text, self.stop)[0]
         annotations = [c.chat_annotation() for c in self._sources.cite(text or "")]

@@ -3,8 +3,11 @@ and one line per server tool step in ``message.reasoning_content`` (the document
 
 from __future__ import annotations
 
+from typing import Any
+
 import openai
 from openai.types.chat import ChatCompletionMessageParam
+from pydantic import BaseModel
 
 from server.simulator import Reply, Scenario, SimulatorServer, Step, ToolCallSpec
 from tests.server.conftest import UPSTREAM_MODEL
@@ -50,3 +53,42 @@ async def test_reasoning_content_reads_the_same_streamed_or_not(
         return "\n".join(line.split(" (")[0] for line in text.splitlines())
 
     assert without_durations(plain) == without_durations("".join(streamed))
+
+
+OPEN_PAGE = ToolCallSpec(name="open_page", arguments={"url": "https://example.org"})
+STRICT_TOOLS: Any = [
+    {
+        "type": "function",
+        "function": {
+            "name": "open_page",
+            "strict": True,
+            "parameters": {
+                "type": "object",
+                "properties": {"url": {"type": "string"}},
+                "required": ["url"],
+                "additionalProperties": False,
+            },
+        },
+    }
+]
+
+
+class City(BaseModel):
+    city: str
+
+
+async def test_parse_with_tools_gets_the_client_calls_before_the_structured_answer(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    # The text beside the calls is no answer of the schema's: held back, as a stream holds it.
+    simulator.state.script(
+        UPSTREAM_MODEL,
+        Scenario(steps=[Step(reply=Reply(text="Let me look.", tool_calls=[OPEN_PAGE]))]),
+    )
+    completion = await client.chat.completions.parse(
+        model="hermes-agent", messages=HELLO, tools=STRICT_TOOLS, response_format=City
+    )
+    message = completion.choices[0].message
+    assert completion.choices[0].finish_reason == "tool_calls"
+    assert (message.content, message.parsed) == (None, None)
+    assert [call.function.name for call in message.tool_calls or ()] == ["open_page"]

@@ -395,7 +395,8 @@ def test_the_completion_builder_carries_the_answer_reasoning_client_calls_and_us
     call: Any = {"id": "call_9", "type": "function", "function": {"name": "f", "arguments": "{}"}}
     for event in (
         ReasoningDelta(RUN, 1, text="hmm"),
-        ClientToolCallsPending(RUN, 2, tool_calls=[call]),
+        TextDelta(RUN, 2, text="Hi there."),
+        ClientToolCallsPending(RUN, 3, tool_calls=[call]),
     ):
         builder.add(event)
     completion = builder.build(ended(ExitReason.AWAITING_CLIENT_TOOLS))
