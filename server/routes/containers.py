@@ -39,6 +39,7 @@ from server.protocol.schemas.containers import (
 from server.routes.file_bytes import file_response, open_file, shown
 from server.services import Services
 from server.serving.common import conversation_owner
+from server.sessions.removal import turn_lock
 
 router = APIRouter(prefix="/v1/containers", tags=["containers"])
 
@@ -140,15 +141,29 @@ async def retrieve_container(
     return await asyncio.to_thread(_describe, owner, root)
 
 
-@router.delete("/{container_id}", response_model=ContainerDeleted, responses=errors(401, 404))
+@router.delete("/{container_id}", response_model=ContainerDeleted, responses=errors(401, 404, 409))
 async def delete_container(
     container_id: str,
     request: Request,
     principal: Annotated[Principal, Depends(require_principal)],
 ) -> dict[str, Any]:
-    """The workspace and everything in it (the conversation's transcript stays)."""
+    """The workspace and everything in it (the conversation's transcript stays); a 409 while
+    a turn of its conversation runs, as for deleting the conversation itself: its commands
+    would go on in a workspace gone from under them."""
     root = await _container(request, principal, container_id)
-    await asyncio.to_thread(remove_workspace, root)  # read-only leftovers of commands too
+    services, owner = _owner(request, principal)
+    name = (await asyncio.to_thread(read_container_record, root)).get("name")
+    if services.store is None or not isinstance(name, str):
+        await asyncio.to_thread(remove_workspace, root)  # read-only leftovers of commands too
+    else:
+        busy = APIError(
+            409,
+            "A turn of this container's conversation is running; retry once it has ended.",
+            param="container_id",
+            code="container_busy",
+        )
+        async with turn_lock(services.store, owner, name, busy=busy):
+            await asyncio.to_thread(remove_workspace, root)
     return {"id": container_id, "object": "container.deleted", "deleted": True}
 
 
