@@ -140,7 +140,9 @@ class ChatCompletionRequest(_Open):
         cls, value: StreamOptions | None, info: ValidationInfo
     ) -> StreamOptions | None:
         if value is not None and not info.data.get("stream"):
-            raise ValueError("stream_options is only allowed when stream is true")
+            raise APIError(
+                400, "stream_options is only allowed when stream is true.", param="stream_options"
+            )
         return value
 
     @model_validator(mode="after")

@@ -129,3 +129,11 @@ async def test_tool_choice_naming_a_declared_function_forces_it(
         model="hermes-agent", messages=HELLO, tools=OPEN_PAGE, tool_choice=choice
     )
     assert simulator.state.requests()[0].body["tool_choice"] == choice
+
+
+async def test_stream_options_without_a_stream_is_a_400_that_reads_as_a_sentence(
+    client: openai.AsyncOpenAI,
+) -> None:
+    error = await _refusal(client, stream_options={"include_usage": True})
+    assert error.param == "stream_options"
+    assert "Value error" not in error.message
