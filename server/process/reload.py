@@ -32,7 +32,13 @@ from pathlib import Path
 from hermes_core.tools.egress.registry import close_unused_egress_proxies
 from hermes_core.tools.web.guard import AddressPolicy
 from server.bootstrap import build_profiles, keyring_of, webhook_targets
-from server.config import SIMULATOR_PROVIDER, ConfigError, HermesConfig, load_config
+from server.config import (
+    CONFIG_ENV,
+    SIMULATOR_PROVIDER,
+    ConfigError,
+    HermesConfig,
+    load_config,
+)
 from server.config.schema import ServerConfig
 from server.profiles import Profile
 from server.retention.policy import retention_policy
@@ -102,12 +108,23 @@ class ConfigReloader:
         """On the event loop: announce the live version, watch the file, take SIGHUP."""
         self.services.metrics.config_version.labels(self.version).set(1)
         log.info("config version %s live", self.version)
-        if self.path is None:
-            return
-        self._spawn(self._watch())
+        if self.path is not None:
+            self._spawn(self._watch())
         if threading.current_thread() is threading.main_thread():
+            # Taken without a file too: SIGHUP's default action ends the process at once,
+            # undrained, and `kill -HUP` is how operators (and systemd's reload) ask.
             loop = asyncio.get_running_loop()
-            loop.add_signal_handler(signal.SIGHUP, lambda: self._spawn(self.reload()))
+            loop.add_signal_handler(signal.SIGHUP, self._hangup)
+
+    def _hangup(self) -> None:
+        if self.path is None:
+            log.warning(
+                "SIGHUP: nothing to reload, the server runs without a configuration file "
+                "(start it with --config FILE or %s to reload one)",
+                CONFIG_ENV,
+            )
+            return
+        self._spawn(self.reload())
 
     async def reload(self) -> bool:
         """Load the file again and apply it; False (and the old one stays) if it is invalid."""

@@ -20,7 +20,8 @@ from server.config import load_config
 from server.process.reload import ConfigReloader
 from server.services import Services
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step
-from tests.server.served import serving, simulated_provider, sse_data, until
+from tests.processes import free_port, hermes_command
+from tests.server.served import pid_alive, serving, simulated_provider, sse_data, until
 
 KEY = "sk-reload-settings-0123456789"
 
@@ -90,6 +91,14 @@ async def test_a_reload_changing_the_processs_own_settings_keeps_them_and_says_s
     await services.close()
 
 
+class Process:
+    def __init__(self, pid: int, log: Path) -> None:
+        self.pid, self.log = pid, log
+
+    def alive(self) -> bool:
+        return pid_alive(self.pid)
+
+
 @pytest.mark.slow
 async def test_a_reloaded_session_busy_reject_answers_a_second_turn_409(
     simulator: SimulatorServer, tmp_path: Path
@@ -130,3 +139,16 @@ async def test_a_reloaded_session_busy_reject_answers_a_second_turn_409(
         assert second.status_code == 409, second.text
         assert second.json()["error"]["code"] == "session_busy"
         assert rest[-1]["hermes"]["exit_reason"] == "completed"
+
+
+@pytest.mark.slow
+async def test_sighup_to_a_server_without_a_configuration_file_is_answered_in_the_log(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "server.log"
+    env = {"HERMES_DATA_DIR": str(tmp_path / "data"), "HERMES_CONFIG": ""}
+    with hermes_command("serve", port=free_port(), env=env, log=log) as server:
+        watched = Process(server.pid, log)
+        server.send_signal(signal.SIGHUP)
+        assert await until(lambda: "SIGHUP: nothing to reload" in log.read_text(), server=watched)
+        assert server.poll() is None  # not ended by the signal's default action
