@@ -101,10 +101,11 @@ class ChatCompletionRequest(_Open):
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
     """Refused above 0, as ``logprobs``."""
     functions: list[Any] | None = None
-    """The deprecated form of ``tools``: refused, so that a client using it learns to send
-    ``tools`` instead of getting answers from a model that never saw its functions."""
+    """The deprecated form of ``tools``: refused unless empty, so that a client using it
+    learns to send ``tools`` instead of getting answers from a model that never saw its
+    functions."""
     function_call: str | dict[str, Any] | None = None
-    """The deprecated form of ``tool_choice``: refused, as ``functions``."""
+    """The deprecated form of ``tool_choice``: refused when it names a function."""
 
     @field_validator("n")
     @classmethod
@@ -123,7 +124,8 @@ class ChatCompletionRequest(_Open):
     @field_validator("functions", "function_call")
     @classmethod
     def _no_legacy_functions(cls, value: Any, info: ValidationInfo) -> Any:
-        if value is not None:
+        # Empty functions, or a function_call of "auto" or "none", ask for nothing.
+        if value and not isinstance(value, str):
             modern = "tools" if info.field_name == "functions" else "tool_choice"
             raise APIError(
                 400,

@@ -137,3 +137,12 @@ async def test_stream_options_without_a_stream_is_a_400_that_reads_as_a_sentence
     error = await _refusal(client, stream_options={"include_usage": True})
     assert error.param == "stream_options"
     assert "Value error" not in error.message
+
+
+async def test_legacy_fields_that_ask_for_nothing_are_accepted(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    completion = await client.chat.completions.create(
+        model="hermes-agent", messages=HELLO, functions=[], function_call="none"
+    )
+    assert completion.choices[0].finish_reason == "stop"
