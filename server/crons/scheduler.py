@@ -108,8 +108,8 @@ class CronScheduler:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._next_retake = 0.0
-        self._firing: set[asyncio.Task[None]] = set()
-        """Firings whose runs are starting."""
+        self._firing: dict[str, asyncio.Task[None]] = {}
+        """Firings whose runs are starting here, by id."""
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._forever(), name="hermes-crons")
@@ -124,14 +124,14 @@ class CronScheduler:
             await asyncio.gather(self._task, return_exceptions=True)
         # A run still starting (waiting for its session) starts no more here: its claim is
         # given back, and another replica starts it.
-        for firing in self._firing:
+        for firing in self._firing.values():
             firing.cancel()
-        await asyncio.gather(*self._firing, return_exceptions=True)
+        await asyncio.gather(*self._firing.values(), return_exceptions=True)
 
     async def settled(self) -> None:
         """Until every firing begun here has started its run (or recorded why not)."""
         while self._firing:
-            await asyncio.gather(*self._firing, return_exceptions=True)
+            await asyncio.gather(*self._firing.values(), return_exceptions=True)
 
     async def _forever(self) -> None:
         while True:
@@ -182,6 +182,8 @@ class CronScheduler:
             for firing in await self.store.crons.retake(
                 self.instance, now=now, lease_seconds=self.lease_seconds
             ):
+                if firing.id in self._firing:  # still starting here, its renewal late
+                    continue
                 owner = await self.store.crons.cron_of(firing)
                 if owner is None:
                     await self.store.crons.failed(firing.id, "The cron was deleted.")
@@ -208,8 +210,8 @@ class CronScheduler:
 
     def _fire_apart(self, cron: Cron, firing: Firing) -> None:
         task = asyncio.create_task(self.fire(cron, firing), name=f"hermes-cron-{cron.id}")
-        self._firing.add(task)
-        task.add_done_callback(self._firing.discard)
+        self._firing[firing.id] = task
+        task.add_done_callback(lambda _: self._firing.pop(firing.id, None))
 
     async def _renew(self, firing: Firing) -> None:
         """Keep the claim while the run starts (it may wait for its session): only a replica
