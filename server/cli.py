@@ -90,6 +90,10 @@ def _serve(args: argparse.Namespace) -> int:
         return EXIT_INVALID_CONFIG
     if not config.server.api_keys:
         log.warning("no API keys configured: serving loopback only, every caller is 'local'")
+    refused = _data_dir_refusal(config.server.data_dir)
+    if refused is not None:
+        print(f"hermes-server: {refused}", file=sys.stderr)
+        return EXIT_INVALID_CONFIG
     if config.server.redis_url is not None and args.worker is None:
         refused = _replica_refusal(config, args.workers)
         if refused is not None:
@@ -128,6 +132,21 @@ def _log_format(given: str | None, environ: Mapping[str, str]) -> str | None:
         f"hermes-server: {LOG_FORMAT_ENV}: must be {' or '.join(LOG_FORMATS)}, not {value!r}",
         file=sys.stderr,
     )
+    return None
+
+
+def _data_dir_refusal(directory: Path) -> str | None:
+    """Why ``server.data_dir`` cannot hold the server's files (its instance name, the SQLite
+    database, the link secret), said before anything writes there: a read-only or root-owned
+    volume, or a file in its place, otherwise ended the start with a traceback."""
+    if directory.exists() and not directory.is_dir():
+        return f"server.data_dir: {directory} is not a directory"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        return f"server.data_dir: cannot create {directory} ({error.strerror or error})"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"server.data_dir: cannot write in {directory} (permission denied)"
     return None
 
 

@@ -1,6 +1,6 @@
 """``hermes-server serve`` that cannot start says why on one line naming the setting, exits 2,
 and never prints a traceback or a password: a database URL of a driver it does not have, a Redis
-it cannot reach, a log format it does not know."""
+it cannot reach, a log format it does not know, a data directory it cannot write in."""
 
 from __future__ import annotations
 
@@ -74,3 +74,10 @@ def test_a_redis_that_cannot_be_reached_is_named_with_its_password_masked(
 def test_an_unknown_log_format_in_the_environment_is_refused(tmp_path: Path) -> None:
     result = serve(tmp_path, HERMES_LOG_FORMAT="xml")
     assert refusal(result) == "hermes-server: HERMES_LOG_FORMAT: must be text or json, not 'xml'"
+
+
+def test_a_data_dir_that_cannot_hold_the_servers_files_is_named(tmp_path: Path) -> None:
+    occupied = tmp_path / "data"
+    occupied.write_text("a file where the directory should be")
+    result = serve(tmp_path)  # HERMES_DATA_DIR is tmp_path/data
+    assert refusal(result) == f"hermes-server: server.data_dir: {occupied} is not a directory"
