@@ -4,7 +4,7 @@ Unknown request fields are accepted and ignored (clients send many); known ones 
 or refused with a 400 that names them. Sampling hints an agent's several model calls do not
 pass on (``seed``, ``top_p``, the penalties, ``logit_bias``) are among the ignored ones, as
 OpenAI treats ``seed`` as best effort; what a client would misread if dropped (``n`` above 1,
-``logprobs``, the legacy ``functions``) is refused.
+``logprobs``, audio ``modalities``, the legacy ``functions``) is refused.
 """
 
 from __future__ import annotations
@@ -100,6 +100,9 @@ class ChatCompletionRequest(_Open):
     so it has no log probabilities to give."""
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
     """Refused above 0, as ``logprobs``."""
+    modalities: list[str] | None = None
+    """``["text"]`` only: the agent answers in text, so asking for ``audio`` is refused
+    rather than answered without the audio the client waits for."""
     functions: list[Any] | None = None
     """The deprecated form of ``tools``: refused unless empty, so that a client using it
     learns to send ``tools`` instead of getting answers from a model that never saw its
@@ -119,6 +122,18 @@ class ChatCompletionRequest(_Open):
     def _four_stops(cls, value: str | list[str] | None) -> str | list[str] | None:
         if isinstance(value, list) and len(value) > 4:
             raise APIError(400, "stop takes at most 4 sequences.", param="stop")
+        return value
+
+    @field_validator("modalities")
+    @classmethod
+    def _text_only(cls, value: list[str] | None) -> list[str] | None:
+        if value and any(modality != "text" for modality in value):
+            raise APIError(
+                400,
+                "Only the text modality is supported: the agent answers in text.",
+                param="modalities",
+                code="unsupported_parameter",
+            )
         return value
 
     @field_validator("functions", "function_call")

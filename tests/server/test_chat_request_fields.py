@@ -146,3 +146,15 @@ async def test_legacy_fields_that_ask_for_nothing_are_accepted(
         model="hermes-agent", messages=HELLO, functions=[], function_call="none"
     )
     assert completion.choices[0].finish_reason == "stop"
+
+
+async def test_asking_for_audio_is_refused_and_text_alone_accepted(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    audio: Any = {"voice": "alloy", "format": "wav"}
+    error = await _refusal(client, modalities=["text", "audio"], audio=audio)
+    text = await client.chat.completions.create(
+        model="hermes-agent", messages=HELLO, modalities=["text"]
+    )
+    assert (error.param, error.code) == ("modalities", "unsupported_parameter")
+    assert text.choices[0].finish_reason == "stop"
