@@ -41,15 +41,20 @@ async def _workspace(request: Request, principal: Principal, conversation: str) 
     return root
 
 
-@router.get("/{conversation}/files", response_model=WorkspaceFileList, responses=errors(401, 404))
+@router.get(
+    "/{conversation:path}/files", response_model=WorkspaceFileList, responses=errors(401, 404)
+)
 async def list_workspace(
     conversation: str,
     request: Request,
     principal: Annotated[Principal, Depends(require_principal)],
-) -> dict[str, Any]:
-    """The workspace's files (recursively; symlinks left out), by path."""
-    root = await _workspace(request, principal, conversation)
-    files, more = await asyncio.to_thread(_walk, root)
+) -> dict[str, Any] | StreamingResponse:
+    """The workspace's files (recursively; symlinks left out), by path. A conversation's name
+    may hold slashes (``team/alpha``, sent as ``team%2Falpha`` or as is)."""
+    found = await _resolve(request, principal, conversation + "/files")
+    if isinstance(found, StreamingResponse):  # a file named "files", e.g. demo/files/out/files
+        return found
+    files, more = await asyncio.to_thread(_walk, found)
     return {"object": "list", "data": files, "has_more": more}
 
 
@@ -76,7 +81,7 @@ def _walk(root: Path) -> tuple[list[dict[str, Any]], bool]:
 
 
 @router.get(
-    "/{conversation}/files/{path:path}",
+    "/{conversation:path}/files/{path:path}",
     response_class=StreamingResponse,
     responses={200: BYTES, **errors(401, 404)},
 )
@@ -88,6 +93,46 @@ async def download_workspace_file(
 ) -> StreamingResponse:
     """One file of the workspace (never through a symlink that leads out of it; a FIFO,
     socket or directory is a 404 without being waited on)."""
-    root = await _workspace(request, principal, conversation)
-    descriptor, info = await open_file(root, path)
-    return file_response(descriptor, info.st_size, Path(path).name)
+    found = await _resolve(request, principal, f"{conversation}/files/{path}")
+    if not isinstance(found, StreamingResponse):
+        raise APIError(
+            404, f"No file '{path}' in this workspace.", param="path", code="file_not_found"
+        )
+    return found
+
+
+async def _resolve(request: Request, principal: Principal, rest: str) -> Path | StreamingResponse:
+    """What ``rest`` (the URL past ``/v1/workspaces/``) names: ``<conversation>/files`` (the
+    workspace's root) or ``<conversation>/files/<path>`` (that file's bytes). Conversation
+    names and paths may both hold ``/files/``, so each way of reading ``rest`` is tried, the
+    shortest conversation first, until one names an existing workspace (and file)."""
+    no_workspace: APIError | None = None
+    no_file: APIError | None = None
+    for at in _separators(rest):
+        conversation, path = rest[:at], rest[at + len("/files/") :]
+        try:
+            root = await _workspace(request, principal, conversation)
+        except APIError as exc:
+            no_workspace = no_workspace or exc
+            continue
+        if at + len("/files") == len(rest):
+            return root
+        try:
+            descriptor, info = await open_file(root, path)
+        except APIError as exc:
+            no_file = no_file or exc
+            continue
+        return file_response(descriptor, info.st_size, Path(path).name)
+    raise no_file or no_workspace or APIError(404, "No workspace here.", code="workspace_not_found")
+
+
+def _separators(rest: str) -> list[int]:
+    """Where ``/files`` may end the conversation's name in ``rest``: before a ``/`` or at its
+    end (never at its start: a name is not empty)."""
+    found, start = [], 1
+    while (at := rest.find("/files", start)) != -1:
+        end = at + len("/files")
+        if end == len(rest) or rest[end] == "/":
+            found.append(at)
+        start = at + 1
+    return found
