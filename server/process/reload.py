@@ -136,7 +136,9 @@ class ConfigReloader:
                 self._check(config)
                 config, kept = self._keeping_process_settings(config)
                 config = self._with_running_simulator(config)
-                profiles = build_profiles(config)
+                # Off the loop: building a provider reads its key (a file, a key command of up
+                # to 15 s), and the toolsets read skill folders and probe the sandbox.
+                profiles = await asyncio.to_thread(build_profiles, config)
             except ConfigError as error:
                 return self._refused("; ".join(error.problems))
             except Exception as error:  # a provider or toolset that cannot be built

@@ -152,3 +152,27 @@ async def test_sighup_to_a_server_without_a_configuration_file_is_answered_in_th
         server.send_signal(signal.SIGHUP)
         assert await until(lambda: "SIGHUP: nothing to reload" in log.read_text(), server=watched)
         assert server.poll() is None  # not ended by the signal's default action
+
+
+@pytest.mark.slow
+async def test_a_reload_whose_key_command_is_slow_keeps_the_server_answering(
+    tmp_path: Path,
+) -> None:
+    config = FILE.format(key=KEY, server="", mcp=10).replace("port: 8100\n", "")
+    slow = config.replace(
+        'base_url: "http://127.0.0.1:9/v1"}',
+        'base_url: "http://127.0.0.1:9/v1", api_key_command: "sh -c \'sleep 4; echo k\'"}',
+    )
+    with serving(tmp_path, config) as served:
+        (tmp_path / "hermes.yaml").write_text(slow)
+        os.kill(served.pid, signal.SIGHUP)
+        async with httpx.AsyncClient(base_url=served.base_url, timeout=60) as http:
+            started = asyncio.get_running_loop().time()
+            while "live (was" not in served.log.read_text():
+                began = asyncio.get_running_loop().time()
+                assert (await http.get("/health")).status_code == 200
+                # The key command runs for 4 s: the loop never waits on it.
+                assert asyncio.get_running_loop().time() - began < 2
+                assert asyncio.get_running_loop().time() - started < 30
+                assert served.alive()
+                await asyncio.sleep(0.1)
