@@ -204,6 +204,8 @@ class ChatCompletionRequest(_Open):
         )
 
     def client_tools(self) -> list[ToolSchema]:
+        """The client's tools, restricted by an ``allowed_tools`` tool_choice."""
+        allowed = self._allowed_names()
         return [
             ToolSchema(
                 name=tool.function.name,
@@ -211,6 +213,7 @@ class ChatCompletionRequest(_Open):
                 parameters=tool.function.parameters,
             )
             for tool in self.tools or ()
+            if allowed is None or tool.function.name in allowed
         ]
 
     def to_agent_request(
@@ -256,19 +259,45 @@ class ChatCompletionRequest(_Open):
             return choice  # type: ignore[return-value]
         if isinstance(choice, dict) and choice.get("type") == "function":
             name = (choice.get("function") or {}).get("name")
-            declared = {tool.function.name for tool in self.tools or ()}
+            self._check_declared([name])
+            if isinstance(name, str) and name:
+                return ForcedTool(name=name)
+        if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
+            mode = (choice.get("allowed_tools") or {}).get("mode")
+            if self._allowed_names() is not None and mode in ("auto", "required"):
+                return "auto" if mode == "auto" else "required"
+        raise APIError(400, f"Invalid tool_choice: {json.dumps(choice)}", param="tool_choice")
+
+    def _allowed_names(self) -> frozenset[str] | None:
+        """The tools an ``allowed_tools`` tool_choice permits (None for any other choice):
+        ``{"allowed_tools": {"mode", "tools": [{"type": "function", "function": {"name"}}]}}``.
+        """
+        choice = self.tool_choice
+        if not (isinstance(choice, dict) and choice.get("type") == "allowed_tools"):
+            return None
+        tools = (choice.get("allowed_tools") or {}).get("tools")
+        names = [
+            (tool.get("function") or {}).get("name")
+            for tool in tools or ()
+            if isinstance(tool, dict) and tool.get("type") == "function"
+        ]
+        if not isinstance(tools, list) or not names or len(names) != len(tools):
+            raise APIError(400, f"Invalid tool_choice: {json.dumps(choice)}", param="tool_choice")
+        self._check_declared(names)
+        return frozenset(name for name in names if isinstance(name, str))
+
+    def _check_declared(self, names: list[Any]) -> None:
+        """As "required" does, a client that declared tools names its own: any other name
+        the upstream refuses, which the client would see as a 502."""
+        declared = {tool.function.name for tool in self.tools or ()}
+        for name in names:
             if declared and name not in declared:
-                # As "required" does, a client that declared tools names one of its own:
-                # anything else the upstream refuses, which the client would see as a 502.
                 raise APIError(
                     400,
                     f"tool_choice names the function {json.dumps(name)}, which is not one "
                     "of the request's tools.",
                     param="tool_choice",
                 )
-            if isinstance(name, str) and name:
-                return ForcedTool(name=name)
-        raise APIError(400, f"Invalid tool_choice: {json.dumps(choice)}", param="tool_choice")
 
 
 def _text(content: str | list[dict[str, Any]] | None) -> str:

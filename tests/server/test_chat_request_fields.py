@@ -158,3 +158,32 @@ async def test_asking_for_audio_is_refused_and_text_alone_accepted(
     )
     assert (error.param, error.code) == ("modalities", "unsupported_parameter")
     assert text.choices[0].finish_reason == "stop"
+
+
+LOOKUP_PAGE: Any = {"type": "function", "function": {"name": "fetch_page", "parameters": {}}}
+
+
+def _allowed(mode: str, *names: str) -> Any:
+    tools = [{"type": "function", "function": {"name": name}} for name in names]
+    return {"type": "allowed_tools", "allowed_tools": {"mode": mode, "tools": tools}}
+
+
+async def test_allowed_tools_offer_the_model_only_those_of_the_clients_tools(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    await client.chat.completions.create(
+        model="hermes-agent",
+        messages=HELLO,
+        tools=[*OPEN_PAGE, LOOKUP_PAGE],
+        tool_choice=_allowed("required", "open_page"),
+    )
+    first = simulator.state.requests()[0].body
+    assert [tool["function"]["name"] for tool in first["tools"]] == ["open_page"]
+    assert first["tool_choice"] == "required"
+
+
+async def test_allowed_tools_naming_a_function_the_request_lacks_is_a_400(
+    client: openai.AsyncOpenAI,
+) -> None:
+    error = await _refusal(client, tools=OPEN_PAGE, tool_choice=_allowed("auto", "nope"))
+    assert error.param == "tool_choice"
