@@ -2,22 +2,23 @@
 
 As OpenAI does: a document (PDF, DOCX, XLSX, PPTX) as its extracted text — extracted in the
 sandbox (:mod:`hermes_core.tools.documents`), never in the server; where no sandbox can run,
-a note that it could not be read here —, an image as an image part, a text file (CSV
-included) as its text; each cut to :data:`MAX_TEXT_CHARS`. An id that is not one of the key's
-uploads is a 404 before anything runs (:meth:`FileVault.get`).
+a note that it could not be read here —, an image (told by its bytes: PNG, JPEG, GIF or
+WebP) as an image part, a text file (CSV included) as its text; each cut to
+:data:`MAX_TEXT_CHARS`. An id that is not one of the key's uploads is a 404 before anything
+runs (:meth:`FileVault.get`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import mimetypes
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from hermes_core.providers.images import sniff_image_type
 from hermes_core.tools.documents import DocumentUnreadable, document_kind, extract_text
 from hermes_core.tools.file_scan import is_binary
 from hermes_core.tools.sandbox import SandboxPolicy
@@ -72,8 +73,8 @@ async def file_for_model(
             except DocumentUnreadable as exc:
                 return _text_part(unreadable_note({**part, "filename": name}, str(exc)))
             return _text_part(_shown(name, reference, text))
-        media_type = mimetypes.guess_type(name)[0] or ""
-        if media_type.startswith("image/"):
+        media_type = sniff_image_type(head)  # by its bytes: a pasted image is named "blob"
+        if media_type is not None:
             return await _image_part(descriptor, name, size, media_type)
         if is_binary(head) and not name.lower().endswith((".csv", ".tsv")):
             return _text_part(

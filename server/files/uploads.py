@@ -21,7 +21,6 @@ import binascii
 import dataclasses
 import hashlib
 import json
-import mimetypes
 import os
 import secrets
 import shutil
@@ -33,6 +32,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
 from hermes_core.persistence import FileRecord, Store
+from hermes_core.providers.images import sniff_image_type
 from hermes_core.tools.quota import QuotaExceeded, admit_write
 from hermes_core.tools.workspace import OutsideWorkspace, Workspace
 from server.errors import APIError
@@ -255,13 +255,12 @@ MAX_INLINE_IMAGE_BYTES = 20 * 1024 * 1024
 
 
 async def image_data_url(vault: FileVault | None, owner: str, file_id: str) -> str:
-    """An uploaded image as the ``data:`` URL an upstream takes in an ``image_url`` part."""
+    """An uploaded image as the ``data:`` URL an upstream takes in an ``image_url`` part.
+    What it is, its bytes say, not its name: an image uploaded as bare bytes is named
+    ``upload``, and a file named ``.png`` may be anything."""
     if vault is None:
         raise APIError(400, "This server keeps no files: send image_url instead.")
     record = await vault.get(owner, file_id)
-    media_type = mimetypes.guess_type(record.filename)[0] or ""
-    if not media_type.startswith("image/"):
-        raise APIError(400, f"File '{file_id}' ({record.filename}) is not an image.", param="input")
     if record.bytes > MAX_INLINE_IMAGE_BYTES:
         raise APIError(
             400,
@@ -269,6 +268,13 @@ async def image_data_url(vault: FileVault | None, owner: str, file_id: str) -> s
             param="input",
         )
     data = await asyncio.to_thread(vault.path(record).read_bytes)
+    media_type = sniff_image_type(data)
+    if media_type is None:
+        raise APIError(
+            400,
+            f"File '{file_id}' ({record.filename}) is not an image (PNG, JPEG, GIF or WebP).",
+            param="input",
+        )
     return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
 
 
