@@ -37,11 +37,8 @@ async def previous_response(
         else None
     )
     if found is None or not sees(end_user, found.end_user):
-        raise APIError(
-            404,
-            f"Previous response with id '{body.previous_response_id}' not found.",
-            param="previous_response_id",
-            code="previous_response_not_found",
+        raise previous_not_found(
+            f"Previous response with id '{body.previous_response_id}' not found."
         )
     if found.status in ("queued", "in_progress"):
         raise APIError(
@@ -52,6 +49,19 @@ async def previous_response(
         )
     _check_call_outputs(body.input_items(), found)
     return found
+
+
+def previous_not_found(message: str) -> APIError:
+    """``previous_response_id`` names nothing this key (and end user) may continue: a 400
+    ``invalid_request_error``, as on OpenAI (whose SDK users catch ``BadRequestError`` for
+    it), not a 404: the request names a bad parameter. A ``store: false`` response, another
+    key's or end user's, and one whose session was deleted all get this one answer."""
+    return APIError(
+        400,
+        message,
+        param="previous_response_id",
+        code="previous_response_not_found",
+    )
 
 
 def _check_call_outputs(items: Sequence[dict[str, Any]], previous: StoredResponse) -> None:
@@ -134,12 +144,8 @@ def joining(previous: StoredResponse | None, *, store: bool) -> JoinSession:
                 apart=apart,
             )
         except LookupError as exc:
-            raise APIError(
-                404,
-                "The session of the previous response no longer exists.",
-                param="previous_response_id",
-                code="previous_response_not_found",
-            ) from exc
+            gone = "The session of the previous response no longer exists."
+            raise previous_not_found(gone) from exc
         forked = turn.forked_from is not None
         return Joined(turn.request, turn.session_id, turn.conversation, forked, turn.fresh)
 

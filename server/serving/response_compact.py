@@ -18,7 +18,7 @@ from server.services import Services
 from server.serving.common import resolve_profile, start_run
 from server.serving.end_users import scoped_owner
 from server.serving.item_references import resolve_item_references
-from server.serving.response_chain import previous_response
+from server.serving.response_chain import previous_not_found, previous_response
 from server.views.responses import response_usage
 
 
@@ -46,12 +46,7 @@ async def compact(
     if previous is not None and previous.session_id is not None and store is not None:
         owner = scoped_owner(principal, end_user)
         if await store.sessions.get(owner, previous.session_id) is None:
-            raise APIError(
-                404,
-                "The session of the previous response no longer exists.",
-                param="previous_response_id",
-                code="previous_response_not_found",
-            )
+            raise previous_not_found("The session of the previous response no longer exists.")
         stored = await store.sessions.messages(previous.session_id)
         messages = [m.message for m in stored[: previous.transcript_length]] + messages
     summariser = profile.summariser

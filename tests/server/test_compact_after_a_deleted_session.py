@@ -1,6 +1,7 @@
 """``/v1/responses/compact`` with a ``previous_response_id`` whose session was deleted
-(``DELETE /v1/sessions/{name}``) is a 404, as continuing that response is: compacting only the
-new input would hand back a compaction that silently lost the whole conversation."""
+(``DELETE /v1/sessions/{name}``) is a 400 ``previous_response_not_found``, as continuing that
+response is: compacting only the new input would hand back a compaction that silently lost the
+whole conversation."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, UPSTREAM_MODEL
 
 
-async def test_compacting_after_a_response_whose_session_was_deleted_is_a_404(
+async def test_compacting_after_a_response_whose_session_was_deleted_is_a_400(
     simulator: SimulatorServer, hermes: ThreadedServer
 ) -> None:
     simulator.state.script(UPSTREAM_MODEL, Scenario(steps=[Step(reply=Reply(text="Noted."))]))
@@ -28,9 +29,10 @@ async def test_compacting_after_a_response_whose_session_was_deleted_is_a_404(
         assert deleted.status_code == 200, deleted.text
         body = {"model": "hermes-agent", "input": "and?", "previous_response_id": made.json()["id"]}
         continued = await http.post("/v1/responses", json=body)
-        assert continued.status_code == 404
+        assert continued.status_code == 400, continued.text
+        assert continued.json()["error"]["code"] == "previous_response_not_found"
         compacted = await http.post("/v1/responses/compact", json=body)
-        assert compacted.status_code == 404, compacted.text
+        assert compacted.status_code == 400, compacted.text
         assert compacted.json()["error"]["code"] == "previous_response_not_found"
 
 

@@ -153,7 +153,7 @@ async def test_an_end_user_s_response_is_a_404_to_another_and_to_the_key(
         assert items.status_code == 404
         assert (await http.delete(f"/v1/responses/{response_id}", headers=other)).status_code == 404
         continued = await respond(http, other, previous_response_id=response_id)
-        assert continued.status_code == 404
+        assert continued.status_code == 400
         assert continued.json()["error"]["code"] == "previous_response_not_found"
     assert (await http.get(f"/v1/responses/{response_id}", headers=ANN)).status_code == 200
     # The body's safety_identifier names Ann as well as the header does.

@@ -128,12 +128,18 @@ async def test_previous_response_id_continues_the_hidden_tool_history(
     assert roles == ["user", "assistant", "tool", "assistant", "user"]
 
 
-async def test_an_unknown_previous_response_is_a_404(client: openai.AsyncOpenAI) -> None:
-    with pytest.raises(openai.NotFoundError) as caught:
+async def test_an_unknown_previous_response_is_a_400_as_on_openai(
+    client: openai.AsyncOpenAI,
+) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
         await client.responses.create(
             model="hermes-agent", previous_response_id="resp_nope", input="hi"
         )
-    assert caught.value.code == "previous_response_not_found"
+    assert (caught.value.code, caught.value.param) == (
+        "previous_response_not_found",
+        "previous_response_id",
+    )
+    assert caught.value.type == "invalid_request_error"
 
 
 async def test_retrieve_list_input_items_and_delete(
@@ -169,7 +175,7 @@ async def test_another_key_cannot_see_a_response(
     ) as bob:
         with pytest.raises(openai.NotFoundError):
             await bob.responses.retrieve(created.id)
-        with pytest.raises(openai.NotFoundError):
+        with pytest.raises(openai.BadRequestError):
             await bob.responses.create(
                 model="hermes-agent", previous_response_id=created.id, input="hi"
             )

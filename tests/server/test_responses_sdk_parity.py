@@ -129,7 +129,7 @@ async def test_a_store_false_response_cannot_be_continued_or_retrieved(
 ) -> None:
     script(simulator, text("Gone."))
     unstored = await client.responses.create(model="hermes-agent", input="hi", store=False)
-    with pytest.raises(openai.NotFoundError) as continued:
+    with pytest.raises(openai.BadRequestError) as continued:
         await client.responses.create(
             model="hermes-agent", input="and?", previous_response_id=unstored.id
         )

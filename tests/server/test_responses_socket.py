@@ -68,6 +68,24 @@ async def test_a_bad_event_gets_an_error_event_and_the_socket_stays_open(
     assert after[-1].type == "response.completed"
 
 
+async def test_an_unknown_previous_response_is_a_400_error_event_as_over_http(
+    client: openai.AsyncOpenAI,
+) -> None:
+    async with client.responses.connect() as connection:
+        await connection.response.create(
+            model="hermes-agent", input="and?", previous_response_id="resp_nope"
+        )
+        (error,) = await _events_until_done(connection)
+
+    assert error.type == "error"
+    assert error.status == 400
+    assert (error.error.type, error.error.code, error.error.param) == (
+        "invalid_request_error",
+        "previous_response_not_found",
+        "previous_response_id",
+    )
+
+
 async def test_http_only_fields_are_refused_with_an_error_event_carrying_a_code(
     hermes: ThreadedServer,
 ) -> None:

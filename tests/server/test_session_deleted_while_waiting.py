@@ -1,6 +1,6 @@
 """A turn continuing a stored session (``previous_response_id``) that waits for the session's
 turn, while the session is deleted, finds it gone once the turn is its own: a
-:class:`LookupError` (the 404 of a missing previous response), not an empty fork; on a real
+:class:`LookupError` (the 400 ``previous_response_not_found``), not an empty fork; on a real
 SQLite store's conversation lock."""
 
 from __future__ import annotations
