@@ -153,7 +153,7 @@ def _read_file(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise ConfigError([f"{path}: not UTF-8 text"], source=path) from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no objects built
     except yaml.YAMLError as exc:
         raise ConfigError([_yaml_problem(path, exc)], source=path) from None
     if data is None:  # an empty file (or only comments) is a valid, empty configuration
@@ -164,6 +164,36 @@ def _read_file(path: Path) -> dict[str, Any]:
             source=path,
         )
     return data
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.safe_load``'s loader, refusing a key given twice in one mapping: YAML keeps the
+    last silently, so a second ``server:`` block would drop every setting of the first."""
+
+
+def _unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults` is meant to be overridden
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            duplicate = key in seen
+        except TypeError:  # an unhashable key: the constructor says so itself
+            continue
+        if duplicate:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping",
+                node.start_mark,
+                f"the key {key!r} appears twice in one mapping (the second would silently "
+                "replace the first)",
+                key_node.start_mark,
+            )
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
 
 
 def _yaml_problem(path: Path, exc: yaml.YAMLError) -> str:
