@@ -66,8 +66,7 @@ async def with_files(
         parts = []
         for part in content:
             if isinstance(part, dict) and part.get("type") == "image_file":
-                url = await image_data_url(vault, principal.name, str(part.get("file_id")))
-                parts.append({"type": "image_url", "image_url": {"url": url}})
+                parts.append(await _image_for_run(vault, principal, part, earlier))
             elif isinstance(part, dict) and part.get("type") == "file":
                 file = part.get("file")
                 if not isinstance(file, dict):
@@ -110,6 +109,22 @@ async def _file_for_run(
         if not earlier or exc.status != 404:
             raise
         return {"type": "text", "text": deleted_note(file)}
+
+
+async def _image_for_run(
+    vault: FileVault | None, principal: Principal, part: dict[str, Any], earlier: bool
+) -> dict[str, Any]:
+    """An uploaded image as the model sees it, inlined. An ``earlier`` message's image whose
+    upload was deleted since is a note, as a file's is: else every later turn of the
+    conversation (its items, a Responses chain) was a 404."""
+    file_id = str(part.get("file_id"))
+    try:
+        url = await image_data_url(vault, principal.name, file_id)
+    except APIError as exc:
+        if not earlier or exc.status != 404:
+            raise
+        return {"type": "text", "text": deleted_note({"file_id": file_id, "filename": "image"})}
+    return {"type": "image_url", "image_url": {"url": url}}
 
 
 # A source block of Open WebUI's RAG template: ``<source id="1" name="sales.csv" …>``.

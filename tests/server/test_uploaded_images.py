@@ -1,7 +1,8 @@
 """Uploaded images, told by their bytes rather than their names: an image uploaded with no
 name (the SDK sends raw bytes as ``upload``; a browser's pasted blob is ``blob``) reaches the
 model as an image, by ``input_image`` and by a message's file part alike; a file named like an
-image that is none is refused before anything runs (it was sent upstream as one)."""
+image that is none is refused before anything runs (it was sent upstream as one). An image an
+earlier message named, deleted since, leaves its conversation going on with a note."""
 
 from __future__ import annotations
 
@@ -119,3 +120,66 @@ async def test_a_file_named_as_an_image_that_is_none_is_a_400_and_nothing_runs(
         )
 
     assert len(_calls(simulator)) == before
+
+
+def _text_seen(simulator: SimulatorServer) -> str:
+    messages = _calls(simulator)[-1].body["messages"]
+    return "".join(
+        m["content"]
+        if isinstance(m["content"], str)
+        else "".join(p.get("text", "") for p in m["content"])
+        for m in messages
+        if m["role"] == "user"
+    )
+
+
+def _looking_at(file_id: str) -> list[Any]:
+    return [
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "Look."},
+                {"type": "input_image", "file_id": file_id, "detail": "auto"},
+            ],
+        }
+    ]
+
+
+async def test_a_conversation_whose_item_names_a_deleted_image_goes_on_with_a_note(
+    alice: openai.AsyncOpenAI, simulator: SimulatorServer
+) -> None:
+    image = await alice.files.create(file=("chart.png", PNG), purpose="vision")
+    item: Any = {"type": "message", **_looking_at(image.id)[0]}
+    conversation = await alice.conversations.create(items=[item])
+    await alice.responses.create(
+        model="hermes-agent", input="What is it?", conversation=conversation.id
+    )
+    await alice.files.delete(image.id)
+
+    later = await alice.responses.create(
+        model="hermes-agent", input="And now?", conversation=conversation.id
+    )
+
+    assert later.status == "completed"
+    assert f"({image.id}); it could not be read here: it has been deleted since" in _text_seen(
+        simulator
+    )
+
+
+async def test_a_response_chain_past_a_deleted_image_goes_on_with_a_note(
+    alice: openai.AsyncOpenAI, simulator: SimulatorServer
+) -> None:
+    image = await alice.files.create(file=("chart.png", PNG), purpose="vision")
+    first = await alice.responses.create(model="hermes-agent", input=_looking_at(image.id))
+    await alice.files.delete(image.id)
+
+    later = await alice.responses.create(
+        model="hermes-agent", input="And now?", previous_response_id=first.id
+    )
+
+    assert later.status == "completed"
+    assert "it has been deleted since" in _text_seen(simulator)
+    with pytest.raises(openai.NotFoundError):  # named by the new message: still a 404
+        await alice.responses.create(
+            model="hermes-agent", input=_looking_at(image.id), previous_response_id=first.id
+        )
