@@ -27,7 +27,9 @@ from server.config.schema import (
     RetentionConfig,
     ServerConfig,
     WebConfig,
+    WebhookConfig,
 )
+from server.webhooks.events import EVENT_TYPES
 
 _LABEL_WIDTH = 20
 _SECRET_QUERY_HINTS = ("pass", "key", "token", "secret", "auth")
@@ -79,7 +81,8 @@ def describe(config: HermesConfig, *, source: Path | None = None) -> str:
         )
     lines += ["", "server", *_server_lines(config.server)]
     lines += ["", "team (end users, budgets, retention)", *_team_lines(config)]
-    lines += ["", "web (the web toolset's reach)", *_web_lines(config.web), "", "providers"]
+    lines += ["", "web (the web toolset's reach)", *_web_lines(config.web)]
+    lines += ["", "webhooks", *_webhook_lines(config.webhooks), "", "providers"]
     for provider in config.providers:
         lines += _provider_lines(provider)
     lines += ["", "profiles (the models of GET /v1/models)"]
@@ -207,6 +210,23 @@ def _web_lines(web: WebConfig) -> list[str]:
             f"{web.max_page_kb} KB, {web.timeout_seconds:g} s, {web.max_redirects} redirects",
         ),
     ]
+
+
+def _webhook_lines(webhooks: list[WebhookConfig]) -> list[str]:
+    """Each endpoint by its host only: a webhook URL's path or query often is its credential
+    (a chat service's incoming-webhook URL), so it is no more shown than the secret."""
+    if not webhooks:
+        return [_row("endpoints", "none (no event is sent anywhere)")]
+    rows = []
+    for hook in webhooks:
+        parts = urlsplit(hook.url)
+        where = f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}"
+        if parts.path not in ("", "/") or parts.query:
+            where += "/…"
+        events = "every event" if set(hook.events) == EVENT_TYPES else ", ".join(hook.events)
+        secret = mask_secret(hook.secret.get_secret_value())
+        rows.append(_row("endpoint", f"{where}: {events}; signed with {secret}"))
+    return rows
 
 
 def _provider_lines(provider: ProviderConfig) -> list[str]:

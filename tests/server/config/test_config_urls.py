@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from server.config import ConfigError, load_config
+from server.config import ConfigError, describe, load_config
 
 PASSWORD = "Pw0rd-never-shown-4821"
 
@@ -115,3 +115,20 @@ def test_credentials_in_a_providers_base_url_are_refused_without_showing_them() 
         "providers[0].base_url: must not hold credentials (user:password@); give the key as "
         "api_key, api_key_env, api_key_file or api_key_command (from HERMES_UPSTREAM_BASE_URL)"
     ]
+
+
+def test_check_config_lists_webhooks_by_host_never_their_path_or_secret(tmp_path: Path) -> None:
+    token, secret = "T000/B000/path-token-never-shown", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    path = tmp_path / "hermes.yaml"
+    path.write_text(
+        "webhooks:\n"
+        f"  - {{url: 'https://hooks.example.com/services/{token}', secret: {secret}}}\n"
+        f"  - {{url: 'https://ops.example.com:8443', secret: {secret}, events: [run.failed]}}\n"
+    )
+    text = describe(load_config(path, {}))
+    assert token not in text
+    assert secret not in text
+    assert (
+        "  endpoint            https://hooks.example.com/…: every event; signed with whs…LaSw"
+    ) in text
+    assert "  endpoint            https://ops.example.com:8443: run.failed; signed with" in text
