@@ -81,24 +81,10 @@ def _serve(args: argparse.Namespace) -> int:
     use_log_format(args.log_format, secrets_of(config))
     for warning in config_warnings(config):
         log.warning("%s", warning)
-    if not config.server.api_keys and not config.server.loopback_only:
-        print(
-            f"hermes-server: refusing to listen on {config.server.host} without API keys; set "
-            "HERMES_API_KEYS (or server.api_keys) or bind 127.0.0.1",
-            file=sys.stderr,
-        )
-        return EXIT_INVALID_CONFIG
-    if not config.server.api_keys:
-        log.warning("no API keys configured: serving loopback only, every caller is 'local'")
-    refused = _data_dir_refusal(config.server.data_dir)
+    refused = _start_refusal(args, config)
     if refused is not None:
         print(f"hermes-server: {refused}", file=sys.stderr)
         return EXIT_INVALID_CONFIG
-    if config.server.redis_url is not None and args.worker is None:
-        refused = _replica_refusal(config, args.workers)
-        if refused is not None:
-            print(f"hermes-server: {refused}", file=sys.stderr)
-            return EXIT_INVALID_CONFIG
     if args.worker is None and args.workers > 1:
         refused = workers.refusal(config, args.workers)
         if refused is not None:
@@ -114,6 +100,26 @@ def _serve(args: argparse.Namespace) -> int:
         base = config.server.instance or instance_name(config.server.data_dir)
         config = workers.worker_instance(config, base, args.worker)
     return _serve_config(args, config)
+
+
+def _start_refusal(args: argparse.Namespace, config: HermesConfig) -> str | None:
+    """Why ``serve`` must not start, in one line, checked before anything is served: a
+    failure inside uvicorn's start-up would be a traceback. The parent of workers checks what
+    they share once, for them."""
+    if not config.server.api_keys and not config.server.loopback_only:
+        return (
+            f"refusing to listen on {config.server.host} without API keys; set "
+            "HERMES_API_KEYS (or server.api_keys) or bind 127.0.0.1"
+        )
+    if not config.server.api_keys:
+        log.warning("no API keys configured: serving loopback only, every caller is 'local'")
+    refused = _data_dir_refusal(config.server.data_dir)
+    if refused is not None or args.worker is not None:
+        return refused
+    refused = _database_refusal(config)
+    if refused is None and config.server.redis_url is not None:
+        refused = _replica_refusal(config, args.workers)
+    return refused
 
 
 def _log_format(given: str | None, environ: Mapping[str, str]) -> str | None:
@@ -147,6 +153,41 @@ def _data_dir_refusal(directory: Path) -> str | None:
         return f"server.data_dir: cannot create {directory} ({error.strerror or error})"
     if not os.access(directory, os.W_OK | os.X_OK):
         return f"server.data_dir: cannot write in {directory} (permission denied)"
+    return None
+
+
+def _database_refusal(config: HermesConfig) -> str | None:
+    """Why ``serve`` cannot start on its PostgreSQL (unreachable, refusing the login, a schema
+    behind this release without ``migrate_on_start``), in one line with the password masked.
+    Asked here, before uvicorn: a failing start-up inside it is a traceback. SQLite is a file
+    in ``data_dir``, checked already."""
+    url = config.server.resolved_database_url
+    if url.startswith("sqlite"):
+        return None
+    from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+    from hermes_core.persistence.database import Database, SchemaOutOfDate
+    from server.config.describe import mask_url
+    from server.telemetry.json_logs import mask
+
+    async def check() -> None:
+        db = Database(url)
+        try:
+            await db.ensure_schema(upgrade=False)
+        except SchemaOutOfDate:
+            if not config.server.migrate_on_start:
+                raise  # else the start migrates it
+        finally:
+            await db.close()
+
+    try:
+        asyncio.run(check())
+    except SchemaOutOfDate as behind:
+        return f"server.database_url: {behind}"
+    except (OSError, SQLAlchemyError, TimeoutError) as error:
+        why = error.orig if isinstance(error, DBAPIError) and error.orig is not None else error
+        said = mask(str(why)) or type(why).__name__
+        return f"server.database_url: cannot use {mask_url(url)}: {said}"
     return None
 
 

@@ -1,6 +1,7 @@
 """``hermes-server serve`` that cannot start says why on one line naming the setting, exits 2,
-and never prints a traceback or a password: a database URL of a driver it does not have, a Redis
-it cannot reach, a log format it does not know, a data directory it cannot write in."""
+and never prints a traceback or a password: a database URL of a driver it does not have, a
+PostgreSQL it cannot use (no such database, a schema behind this release), a Redis it cannot
+reach, a log format it does not know, a data directory it cannot write in."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
 
+from tests.databases import fresh_database, server_url_or_skip
 from tests.processes import free_port
 
 pytestmark = pytest.mark.slow
@@ -81,3 +84,28 @@ def test_a_data_dir_that_cannot_hold_the_servers_files_is_named(tmp_path: Path) 
     occupied.write_text("a file where the directory should be")
     result = serve(tmp_path)  # HERMES_DATA_DIR is tmp_path/data
     assert refusal(result) == f"hermes-server: server.data_dir: {occupied} is not a directory"
+
+
+async def test_a_postgresql_whose_schema_is_behind_is_named_with_what_to_run(
+    tmp_path: Path,
+) -> None:
+    async with fresh_database("postgresql", tmp_path) as url:  # empty: no schema at all
+        result = serve(tmp_path, DATABASE_URL=url)
+    assert refusal(result).startswith(
+        "hermes-server: server.database_url: The database is at schema revision none, this "
+        "server needs "
+    )
+    assert refusal(result).endswith(": run `hermes-server db upgrade`.")
+
+
+def test_a_postgresql_database_that_does_not_exist_is_named_with_its_password_masked(
+    tmp_path: Path,
+) -> None:
+    server = make_url(server_url_or_skip())
+    url = server.set(password=PASSWORD, database="no_such_database")
+    result = serve(tmp_path, DATABASE_URL=url.render_as_string(hide_password=False))
+    masked = url.render_as_string(hide_password=True)  # user:***@host
+    assert refusal(result) == (
+        f"hermes-server: server.database_url: cannot use {masked}: "
+        'database "no_such_database" does not exist'
+    )
