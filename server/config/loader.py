@@ -319,13 +319,30 @@ def _apply_web_env(
     if allow is not None:
         web["allow"] = [entry.strip() for entry in allow.split(",") if entry.strip()]
         origins["web.allow"] = WEB_ALLOW_ENV
+    _apply_search_env(web, environ, origins)
+
+
+def _apply_search_env(
+    web: dict[str, Any], environ: Mapping[str, str], origins: dict[str, str]
+) -> None:
+    """``web.search`` with ``HERMES_SEARCH_*`` over the file's, then the vendor's variable
+    (``BRAVE_SEARCH_API_KEY``…) for what the backend named still lacks, or naming the backend
+    when nothing does."""
     search = web.get("search")
     overrides = {f: v for var, f in SEARCH_ENV.items() if (v := _env(environ, var)) is not None}
     if overrides:
         base = search if isinstance(search, dict) else {}
-        web["search"] = {**base, **overrides}
+        search = web["search"] = {**base, **overrides}
         for variable, field in SEARCH_ENV.items():
             if field in overrides:
+                origins[f"web.search.{field}"] = variable
+    if isinstance(search, dict):
+        # A named backend still missing its key (or URL) takes it from the vendor's variable:
+        # `HERMES_SEARCH_BACKEND=brave` beside `BRAVE_SEARCH_API_KEY`.
+        for variable, backend, field in SEARCH_SHORTCUTS:
+            value = _env(environ, variable)
+            if search.get("backend") == backend and not search.get(field) and value is not None:
+                search[field] = value
                 origins[f"web.search.{field}"] = variable
         return
     if search is not None:

@@ -528,10 +528,18 @@ class SearchConfig(_Model):
 
     @model_validator(mode="after")
     def _check_backend(self) -> Self:
+        # Named with the variables too: the backend may have come from the environment.
         if self.backend == "searxng" and not self.url:
-            raise ValueError("the searxng backend needs a url (your instance's address)")
+            raise ValueError(
+                "the searxng backend needs a url, your instance's address (web.search.url, or "
+                "HERMES_SEARCH_URL or SEARXNG_URL)"
+            )
         if self.backend in ("brave", "tavily") and self.api_key is None:
-            raise ValueError(f"the {self.backend} backend needs an api_key")
+            vendor = "BRAVE_SEARCH_API_KEY" if self.backend == "brave" else "TAVILY_API_KEY"
+            raise ValueError(
+                f"the {self.backend} backend needs an api_key (web.search.api_key, or "
+                f"HERMES_SEARCH_API_KEY or {vendor})"
+            )
         return self
 
     def settings(self) -> SearchSettings:
