@@ -75,6 +75,7 @@ def _serve(args: argparse.Namespace) -> int:
     if log_format is None:
         return EXIT_INVALID_CONFIG
     args.log_format = log_format  # as resolved, for uvicorn and the workers' command lines
+    use_log_format(args.log_format)  # loading logs too (variables it ignores)
     config = _load(args)
     if config is None:
         return EXIT_INVALID_CONFIG
