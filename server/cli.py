@@ -165,11 +165,10 @@ def _database_refusal(config: HermesConfig) -> str | None:
     url = config.server.resolved_database_url
     if url.startswith("sqlite"):
         return None
-    from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+    from sqlalchemy.exc import SQLAlchemyError
 
     from hermes_core.persistence.database import Database, SchemaOutOfDate
     from server.config.describe import mask_url
-    from server.telemetry.json_logs import mask
 
     async def check() -> None:
         db = Database(url)
@@ -186,10 +185,19 @@ def _database_refusal(config: HermesConfig) -> str | None:
     except SchemaOutOfDate as behind:
         return f"server.database_url: {behind}"
     except (OSError, SQLAlchemyError, TimeoutError) as error:
-        why = error.orig if isinstance(error, DBAPIError) and error.orig is not None else error
-        said = mask(str(why)) or type(why).__name__
-        return f"server.database_url: cannot use {mask_url(url)}: {said}"
+        return f"server.database_url: cannot use {mask_url(url)}: {_database_error(error)}"
     return None
+
+
+def _database_error(error: BaseException) -> str:
+    """What went wrong, as the database said it (not SQLAlchemy's wrapping of it), with the
+    configuration's secrets masked."""
+    from sqlalchemy.exc import DBAPIError
+
+    from server.telemetry.json_logs import mask
+
+    why = error.orig if isinstance(error, DBAPIError) and error.orig is not None else error
+    return mask(str(why)) or type(why).__name__
 
 
 def _replica_refusal(config: HermesConfig, workers: int) -> str | None:
@@ -345,10 +353,12 @@ def _db_upgrade(args: argparse.Namespace) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
     from hermes_core.persistence import Database
+    from server.telemetry.json_logs import secrets_of, use_log_format
 
     config = _load(args)
     if config is None:
         return EXIT_INVALID_CONFIG
+    use_log_format("text", secrets_of(config))  # what it prints of an error is masked too
     db = Database(config.server.resolved_database_url)
 
     async def upgrade() -> str | None:
@@ -361,8 +371,9 @@ def _db_upgrade(args: argparse.Namespace) -> int:
     try:
         revision = asyncio.run(upgrade())
     except (OSError, SQLAlchemyError) as exc:
-        # The URL may hold a password: name the database without it, never the raw error.
-        print(f"hermes-server: cannot upgrade {db.safe_url}: {type(exc).__name__}", file=sys.stderr)
+        # The URL may hold a password: name the database without it, and mask what it said.
+        said = _database_error(exc)
+        print(f"hermes-server: cannot upgrade {db.safe_url}: {said}", file=sys.stderr)
         return 1
     print(f"{db.safe_url}: schema at revision {revision}")
     return 0

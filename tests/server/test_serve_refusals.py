@@ -109,3 +109,24 @@ def test_a_postgresql_database_that_does_not_exist_is_named_with_its_password_ma
         f"hermes-server: server.database_url: cannot use {masked}: "
         'database "no_such_database" does not exist'
     )
+
+
+def test_db_upgrade_says_what_the_database_answered_with_its_password_masked(
+    tmp_path: Path,
+) -> None:
+    url = make_url(server_url_or_skip()).set(password=PASSWORD, database="no_such_database")
+    result = subprocess.run(
+        [sys.executable, "-m", "server.cli", "db", "upgrade"],
+        cwd=REPO,
+        env={**os.environ, "DATABASE_URL": url.render_as_string(hide_password=False)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert PASSWORD not in result.stderr
+    assert result.stderr.strip() == (
+        f"hermes-server: cannot upgrade {url.render_as_string(hide_password=True)}: "
+        'database "no_such_database" does not exist'
+    )
