@@ -30,7 +30,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
@@ -60,6 +60,8 @@ JSON = "application/json"
 
 Work = Callable[[Receive, Send], Awaitable[None]]
 """Answering the request (ASGI ``receive``/``send`` of the app serving it)."""
+Made = TypeVar("Made", bound=dict[str, Any] | Response)
+"""What a route answering at once makes: a JSON object (200), or its whole response."""
 
 
 def key_of(scope: Scope) -> str | None:
@@ -187,10 +189,12 @@ class Idempotency:
             await self._again(store, claim, held, receive, send)
 
     async def once(
-        self, claim: Claim | None, make: Callable[[], Awaitable[dict[str, Any]]]
-    ) -> dict[str, Any] | Response:
-        """For a route whose answer is a JSON object (an upload): ``make``'s object when the
-        request is new (kept as the answer), else the first request's answer."""
+        self, claim: Claim | None, make: Callable[[], Awaitable[Made]]
+    ) -> Made | Response:
+        """For a route whose answer is whole at once: ``make``'s answer when the request is
+        new (kept as the key's), else the first request's answer. The answer is a JSON object
+        (an upload's, a 200), or a whole response (a run's 202: the run its
+        ``x-hermes-run-id`` names is kept with the key, as :meth:`serve` keeps it)."""
         store = self.store
         if claim is None or store is None:
             return await make()
@@ -232,15 +236,21 @@ class Idempotency:
         except BaseException:
             await _quietly(store.release(claim.owner, claim.key))
             raise
-        await _quietly(
-            store.finish(
-                claim.owner,
-                claim.key,
-                status_code=200,
-                content_type=JSON,
-                body=json_codec.dumps(made),
+        if isinstance(made, Response):
+            status, content_type, body = made.status_code, made.media_type, bytes(made.body)
+            run_id = made.headers.get(RUN_ID_HEADER.decode())
+        else:
+            status, content_type, body, run_id = 200, JSON, json_codec.dumps(made), None
+        if run_id is not None:  # what retention and erasure delete the key with
+            await _quietly(store.started(claim.owner, claim.key, run_id))
+        if _did_work(status, run_id):
+            await _quietly(
+                store.finish(
+                    claim.owner, claim.key, status_code=status, content_type=content_type, body=body
+                )
             )
-        )
+        else:
+            await _quietly(store.release(claim.owner, claim.key))
         return made
 
     async def _first(
@@ -410,11 +420,7 @@ class _Answer:
 
     @property
     def did_work(self) -> bool:
-        """Whether the answer is the request's outcome (not a refusal before any work)."""
-        status = self.status
-        if status is None:
-            return self.run_id is not None
-        return self.run_id is not None or not (status == 429 or status >= 500)
+        return _did_work(self.status, self.run_id)
 
     def add(self, message: Message) -> None:
         if message["type"] == "http.response.start":
@@ -471,6 +477,14 @@ class _Answer:
                 yield message
             return
         yield {"type": "http.response.body", "body": b"", "more_body": False}
+
+
+def _did_work(status: int | None, run_id: str | None) -> bool:
+    """Whether an answer is the request's outcome, not a refusal before any work (a 429 or a
+    5xx before a run started, or no answer at all): only then is it kept."""
+    if run_id is not None:
+        return True
+    return status is not None and not (status == 429 or status >= 500)
 
 
 async def _unless_gone(

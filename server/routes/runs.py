@@ -24,6 +24,7 @@ from hermes_core.persistence.webhooks import Delivery
 from hermes_core.tools.web.guard import checked_addresses, system_lookup
 from server.errors import APIError
 from server.http.auth import Principal, require_principal
+from server.http.idempotency import claim_of
 from server.http.input_text import StrictJSONRoute
 from server.http.openapi import errors, success
 from server.http.sse import sse_response
@@ -135,12 +136,23 @@ def describe(run: Run) -> dict[str, Any]:
     response_model=RunObject,
     responses=errors(400, 401, 403, 404, 409, 429),
 )
-async def create_run(body: RunCreateRequest, request: Request, principal: Owner) -> JSONResponse:
+async def create_run(body: RunCreateRequest, request: Request, principal: Owner) -> Response:
     """Start a run of a profile (``model``) on ``input``, in a session or a conversation (or
     a new session); it goes on without the client. Follow it with ``/v1/runs/{id}/events``,
-    read it with ``GET /v1/runs/{id}``, or be told by its ``webhook``."""
-    described, headers = await start_api_run(_services(request), request, principal, body)
-    return JSONResponse(described, status_code=202, headers=headers)
+    read it with ``GET /v1/runs/{id}``, or be told by its ``webhook``. Retried with the same
+    ``Idempotency-Key`` and body, it answers the first request's run again instead of
+    starting another."""
+    services = _services(request)
+    # The body as sent is what the same request is (read already: FastAPI parsed it), as on
+    # chat and Responses; a retry after a lost 202 gets that 202 (server/http/idempotency.py).
+    sent = await request.body()
+    claim = claim_of(request.scope, principal, lambda: (sent,))
+
+    async def start() -> JSONResponse:
+        described, headers = await start_api_run(services, request, principal, body)
+        return JSONResponse(described, status_code=202, headers=headers)
+
+    return await services.idempotency.once(claim, start)
 
 
 async def start_api_run(

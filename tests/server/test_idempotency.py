@@ -386,3 +386,162 @@ async def test_a_retry_whose_first_request_died_with_its_replica_is_told_so_at_o
 async def _never() -> dict[str, Any]:
     await asyncio.Event().wait()
     raise AssertionError
+
+
+# --- POST /v1/runs ------------------------------------------------------------------------------
+# The SDKs have no runs: plain HTTP, as a pipeline sends it.
+
+
+def _script_a_run(simulator: SimulatorServer, *, slow: bool = True) -> None:
+    """One model call: the run's answer (slow, when ``slow``: a retry comes while it runs)."""
+    delay = Fault(first_byte_delay=SLOW_ANSWER_SECONDS) if slow else None
+    simulator.state.script(
+        UPSTREAM_MODEL, Scenario(steps=[Step(reply=Reply(text="Summarised."), fault=delay)])
+    )
+
+
+def _run_body(session: str, text: str = "Summarise the night's logs.") -> dict[str, Any]:
+    return {"model": "hermes-agent", "input": text, "session": session, "metadata": {"job": "n"}}
+
+
+async def _create_run(
+    base_url: str, body: dict[str, Any], key: dict[str, str], api_key: str = KEY_ALICE, **more: str
+) -> httpx.Response:
+    headers = {"authorization": f"Bearer {api_key}", **key, **more}
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=base_url, timeout=30) as http:
+        return await http.post("/v1/runs", json=body, headers=headers)
+
+
+async def _runs_of(
+    base_url: str, session: str, api_key: str = KEY_ALICE, *, until_ended: bool = True
+) -> list[dict[str, Any]]:
+    """The key's runs of ``session`` (``GET /v1/runs``), once none of them is running (or
+    once there is one, without ``until_ended``)."""
+    headers = {"authorization": f"Bearer {api_key}"}
+    deadline = time.monotonic() + 30
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=base_url, headers=headers) as http:
+        while True:
+            listed = await http.get("/v1/runs", params={"session": session})
+            assert listed.status_code == 200, listed.text
+            runs: list[dict[str, Any]] = listed.json()["data"]
+            ended = all(run["ended_at"] is not None for run in runs)
+            if (ended if until_ended else runs) or time.monotonic() > deadline:
+                return runs
+            await asyncio.sleep(0.05)
+
+
+async def test_a_run_created_again_with_its_key_while_it_runs_is_the_same_run(
+    server: ThreadedServer, simulator: SimulatorServer
+) -> None:
+    _script_a_run(simulator)
+    key, session = _key(), f"nightly-{uuid.uuid4()}"
+    first = await _create_run(server.base_url, _run_body(session), key)
+    again = await _create_run(server.base_url, _run_body(session), key)  # its 202 was lost
+    assert first.status_code == again.status_code == 202, again.text
+    assert again.headers.get("idempotent-replayed") == "true"
+    assert again.json() == first.json()
+    assert again.json()["status"] in ("queued", "running")  # as the first answer said
+    assert again.headers["x-hermes-run-id"] == first.json()["id"]
+    runs = await _runs_of(server.base_url, session)
+    assert [run["id"] for run in runs] == [first.json()["id"]]
+    assert runs[0]["status"] == "completed"
+    assert _model_calls(simulator) == 1
+
+
+async def test_a_run_created_again_with_its_key_after_it_ended_is_the_same_run_on_any_replica(
+    replicas: tuple[ThreadedServer, ThreadedServer],
+    server: ThreadedServer,
+    simulator: SimulatorServer,
+) -> None:
+    _script_a_run(simulator, slow=False)
+    key, session = _key(), f"nightly-{uuid.uuid4()}"
+    first = await _create_run(replicas[0].base_url, _run_body(session), key)
+    assert first.status_code == 202, first.text
+    assert [run["status"] for run in await _runs_of(replicas[0].base_url, session)] == ["completed"]
+    again = await _create_run(replicas[1].base_url, _run_body(session), key)
+    assert again.status_code == 202, again.text
+    assert again.headers.get("idempotent-replayed") == "true"
+    assert again.json() == first.json()  # the first answer, not the run as it is now
+    assert len(await _runs_of(replicas[1].base_url, session)) == 1
+    assert _model_calls(simulator) == 1
+
+
+async def test_a_run_created_with_a_used_key_and_another_body_is_refused(
+    server: ThreadedServer, simulator: SimulatorServer
+) -> None:
+    _script_a_run(simulator, slow=False)
+    key, session = _key(), f"nightly-{uuid.uuid4()}"
+    first = await _create_run(server.base_url, _run_body(session), key)
+    assert first.status_code == 202, first.text
+    other = await _create_run(server.base_url, _run_body(session, "Summarise the day's."), key)
+    assert other.status_code == 422, other.text
+    assert other.json()["error"]["code"] == "idempotency_key_reused"
+    assert len(await _runs_of(server.base_url, session)) == 1
+
+
+async def test_run_keys_are_per_api_key(server: ThreadedServer, simulator: SimulatorServer) -> None:
+    _script_a_run(simulator, slow=False)
+    key, session = _key(), f"nightly-{uuid.uuid4()}"
+    alices = await _create_run(server.base_url, _run_body(session), key)
+    _script_a_run(simulator, slow=False)
+    bobs = await _create_run(server.base_url, _run_body(session), key, api_key=KEY_BOB)
+    assert alices.status_code == bobs.status_code == 202, bobs.text
+    assert "idempotent-replayed" not in bobs.headers  # bob's own run, not alice's answer
+    assert bobs.json()["id"] != alices.json()["id"]
+    assert [run["id"] for run in await _runs_of(server.base_url, session, KEY_BOB)] == [
+        bobs.json()["id"]
+    ]
+
+
+async def test_run_keys_are_per_end_user(
+    server: ThreadedServer, simulator: SimulatorServer
+) -> None:
+    _script_a_run(simulator, slow=False)
+    key, session = _key(), f"nightly-{uuid.uuid4()}"
+    ann = await _create_run(
+        server.base_url, _run_body(session), key, **{"x-openwebui-user-id": "ann"}
+    )
+    assert ann.status_code == 202, ann.text
+    ben = await _create_run(
+        server.base_url, _run_body(session), key, **{"x-openwebui-user-id": "ben"}
+    )
+    assert ben.status_code == 422, ben.text  # never ann's run
+    assert ben.json()["error"]["code"] == "idempotency_key_reused"
+
+
+async def test_a_run_created_again_while_its_create_waits_on_a_busy_session_is_one_run(
+    server: ThreadedServer, simulator: SimulatorServer
+) -> None:
+    simulator.state.script(
+        UPSTREAM_MODEL,
+        Scenario(
+            steps=[
+                Step(reply=Reply(text="Chatted."), fault=Fault(first_byte_delay=2.0)),
+                Step(reply=Reply(text="Summarised.")),
+            ]
+        ),
+    )
+    key, session = _key(), f"nightly-{uuid.uuid4()}"
+    headers = {"authorization": f"Bearer {KEY_ALICE}", "x-hermes-session-id": session}
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=server.base_url, timeout=30) as http:
+        chatting = asyncio.create_task(
+            http.post(
+                "/v1/chat/completions",
+                json={"model": "hermes-agent", "messages": MESSAGES},
+                headers=headers,
+            )
+        )
+        # The chat turn holds the session: the run's create waits for it to end.
+        assert await _runs_of(server.base_url, session, until_ended=False)
+        first, again = await asyncio.gather(
+            _create_run(server.base_url, _run_body(session), key),
+            _create_run(server.base_url, _run_body(session), key),
+        )
+        assert (await chatting).status_code == 200
+    assert first.status_code == again.status_code == 202, (first.text, again.text)
+    assert first.json() == again.json()
+    replayed = [answer.headers.get("idempotent-replayed") for answer in (first, again)]
+    assert replayed.count("true") == 1  # one started it, the other waited for its answer
+    runs = [run for run in await _runs_of(server.base_url, session) if run["endpoint"] == "runs"]
+    assert [run["id"] for run in runs] == [first.json()["id"]]
+    assert _model_calls(simulator) == 2  # the chat turn's, the run's
