@@ -7,6 +7,11 @@ and as it ends (unless ``store`` is false). Whatever the client does — waits, 
 or never waited (``background``) — the stored response ends up final, and the answer a
 waiting client gets is the recorder's own final object.
 
+A background response answers at once, ``queued``, even when its conversation (or session,
+or the chain it continues) is busy with a turn still running: its run then waits for that
+turn to end and joins the conversation after it (see :mod:`server.serving.queued_turn`),
+retrievable, resumable and cancellable meanwhile.
+
 ``previous_response_id`` continues the session where that response ended (hidden server tool
 calls included, so the prompt cache keeps hitting); continuing an older response of a chain
 forks the session there. ``conversation`` appends the turn to the key's session named by the
@@ -96,7 +101,10 @@ class ResponsesServing:
             if body.store and services.store is not None:
                 # The client will come back for this id, after a crash too: the queued response
                 # and its run (which crash recovery fails) are committed before it is handed out.
-                await run.until_started()
+                # A run waiting for its conversation has its row already: it starts only once
+                # the turn ahead has ended, and its create answers at once.
+                if not begun.queued:
+                    await run.until_started()
                 await services.store.db.writer.flush()
             return FastJSONResponse(shell, headers=headers)
         final = await unless_client_leaves(services, run, request, asyncio.shield(recorder))
@@ -222,6 +230,7 @@ class ResponsesServing:
                     side_task_files=True,
                     call_images=hosted.code_interpreter and progress != "openwebui",
                     end_user=body.safety_identifier or body.user,
+                    queues=body.background,
                 ),
             )
         run, rendering = turn.run, tools.rendering
@@ -250,7 +259,10 @@ class ResponsesServing:
         if body.store:  # `store: false` keeps nothing, not even for retrieval while it runs
             self._live.remember(live)
         history = list(turn.request.history)
-        return _Begun(run, shell, progress, recorder, turn.headers, history, rendering, turn.files)
+        headers, files = turn.headers, turn.files
+        return _Begun(
+            run, shell, progress, recorder, headers, history, rendering, files, turn.queued
+        )
 
     # --- POST /v1/responses/compact, GET / DELETE / cancel / input_items --------------------
 
@@ -337,6 +349,9 @@ class _Begun:
     """The history the run started from (its transcript before its own messages)."""
     remote: RemoteMcpTools | None
     files: FileAnnouncer | None = None
+    queued: bool = False
+    """Its run waits for the turn ahead in its conversation before it joins it (a background
+    response): it has not started, and need not have, for its create to answer."""
 
 
 def _check_image_generation(profile: Profile, hosted: HostedTools) -> None:

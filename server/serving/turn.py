@@ -35,10 +35,19 @@ from server.serving.common import (
     turn_given_back_on_failure,
     with_approvals,
     with_files_in_workspace,
+    with_workspace,
 )
 from server.serving.end_users import end_user_of, scoped_owner
 from server.serving.file_announcements import file_announcer, watched
-from server.sessions.service import BUSY_POLICY, BusyMode, BusyPolicy, SessionSteered
+from server.serving.queued_turn import QueuedTurn
+from server.sessions.service import (
+    BUSY_POLICY,
+    QUEUED_WHEN_BUSY,
+    BusyMode,
+    BusyPolicy,
+    SessionQueued,
+    SessionSteered,
+)
 from server.views.file_citations import FileAnnouncer
 
 if TYPE_CHECKING:
@@ -189,6 +198,10 @@ class TurnSpec:
     end_user: str | None = None
     """The end user the body names (``safety_identifier``, else ``user``); the request's
     headers come first, and only a trusted front end's count (``server/serving/end_users.py``)."""
+    queues: bool = False
+    """Whether the turn, should its session be busy with a turn it would wait for (``wait``,
+    ``enqueue``), is begun at once with its run queued, the run joining the session when the
+    turn ahead ends (a background response: its create answers at once)."""
 
 
 @dataclass(slots=True)
@@ -202,6 +215,9 @@ class BegunTurn:
     """``x-hermes-run-id``, and ``x-hermes-session-id`` for a turn of a session."""
     files: FileAnnouncer | None
     """How its answer names the files its run made (None: no lasting workspace)."""
+    queued: bool = False
+    """Its run waits for its session (``TurnSpec.queues``): it joins it, and its first event
+    comes, once the turn ahead has ended."""
 
 
 async def begin_turn(
@@ -257,34 +273,46 @@ async def begin_turn(
         )
         if isinstance(joined, BegunTurn):  # steered into the running turn: no run of its own
             return joined
+        if isinstance(joined, SessionQueued):
+            pending = _Pending(
+                services=services,
+                principal=principal,
+                profile=profile,
+                spec=spec,
+                agent=agent,
+                run_id=run_id,
+                name=name,
+                owner=owner,
+                end_user=end_user,
+                asks=asks,
+                answers=answers,
+                spoken=spoken,
+                approval_wait=approval_wait,
+            )
+            begun = await _begin_queued(pending, connection, request, joined)
+            if tools is not None:
+                tools.close_after(begun.run)
+            return begun
         request, session_id = joined.request, joined.session_id
         conversation = (owner, joined.conversation) if joined.conversation is not None else None
         runnable: Runnable = agent
         files = None
         if not side or spec.side_task_files:
             with turn_given_back_on_failure(services, run_id):
-                if asks:
-                    asker = Asker(
-                        owner=principal.name,
-                        conversation=conversation if spec.keeps_questions else None,
-                        session_id=session_id,
-                        profile=profile.id,
-                        wait_seconds=approval_wait,
-                    )
-                    request = await with_approvals(
-                        services,
-                        agent,
-                        request,
-                        asker,
-                        forked=joined.forked,
-                        fresh=joined.fresh,
-                        answers=answers,
-                        spoken=spoken,
-                    )
-                request = await with_files_in_workspace(
-                    services, profile, request, principal, conversation, end_user
+                request, runnable = await _prepared(
+                    services,
+                    principal,
+                    profile,
+                    spec,
+                    agent,
+                    joined,
+                    conversation,
+                    asks=asks,
+                    answers=answers,
+                    spoken=spoken,
+                    approval_wait=approval_wait,
+                    end_user=end_user,
                 )
-                runnable = watched(agent, request, conversation, call_images=spec.call_images)
                 files = await file_announcer(
                     services, connection, request, conversation, openwebui=spec.openwebui
                 )
@@ -313,6 +341,138 @@ async def begin_turn(
     return BegunTurn(run, request, session_id, headers, files)
 
 
+async def _prepared(
+    services: Services,
+    principal: Principal,
+    profile: Profile,
+    spec: TurnSpec,
+    agent: Agent,
+    joined: Joined,
+    conversation: tuple[str, str] | None,
+    *,
+    asks: bool,
+    answers: Mapping[str, bool],
+    spoken: str,
+    approval_wait: float,
+    end_user: str | None,
+) -> tuple[AgentRequest, Runnable]:
+    """The joined turn's request made ready to run (its conversation's open approvals
+    settled, its files placed in the workspace), and what runs it (the agent, watching the
+    workspace for the files it makes)."""
+    request = joined.request
+    if asks:
+        asker = Asker(
+            owner=principal.name,
+            conversation=conversation if spec.keeps_questions else None,
+            session_id=joined.session_id,
+            profile=profile.id,
+            wait_seconds=approval_wait,
+        )
+        request = await with_approvals(
+            services,
+            agent,
+            request,
+            asker,
+            forked=joined.forked,
+            fresh=joined.fresh,
+            answers=answers,
+            spoken=spoken,
+        )
+    request = await with_files_in_workspace(
+        services, profile, request, principal, conversation, end_user
+    )
+    return request, watched(agent, request, conversation, call_images=spec.call_images)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Pending:
+    """A turn begun queued, as far as it got before its session turned out busy: what its
+    run needs to join the session and get ready (:func:`_begin_queued`)."""
+
+    services: Services
+    principal: Principal
+    profile: Profile
+    spec: TurnSpec
+    agent: Agent
+    run_id: str
+    name: str | None
+    owner: str
+    end_user: str | None
+    asks: bool
+    answers: Mapping[str, bool]
+    spoken: str
+    approval_wait: float
+
+
+async def _begin_queued(
+    pending: _Pending, connection: HTTPConnection, request: AgentRequest, busy: SessionQueued
+) -> BegunTurn:
+    """Start the run of a turn whose session is busy (``TurnSpec.queues``): queued, it joins
+    the session as an ``enqueue`` turn once the turn ahead ends, inside its own task; then
+    it runs as any turn. Its workspace and the way its answer names files are the
+    conversation's, known now by its name."""
+    services, principal, profile, spec = (
+        pending.services,
+        pending.principal,
+        pending.profile,
+        pending.spec,
+    )
+    sessions = services.sessions
+    assert sessions is not None  # only a turn joining a session is begun queued
+    conversation = (pending.owner, busy.name)
+
+    async def join(run_request: AgentRequest) -> tuple[AgentRequest, Runnable]:
+        # Its task's own context: the turn ahead is waited for, however long it takes.
+        token = BUSY_POLICY.set(BusyPolicy(mode="enqueue"))
+        try:
+            joined = await spec.join(
+                sessions,
+                pending.agent,
+                run_request,
+                owner=pending.owner,
+                profile=profile.id,
+                run_id=pending.run_id,
+                name=pending.name,
+            )
+        finally:
+            BUSY_POLICY.reset(token)
+        with turn_given_back_on_failure(services, pending.run_id):
+            return await _prepared(
+                services,
+                principal,
+                profile,
+                spec,
+                pending.agent,
+                joined,
+                conversation,
+                asks=pending.asks,
+                answers=pending.answers,
+                spoken=pending.spoken,
+                approval_wait=pending.approval_wait,
+                end_user=pending.end_user,
+            )
+
+    placed = with_workspace(services, profile, request, principal, conversation)
+    files = await file_announcer(
+        services, connection, placed, conversation, openwebui=spec.openwebui
+    )
+    run = await start_run(
+        services,
+        QueuedTurn(join, abandon=lambda: sessions.abandon(pending.run_id)),
+        request,
+        principal=principal,
+        profile=profile,
+        endpoint=spec.endpoint,
+        completion_id=spec.completion_id,
+        session_id=None,
+        conversation=conversation,
+        headers=connection.headers,
+        end_user=pending.end_user,
+    )
+    sessions.queued(run.info)
+    return BegunTurn(run, request, None, {"x-hermes-run-id": run.id}, files, queued=True)
+
+
 async def _join(
     services: Services,
     connection: HTTPConnection,
@@ -327,12 +487,14 @@ async def _join(
     tools: RequestTools | None,
     *,
     side: bool,
-) -> Joined | BegunTurn:
+) -> Joined | BegunTurn | SessionQueued:
     """The session the turn joins, under its busy policy (none for a side task); or, when its
-    message was steered into the session's running turn, that turn."""
+    message was steered into the session's running turn, that turn; or, for a turn that
+    queues (``TurnSpec.queues``), that its session is busy: it joined none."""
     if services.sessions is None or side:
         return Joined(request)
     token = BUSY_POLICY.set(_busy_policy(services, connection, principal, profile, spec, request))
+    queues = QUEUED_WHEN_BUSY.set(True) if spec.queues else None
     try:
         return await spec.join(
             services.sessions,
@@ -347,7 +509,11 @@ async def _join(
         if tools is not None:  # no run of its own: nothing else closes them
             await tools.stop()
         return _steered(services, principal, steered)
+    except SessionQueued as busy:
+        return busy
     finally:
+        if queues is not None:
+            QUEUED_WHEN_BUSY.reset(queues)
         BUSY_POLICY.reset(token)
 
 

@@ -3,7 +3,10 @@ queued write (see :mod:`hermes_core.persistence.writer`).
 
 - ``RunStarted``: the run's row, and what its turn adds to the conversation (its new
   session or fork, the client's new messages: held back until then, so a turn refused before
-  its run began keeps nothing).
+  its run began keeps nothing). A run begun queued (a background response waiting for its
+  conversation) has its row written when it is begun instead (:meth:`SessionJournal.queued`):
+  crash recovery then finds it, and fails its response, should the server stop while it
+  waits; its ``RunStarted`` names the session it joined.
 - ``MessageAdded``: the message, at its position in the session (the run's transcript *is*
   the session's, so the event's index is the position).
 - ``CompressionPerformed``: a child session that starts from the compacted transcript; the
@@ -87,6 +90,13 @@ class SessionJournal:
         self._runs: dict[str, _Tracked] = {}
         self._held: dict[str, _Held] = {}
         """The locks of ended runs kept for saves to come, by run."""
+        self._queued: set[str] = set()
+        """Runs begun queued whose row is written, not yet started."""
+
+    def queued(self, run: RunInfo) -> None:
+        """The row of a run begun queued, before it joins its conversation (no session yet)."""
+        self._queued.add(run.id)
+        self._started(run, None)
 
     def track(
         self,
@@ -155,16 +165,13 @@ class SessionJournal:
                 tracked = self._runs.get(run.id)
                 if tracked is not None:
                     self._save(tracked)
-                self.store.runs.started(
-                    run_id=run.id,
-                    owner=run.owner,
-                    endpoint=run.endpoint,
-                    model=run.model,
-                    session_id=tracked.session_id if tracked else run.session_id,
-                    completion_id=run.completion_id,
-                    created_at=run.created_at,
-                    end_user=run.end_user,
-                )
+                session_id = tracked.session_id if tracked else run.session_id
+                if run.id not in self._queued:
+                    self._started(run, session_id)
+                else:
+                    self._queued.discard(run.id)
+                    if session_id is not None:
+                        self.store.runs.moved(run.id, session_id)
             case CompressionPerformed():
                 tracked = self._runs.get(run.id)
                 if tracked is not None and event.session_id is not None:
@@ -194,6 +201,18 @@ class SessionJournal:
             case _:
                 assert_never(event)
 
+    def _started(self, run: RunInfo, session_id: str | None) -> None:
+        self.store.runs.started(
+            run_id=run.id,
+            owner=run.owner,
+            endpoint=run.endpoint,
+            model=run.model,
+            session_id=session_id,
+            completion_id=run.completion_id,
+            created_at=run.created_at,
+            end_user=run.end_user,
+        )
+
     @staticmethod
     def _save(tracked: _Tracked) -> None:
         if tracked.save is not None:
@@ -214,6 +233,7 @@ class SessionJournal:
         tracked.session_id = child
 
     def _finished(self, run: RunInfo, event: RunFinished) -> None:
+        self._queued.discard(run.id)  # one cancelled while it waited: its row ends here
         tracked = self._runs.get(run.id)
         if tracked is not None:
             self._save(tracked)  # a run that ended before it started is a turn all the same

@@ -29,6 +29,7 @@ from hermes_core.persistence.conversations import UNBOUND_PROFILE
 from hermes_core.persistence.runs import RUNS
 from hermes_core.persistence.sessions import LOCKS, new_session_id
 from server.errors import SessionBusy
+from server.runs.manager import RunInfo
 from server.sessions.journal import SessionJournal
 from server.sessions.reconcile import Reconciliation, reconcile
 
@@ -105,6 +106,23 @@ def response_kept(kept: bool) -> Iterator[None]:
         RESPONSE_KEPT.reset(token)
 
 
+QUEUED_WHEN_BUSY: ContextVar[bool] = ContextVar("hermes_queued_when_busy", default=False)
+"""Whether the turn this task is beginning, should it have to wait for another turn of its
+conversation (``wait``, ``enqueue``), is begun queued instead (a background response, whose
+create answers at once): :class:`SessionQueued` is raised without waiting, and the turn's run
+joins the conversation later (set by ``begin_turn`` around joining its session)."""
+
+
+@contextmanager
+def queued_when_busy(queued: bool) -> Iterator[None]:
+    """:data:`QUEUED_WHEN_BUSY` for the turns begun inside."""
+    token = QUEUED_WHEN_BUSY.set(queued)
+    try:
+        yield
+    finally:
+        QUEUED_WHEN_BUSY.reset(token)
+
+
 OnAnotherBranch = Callable[[str], Awaitable[bool]]
 """Whether the turn being begun is on another branch of its conversation than the run (by
 id) holding the conversation's turn now (see :meth:`SessionService._lock`)."""
@@ -123,6 +141,16 @@ class SessionSteered(Exception):
         super().__init__(run_id)
         self.run_id = run_id
         self.conversation = conversation
+
+
+class SessionQueued(Exception):
+    """The turn would wait for another turn of its conversation ``name`` and was begun under
+    :data:`QUEUED_WHEN_BUSY`: it took nothing (no lock, no place in line, nothing saved). Its
+    caller starts its run queued, and joins the conversation again inside it."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
 
 
 @dataclass(slots=True, kw_only=True)
@@ -355,6 +383,11 @@ class SessionService:
         kept = RESPONSE_KEPT.get()
         self.journal.track(run_id, turn.session_id, lock=lock, save=turn.save, kept=kept)
 
+    def queued(self, run: RunInfo) -> None:
+        """The run of a turn begun queued (:class:`SessionQueued`) started: it is on record
+        from now on, before it joins its conversation (see the journal)."""
+        self.journal.queued(run)
+
     def abandon(self, run_id: str) -> None:
         """The run was not started after all: give its lock back."""
         self.journal.untrack(run_id)
@@ -439,6 +472,9 @@ class SessionService:
         began = time.monotonic()
         deadline = began + (settings.wait_seconds if waits else lease)
         arrived = time.time()
+        line = self._lines.get((owner, name))
+        if line is not None and line.lock.locked() and _queues(mode):
+            raise SessionQueued(name)  # turns before it wait here: it would wait behind them
         async with self._line(owner, name, deadline, busy=lambda: _busy(name)) as queued:
             if await sessions.lock(owner, name, run_id, lease_seconds=lease):
                 return arrived if queued else None
@@ -450,6 +486,8 @@ class SessionService:
                 and await branch(holder)
             ):
                 mode, deadline = "wait", min(deadline, began + settings.wait_seconds)
+            if _queues(mode):
+                raise SessionQueued(name)
             if mode == "steer":
                 steer = policy.steer if holder is not None and policy.text else None
                 if steer is not None and holder is not None and await steer(holder, policy.text):
@@ -643,6 +681,14 @@ class _Line:
 
 def _nothing() -> None:
     pass
+
+
+def _queues(mode: BusyMode) -> bool:
+    """Whether a turn whose busy mode is ``mode`` is begun queued rather than wait for its
+    conversation (only ever asked once it would wait). The other modes never wait for the
+    running turn to end by itself: ``reject`` is answered at once, ``interrupt`` stops it
+    and ``steer`` joins it (or waits the moment its answer takes to be saved)."""
+    return mode in ("wait", "enqueue") and QUEUED_WHEN_BUSY.get()
 
 
 def _busy(name: str) -> SessionBusy:

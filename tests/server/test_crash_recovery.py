@@ -159,6 +159,53 @@ async def test_a_background_response_killed_mid_run_is_failed_after_the_restart(
     assert "restarted" in after["error"]["message"]
 
 
+async def test_a_background_response_queued_behind_a_busy_conversation_is_failed_after_a_kill(
+    simulator: SimulatorServer, database_url: str, tmp_path: Path
+) -> None:
+    simulator.state.script(
+        MODEL,
+        Scenario(
+            steps=[
+                Step(reply=Reply(text="never sent"), fault=Fault(first_byte_delay=60)),
+                Step(reply=Reply(text="Back again.")),
+            ]
+        ),
+    )
+    config = _config(tmp_path, simulator)
+    env = {"DATABASE_URL": database_url, "HERMES_DATA_DIR": str(tmp_path / "data")}
+    await _db_upgrade(config, env)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    auth = {"authorization": f"Bearer {KEY}"}
+    with hermes_command("serve", "--config", str(config), port=port, env=env) as server:
+        async with httpx.AsyncClient(
+            verify=TLS_UNUSED, base_url=base, timeout=30, headers=auth
+        ) as http:
+            conversation = (await http.post("/v1/conversations", json={})).json()["id"]
+            body = {"model": "hermes-agent", "conversation": conversation, "background": True}
+            ahead = await http.post("/v1/responses", json={**body, "input": "take your time"})
+            assert ahead.status_code == 200, ahead.text
+            await _wait_for_upstream_calls(simulator, 1)
+            queued = (await http.post("/v1/responses", json={**body, "input": "then me"})).json()
+            assert queued["status"] == "queued"
+            server.send_signal(signal.SIGKILL)
+            server.wait(timeout=10)
+    with hermes_command("serve", "--config", str(config), port=port, env=env):
+        async with httpx.AsyncClient(
+            verify=TLS_UNUSED, base_url=base, timeout=30, headers=auth
+        ) as http:
+            after = (await http.get(f"/v1/responses/{queued['id']}")).json()
+            again = await http.post(
+                "/v1/responses",
+                json={"model": "hermes-agent", "conversation": conversation, "input": "again"},
+            )
+    # Not left queued for ever: its run was on record before its create answered.
+    assert after["status"] == "failed"
+    assert "restarted" in after["error"]["message"]
+    assert again.status_code == 200, again.text
+    assert again.json()["output"][-1]["content"][0]["text"] == "Back again."
+
+
 # A previous_response_id chain whose last response the kill cut off: continued once the
 # server is back, the model sees every earlier turn (as after a response that failed any
 # other way).
