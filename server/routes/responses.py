@@ -37,9 +37,9 @@ def _serving(request: Request) -> ResponsesServing:
     responses={
         200: success(
             ResponseObject,
-            "The Response once the run has ended (at once, ``queued``, for ``background: true``); "
-            "with ``stream: true``, an SSE stream of ``response.*`` events ending with "
-            "``data: [DONE]``.",
+            "The Response once the run has ended (at once, ``queued``, for ``background: true``, "
+            "even while another turn of its conversation runs); with ``stream: true``, an SSE "
+            "stream of ``response.*`` events ending with ``data: [DONE]``.",
             stream=ResponseStreamEvent,
         ),
         **errors(400, 401, 403, 404, 409, 413, 424, 429, 502),
@@ -49,7 +49,10 @@ async def create_response(
     body: ResponseCreateRequest, request: Request, principal: Caller
 ) -> Response:
     """Run the agent on the input; answer with the Response, or stream ``response.*`` events;
-    ``background: true`` answers at once and runs on."""
+    ``background: true`` answers at once and runs on (after the turn ahead, when its
+    conversation is busy). A ``previous_response_id`` naming no response this key may continue
+    (unknown, ``store: false``, another's, or its session deleted) is a 400
+    ``previous_response_not_found``, as on OpenAI."""
     return await _serving(request).create(body, request, principal)
 
 
