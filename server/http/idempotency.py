@@ -15,9 +15,10 @@ tools again (a second ``rm``, a second email). With one, for 24 hours:
   ``idempotency_key_reused`` (not retried by the SDKs: it is the caller's mistake); a retry
   that waited past its limit is a 409 ``idempotency_key_in_use`` (which the SDKs retry).
 
-A first request that did no work — refused with a 429 or a 5xx before a run started, or that
-crashed before it answered — gives the key up, so its retry does the work. Other answers
-(4xx included) are kept: they were the request's outcome.
+A first request that did no work — refused before a run started with a 429, a 409 (its
+session busy: the SDKs retry a 409, and a kept one would answer every retry the same for a
+day) or a 5xx, or that crashed before it answered — gives the key up, so its retry does the
+work. Other answers (4xx included) are kept: they were the request's outcome.
 
 A request without the header pays one header lookup (the hot path's header loop).
 """
@@ -217,7 +218,7 @@ class Idempotency:
         try:
             made = await make()
         except APIError as exc:
-            if exc.status == 429 or exc.status >= 500:
+            if not _did_work(exc.status, None):
                 await _quietly(store.release(claim.owner, claim.key))
             else:  # the request's outcome: a retry is told the same
                 body = json_codec.dumps(
@@ -480,11 +481,11 @@ class _Answer:
 
 
 def _did_work(status: int | None, run_id: str | None) -> bool:
-    """Whether an answer is the request's outcome, not a refusal before any work (a 429 or a
-    5xx before a run started, or no answer at all): only then is it kept."""
+    """Whether an answer is the request's outcome, not a refusal before any work (a 429, a 409
+    or a 5xx before a run started, or no answer at all): only then is it kept."""
     if run_id is not None:
         return True
-    return status is not None and not (status == 429 or status >= 500)
+    return status is not None and not (status in (409, 429) or status >= 500)
 
 
 async def _unless_gone(

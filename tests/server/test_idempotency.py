@@ -545,3 +545,37 @@ async def test_a_run_created_again_while_its_create_waits_on_a_busy_session_is_o
     runs = [run for run in await _runs_of(server.base_url, session) if run["endpoint"] == "runs"]
     assert [run["id"] for run in runs] == [first.json()["id"]]
     assert _model_calls(simulator) == 2  # the chat turn's, the run's
+
+
+async def test_a_turn_refused_because_its_session_was_busy_runs_when_retried_with_its_key(
+    server: ThreadedServer, simulator: SimulatorServer
+) -> None:
+    """A 409 ``session_busy`` did no work: the key is given up, so the retry (the SDKs retry a
+    409 themselves) runs the turn instead of being told "busy" again for a day."""
+    simulator.state.script(
+        UPSTREAM_MODEL,
+        Scenario(
+            steps=[
+                Step(reply=Reply(text="Chatted."), fault=Fault(first_byte_delay=2.0)),
+                Step(reply=Reply(text="Answered on the retry.")),
+            ]
+        ),
+    )
+    session = f"busy-{uuid.uuid4()}"
+    headers = {"authorization": f"Bearer {KEY_ALICE}", "x-hermes-session-id": session}
+    body = {"model": "hermes-agent", "messages": MESSAGES}
+    refusing = {**headers, **_key(), "x-hermes-session-busy": "reject"}
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=server.base_url, timeout=30) as http:
+        chatting = asyncio.create_task(
+            http.post("/v1/chat/completions", json=body, headers=headers)
+        )
+        assert await _runs_of(server.base_url, session, until_ended=False)  # it holds the session
+        refused = await http.post("/v1/chat/completions", json=body, headers=refusing)
+        assert (await chatting).status_code == 200
+        await _runs_of(server.base_url, session)  # the first turn has ended
+        retried = await http.post("/v1/chat/completions", json=body, headers=refusing)
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["error"]["code"] == "session_busy"
+    assert retried.status_code == 200, retried.text
+    assert retried.json()["choices"][0]["message"]["content"] == "Answered on the retry."
+    assert "idempotent-replayed" not in retried.headers
