@@ -14,7 +14,15 @@ from hermes_core.agent import Agent, AgentRequest
 from hermes_core.persistence import Store, sqlite_url
 from hermes_core.providers.scripted import ScriptedProvider
 from server.errors import SessionBusy
-from server.sessions.service import BUSY_POLICY, BusyPolicy, SessionService, SessionSettings
+from server.sessions.service import (
+    BUSY_POLICY,
+    BusyMode,
+    BusyPolicy,
+    SessionQueued,
+    SessionService,
+    SessionSettings,
+    queued_when_busy,
+)
 
 
 @pytest.fixture
@@ -83,3 +91,45 @@ async def test_a_waiting_turn_counts_its_time_in_the_line(sessions: SessionServi
     ahead.cancel()
     await asyncio.gather(ahead, return_exceptions=True)
     assert taken == []
+
+
+async def _queued_turn(sessions: SessionService, run_id: str, mode: BusyMode) -> None:
+    """Begin a turn of ``busy`` under ``mode`` as a background response does."""
+    agent = Agent(provider=ScriptedProvider("unused"), owner="alice")
+    token = BUSY_POLICY.set(BusyPolicy(mode=mode))
+    try:
+        with queued_when_busy(True):
+            await sessions.begin(
+                agent,
+                AgentRequest(user_message=run_id),
+                owner="alice",
+                profile="hermes-agent",
+                run_id=run_id,
+                name="busy",
+            )
+    finally:
+        BUSY_POLICY.reset(token)
+
+
+async def test_a_turn_that_queues_is_told_so_at_once_where_it_would_wait(
+    sessions: SessionService,
+) -> None:
+    assert await sessions.store.sessions.lock("alice", "busy", "run_0", lease_seconds=60)
+    for mode in ("wait", "enqueue"):
+        with pytest.raises(SessionQueued):
+            await asyncio.wait_for(_queued_turn(sessions, f"run_{mode}", mode), 5)
+    # Behind a turn waiting in line here too, without waiting in the line itself.
+    BUSY_POLICY.set(BusyPolicy(mode="enqueue"))
+    taken: list[str] = []
+    ahead = asyncio.create_task(_turn(sessions, "run_1", taken))
+    await _queued(sessions, 1)
+    with pytest.raises(SessionQueued):
+        await asyncio.wait_for(_queued_turn(sessions, "run_2", "wait"), 5)
+    # Refused at once all the same: a reject never waits.
+    with pytest.raises(SessionBusy):
+        await asyncio.wait_for(_queued_turn(sessions, "run_3", "reject"), 5)
+
+    sessions.store.sessions.unlock("alice", "busy", "run_0")
+    await asyncio.wait_for(ahead, 30)
+    assert taken == ["run_1"]
+    assert await sessions.store.sessions.lock("alice", "busy", "run_4", lease_seconds=60)
