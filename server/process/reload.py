@@ -49,6 +49,8 @@ log = logging.getLogger("hermes.reload")
 
 POLL_SECONDS = 2.0
 """How often the file's modification time is looked at."""
+SETTLE_SECONDS = 0.5
+"""How long a changed file must stay unchanged before it is read."""
 RELOADED_SERVER_SETTINGS = frozenset(
     {
         "api_keys",
@@ -132,6 +134,12 @@ class ConfigReloader:
             self._mtime = await asyncio.to_thread(self._modified)
             version = await asyncio.to_thread(version_of, self.path)
             try:
+                if await asyncio.to_thread(self._empty):
+                    # Valid (the embedded defaults), but far likelier a file being rewritten
+                    # than a wish to drop every key, profile and provider of a running server.
+                    raise ConfigError(
+                        ["the file is empty (restart the server to run on the embedded defaults)"]
+                    )
                 config = await asyncio.to_thread(load_config, self.path, self.environ)
                 self._check(config)
                 config, kept = self._keeping_process_settings(config)
@@ -255,17 +263,37 @@ class ConfigReloader:
     async def _watch(self) -> None:
         while True:
             await asyncio.sleep(POLL_SECONDS)
-            modified = await asyncio.to_thread(self._modified)
-            if modified is not None and modified != self._mtime:
+            seen = await asyncio.to_thread(self._modified)
+            if seen is None or seen == self._mtime:
+                continue
+            # A file caught while it is written may parse as a valid, shorter one (a profile
+            # or key short): it is read once it has stopped changing.
+            while (now := await self._modified_after_a_while()) != seen:
+                seen = now
+            if seen is not None:
                 await self.reload()
 
-    def _modified(self) -> float | None:
+    async def _modified_after_a_while(self) -> tuple[int, int] | None:
+        await asyncio.sleep(SETTLE_SECONDS)
+        return await asyncio.to_thread(self._modified)
+
+    def _modified(self) -> tuple[int, int] | None:
+        """The file's modification time and size: what changes while it is written."""
         if self.path is None:
             return None
         try:
-            return self.path.stat().st_mtime
+            stat = self.path.stat()
+            return stat.st_mtime_ns, stat.st_size
         except OSError:
             return None
+
+    def _empty(self) -> bool:
+        """The file holds nothing but blank lines and comments."""
+        try:
+            text = self.path.read_text(encoding="utf-8") if self.path is not None else "x"
+        except (OSError, UnicodeDecodeError):
+            return False  # load_config says what is wrong with it
+        return all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines())
 
     def _spawn(self, work: object) -> None:
         assert asyncio.iscoroutine(work)

@@ -11,12 +11,14 @@ import asyncio
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from server.bootstrap import build_profiles
-from server.config import load_config
+from server.config import HermesConfig, load_config
+from server.process import reload
 from server.process.reload import ConfigReloader
 from server.services import Services
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step
@@ -88,6 +90,54 @@ async def test_a_reload_changing_the_processs_own_settings_keeps_them_and_says_s
     assert reloader.config.server.max_body_bytes == 4 * 1024 * 1024
     # The web tools of the new profiles still refuse the port the server listens on.
     assert services.address_policy.own_ports == frozenset({8100})
+    await services.close()
+
+
+async def test_a_reload_of_an_emptied_file_is_refused(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "hermes.yaml"
+    reloader, services = _reloader(path)
+    path.write_text("# being rewritten\n")
+    assert not await reloader.reload()
+    assert "config reload refused" in caplog.text
+    assert "the file is empty" in caplog.text
+    assert reloader.config.server.api_keys  # the live keys stay
+    await services.close()
+
+
+async def test_a_file_caught_while_it_is_written_is_read_once_it_is_still(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reload, "POLL_SECONDS", 0.05)
+    monkeypatch.setattr(reload, "SETTLE_SECONDS", 1.0)
+    path = tmp_path / "hermes.yaml"
+    reloader, services = _reloader(path)
+    applied: list[int] = []  # the keys of each configuration applied
+    whole_applied = asyncio.Event()
+    real_apply = reloader._apply
+
+    def counted(config: HermesConfig, *rest: Any) -> None:
+        applied.append(len(config.server.api_keys))
+        real_apply(config, *rest)
+        if config.server.api_keys:
+            whole_applied.set()
+
+    monkeypatch.setattr(reloader, "_apply", counted)
+    watching = asyncio.create_task(reloader._watch())
+    try:
+        # A rewrite in two steps, as a slow writer makes it: a valid file without its keys
+        # (on loopback, a reload may drop them), then the whole one.
+        whole = FILE.format(key=KEY, server="", mcp=5)
+        path.write_text("".join(line for line in whole.splitlines(True) if "api_keys" not in line))
+        await asyncio.sleep(0.2)  # the writer's pause, within the watcher's polls
+        path.write_text(whole)
+        await asyncio.wait_for(whole_applied.wait(), 20)
+    finally:
+        watching.cancel()
+    assert applied == [1]  # the half-written file was never applied
+    assert services.remote_mcp_connect_seconds == 5
+    assert [k.principal for k in reloader.config.server.api_keys] == ["alice"]
     await services.close()
 
 
