@@ -94,6 +94,27 @@ def _check_url(url: str, schemes: tuple[str, ...], hints: dict[str, str]) -> Non
         raise ValueError("its port is not a number from 0 to 65535") from None
 
 
+def _provider_problems(index: int, provider: ProviderConfig) -> list[str]:
+    """What makes a provider unusable though each field is valid on its own: found now, not
+    by a traceback when it is built or an error on every run of its profiles."""
+    problems = _key_command_problems(index, provider.api_key_command)
+    base_url = provider.base_url
+    if base_url and not re.match(r"(?i)https?://[^/\s]", base_url):
+        # aiohttp's InvalidUrlClientError, otherwise.
+        problems.append(
+            f"providers[{index}].base_url: must be an http:// or https:// URL "
+            "(e.g. https://api.example.com/v1)"
+        )
+    elif base_url and urlsplit(base_url).netloc.rpartition("@")[1]:
+        # Never sent as such (the client's bearer key and URL credentials conflict: every
+        # call failed), and an address is logged where a key never is.
+        problems.append(
+            f"providers[{index}].base_url: must not hold credentials (user:password@); "
+            "give the key as api_key, api_key_env, api_key_file or api_key_command"
+        )
+    return problems
+
+
 def _key_command_problems(index: int, command: str | None) -> list[str]:
     """A key command that cannot be run as written, found now rather than by a traceback when
     its provider is built. Never quotes the command: its line may hold a secret."""
@@ -891,14 +912,7 @@ class HermesConfig(_Model):
             elif provider.name in names:
                 problems.append(f"providers[{index}].name: duplicate provider {provider.name!r}")
             names.add(provider.name)
-            problems += _key_command_problems(index, provider.api_key_command)
-            if provider.base_url and urlsplit(provider.base_url).netloc.rpartition("@")[1]:
-                # Never sent as such (the client's bearer key and URL credentials conflict:
-                # every call failed), and an address is logged where a key never is.
-                problems.append(
-                    f"providers[{index}].base_url: must not hold credentials (user:password@); "
-                    "give the key as api_key, api_key_env, api_key_file or api_key_command"
-                )
+            problems += _provider_problems(index, provider)
         defined = ", ".join(sorted(names)) or "none"
         ids: set[str] = set()
         for index, profile in enumerate(self.profiles):

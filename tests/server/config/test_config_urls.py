@@ -132,3 +132,13 @@ def test_check_config_lists_webhooks_by_host_never_their_path_or_secret(tmp_path
         "  endpoint            https://hooks.example.com/…: every event; signed with whs…LaSw"
     ) in text
     assert "  endpoint            https://ops.example.com:8443: run.failed; signed with" in text
+
+
+def test_a_providers_base_url_without_a_scheme_is_refused_naming_the_variable() -> None:
+    problems = problems_of(
+        {"HERMES_UPSTREAM_BASE_URL": "openrouter.ai/api/v1", "HERMES_UPSTREAM_MODEL": "m"}
+    )
+    assert problems == [
+        "providers[0].base_url: must be an http:// or https:// URL (e.g. "
+        "https://api.example.com/v1) (from HERMES_UPSTREAM_BASE_URL)"
+    ]
