@@ -550,6 +550,8 @@ class SearchConfig(_Model):
     @model_validator(mode="after")
     def _check_backend(self) -> Self:
         # Named with the variables too: the backend may have come from the environment.
+        if self.url and not re.match(r"(?i)https?://[^/\s]", self.url):
+            raise ValueError("url: must be an http:// or https:// URL")
         if self.backend == "searxng" and not self.url:
             raise ValueError(
                 "the searxng backend needs a url, your instance's address (web.search.url, or "

@@ -38,3 +38,11 @@ def test_another_vendors_variable_does_not_fill_the_named_backend() -> None:
         "web.search: the brave backend needs an api_key (web.search.api_key, or "
         "HERMES_SEARCH_API_KEY or BRAVE_SEARCH_API_KEY)"
     ]
+
+
+def test_a_search_url_without_a_scheme_is_refused_naming_the_variable() -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_config(None, {"SEARXNG_URL": "searx.internal:8080"})
+    assert raised.value.problems == [
+        "web.search.url: must be an http:// or https:// URL (from SEARXNG_URL)"
+    ]
