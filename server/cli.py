@@ -114,7 +114,7 @@ def _start_refusal(args: argparse.Namespace, config: HermesConfig) -> str | None
         )
     if not config.server.api_keys:
         log.warning("no API keys configured: serving loopback only, every caller is 'local'")
-    refused = _data_dir_refusal(config.server.data_dir)
+    refused = _directory_refusal(config)
     if refused is not None or args.worker is not None:
         return refused
     refused = _database_refusal(config)
@@ -142,10 +142,24 @@ def _log_format(given: str | None, environ: Mapping[str, str]) -> str | None:
     return None
 
 
+def _directory_refusal(config: HermesConfig) -> str | None:
+    """Why the server's directories cannot hold its files: ``data_dir`` (made now, its
+    instance name, the SQLite database, the link secret), said before anything writes there
+    (a read-only or foreign-owned volume, or a file in its place, ended the start with a
+    traceback); the others, made as they are needed, must not be files."""
+    server = config.server
+    others = {
+        "server.shared_dir": server.shared_dir,
+        "server.workspaces_dir": server.resolved_workspaces_dir,
+        "server.files.dir": server.resolved_files_dir,
+    }
+    for setting, directory in others.items():
+        if directory is not None and directory.exists() and not directory.is_dir():
+            return f"{setting}: {directory} is not a directory"
+    return _data_dir_refusal(server.data_dir)
+
+
 def _data_dir_refusal(directory: Path) -> str | None:
-    """Why ``server.data_dir`` cannot hold the server's files (its instance name, the SQLite
-    database, the link secret), said before anything writes there: a read-only or root-owned
-    volume, or a file in its place, otherwise ended the start with a traceback."""
     if directory.exists() and not directory.is_dir():
         return f"server.data_dir: {directory} is not a directory"
     try:

@@ -92,7 +92,8 @@ def describe(config: HermesConfig, *, source: Path | None = None) -> str:
 
 
 def _row(label: str, value: object, *, indent: int = 2) -> str:
-    return f"{' ' * indent}{label:<{_LABEL_WIDTH}}{value}"
+    # A label as wide as the column (a long path) still gets a space before its value.
+    return f"{' ' * indent}{label:<{_LABEL_WIDTH - 1}} {value}"
 
 
 def _team_lines(config: HermesConfig) -> list[str]:

@@ -1,7 +1,8 @@
 """``hermes-server serve`` that cannot start says why on one line naming the setting, exits 2,
 and never prints a traceback or a password: a database URL of a driver it does not have, a
 PostgreSQL it cannot use (no such database, a schema behind this release), a Redis it cannot
-reach, a log format it does not know, a data directory it cannot write in."""
+reach, a log format it does not know, a data directory it cannot write in, a file where a
+directory should be."""
 
 from __future__ import annotations
 
@@ -130,3 +131,12 @@ def test_db_upgrade_says_what_the_database_answered_with_its_password_masked(
         f"hermes-server: cannot upgrade {url.render_as_string(hide_password=True)}: "
         'database "no_such_database" does not exist'
     )
+
+
+def test_a_files_directory_that_is_a_file_is_named(tmp_path: Path) -> None:
+    occupied = tmp_path / "uploads"
+    occupied.write_text("a file where the uploads should go")
+    config = tmp_path / "hermes.yaml"
+    config.write_text(f"server:\n  files: {{dir: '{occupied}'}}\n")
+    result = serve(tmp_path, HERMES_CONFIG=str(config))
+    assert refusal(result) == f"hermes-server: server.files.dir: {occupied} is not a directory"
