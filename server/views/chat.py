@@ -230,7 +230,7 @@ class ChatStreamView:
                 | Steered()
                 | StepFinished()
                 | ImagePartial()
-            ):
+            ):  # LINELESS_EVENTS, below, names these too
                 return []
             case _:
                 assert_never(event)
@@ -467,6 +467,21 @@ def _source_frame(url: str, title: str, snippet: str) -> SourceFrame:
     return {"event": {"type": "source", "data": data}}
 
 
+LINELESS_EVENTS = (
+    RunStarted,
+    RunFinished,
+    ModelCallStarted,
+    ToolCallGenerating,
+    MessageAdded,
+    Steered,
+    StepFinished,
+    ImagePartial,
+)
+"""The events a stream shows no ``reasoning_content`` line of: the run's start and end (the
+answer is built of them otherwise), and those :meth:`ChatStreamView.handle` shows nothing
+of. The non-streamed answer passes the view none of them."""
+
+
 @dataclass(slots=True, kw_only=True)
 class ChatCompletionBuilder:
     """Collects a run's events into one non-streaming ``chat.completion``."""
@@ -482,12 +497,11 @@ class ChatCompletionBuilder:
     _reasoning: list[str] = field(default_factory=list)
     _client_calls: list[ToolCall] = field(default_factory=list)
     _sources: SourceList = field(default_factory=SourceList)
-    _lines: ChatStreamView = field(
-        default_factory=lambda: ChatStreamView(completion_id="", model="", created=0)
-    )
+    _lines: ChatStreamView | None = None
     """What a stream of the run shows in ``reasoning_content`` (the model's reasoning, the
     plan, one line per tool step or status change) is made by the stream's own view: the
-    answer reads the same either way."""
+    answer reads the same either way. Made at the first event that may show a line (a plain
+    answer's run has none: #27)."""
 
     def add(self, event: AgentEvent) -> None:
         if isinstance(event, TextDelta):
@@ -499,7 +513,9 @@ class ChatCompletionBuilder:
             self._sources.add(event.event)
         elif isinstance(event, ClientToolCallsPending):
             self._client_calls = list(event.tool_calls)
-        elif not isinstance(event, RunStarted | RunFinished):
+        elif not isinstance(event, LINELESS_EVENTS):
+            if self._lines is None:
+                self._lines = ChatStreamView(completion_id="", model="", created=0)
             for frame in self._lines.handle(event):
                 if "choices" not in frame:  # only a chunk has them (the view's are plain)
                     continue

@@ -22,12 +22,14 @@ from hermes_core.events import (
     CompressionPerformed,
     ExitReason,
     FallbackActivated,
+    ImagePartial,
     MessageAdded,
     ModelCallStarted,
     ReasoningDelta,
     RetryScheduled,
     RunFinished,
     RunStarted,
+    Steered,
     StepFinished,
     SubagentEvent,
     TextDelta,
@@ -38,7 +40,7 @@ from hermes_core.events import (
     ToolStarted,
 )
 from hermes_core.usage import Usage
-from server.views.chat import ChatCompletionBuilder, ChatStreamView
+from server.views.chat import LINELESS_EVENTS, ChatCompletionBuilder, ChatStreamView
 
 RUN = "run_1"
 ID = "chatcmpl-1"
@@ -241,8 +243,12 @@ def test_events_that_change_nothing_visible_produce_no_frames() -> None:
         StepFinished(
             RUN, 4, iteration=1, usage=USAGE, provider="p", model="m", finish_reason="stop"
         ),
+        Steered(RUN, 5, text="and also", applied=True),
+        ImagePartial(RUN, 6, call_id="c", name="generate_image", index=0, image_b64="AA=="),
     ]
     assert stream(*quiet) == []
+    # The non-streamed answer skips these kinds without asking the stream's view.
+    assert {type(event) for event in quiet} == set(LINELESS_EVENTS) - {RunStarted, RunFinished}
 
 
 def test_a_sub_agents_tool_steps_are_indented_and_numbered_and_its_text_is_not_shown() -> None:
