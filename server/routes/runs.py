@@ -195,11 +195,6 @@ async def start_api_run(
         ),
     )
     run, headers = begun.run, begun.headers
-    named = conversation or body.session
-    if named is not None and "x-hermes-session-id" in headers:
-        # The name the run's session and workspace are kept under, as a chat turn's header
-        # says (GET /v1/workspaces/{it}/files); the session's id named no workspace.
-        headers["x-hermes-session-id"] = named
     if "x-hermes-steered-into" in headers:
         # The input went into the session's running run (session_busy: steer): that run is
         # the answer, as GET /v1/runs/{id} shows it; it keeps its own metadata and webhook.

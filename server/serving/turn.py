@@ -337,7 +337,9 @@ async def begin_turn(
         tools.close_after(run)
     headers = {"x-hermes-run-id": run.id}
     if session_id is not None:
-        headers["x-hermes-session-id"] = name or session_id
+        # The name the session and its workspace are kept under (GET /v1/workspaces/{it}): a
+        # conversation's id, a run's session, a client's header; the session's id otherwise.
+        headers["x-hermes-session-id"] = joined.conversation or name or session_id
     return BegunTurn(run, request, session_id, headers, files)
 
 

@@ -187,3 +187,21 @@ async def test_the_session_header_of_a_run_names_where_its_files_are(
     assert files.status_code == 200, files.text
     assert [f["path"] for f in files.json()["data"]] == ["report.txt"]
     assert header == named
+
+
+async def test_the_session_header_of_a_response_in_a_conversation_names_where_its_files_are(
+    served: Served, simulator: SimulatorServer
+) -> None:
+    script(
+        simulator, UPSTREAM, call("write_file", path="notes.txt", content="ok"), answer("Done.")
+    )
+    async with http_client(served.base_url, KEY) as http:
+        conversation = (await http.post("/v1/conversations", json={})).json()["id"]
+        body = {"model": "hermes-files", "input": "Write it.", "conversation": conversation}
+        answered = await http.post("/v1/responses", json=body)
+        assert answered.status_code == 200, answered.text
+        header = answered.headers["x-hermes-session-id"]
+        files = await http.get(f"/v1/workspaces/{header}/files")
+    assert header == conversation
+    assert files.status_code == 200, files.text
+    assert [f["path"] for f in files.json()["data"]] == ["notes.txt"]
