@@ -192,9 +192,7 @@ async def test_the_session_header_of_a_run_names_where_its_files_are(
 async def test_the_session_header_of_a_response_in_a_conversation_names_where_its_files_are(
     served: Served, simulator: SimulatorServer
 ) -> None:
-    script(
-        simulator, UPSTREAM, call("write_file", path="notes.txt", content="ok"), answer("Done.")
-    )
+    script(simulator, UPSTREAM, call("write_file", path="notes.txt", content="ok"), answer("Done."))
     async with http_client(served.base_url, KEY) as http:
         conversation = (await http.post("/v1/conversations", json={})).json()["id"]
         body = {"model": "hermes-files", "input": "Write it.", "conversation": conversation}
