@@ -83,7 +83,10 @@ class RunStore:
         completion_id: str | None,
         created_at: float,
         end_user: str | None = None,
+        status: str = "running",
     ) -> None:
+        """The run's row. ``status``: ``queued`` for a run begun before it could join its
+        session (it is ``running`` once it has: :meth:`status`)."""
         self.db.writer.submit(
             _INSERT,
             {
@@ -94,7 +97,7 @@ class RunStore:
                 "endpoint": endpoint,
                 "model": model,
                 "completion_id": completion_id or None,
-                "status": "running",
+                "status": status,
                 "exit_reason": None,
                 "iterations": 0,
                 "model_calls": 0,

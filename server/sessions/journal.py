@@ -96,7 +96,7 @@ class SessionJournal:
     def queued(self, run: RunInfo) -> None:
         """The row of a run begun queued, before it joins its conversation (no session yet)."""
         self._queued.add(run.id)
-        self._started(run, None)
+        self._started(run, None, status="queued")
 
     def track(
         self,
@@ -170,6 +170,7 @@ class SessionJournal:
                     self._started(run, session_id)
                 else:
                     self._queued.discard(run.id)
+                    self.store.runs.status(run.id, "running")
                     if session_id is not None:
                         self.store.runs.moved(run.id, session_id)
             case CompressionPerformed():
@@ -201,7 +202,7 @@ class SessionJournal:
             case _:
                 assert_never(event)
 
-    def _started(self, run: RunInfo, session_id: str | None) -> None:
+    def _started(self, run: RunInfo, session_id: str | None, status: str = "running") -> None:
         self.store.runs.started(
             run_id=run.id,
             owner=run.owner,
@@ -211,6 +212,7 @@ class SessionJournal:
             completion_id=run.completion_id,
             created_at=run.created_at,
             end_user=run.end_user,
+            status=status,
         )
 
     @staticmethod

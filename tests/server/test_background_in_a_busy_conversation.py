@@ -18,6 +18,7 @@ from server.simulator import Fault, Reply, SimulatorServer, Step
 from tests.server.served import (
     Served,
     answer,
+    http_client,
     script,
     sdk_client,
     serving,
@@ -120,6 +121,18 @@ async def test_a_background_response_in_a_busy_conversation_is_queued_at_once_an
     assert (await client.responses.retrieve(ahead.id)).status == "in_progress"
     assert (await client.responses.retrieve(queued.id)).status == "queued"
     assert len(simulator.state.requests(scenario=MODEL)) == 1
+    # Its run is recorded queued too: a filter by status (read from the database, as another
+    # replica reads it) finds it there, not among the running.
+    async with http_client(served.base_url, KEY) as http:
+        listed = {
+            status: [
+                run["completion_id"]
+                for run in (await http.get("/v1/runs", params={"status": status})).json()["data"]
+            ]
+            for status in ("queued", "running")
+        }
+    assert queued.id in listed["queued"]
+    assert queued.id not in listed["running"]
     assert await ended(client, served, queued.id) == "completed"
     assert (await client.responses.retrieve(ahead.id)).status == "completed"
     assert (await client.responses.retrieve(queued.id)).output_text == "Second."
