@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from openai import AsyncOpenAI
+from openai.types.responses import Response
 
 from server.simulator import Fault, Reply, SimulatorServer, Step
 from tests.server.served import (
@@ -99,22 +100,30 @@ async def said(client: AsyncOpenAI, conversation: str) -> list[tuple[str, str]]:
     return messages
 
 
+async def queued_behind(
+    client: AsyncOpenAI, simulator: SimulatorServer, served: Served, conversation: str, said: str
+) -> tuple[Response, Response]:
+    """A background turn ("first") running in ``conversation``, and one saying ``said``
+    created behind it, which must answer at once (within :data:`AT_ONCE_SECONDS`)."""
+    ahead = await client.responses.create(
+        model="hermes-agent", input="first", conversation=conversation, background=True
+    )
+    assert await called(simulator, served, 1)
+    queued = await asyncio.wait_for(
+        client.responses.create(
+            model="hermes-agent", input=said, conversation=conversation, background=True
+        ),
+        AT_ONCE_SECONDS,
+    )
+    return ahead, queued
+
+
 async def test_a_background_response_in_a_busy_conversation_is_queued_at_once_and_runs_after(
     client: AsyncOpenAI, simulator: SimulatorServer, served: Served
 ) -> None:
     script(simulator, MODEL, slow(AHEAD_SECONDS), answer("Second."))
     conversation = (await client.conversations.create()).id
-    ahead = await client.responses.create(
-        model="hermes-agent", input="first", conversation=conversation, background=True
-    )
-    assert await called(simulator, served, 1)
-
-    queued = await asyncio.wait_for(
-        client.responses.create(
-            model="hermes-agent", input="second", conversation=conversation, background=True
-        ),
-        AT_ONCE_SECONDS,
-    )
+    ahead, queued = await queued_behind(client, simulator, served, conversation, "second")
 
     assert queued.status == "queued"
     # The turn ahead still runs: the queued one has not called the model, and says so.
@@ -152,16 +161,7 @@ async def test_a_queued_background_response_streams_again_from_queued_to_complet
 ) -> None:
     script(simulator, MODEL, slow(AHEAD_SECONDS), answer("Streamed."))
     conversation = (await client.conversations.create()).id
-    ahead = await client.responses.create(
-        model="hermes-agent", input="first", conversation=conversation, background=True
-    )
-    assert await called(simulator, served, 1)
-    queued = await asyncio.wait_for(
-        client.responses.create(
-            model="hermes-agent", input="second", conversation=conversation, background=True
-        ),
-        AT_ONCE_SECONDS,
-    )
+    ahead, queued = await queued_behind(client, simulator, served, conversation, "second")
     assert (await client.responses.retrieve(ahead.id)).status == "in_progress"
 
     events: list[Any] = []
@@ -184,16 +184,7 @@ async def test_cancelling_a_queued_background_response_leaves_its_conversation_u
 ) -> None:
     script(simulator, MODEL, slow(60), answer("Third."))
     conversation = (await client.conversations.create()).id
-    ahead = await client.responses.create(
-        model="hermes-agent", input="first", conversation=conversation, background=True
-    )
-    assert await called(simulator, served, 1)
-    queued = await asyncio.wait_for(
-        client.responses.create(
-            model="hermes-agent", input="never", conversation=conversation, background=True
-        ),
-        AT_ONCE_SECONDS,
-    )
+    ahead, queued = await queued_behind(client, simulator, served, conversation, "never")
 
     cancelled = await asyncio.wait_for(client.responses.cancel(queued.id), AT_ONCE_SECONDS)
 
