@@ -16,10 +16,10 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    from server.config import HermesConfig
+    from server.config import HermesConfig, LoadedConfig, Shadowed
 
 # Each command imports what it needs when it runs, after main() turned the cyclic garbage
 # collector off: a start allocates ~200,000 objects that live as long as the process and
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("hermes.cli")
 
 EXIT_INVALID_CONFIG = 2  # as argparse uses for a bad command line
+EXIT_DATABASE_DOWN = 75  # sysexits' EX_TEMPFAIL: a worker to start again later, not a refusal
 LOG_FORMATS = ("text", "json")
 
 
@@ -50,13 +51,30 @@ def _environ(args: argparse.Namespace) -> dict[str, str]:
     return environ
 
 
+def _given_as(args: argparse.Namespace) -> dict[str, str]:
+    """The options :func:`_environ` passes on as variables, by variable: a log naming what
+    overrides the file names ``--port``, not a ``HERMES_PORT`` nobody set."""
+    options = {"HERMES_HOST": ("--host", "host"), "HERMES_PORT": ("--port", "port")}
+    return {
+        variable: option
+        for variable, (option, name) in options.items()
+        if getattr(args, name, None) is not None
+    }
+
+
 def _load(args: argparse.Namespace) -> HermesConfig | None:
     """The configuration, or None after printing why it is invalid (never a traceback)."""
-    from server.config import ConfigError, load_config
+    loaded = _load_traced(args)
+    return loaded.config if loaded is not None else None
+
+
+def _load_traced(args: argparse.Namespace) -> LoadedConfig | None:
+    """:func:`_load`, with the file's values the environment overrides."""
+    from server.config import ConfigError, load
 
     environ = _environ(args)
     try:
-        return load_config(_config_path(args, environ), environ)
+        return load(_config_path(args, environ), environ)
     except ConfigError as exc:
         print(f"hermes-server: {exc}", file=sys.stderr)
         return None
@@ -66,7 +84,7 @@ SHUTDOWN_GRACE_SECONDS = 5
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from server.config import config_warnings
+    from server.config import config_warnings, shadowed_summary
     from server.process import workers
     from server.replicas.instance import instance_name
     from server.telemetry.json_logs import secrets_of, use_log_format
@@ -76,16 +94,26 @@ def _serve(args: argparse.Namespace) -> int:
         return EXIT_INVALID_CONFIG
     args.log_format = log_format  # as resolved, for uvicorn and the workers' command lines
     use_log_format(args.log_format)  # loading logs too (variables it ignores)
-    config = _load(args)
-    if config is None:
+    loaded = _load_traced(args)
+    if loaded is None:
         return EXIT_INVALID_CONFIG
+    config = loaded.config
     use_log_format(args.log_format, secrets_of(config))
     for warning in config_warnings(config):
         log.warning("%s", warning)
+    if loaded.shadowed and args.worker is None:  # a parent of workers says it once, for them
+        log.warning("config: %s", shadowed_summary(loaded.shadowed, given_as=_given_as(args)))
     refused = _start_refusal(args, config)
     if refused is not None:
         print(f"hermes-server: {refused}", file=sys.stderr)
         return EXIT_INVALID_CONFIG
+    if args.worker is not None:
+        # Its parent checked the database at the first start; a worker started again after a
+        # death may find it gone, and is told apart from a refusal (its parent backs off).
+        problem = _database_problem(config)
+        if problem is not None:
+            print(f"hermes-server: {problem.line}", file=sys.stderr)
+            return EXIT_DATABASE_DOWN if problem.down else EXIT_INVALID_CONFIG
     if args.worker is None and args.workers > 1:
         refused = workers.refusal(config, args.workers)
         if refused is not None:
@@ -100,7 +128,7 @@ def _serve(args: argparse.Namespace) -> int:
     if args.worker is not None:
         base = config.server.instance or instance_name(config.server.data_dir)
         config = workers.worker_instance(config, base, args.worker)
-    return _serve_config(args, config)
+    return _serve_config(args, config, loaded.shadowed)
 
 
 def _start_refusal(args: argparse.Namespace, config: HermesConfig) -> str | None:
@@ -117,7 +145,8 @@ def _start_refusal(args: argparse.Namespace, config: HermesConfig) -> str | None
     refused = _directory_refusal(config)
     if refused is not None or args.worker is not None:
         return refused
-    refused = _database_refusal(config)
+    problem = _database_problem(config)
+    refused = problem.line if problem is not None else None
     if refused is None and config.server.redis_url is not None:
         refused = _replica_refusal(config, args.workers)
     return refused
@@ -171,11 +200,18 @@ def _data_dir_refusal(directory: Path) -> str | None:
     return None
 
 
-def _database_refusal(config: HermesConfig) -> str | None:
+class DatabaseProblem(NamedTuple):
+    line: str
+    """What is wrong, in one line with the password masked."""
+    down: bool
+    """The database is out of reach or not taking connections now (it may be back soon), as
+    opposed to refusing this server (its login, its schema)."""
+
+
+def _database_problem(config: HermesConfig) -> DatabaseProblem | None:
     """Why ``serve`` cannot start on its PostgreSQL (unreachable, refusing the login, a schema
-    behind this release without ``migrate_on_start``), in one line with the password masked.
-    Asked here, before uvicorn: a failing start-up inside it is a traceback. SQLite is a file
-    in ``data_dir``, checked already."""
+    behind this release without ``migrate_on_start``). Asked here, before uvicorn: a failing
+    start-up inside it is a traceback. SQLite is a file in ``data_dir``, checked already."""
     url = config.server.resolved_database_url
     if url.startswith("sqlite"):
         return None
@@ -197,10 +233,31 @@ def _database_refusal(config: HermesConfig) -> str | None:
     try:
         asyncio.run(check())
     except SchemaOutOfDate as behind:
-        return f"server.database_url: {behind}"
+        return DatabaseProblem(f"server.database_url: {behind}", down=False)
     except (OSError, SQLAlchemyError, TimeoutError) as error:
-        return f"server.database_url: cannot use {mask_url(url)}: {_database_error(error)}"
+        line = f"server.database_url: cannot use {mask_url(url)}: {_database_error(error)}"
+        return DatabaseProblem(line, down=_database_down(error))
     return None
+
+
+# PostgreSQL's error codes meaning "not now": a connection exception (class 08), the server
+# shutting down or starting up, too many connections.
+_NOT_NOW = ("57P01", "57P02", "57P03", "53300")
+
+
+def _database_down(error: BaseException) -> bool:
+    """Whether ``error`` says the database cannot be reached or take a connection now (a
+    refused or timed-out connection, a server starting or shutting down), rather than that it
+    refuses this server."""
+    from sqlalchemy.exc import DBAPIError
+
+    if isinstance(error, OSError | TimeoutError):
+        return True
+    why = error.orig if isinstance(error, DBAPIError) else error
+    if isinstance(why, OSError | TimeoutError):
+        return True
+    code = str(getattr(why, "sqlstate", None) or "")
+    return code.startswith("08") or code in _NOT_NOW
 
 
 def _database_error(error: BaseException) -> str:
@@ -267,7 +324,9 @@ def _instance_refusal(config: HermesConfig, workers: int) -> str | None:
     )
 
 
-def _serve_config(args: argparse.Namespace, config: HermesConfig) -> int:
+def _serve_config(
+    args: argparse.Namespace, config: HermesConfig, shadowed: tuple[Shadowed, ...]
+) -> int:
     import uvicorn
 
     from server.app import create_app
@@ -283,7 +342,14 @@ def _serve_config(args: argparse.Namespace, config: HermesConfig) -> int:
         server = running.server
         log.info("serving %s on %s:%s", ", ".join(running.model_ids), server.host, server.port)
         services = build_services(running)
-        reloader = ConfigReloader(services, running, _config_path(args, os.environ), _environ(args))
+        reloader = ConfigReloader(
+            services,
+            running,
+            _config_path(args, os.environ),
+            _environ(args),
+            shadowed=shadowed,
+            given_as=_given_as(args),
+        )
         services.startup_hooks.append(reloader.start)
         # The SDKs of Anthropic and Responses providers load while the server answers.
         chains = [chain for profile in services.profiles for chain in profile.chains]

@@ -11,14 +11,18 @@ a missing upstream is refused, unless ``HERMES_UPSTREAM=simulator`` asks for it)
 
 Every variable read here may instead come from a file, as Docker and Kubernetes mount secrets:
 ``NAME_FILE`` holds the path whose content is ``NAME``'s value (``NAME`` wins when both are set).
+
+A file value a variable overrides is recorded (:class:`Shadowed`): an operator who edits it sees
+no effect, so ``serve`` names each such setting and its variable, at start and at every reload.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,11 +101,37 @@ class ConfigError(Exception):
         super().__init__(f"invalid configuration{where}:\n{lines}")
 
 
+@dataclasses.dataclass(frozen=True)
+class Shadowed:
+    """A setting the file gives a value that an environment variable overrides."""
+
+    setting: str
+    """Its path, as errors name it: ``server.api_keys``."""
+    variable: str
+    """The variable whose value is used instead: ``HERMES_API_KEYS``."""
+    file_value: Any = dataclasses.field(repr=False, compare=False)
+    """What the file says, to tell whether a reload's file changed it; never logged (it may be
+    a key), hence out of ``repr``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedConfig:
+    """A validated configuration and the file's values the environment overrode in it."""
+
+    config: HermesConfig
+    shadowed: tuple[Shadowed, ...] = ()
+
+
 def load_config(path: Path | None = None, environ: Mapping[str, str] | None = None) -> HermesConfig:
     """Read ``path`` (if any), apply ``environ`` (default ``os.environ``) and validate.
 
     Raises :class:`ConfigError` listing every problem found.
     """
+    return load(path, environ).config
+
+
+def load(path: Path | None = None, environ: Mapping[str, str] | None = None) -> LoadedConfig:
+    """:func:`load_config`, also saying which of the file's values the environment overrode."""
     env = os.environ if environ is None else environ
     raw = _read_file(path) if path is not None else {}
     problems: list[str] = []
@@ -109,8 +139,9 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
     if problems:
         raise ConfigError(problems, source=path)
     origins: dict[str, str] = {}
-    _apply_server_env(raw, env, origins)
-    _apply_web_env(raw, env, origins)
+    shadowed: list[Shadowed] = []
+    _apply_server_env(raw, env, origins, shadowed)
+    _apply_web_env(raw, env, origins, shadowed)
     asked = _env(env, UPSTREAM_ENV)
     if asked not in (None, SIMULATOR_PROVIDER):
         problems.append(
@@ -137,7 +168,34 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
             ],
             source=path,
         )
-    return config
+    return LoadedConfig(config, tuple(shadowed))
+
+
+def shadowed_summary(
+    shadowed: Sequence[Shadowed],
+    edited: Collection[str] = (),
+    given_as: Mapping[str, str] | None = None,
+) -> str:
+    """One line naming each overridden setting and its variable (never a value: it may be a
+    secret); the settings in ``edited`` are marked as changed in the file to no effect.
+    ``given_as`` names what really set a variable (``serve`` passes ``--port`` as
+    ``HERMES_PORT``)."""
+    edit = "; edited in the file, not applied"
+    aliases = given_as or {}
+    names = ", ".join(
+        f"{s.setting} ({aliases.get(s.variable, s.variable)}{edit if s.setting in edited else ''})"
+        for s in shadowed
+    )
+    return f"the environment overrides the config file's {names}: the file's values are not used"
+
+
+def edited_shadowed(before: Sequence[Shadowed], after: Sequence[Shadowed]) -> list[str]:
+    """The overridden settings of ``after`` whose file value differs from ``before``'s (or that
+    the file did not set before): edits an operator made that the environment cancels."""
+    previous = {s.setting: s.file_value for s in before}
+    return [
+        s.setting for s in after if s.setting not in previous or previous[s.setting] != s.file_value
+    ]
 
 
 # --- the file -----------------------------------------------------------------------------------
@@ -286,27 +344,48 @@ def _env_file(environ: Mapping[str, str], variable: str) -> str | None:
     return content.strip() or None
 
 
+def _override(
+    section: dict[str, Any],
+    key: str,
+    value: Any,
+    where: str,
+    variable: str,
+    origins: dict[str, str],
+    shadowed: list[Shadowed],
+) -> None:
+    """``section[key] = value`` from ``variable``, recording a value of the file it replaces."""
+    if section.get(key) is not None:
+        shadowed.append(Shadowed(where, variable, section[key]))
+    section[key] = value
+    origins[where] = variable
+
+
 def _apply_server_env(
-    raw: dict[str, Any], environ: Mapping[str, str], origins: dict[str, str]
+    raw: dict[str, Any],
+    environ: Mapping[str, str],
+    origins: dict[str, str],
+    shadowed: list[Shadowed],
 ) -> None:
     if raw.get("server") is None:
         raw["server"] = {}
     server = raw["server"]
     if not isinstance(server, dict):
         return  # validation reports it
-    for variable, field in SERVER_ENV.items():
+    for variable, name in SERVER_ENV.items():
         value = _env(environ, variable)
         if value is not None:
-            server[field] = value
-            origins[f"server.{field}"] = variable
+            _override(server, name, value, f"server.{name}", variable, origins, shadowed)
     keys = _env(environ, API_KEYS_ENV)
     if keys is not None:
-        server["api_keys"] = parse_api_keys(keys)
-        origins["server.api_keys"] = API_KEYS_ENV
+        keyring = parse_api_keys(keys)
+        _override(server, "api_keys", keyring, "server.api_keys", API_KEYS_ENV, origins, shadowed)
 
 
 def _apply_web_env(
-    raw: dict[str, Any], environ: Mapping[str, str], origins: dict[str, str]
+    raw: dict[str, Any],
+    environ: Mapping[str, str],
+    origins: dict[str, str],
+    shadowed: list[Shadowed],
 ) -> None:
     """``HERMES_WEB_ALLOW`` (comma-separated) and the search backend from the environment:
     ``HERMES_SEARCH_*`` override the file; a vendor variable only fills a gap."""
@@ -317,13 +396,16 @@ def _apply_web_env(
         return  # validation reports it
     allow = _env(environ, WEB_ALLOW_ENV)
     if allow is not None:
-        web["allow"] = [entry.strip() for entry in allow.split(",") if entry.strip()]
-        origins["web.allow"] = WEB_ALLOW_ENV
-    _apply_search_env(web, environ, origins)
+        entries = [entry.strip() for entry in allow.split(",") if entry.strip()]
+        _override(web, "allow", entries, "web.allow", WEB_ALLOW_ENV, origins, shadowed)
+    _apply_search_env(web, environ, origins, shadowed)
 
 
 def _apply_search_env(
-    web: dict[str, Any], environ: Mapping[str, str], origins: dict[str, str]
+    web: dict[str, Any],
+    environ: Mapping[str, str],
+    origins: dict[str, str],
+    shadowed: list[Shadowed],
 ) -> None:
     """``web.search`` with ``HERMES_SEARCH_*`` over the file's, then the vendor's variable
     (``BRAVE_SEARCH_API_KEY``…) for what the backend named still lacks, or naming the backend
@@ -331,11 +413,11 @@ def _apply_search_env(
     search = web.get("search")
     overrides = {f: v for var, f in SEARCH_ENV.items() if (v := _env(environ, var)) is not None}
     if overrides:
-        base = search if isinstance(search, dict) else {}
-        search = web["search"] = {**base, **overrides}
-        for variable, field in SEARCH_ENV.items():
-            if field in overrides:
-                origins[f"web.search.{field}"] = variable
+        search = web["search"] = dict(search) if isinstance(search, dict) else {}
+        for variable, name in SEARCH_ENV.items():
+            if name in overrides:
+                where = f"web.search.{name}"
+                _override(search, name, overrides[name], where, variable, origins, shadowed)
     if isinstance(search, dict):
         # A named backend still missing its key (or URL) takes it from the vendor's variable:
         # `HERMES_SEARCH_BACKEND=brave` beside `BRAVE_SEARCH_API_KEY`.

@@ -14,7 +14,9 @@ process (its socket, database, directories, HTTP limits, drain): a reload that c
 so in the log and keeps the running value, also in what it builds from the new file.
 
 ``hermes_config_version_info{version}`` (the file's hash) and a log line say which
-configuration is live.
+configuration is live. Environment variables are read at start and win over the file: each
+reload names the settings they override (never their values), and a reload whose edits are all
+to such settings says that no setting changed in effect.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import hashlib
 import logging
 import signal
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from itertools import chain
 from pathlib import Path
 
@@ -37,7 +39,10 @@ from server.config import (
     SIMULATOR_PROVIDER,
     ConfigError,
     HermesConfig,
-    load_config,
+    Shadowed,
+    edited_shadowed,
+    load,
+    shadowed_summary,
 )
 from server.config.schema import ServerConfig
 from server.profiles import Profile
@@ -92,11 +97,18 @@ class ConfigReloader:
         config: HermesConfig,
         path: Path | None,
         environ: Mapping[str, str],
+        *,
+        shadowed: Sequence[Shadowed] = (),
+        given_as: Mapping[str, str] | None = None,
     ) -> None:
         self.services = services
         self.config = config
         self.path = path
         self.environ = dict(environ)
+        self.shadowed = tuple(shadowed)
+        """The file's values the environment overrides in the live configuration."""
+        self.given_as = dict(given_as or {})
+        """The command-line options ``environ`` carries as variables (``--port``)."""
         self.version = version_of(path)  # at start, before the event loop serves anyone
         self._mtime = self._modified()
         self._lock = asyncio.Lock()
@@ -140,7 +152,8 @@ class ConfigReloader:
                     raise ConfigError(
                         ["the file is empty (restart the server to run on the embedded defaults)"]
                     )
-                config = await asyncio.to_thread(load_config, self.path, self.environ)
+                loaded = await asyncio.to_thread(load, self.path, self.environ)
+                config = loaded.config
                 self._check(config)
                 config, kept = self._keeping_process_settings(config)
                 config = self._with_running_simulator(config)
@@ -156,8 +169,25 @@ class ConfigReloader:
                     "config reload: needs a restart, kept as the server started: %s",
                     ", ".join(f"server.{name}" for name in kept),
                 )
-            self._apply(config, profiles, version)
+            edited = edited_shadowed(self.shadowed, loaded.shadowed)
+            if loaded.shadowed:
+                summary = shadowed_summary(loaded.shadowed, edited, self.given_as)
+                log.warning("config reload: %s", summary)
+            self._apply(config, profiles, version, self._effect(config, edited))
+            self.shadowed = loaded.shadowed
             return True
+
+    def _effect(self, config: HermesConfig, edited: Sequence[str]) -> str:
+        """What the live line adds about ``config`` against the running one: that no setting
+        changed in effect, and why when the file's edits were all overridden."""
+        if config != self.config:
+            return ""
+        if edited:
+            return (
+                "; no setting changed in effect: the file's edits are to settings the "
+                f"environment overrides ({', '.join(edited)})"
+            )
+        return "; no setting changed in effect"
 
     def _refused(self, why: str) -> bool:
         log.error("config reload refused, version %s stays live: %s", self.version, why)
@@ -207,7 +237,9 @@ class ConfigReloader:
         base = next((p.base_url for p in self.config.providers if p.name == "simulator"), None)
         return config.with_simulator_base_url(base.removesuffix("/v1")) if base else config
 
-    def _apply(self, config: HermesConfig, profiles: list[Profile], version: str) -> None:
+    def _apply(
+        self, config: HermesConfig, profiles: list[Profile], version: str, effect: str = ""
+    ) -> None:
         services = self.services
         mask_secrets(secrets_of(config, self.environ))  # the log never shows a new key
         old = list(services.profiles)
@@ -238,11 +270,12 @@ class ConfigReloader:
         services.metrics.config_version.labels(version).set(1)
         services.metrics.config_reloads.labels("applied").inc()
         log.warning(
-            "config version %s live (was %s): %d profile(s), %d key(s)",
+            "config version %s live (was %s): %d profile(s), %d key(s)%s",
             version,
             self.version,
             len(profiles),
             len(config.server.api_keys),
+            effect,
         )
         self.config, self.version = config, version
         self._spawn(self._retire(old, running))
