@@ -60,7 +60,9 @@ class Firing:
     claimed_by: str | None
     claimed_until: float | None
     run_id: str | None
+    """The run it started (or, ``steered``, joined); None once retention deleted that run."""
     error: str | None
+    error_code: str | None
     created_at: float
 
 
@@ -157,6 +159,7 @@ class CronStore:
             claimed_until=now + lease_seconds,
             run_id=None,
             error=None,
+            error_code=None,
             created_at=now,
         )
         try:
@@ -239,13 +242,15 @@ class CronStore:
                 .values(claimed_until=0.0)
             )
 
-    async def started(self, firing_id: str, run_id: str) -> None:
-        """The firing's run started: it never fires again."""
-        await self._settle(firing_id, status="started", run_id=run_id)
+    async def started(self, firing_id: str, run_id: str, *, steered: bool = False) -> None:
+        """The firing's run started (``steered``: its input went into the session's running
+        run, ``run_id``): it never fires again."""
+        await self._settle(firing_id, status="steered" if steered else "started", run_id=run_id)
 
-    async def failed(self, firing_id: str, error: str) -> None:
-        """The firing's run was refused (a removed profile, a refused webhook, …)."""
-        await self._settle(firing_id, status="failed", error=error[:500])
+    async def failed(self, firing_id: str, error: str, *, code: str) -> None:
+        """The firing's run was refused (a removed profile, a refused webhook, …): ``code``
+        and ``error`` say why, as an API error would."""
+        await self._settle(firing_id, status="failed", error=error[:500], error_code=code)
 
     async def _settle(self, firing_id: str, **values: Any) -> None:
         async with self.db.engine.begin() as conn:
@@ -266,6 +271,25 @@ class CronStore:
         async with self.db.engine.connect() as conn:
             rows = (await conn.execute(statement)).all()
         return [_firing(row) for row in rows]
+
+    async def latest_firings(self, owner: str, cron_ids: Sequence[str]) -> dict[str, Firing]:
+        """Each of ``owner``'s crons' latest firing (by the time it fired for), by cron id;
+        a cron never fired is left out. One query, on the ``(cron_id, scheduled_at)`` index."""
+        if not cron_ids:
+            return {}
+        latest = (
+            select(FIRINGS.c.cron_id, func.max(FIRINGS.c.scheduled_at).label("at"))
+            .where(FIRINGS.c.owner == owner, FIRINGS.c.cron_id.in_(list(cron_ids)))
+            .group_by(FIRINGS.c.cron_id)
+            .subquery()
+        )
+        statement = select(FIRINGS).join(
+            latest,
+            and_(FIRINGS.c.cron_id == latest.c.cron_id, FIRINGS.c.scheduled_at == latest.c.at),
+        )
+        async with self.db.engine.connect() as conn:
+            rows = (await conn.execute(statement)).all()
+        return {row.cron_id: _firing(row) for row in rows}
 
     async def cron_of(self, firing: Firing) -> Cron | None:
         return await self.get(firing.owner, firing.cron_id)

@@ -419,11 +419,14 @@ class CronFiringRow(SQLModel, table=True):
     owner: str
     scheduled_at: float
     status: str
-    """``claimed`` (its run not started yet), ``started`` or ``failed`` (the run refused)."""
+    """``claimed`` (its run not started yet), ``started``, ``steered`` (its input went into
+    its session's running run, ``run_id``) or ``failed`` (no run started: ``error``)."""
     claimed_by: str | None = None
     claimed_until: float | None = None
     run_id: str | None = None
     error: str | None = None
+    error_code: str | None = None
+    """Why no run started, as an API error's code (``session_busy``, ``quota_exceeded``, …)."""
     created_at: float
 
 

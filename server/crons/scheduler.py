@@ -25,10 +25,18 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
+from hermes_core.errors import InvalidRequestError
+from hermes_core.errors import disk_full as storage_full
 from hermes_core.persistence import Store
 from hermes_core.persistence.crons import Cron, Firing
 from server.crons.expression import BadSchedule, parse
-from server.errors import APIError, ServerDraining
+from server.errors import (
+    APIError,
+    RedisUnavailable,
+    RunLimitExceeded,
+    ServerDraining,
+    SessionBusy,
+)
 from server.http.auth import Principal
 from server.protocol.schemas.runs import RunCreateRequest
 from server.runs.manager import new_id
@@ -50,7 +58,29 @@ its run starts) is held before another replica retakes it; with replicas, their 
 CRON_ID_KEY = "hermes_cron_id"
 """The metadata key that names the cron a run was fired by (``GET /v1/runs`` shows it)."""
 NO_KEY = "The API key that made this cron is no longer configured: its firings start no run."
+NO_KEY_CODE = "key_not_configured"
+INTERNAL = "The server had an internal error starting the run (its log tells more)."
 _BATCH = 20
+
+
+def refusal(error: Exception) -> tuple[str, str]:
+    """Why a firing's run did not start, as ``(code, message)``: what ``POST /v1/runs``
+    would have answered the cron's key (the same code and message, the key's own), so that
+    the cron shows it (``last_error``). Anything else is told as an internal error: its text
+    (a database's, a library's) may hold what the key must not see."""
+    if isinstance(error, APIError):
+        return error.code or "run_refused", error.message
+    if isinstance(error, InvalidRequestError):
+        return "invalid_request", error.message
+    if isinstance(error, SessionBusy):
+        return "session_busy", str(error)
+    if isinstance(error, RunLimitExceeded):
+        return "rate_limit_exceeded", error.message
+    if isinstance(error, RedisUnavailable):
+        return "redis_unavailable", "The server could not reach the replicas' Redis."
+    if storage_full(error):
+        return "insufficient_storage", "The server's disk was full: the run was not recorded."
+    return "server_error", INTERNAL
 
 
 def planned(cron: Cron, now: float, grace_seconds: float) -> tuple[float | None, float | None]:
@@ -186,7 +216,9 @@ class CronScheduler:
                     continue
                 owner = await self.store.crons.cron_of(firing)
                 if owner is None:
-                    await self.store.crons.failed(firing.id, "The cron was deleted.")
+                    await self.store.crons.failed(
+                        firing.id, "The cron was deleted.", code="cron_not_found"
+                    )
                 else:
                     self._fire_apart(owner, firing)
         return upcoming
@@ -231,7 +263,7 @@ class CronScheduler:
         principal = self.services.keyring.principal_named(cron.owner)
         if principal is None:
             log.warning("cron %s was not fired: no configured key is its owner's", cron.id)
-            await self.store.crons.failed(firing.id, NO_KEY)
+            await self.store.crons.failed(firing.id, NO_KEY, code=NO_KEY_CODE)
             return
         try:
             request = RunCreateRequest.model_validate(
@@ -246,7 +278,7 @@ class CronScheduler:
             )
             renewing = asyncio.create_task(self._renew(firing))
             try:
-                described, _ = await self.start_run(
+                described, headers = await self.start_run(
                     self.services, _connection(), principal, request
                 )
             finally:
@@ -258,15 +290,18 @@ class CronScheduler:
         except asyncio.CancelledError:  # closing while the run waited to start: the same
             await self.store.crons.release(firing.id, self.instance)
             raise
-        except APIError as refused:
-            log.warning("cron %s could not start its run: %s", cron.id, refused.message)
-            await self.store.crons.failed(firing.id, refused.message)
-            return
         except Exception as error:
-            log.exception("cron %s could not start its run", cron.id)
-            await self.store.crons.failed(firing.id, f"{type(error).__name__}: {error}")
+            code, message = refusal(error)
+            if code == "server_error":
+                log.exception("cron %s could not start its run", cron.id)
+            else:
+                log.warning("cron %s could not start its run: %s (%s)", cron.id, message, code)
+            await self.store.crons.failed(firing.id, message, code=code)
             return
-        await self.store.crons.started(firing.id, described["id"])
+        # Steered into its session's running run: that run is the firing's, as it is the
+        # answer to a POST /v1/runs that steered.
+        steered = "x-hermes-steered-into" in headers
+        await self.store.crons.started(firing.id, described["id"], steered=steered)
 
 
 def scheduling(start: StartRun) -> Callable[[Services, Store], CronScheduler]:

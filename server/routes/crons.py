@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 
 from hermes_core.persistence import Store
-from hermes_core.persistence.crons import Cron
+from hermes_core.persistence.crons import Cron, Firing
 from server.crons.expression import BadSchedule, parse
 from server.crons.scheduler import CRON_ID_KEY, CronScheduler
 from server.errors import APIError
@@ -60,7 +60,8 @@ def _wake(services: Services) -> None:
         services.scheduler.wake()
 
 
-def cron_object(cron: Cron) -> dict[str, Any]:
+def cron_object(cron: Cron, last: Firing | None = None) -> dict[str, Any]:
+    """The cron as the API shows it, with what its latest firing (``last``) came to."""
     body = cron.body
     hook = body.get("webhook")
     return {
@@ -78,7 +79,32 @@ def cron_object(cron: Cron) -> dict[str, Any]:
         "next_fire_at": int(cron.next_fire_at) if cron.next_fire_at is not None else None,
         "created_at": int(cron.created_at),
         "updated_at": int(cron.updated_at),
+        **_last_firing(last),
     }
+
+
+def _last_firing(last: Firing | None) -> dict[str, Any]:
+    """``last_*``: when the latest firing fired, how it came out (``starting`` while its run
+    waits for its session), the run it started or steered into, and why it started none."""
+    if last is None:
+        return {"last_fired_at": None, "last_status": None, "last_run_id": None, "last_error": None}
+    failed = last.status == "failed"
+    return {
+        "last_fired_at": int(last.scheduled_at),
+        "last_status": "starting" if last.status == "claimed" else last.status,
+        "last_run_id": last.run_id,
+        # A firing failed before its code was kept (an older server) tells its message alone.
+        "last_error": (
+            {"code": last.error_code or "run_not_started", "message": last.error or ""}
+            if failed
+            else None
+        ),
+    }
+
+
+async def _described(store: Store, owner: str, crons: list[Cron]) -> list[dict[str, Any]]:
+    last = await store.crons.latest_firings(owner, [c.id for c in crons])
+    return [cron_object(c, last.get(c.id)) for c in crons]
 
 
 def _next_fire_at(schedule: str, timezone: str, now: float) -> float | None:
@@ -185,12 +211,14 @@ async def list_crons(
     if store is None:
         return list_page([], has_more=False)
     found, more = await store.crons.page(principal.name, after=after, limit=limit)
-    return list_page([cron_object(c) for c in found], has_more=more)
+    return list_page(await _described(store, principal.name, found), has_more=more)
 
 
 @router.get("/{cron_id}", response_model=CronObject, responses=errors(400, 401, 403, 404))
 async def get_cron(cron_id: str, request: Request, principal: Owner) -> dict[str, Any]:
-    return cron_object(await _find(_store(_services(request)), principal, cron_id))
+    store = _store(_services(request))
+    (described,) = await _described(store, principal.name, [await _find(store, principal, cron_id)])
+    return described
 
 
 @router.post("/{cron_id}", response_model=CronObject, responses=errors(400, 401, 403, 404))
@@ -228,7 +256,8 @@ async def update_cron(
     if changed is None:
         raise APIError(404, f"No cron '{cron_id}'.", param="cron_id", code="cron_not_found")
     _wake(services)
-    return cron_object(changed)
+    (described,) = await _described(store, principal.name, [changed])
+    return described
 
 
 async def _set_paused(request: Request, principal: Principal, cron_id: str, paused: bool) -> Any:
@@ -237,7 +266,7 @@ async def _set_paused(request: Request, principal: Principal, cron_id: str, paus
     cron = await _find(store, principal, cron_id)
     now = time.time()
     if paused == cron.paused:
-        return cron_object(cron)
+        return (await _described(store, principal.name, [cron]))[0]
     next_fire_at = None if paused else _next_fire_at(cron.schedule, cron.timezone, now)
     changed = await store.crons.change(
         principal.name, cron_id, paused=paused, next_fire_at=next_fire_at, updated_at=now
@@ -245,7 +274,8 @@ async def _set_paused(request: Request, principal: Principal, cron_id: str, paus
     if changed is None:
         raise APIError(404, f"No cron '{cron_id}'.", param="cron_id", code="cron_not_found")
     _wake(services)
-    return cron_object(changed)
+    (described,) = await _described(store, principal.name, [changed])
+    return described
 
 
 @router.post("/{cron_id}/pause", response_model=CronObject, responses=errors(400, 401, 403, 404))

@@ -15,8 +15,8 @@ from starlette.requests import HTTPConnection
 from hermes_core.persistence import Store
 from hermes_core.persistence.crons import Cron
 from server.crons.expression import parse
-from server.crons.scheduler import CRON_ID_KEY, NO_KEY, CronScheduler
-from server.errors import ServerDraining
+from server.crons.scheduler import CRON_ID_KEY, INTERNAL, NO_KEY, CronScheduler
+from server.errors import RunLimitExceeded, ServerDraining
 from server.http.auth import Budget, KeyRing, Principal
 from server.protocol.schemas.runs import RunCreateRequest
 from server.services import Services
@@ -246,3 +246,39 @@ async def test_a_cron_whose_key_was_removed_starts_no_run_and_its_firing_says_wh
     assert starts.bodies == []
     (firing,) = await store.crons.firings("alice", "cron_1")
     assert (firing.status, firing.error) == ("failed", NO_KEY)
+
+
+class Refusing:
+    """Stands for ``start_api_run`` refusing every run with ``error``."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    async def __call__(self, *_: Any) -> tuple[dict[str, Any], dict[str, str]]:
+        raise self.error
+
+
+async def test_a_firing_refused_by_the_keys_run_limit_keeps_the_code_a_request_would_get(
+    store: Store,
+) -> None:
+    await _cron(store, "*/5 * * * *", next_fire_at=T0)
+    limit = RunLimitExceeded("This key already has 4 runs in progress.", retry_after=1)
+
+    await scheduler(store, Refusing(limit), Clock(T0 + 1)).tick()
+
+    (firing,) = await store.crons.firings("alice", "cron_1")
+    assert (firing.status, firing.error_code, firing.error) == (
+        "failed",
+        "rate_limit_exceeded",
+        "This key already has 4 runs in progress.",
+    )
+
+
+async def test_a_firing_failed_on_an_internal_error_keeps_none_of_its_text(store: Store) -> None:
+    await _cron(store, "*/5 * * * *", next_fire_at=T0)
+    leaking = RuntimeError("INSERT … parameters: ('whsec_the-webhook-secret', 'bob')")
+
+    await scheduler(store, Refusing(leaking), Clock(T0 + 1)).tick()
+
+    (firing,) = await store.crons.firings("alice", "cron_1")
+    assert (firing.status, firing.error_code, firing.error) == ("failed", "server_error", INTERNAL)

@@ -56,6 +56,15 @@ class CronWebhook(Shape):
     """Its secret is kept, never shown."""
 
 
+class CronError(Shape):
+    """Why a firing started no run: the code and message ``POST /v1/runs`` would have
+    answered the cron's key (``session_busy``, ``quota_exceeded``, ``rate_limit_exceeded``,
+    ``model_not_found``, ``key_not_configured``, ``server_error``, …)."""
+
+    code: str
+    message: str
+
+
 class CronObject(Shape):
     """A schedule (``hermes.cron``)."""
 
@@ -74,6 +83,17 @@ class CronObject(Shape):
     """UNIX seconds of the next firing (None while paused)."""
     created_at: int
     updated_at: int
+    last_fired_at: int | None
+    """UNIX seconds of the time its latest firing fired for (None: never fired)."""
+    last_status: Literal["starting", "started", "steered", "failed"] | None
+    """What its latest firing came to: its run still ``starting`` (waiting for its busy
+    session), ``started``, ``steered`` into its session's running run, or ``failed`` to
+    start one (``last_error`` says why)."""
+    last_run_id: str | None
+    """The run its latest firing started, or steered into (None when it started none, or
+    that run was deleted since)."""
+    last_error: CronError | None
+    """Why its latest firing started no run; None once a firing started one."""
 
 
 class CronList(Shape):
