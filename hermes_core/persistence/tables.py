@@ -318,8 +318,19 @@ class IdempotencyKeyRow(SQLModel, table=True):
     content_type: str | None = None
     body: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
     """The first answer, once it was whole (a stream's retry follows the run instead)."""
+    headers: str | None = None
+    """The first answer's own headers a replay carries again (``x-hermes-session-id``, …), as
+    a JSON list of ``[name, value]`` pairs."""
     created_at: float
     expires_at: float
+    instance: str | None = None
+    """The replica whose request claimed the key."""
+    life: str | None = None
+    """Which start of that replica (a new one each start): a claim of an earlier start of this
+    replica's is dead (its process was)."""
+    claimed_until: float | None = None
+    """The claim's lease, renewed while its request is answered: once it has run out, the
+    request is dead (its process died), and a retry may take its key over."""
 
 
 class WebhookDeliveryRow(SQLModel, table=True):

@@ -26,21 +26,25 @@ A request without the header pays one header lookup (the hot path's header loop)
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO, Final, TypeVar
 
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from hermes_core import json_codec
 from hermes_core.persistence import IdempotencyRecord, IdempotencyStore, RunStore
+from hermes_core.persistence.idempotency import Holder
 from hermes_core.persistence.runs import LIVE_STATUSES
 from server.errors import APIError, error_envelope
 from server.http.auth import Principal
+from server.telemetry.run_context import current_run
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +56,20 @@ RUN_LOOK_SECONDS = 2.0
 ORPHAN_GRACE_SECONDS = 5.0
 """How long after its run ended a first request's answer may still be on its way to the
 store, before a retry takes it as lost."""
+CLAIM_LEASE_SECONDS = 30.0
+"""How long a claim holds unless its request renews it (three times a lease, while it is being
+answered): once it ran out, the request's process is dead, and a retry takes the key over."""
+RUN_NOTE_SECONDS = 0.1
+"""How often a request being answered looks whether it has started its run yet, to note the run
+with its key: a non-streamed answer names its run only when it is whole, and a claim without a
+run is one a retry may take over (and do the work again) once its request died."""
 MAX_KEY_LENGTH = 255
 MAX_KEPT_BYTES = 16 * 1024 * 1024
 """A longer answer is not kept (its retry is told to read the run instead)."""
 RUN_ID_HEADER = b"x-hermes-run-id"
+KEPT_HEADERS_PREFIX = b"x-hermes-"
+"""The first answer's headers a replay carries again: the server's own (the run, the session a
+client goes on in); framing ones (length, encoding, date) are the replay's own."""
 REPLAYED = (b"idempotent-replayed", b"true")
 JSON = "application/json"
 
@@ -63,6 +77,15 @@ Work = Callable[[Receive, Send], Awaitable[None]]
 """Answering the request (ASGI ``receive``/``send`` of the app serving it)."""
 Made = TypeVar("Made", bound=dict[str, Any] | Response)
 """What a route answering at once makes: a JSON object (200), or its whole response."""
+T = TypeVar("T")
+
+
+class _TakenOver:
+    """A retry found its key's claim dead (no run started, its request's process gone) and
+    holds the key now: it does the work."""
+
+
+TAKEN_OVER: Final = _TakenOver()
 
 
 def key_of(scope: Scope) -> str | None:
@@ -164,6 +187,13 @@ class Idempotency:
         kept (its replica died): it stops waiting then (set with ``store``)."""
         self._live: dict[tuple[str, str], _Answer] = {}
         """The answers this replica is making, by ``(owner, key)``: what its retries follow."""
+        self.life = uuid.uuid4().hex
+        """This start of the replica, named in its claims: a claim naming this replica and
+        another start is dead (an instance's name is one live process's at a time)."""
+
+    def _holder(self) -> Holder:
+        instance = self.runs.instance if self.runs is not None else None
+        return Holder(instance, self.life, CLAIM_LEASE_SECONDS)
 
     async def serve(self, claim: Claim, work: Work, receive: Receive, send: Send) -> None:
         """Answer a keyed request: do ``work`` if the key is new, else what the first did."""
@@ -179,15 +209,14 @@ class Idempotency:
                 fingerprint=claim.fingerprint,
                 now=time.time(),
                 ttl=TTL_SECONDS,
+                holder=self._holder(),
             )
         except Exception:
             # The table cannot say: doing the work is what the client asked for.
             await work(receive, send)
             return
-        if held is None:
+        if held is None or await self._again(store, claim, held, receive, send):
             await self._first(store, claim, work, receive, send)
-        else:
-            await self._again(store, claim, held, receive, send)
 
     async def once(
         self, claim: Claim | None, make: Callable[[], Awaitable[Made]]
@@ -206,6 +235,7 @@ class Idempotency:
             fingerprint=claim.fingerprint,
             now=time.time(),
             ttl=TTL_SECONDS,
+            holder=self._holder(),
         )
         if held is not None:
             messages: list[Message] = []
@@ -213,13 +243,14 @@ class Idempotency:
             async def collect(message: Message) -> None:
                 messages.append(message)
 
-            await self._again(store, claim, held, None, collect)
-            return _response_of(messages)
+            if not await self._again(store, claim, held, None, collect):
+                return _response_of(messages)
+        life = self.life
         try:
-            made = await make()
+            made = await self._holding(store, claim, make)
         except APIError as exc:
             if not _did_work(exc.status, None):
-                await _quietly(store.release(claim.owner, claim.key))
+                await _quietly(store.release(claim.owner, claim.key, life=life))
             else:  # the request's outcome: a retry is told the same
                 body = json_codec.dumps(
                     error_envelope(exc.status, exc.message, param=exc.param, code=exc.code)
@@ -231,28 +262,94 @@ class Idempotency:
                         status_code=exc.status,
                         content_type=JSON,
                         body=body,
+                        life=life,
                     )
                 )
             raise
         except BaseException:
-            await _quietly(store.release(claim.owner, claim.key))
+            await _quietly(store.release(claim.owner, claim.key, life=life))
             raise
+        headers: str | None = None
         if isinstance(made, Response):
             status, content_type, body = made.status_code, made.media_type, bytes(made.body)
             run_id = made.headers.get(RUN_ID_HEADER.decode())
+            headers = _kept_headers(made.raw_headers)
         else:
             status, content_type, body, run_id = 200, JSON, json_codec.dumps(made), None
         if run_id is not None:  # what retention and erasure delete the key with
-            await _quietly(store.started(claim.owner, claim.key, run_id))
+            await _quietly(store.started(claim.owner, claim.key, run_id, life=life))
         if _did_work(status, run_id):
             await _quietly(
                 store.finish(
-                    claim.owner, claim.key, status_code=status, content_type=content_type, body=body
+                    claim.owner,
+                    claim.key,
+                    status_code=status,
+                    content_type=content_type,
+                    body=body,
+                    headers=headers,
+                    life=life,
                 )
             )
         else:
-            await _quietly(store.release(claim.owner, claim.key))
+            await _quietly(store.release(claim.owner, claim.key, life=life))
         return made
+
+    async def _holding(
+        self, store: IdempotencyStore, claim: Claim, make: Callable[[], Awaitable[T]]
+    ) -> T:
+        """``make``'s result, made while the key's claim is kept alive (its lease renewed) and
+        the run it starts noted with the key as soon as it starts. ``make`` runs in a task of
+        its own, with a context this request can read: the serving layer names a run there
+        (``current_run``) just before starting it."""
+        context = contextvars.copy_context()
+        before = context.get(current_run)
+
+        async def making() -> T:
+            return await make()
+
+        task = asyncio.create_task(making(), context=context)
+        keeper = asyncio.create_task(self._keep_claim(store, claim, task, context, before))
+        try:
+            return await task
+        finally:
+            keeper.cancel()
+
+    async def _keep_claim(
+        self,
+        store: IdempotencyStore,
+        claim: Claim,
+        task: asyncio.Task[Any],
+        context: contextvars.Context,
+        before: object,
+    ) -> None:
+        """While ``task`` answers the claim's request: note its run once it has one, and renew
+        the claim's lease. A renewal that finds the claim taken over (this process was frozen
+        past its lease, and a retry found it dead) stops a request that started no run: the
+        retry does its work."""
+        holder = self._holder()
+        renew_at = time.monotonic() + holder.lease_seconds / 3
+        noted = False
+        try:
+            while not task.done():
+                await asyncio.sleep(RUN_NOTE_SECONDS)
+                bound = context.get(current_run)
+                if not noted and bound is not None and bound is not before and bound.run_id:
+                    noted = True
+                    await _quietly(
+                        store.started(claim.owner, claim.key, bound.run_id, life=holder.life)
+                    )
+                if time.monotonic() < renew_at or task.done():
+                    continue
+                renew_at = time.monotonic() + holder.lease_seconds / 3
+                if not await store.renew(claim.owner, claim.key, holder, now=time.time()):
+                    if not noted:
+                        log.warning(
+                            "an idempotency key's claim was taken over: stopping its request"
+                        )
+                        task.cancel()
+                    return
+        except Exception:  # the next retry finds the lease run out, at worst
+            log.exception("keeping an idempotency key's claim failed")
 
     async def _first(
         self, store: IdempotencyStore, claim: Claim, work: Work, receive: Receive, send: Send
@@ -274,7 +371,7 @@ class Idempotency:
             nonlocal listening
             answer.add(message)
             if message["type"] == "http.response.start" and answer.run_id is not None:
-                await _quietly(store.started(claim.owner, claim.key, answer.run_id))
+                await _quietly(store.started(claim.owner, claim.key, answer.run_id, life=self.life))
             if listening:
                 try:
                     await send(message)
@@ -282,7 +379,7 @@ class Idempotency:
                     listening = False
 
         try:
-            await work(steady_receive, capturing_send)
+            await self._holding(store, claim, lambda: work(steady_receive, capturing_send))
         finally:
             # Kept (or given up) before retries stop following it here: one arriving between
             # the two finds the row done.
@@ -291,7 +388,7 @@ class Idempotency:
                 if answer.did_work:
                     await _quietly(self._keep(store, claim, answer))
                 else:
-                    await _quietly(store.release(claim.owner, claim.key))
+                    await _quietly(store.release(claim.owner, claim.key, life=self.life))
             finally:
                 if self._live.get(place) is answer:
                     del self._live[place]
@@ -304,6 +401,8 @@ class Idempotency:
             status_code=answer.status or 500,
             content_type=answer.content_type,
             body=body if len(body) <= MAX_KEPT_BYTES else b"",
+            headers=_kept_headers(answer.start.get("headers", ()) if answer.start else ()),
+            life=self.life,
         )
 
     async def _again(
@@ -313,7 +412,10 @@ class Idempotency:
         held: IdempotencyRecord,
         receive: Receive | None,
         send: Send,
-    ) -> None:
+    ) -> bool:
+        """Answer a retry of a claimed key as its first request did (or will); True when the
+        key is the retry's now (its first request died before starting a run): the retry then
+        does the work itself."""
         if held.endpoint != claim.endpoint:
             await _refuse(
                 send,
@@ -322,7 +424,7 @@ class Idempotency:
                 "for this request.",
                 "idempotency_key_reused",
             )
-            return
+            return False
         if held.fingerprint != claim.fingerprint:
             await _refuse(
                 send,
@@ -331,15 +433,17 @@ class Idempotency:
                 "must send the same body (or use a new key for a new request).",
                 "idempotency_key_reused",
             )
-            return
+            return False
         live = self._live.get((claim.owner, claim.key))
         if held.state == "running" and live is not None:
             async for message in live.follow():
                 await send(message)
-            return
+            return False
         if held.state == "running":
             found = await _unless_gone(self._until_done(store, claim), receive)
-            if found is None:
+            if found is TAKEN_OVER:
+                return True
+            if not isinstance(found, IdempotencyRecord):
                 await _refuse(
                     send,
                     409,
@@ -347,13 +451,18 @@ class Idempotency:
                     "failed before it did); retry.",
                     "idempotency_key_in_use",
                 )
-                return
+                return False
             held = found
         await _replay(held, send)
+        return False
 
-    async def _until_done(self, store: IdempotencyStore, claim: Claim) -> IdempotencyRecord | None:
-        """The key's row once its answer is kept (another replica is making it), or None:
-        the key was given up (its work failed: the client should retry), or the wait ran out."""
+    async def _until_done(
+        self, store: IdempotencyStore, claim: Claim
+    ) -> IdempotencyRecord | _TakenOver | None:
+        """The key's row once its answer is kept (another replica is making it); TAKEN_OVER
+        once the key is this retry's (its first request died before it started a run); or
+        None: the key was given up (its work failed: the client should retry), or the wait ran
+        out."""
         deadline = time.monotonic() + self.wait_seconds
         next_look = time.monotonic() + RUN_LOOK_SECONDS
         while time.monotonic() < deadline:
@@ -361,11 +470,30 @@ class Idempotency:
             found = await store.get(claim.owner, claim.key)
             if found is None or found.state == "done":
                 return found
+            if self._dead(found):
+                if found.run_id is None:  # it did nothing: this retry does the work
+                    if await store.take_over(found, self._holder(), now=time.time()):
+                        return TAKEN_OVER
+                    continue  # changed meanwhile: look again
+                return await self._interrupted(store, claim, found.run_id, found.life)
             if found.run_id is not None and time.monotonic() >= next_look:
                 next_look = time.monotonic() + RUN_LOOK_SECONDS
                 if await self._orphaned(found.run_id, claim.owner):
-                    return await self._interrupted(store, claim, found.run_id)
+                    return await self._interrupted(store, claim, found.run_id, found.life)
         return None
+
+    def _dead(self, found: IdempotencyRecord) -> bool:
+        """Whether the request holding ``found``'s claim is provably dead: the claim is an
+        earlier start's of this replica (whose name one live process holds at a time), or its
+        lease ran out unrenewed (its process died, or froze for longer than a lease: then its
+        writes, fenced by its start, no longer land). A claim made before claims named their
+        holder is never taken for dead: it expires with its key."""
+        if found.life is None or found.life == self.life:
+            return False
+        instance = self.runs.instance if self.runs is not None else None
+        if instance is not None and found.instance == instance:
+            return True
+        return found.claimed_until is not None and found.claimed_until < time.time()
 
     async def _orphaned(self, run_id: str, owner: str) -> bool:
         """The run ended a while ago and its answer was never kept: the replica answering
@@ -382,7 +510,7 @@ class Idempotency:
         )
 
     async def _interrupted(
-        self, store: IdempotencyStore, claim: Claim, run_id: str
+        self, store: IdempotencyStore, claim: Claim, run_id: str, life: str | None
     ) -> IdempotencyRecord | None:
         """Keep, as the key's answer, that its first request was cut off: every retry gets
         it at once instead of waiting out the wait, and none runs the work again (its tools
@@ -397,9 +525,15 @@ class Idempotency:
             )
         )
         await store.finish(
-            claim.owner, claim.key, status_code=422, content_type="application/json", body=body
+            claim.owner,
+            claim.key,
+            status_code=422,
+            content_type="application/json",
+            body=body,
+            life=life,  # unless its holder answered meanwhile
         )
-        return await store.get(claim.owner, claim.key)
+        found = await store.get(claim.owner, claim.key)
+        return found if found is not None and found.state == "done" else None
 
 
 class _Answer:
@@ -488,9 +622,7 @@ def _did_work(status: int | None, run_id: str | None) -> bool:
     return status is not None and not (status in (409, 429) or status >= 500)
 
 
-async def _unless_gone(
-    waiting: Awaitable[IdempotencyRecord | None], receive: Receive | None
-) -> IdempotencyRecord | None:
+async def _unless_gone(waiting: Awaitable[T | None], receive: Receive | None) -> T | None:
     """``waiting``'s row, or None as soon as the client goes away (nobody to answer)."""
     if receive is None:
         return await waiting
@@ -535,12 +667,27 @@ async def _replay(held: IdempotencyRecord, send: Send) -> None:
     headers = [(b"content-length", str(len(body)).encode()), REPLAYED]
     if held.content_type:
         headers.append((b"content-type", held.content_type.encode("latin-1")))
-    if held.run_id:
+    if held.headers:
+        headers.extend(
+            (name.encode("latin-1"), value.encode("latin-1"))
+            for name, value in json_codec.loads(held.headers)
+        )
+    elif held.run_id:  # kept before answers kept their headers
         headers.append((RUN_ID_HEADER, held.run_id.encode("latin-1")))
     await send(
         {"type": "http.response.start", "status": held.status_code or 200, "headers": headers}
     )
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def _kept_headers(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The headers of an answer a replay of it carries again, as kept with its key."""
+    kept = [
+        [name.decode("latin-1"), value.decode("latin-1")]
+        for name, value in headers
+        if name.lower().startswith(KEPT_HEADERS_PREFIX)
+    ]
+    return json_codec.dumps_text(kept) if kept else None
 
 
 def _refusal(status: int, message: str, code: str) -> list[Message]:

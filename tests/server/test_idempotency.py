@@ -54,9 +54,15 @@ class Outbox:
         self.posted = threading.Event()
 
 
-def _services(simulator: SimulatorServer, data: Path, outbox: Outbox) -> Services:
+def _services(
+    simulator: SimulatorServer, data: Path, outbox: Outbox, instance: str = "replica-1"
+) -> Services:
+    # Each replica its own name, as ``serve`` gives it one (a name is one process's).
     services = make_services(
-        simulator, database_url=sqlite_url(data / "hermes.db"), files_dir=data / "files"
+        simulator,
+        database_url=sqlite_url(data / "hermes.db"),
+        files_dir=data / "files",
+        instance=instance,
     )
 
     @services.profiles[0].tools.tool(
@@ -87,7 +93,7 @@ def replicas(
 ) -> Iterator[tuple[ThreadedServer, ThreadedServer]]:
     """Two replicas on one database (and one files volume)."""
     first = ThreadedServer(create_app(_services(_simulator_server, data, outbox)))
-    second = ThreadedServer(create_app(_services(_simulator_server, data, outbox)))
+    second = ThreadedServer(create_app(_services(_simulator_server, data, outbox, "replica-2")))
     with first, second:
         yield first, second
 
@@ -354,6 +360,8 @@ async def test_a_retry_whose_first_request_died_with_its_replica_is_told_so_at_o
         await store.idempotency.started("alice", "k-1", "run_dead")  # then its replica died
 
         class Runs:  # what crash recovery left of the run: interrupted a while ago
+            instance = "replica-2"
+
             async def get(self, owner: str, run_id: str) -> object:
                 return SimpleNamespace(status="interrupted", ended_at=time.time() - 60)
 
@@ -579,3 +587,37 @@ async def test_a_turn_refused_because_its_session_was_busy_runs_when_retried_wit
     assert retried.status_code == 200, retried.text
     assert retried.json()["choices"][0]["message"]["content"] == "Answered on the retry."
     assert "idempotent-replayed" not in retried.headers
+
+
+# --- what a replay carries -----------------------------------------------------------------------
+
+
+REPLAYED_REQUESTS: Any = {
+    "/v1/chat/completions": {"model": "hermes-agent", "messages": MESSAGES},
+    "/v1/responses": {"model": "hermes-agent", "input": "Email bob."},
+    "/v1/runs": {"model": "hermes-agent", "input": "Email bob.", "session": "replayed"},
+}
+
+
+@pytest.mark.parametrize("path", list(REPLAYED_REQUESTS))
+async def test_a_replayed_answer_carries_the_first_answer_s_headers(
+    server: ThreadedServer, simulator: SimulatorServer, path: str
+) -> None:
+    _script_a_run(simulator, slow=False)
+    headers = {"authorization": f"Bearer {KEY_ALICE}", "x-hermes-session-id": "replayed", **_key()}
+    body = REPLAYED_REQUESTS[path]
+    async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=server.base_url, timeout=30) as http:
+        first = await http.post(path, json=body, headers=headers)
+        await _runs_of(server.base_url, "replayed")  # ended: the retry gets the kept answer
+        again = await http.post(path, json=body, headers=headers)
+    assert first.status_code == again.status_code, again.text
+    assert again.headers["idempotent-replayed"] == "true"
+    assert "x-hermes-session-id" in first.headers
+
+    def own(answer: httpx.Response) -> dict[str, str]:
+        return {
+            name: value for name, value in answer.headers.items() if name.startswith("x-hermes-")
+        }
+
+    assert own(again) == own(first)
+    assert again.headers["content-type"] == first.headers["content-type"]
