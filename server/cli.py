@@ -145,7 +145,7 @@ def _start_refusal(args: argparse.Namespace, config: HermesConfig) -> str | None
     refused = _directory_refusal(config)
     if refused is not None or args.worker is not None:
         return refused
-    problem = _database_problem(config)
+    problem = _database_problem(config, migrate=args.workers > 1)
     refused = problem.line if problem is not None else None
     if refused is None and config.server.redis_url is not None:
         refused = _replica_refusal(config, args.workers)
@@ -208,10 +208,14 @@ class DatabaseProblem(NamedTuple):
     opposed to refusing this server (its login, its schema)."""
 
 
-def _database_problem(config: HermesConfig) -> DatabaseProblem | None:
+def _database_problem(config: HermesConfig, *, migrate: bool = False) -> DatabaseProblem | None:
     """Why ``serve`` cannot start on its PostgreSQL (unreachable, refusing the login, a schema
     behind this release without ``migrate_on_start``). Asked here, before uvicorn: a failing
-    start-up inside it is a traceback. SQLite is a file in ``data_dir``, checked already."""
+    start-up inside it is a traceback. SQLite is a file in ``data_dir``, checked already.
+
+    ``migrate``: a schema behind is upgraded here, with ``migrate_on_start``: the parent of
+    workers does it once for them, which would otherwise each run the migrations at once (and
+    all but one fail, on PostgreSQL's catalogue)."""
     url = config.server.resolved_database_url
     if url.startswith("sqlite"):
         return None
@@ -227,6 +231,8 @@ def _database_problem(config: HermesConfig) -> DatabaseProblem | None:
         except SchemaOutOfDate:
             if not config.server.migrate_on_start:
                 raise  # else the start migrates it
+            if migrate:
+                await db.upgrade()
         finally:
             await db.close()
 

@@ -11,6 +11,12 @@ The parent forwards SIGTERM (each worker drains: ``server.drain_seconds``), SIGI
 (each worker reloads its configuration), and starts a worker again if one dies, unless it
 refused to start (exit 2: its name held by another live process, its configuration invalid):
 it would refuse again at every restart, so the parent stops the others and exits 2.
+
+A worker started again while PostgreSQL is down (refused, timed out, shutting down) says so in
+one line and exits 75 (``DATABASE_DOWN``): the database may be back in seconds, so the parent
+keeps the other workers serving and tries that one again later. The pause before a restart
+doubles with each death soon after a start (1 s, 2 s, 4 s… up to 30 s), whatever the cause, so
+a worker that cannot start never spins; one that ran a while before dying starts over at 1 s.
 """
 
 from __future__ import annotations
@@ -29,8 +35,14 @@ from server.config import HermesConfig
 log = logging.getLogger("hermes.workers")
 
 RESTART_PAUSE_SECONDS = 1.0
+"""The pause before a dead worker is started again, doubled for each death soon after a start."""
+MAX_RESTART_PAUSE_SECONDS = 30.0
+STEADY_SECONDS = 30.0
+"""A worker that ran this long before dying died of something new: its pause starts over."""
 REFUSED = 2
 """The exit code of a worker that refused to start (``server.cli.EXIT_INVALID_CONFIG``)."""
+DATABASE_DOWN = 75
+"""The exit code of a worker whose database is out of reach (``server.cli.EXIT_DATABASE_DOWN``)."""
 
 
 def refusal(config: HermesConfig, workers: int) -> str | None:
@@ -81,6 +93,12 @@ class _Supervisor:
             *("--listen-fd", str(sock.fileno())),
         ]
         self._processes: dict[int, subprocess.Popen[bytes]] = {}
+        self._started: dict[int, float] = {}
+        """When each worker was last started (monotonic)."""
+        self._pauses: dict[int, float] = {}
+        """The pause before each worker's last restart."""
+        self._due: dict[int, float] = {}
+        """Dead workers, and when to start each again (monotonic)."""
         self._stopping = threading.Event()
         """Set by a SIGTERM or SIGINT (its handler runs between the steps of :meth:`watch`)."""
 
@@ -89,6 +107,7 @@ class _Supervisor:
             [*self._command, "--worker", str(index)], pass_fds=(self._sock.fileno(),)
         )
         self._processes[index] = process
+        self._started[index] = time.monotonic()
         log.info("worker %d started (pid %d)", index, process.pid)
 
     def forward(self, sig: int, frame: FrameType | None) -> None:
@@ -100,15 +119,22 @@ class _Supervisor:
                 process.send_signal(sig)
 
     def watch(self) -> int:
-        """Start a worker that died again, until told to stop or one refused to start (then
-        stop the others); then wait for them all. The parent's exit code: ``REFUSED`` after a
-        refusal, else 0."""
+        """Start a worker that died again after its pause, until told to stop or one refused
+        to start (then stop the others); then wait for them all. The parent's exit code:
+        ``REFUSED`` after a refusal, else 0. One worker's pause never holds up another's."""
         refused = False
         while not self._stopping.is_set():
             time.sleep(0.2)
             for index, process in list(self._processes.items()):
+                if self._stopping.is_set():  # a worker started now would never be told
+                    break
+                if index in self._due:
+                    if time.monotonic() >= self._due[index]:
+                        del self._due[index]
+                        self.start(index)
+                    continue
                 code = process.poll()
-                if code is None or self._stopping.is_set():
+                if code is None:
                     continue
                 if code == REFUSED:
                     log.error(
@@ -120,14 +146,28 @@ class _Supervisor:
                     refused = True
                     self.forward(signal.SIGTERM, None)
                     break
-                log.error("worker %d exited with %s; starting it again", index, code)
-                time.sleep(RESTART_PAUSE_SECONDS)
-                if self._stopping.is_set():  # meanwhile: a worker started now is never told
-                    break
-                self.start(index)
+                pause = self._pause_after_death(index)
+                self._due[index] = time.monotonic() + pause
+                if code == DATABASE_DOWN:
+                    why = "cannot reach the database (exit 75, its reason above)"
+                else:
+                    why = f"exited with {code}"
+                log.error("worker %d %s: starting it again in %g s", index, why, pause)
         for process in self._processes.values():
             process.wait()
         return REFUSED if refused else 0
+
+    def _pause_after_death(self, index: int) -> float:
+        """How long worker ``index``, just found dead, waits before it starts again: double its
+        last pause when it died soon after that start, else :data:`RESTART_PAUSE_SECONDS`."""
+        lived = time.monotonic() - self._started[index]
+        last = self._pauses.get(index)
+        if last is None or lived >= STEADY_SECONDS:
+            pause = RESTART_PAUSE_SECONDS
+        else:
+            pause = min(last * 2, MAX_RESTART_PAUSE_SECONDS)
+        self._pauses[index] = pause
+        return pause
 
 
 def worker_name(base: str, index: int) -> str:
