@@ -414,11 +414,12 @@ def _worker_args(args: argparse.Namespace) -> list[str]:
 
 
 def _check_config(args: argparse.Namespace) -> int:
-    from server.config import config_warnings, describe
+    from server.config import config_warnings, describe, shadowed_summary
 
-    config = _load(args)
-    if config is None:
+    loaded = _load_traced(args)
+    if loaded is None:
         return EXIT_INVALID_CONFIG
+    config = loaded.config
     print(describe(config, source=_config_path(args, os.environ)), end="")
     if any(profile.mcp_servers for profile in config.profiles):
         from server.config.mcp_probe import probe_mcp_servers  # the MCP SDK, only here
@@ -428,6 +429,8 @@ def _check_config(args: argparse.Namespace) -> int:
             for line in asyncio.run(probe_mcp_servers(config, quiet)):
                 print(f"  {line}")
     warnings = config_warnings(config)
+    if loaded.shadowed:  # what the file says there is not what the server would run with
+        warnings.append(shadowed_summary(loaded.shadowed))
     if warnings:
         print("\nwarnings")
         for warning in warnings:

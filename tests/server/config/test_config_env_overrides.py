@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from server.config import Shadowed, edited_shadowed, load, shadowed_summary
+from tests.server.config.test_config import check_config
 
 FILE_KEY = "sk-file-0123456789abcdef"
 ENV_KEY = "sk-env-0123456789abcdef"
@@ -82,3 +83,13 @@ def test_a_variable_without_a_file_value_overrides_nothing() -> None:
 
 def test_shadowed_values_compare_by_setting_and_variable_only() -> None:
     assert Shadowed("server.port", "HERMES_PORT", 1) == Shadowed("server.port", "HERMES_PORT", 2)
+
+
+def test_check_config_warns_of_the_file_values_the_environment_overrides(tmp_path: Path) -> None:
+    path = _write(tmp_path / "hermes.yaml")
+    result = check_config(path, HERMES_API_KEYS=f"alice:{ENV_KEY}")
+    assert result.returncode == 0, result.stderr
+    assert (
+        "  - the environment overrides the config file's server.api_keys (HERMES_API_KEYS): "
+        "the file's values are not used"
+    ) in result.stdout
