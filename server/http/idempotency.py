@@ -59,7 +59,7 @@ store, before a retry takes it as lost."""
 CLAIM_LEASE_SECONDS = 30.0
 """How long a claim holds unless its request renews it (three times a lease, while it is being
 answered): once it ran out, the request's process is dead, and a retry takes the key over."""
-RUN_NOTE_SECONDS = 0.1
+RUN_NOTE_SECONDS = 0.05
 """How often a request being answered looks whether it has started its run yet, to note the run
 with its key: a non-streamed answer names its run only when it is whole, and a claim without a
 run is one a retry may take over (and do the work again) once its request died."""
@@ -325,23 +325,37 @@ class Idempotency:
         """While ``task`` answers the claim's request: note its run once it has one, and renew
         the claim's lease. A renewal that finds the claim taken over (this process was frozen
         past its lease, and a retry found it dead) stops a request that started no run: the
-        retry does its work."""
+        retry does its work.
+
+        The run is seen here within ``RUN_NOTE_SECONDS`` of its start, and noted a write
+        later: a process killed in between leaves a claim without its run, which a retry takes
+        over. Its first tool waits on the model's first answer (of a real model, longer than
+        that), so the work is rarely begun by then; a hook where the run starts, awaited before
+        it starts, would close the window."""
         holder = self._holder()
         renew_at = time.monotonic() + holder.lease_seconds / 3
         noted = False
         try:
             while not task.done():
-                await asyncio.sleep(RUN_NOTE_SECONDS)
-                bound = context.get(current_run)
-                if not noted and bound is not None and bound is not before and bound.run_id:
-                    noted = True
-                    await _quietly(
-                        store.started(claim.owner, claim.key, bound.run_id, life=holder.life)
-                    )
+                if noted:
+                    await asyncio.sleep(max(0.0, renew_at - time.monotonic()))
+                else:
+                    await asyncio.sleep(RUN_NOTE_SECONDS)
+                    bound = context.get(current_run)
+                    if bound is not None and bound is not before and bound.run_id:
+                        noted = True
+                        await _quietly(
+                            store.started(claim.owner, claim.key, bound.run_id, life=holder.life)
+                        )
                 if time.monotonic() < renew_at or task.done():
                     continue
                 renew_at = time.monotonic() + holder.lease_seconds / 3
-                if not await store.renew(claim.owner, claim.key, holder, now=time.time()):
+                try:
+                    held = await store.renew(claim.owner, claim.key, holder, now=time.time())
+                except Exception:  # the database away for a moment: the next renewal may do
+                    log.exception("renewing an idempotency key's claim failed")
+                    continue
+                if not held:
                     if not noted:
                         log.warning(
                             "an idempotency key's claim was taken over: stopping its request"

@@ -24,6 +24,7 @@ import pytest
 
 from hermes_core import json_codec
 from hermes_core.persistence import IdempotencyStore, Store, sqlite_url
+from hermes_core.persistence.idempotency import Holder
 from hermes_core.tools.registry import ToolContext
 from server.app import create_app
 from server.http import idempotency
@@ -394,6 +395,145 @@ async def test_a_retry_whose_first_request_died_with_its_replica_is_told_so_at_o
 async def _never() -> dict[str, Any]:
     await asyncio.Event().wait()
     raise AssertionError
+
+
+# --- a claim whose request died ----------------------------------------------------------------
+# In process, on the store: which claims a retry takes for dead. (Killed for real, served: see
+# test_idempotency_crash.py.)
+
+DEAD_CLAIM = Claim(owner="alice", key="k-dead", endpoint="/v1/responses", fingerprint="f")
+
+
+class _NoRuns:
+    """The run store as a retry reads it: this replica's name; no run recorded."""
+
+    instance = "replica-1"
+
+    async def get(self, owner: str, run_id: str) -> object:
+        return None
+
+
+async def _claimed_by_another_replica(
+    store: Store, *, lease_left: float, run_id: str | None = None
+) -> None:
+    """The key claimed by a request of replica-2, whose claim's lease has ``lease_left``."""
+    holder = Holder("replica-2", "its-life", lease_seconds=30)
+    now = time.time()
+    claimed = await store.idempotency.claim(
+        "alice",
+        "k-dead",
+        endpoint="/v1/responses",
+        fingerprint="f",
+        now=now,
+        ttl=60,
+        holder=holder,
+    )
+    assert claimed is None
+    await store.idempotency.renew("alice", "k-dead", holder, now=now + lease_left - 30)
+    if run_id is not None:
+        await store.idempotency.started("alice", "k-dead", run_id)
+
+
+async def _retried(store: Store, *, wait_seconds: float = 30) -> tuple[list[Any], list[str]]:
+    """A retry of the key on replica-1: what it sent, and what work it did."""
+    keys = Idempotency(wait_seconds=wait_seconds, poll_seconds=0.01)
+    keys.store = store.idempotency
+    keys.runs = _NoRuns()  # type: ignore[assignment]
+    sent: list[Any] = []
+    did: list[str] = []
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    async def work(receive: Any, send: Any) -> None:
+        did.append("work")
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}", "more_body": False})
+
+    await keys.serve(DEAD_CLAIM, work, _never, send)
+    return sent, did
+
+
+async def test_a_retry_does_the_work_of_a_request_whose_claim_s_lease_ran_out(
+    tmp_path: Path,
+) -> None:
+    store = await Store.open(sqlite_url(tmp_path / "hermes.db"), migrate=True)
+    try:
+        await _claimed_by_another_replica(store, lease_left=-1)  # replica-2 died
+        sent, did = await _retried(store)
+        assert did == ["work"]
+        assert sent[0]["status"] == 200
+        kept = await store.idempotency.get("alice", "k-dead")
+        assert kept is not None
+        assert (kept.state, kept.instance) == ("done", "replica-1")
+    finally:
+        await store.close()
+
+
+async def test_a_retry_waits_on_a_claim_whose_lease_is_renewed(tmp_path: Path) -> None:
+    store = await Store.open(sqlite_url(tmp_path / "hermes.db"), migrate=True)
+    try:
+        await _claimed_by_another_replica(store, lease_left=30)  # replica-2 is answering it
+        sent, did = await _retried(store, wait_seconds=0.5)
+        assert did == []
+        assert sent[0]["status"] == 409
+        assert json_codec.loads(sent[1]["body"])["error"]["code"] == "idempotency_key_in_use"
+    finally:
+        await store.close()
+
+
+async def test_a_retry_of_a_request_that_died_with_its_run_is_told_so_at_once(
+    tmp_path: Path,
+) -> None:
+    """Its run may have acted (a tool ran): the retry does not do the work again, even before
+    anyone recovered the run (nor when its record was never written)."""
+    store = await Store.open(sqlite_url(tmp_path / "hermes.db"), migrate=True)
+    try:
+        await _claimed_by_another_replica(store, lease_left=-1, run_id="run_cut")
+        started = time.monotonic()
+        sent, did = await _retried(store)
+        assert did == []
+        assert time.monotonic() - started < 10  # not the whole wait
+        assert sent[0]["status"] == 422
+        error = json_codec.loads(sent[1]["body"])["error"]
+        assert error["code"] == "idempotency_key_interrupted"
+        assert "run_cut" in error["message"]
+    finally:
+        await store.close()
+
+
+async def test_a_non_streamed_answer_s_run_is_noted_with_its_key_while_it_answers(
+    server: ThreadedServer, data: Path, simulator: SimulatorServer, outbox: Outbox
+) -> None:
+    """A non-streamed answer names its run only once it is whole; were its server to die
+    meanwhile, a claim without its run would be taken over, and its tools run again."""
+    _script(simulator)  # the answer comes seconds after the tool ran
+    key = _key()
+    store = await Store.open(sqlite_url(data / "hermes.db"), migrate=False)
+    try:
+
+        async def claimed_run() -> str | None:
+            claimed = await store.idempotency.get("alice", key["Idempotency-Key"])
+            return claimed.run_id if claimed is not None and claimed.state == "running" else None
+
+        async with _sdk(server.base_url) as client:
+            answering = asyncio.create_task(_raw_completion(client, key))
+            assert await asyncio.to_thread(outbox.posted.wait, 30)  # its tool ran
+            noted = await claimed_run()
+            deadline = time.monotonic() + 30
+            while noted is None and not answering.done() and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+                noted = await claimed_run()
+            answer = await answering
+    finally:
+        await store.close()
+    assert noted == answer.headers["x-hermes-run-id"]
+
+
+async def _raw_completion(client: openai.AsyncOpenAI, key: dict[str, str]) -> Any:
+    return await client.chat.completions.with_raw_response.create(
+        model="hermes-agent", messages=MESSAGES, extra_headers=key
+    )
 
 
 # --- POST /v1/runs ------------------------------------------------------------------------------
