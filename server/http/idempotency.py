@@ -18,7 +18,18 @@ tools again (a second ``rm``, a second email). With one, for 24 hours:
 A first request that did no work — refused before a run started with a 429, a 409 (its
 session busy: the SDKs retry a 409, and a kept one would answer every retry the same for a
 day) or a 5xx, or that crashed before it answered — gives the key up, so its retry does the
-work. Other answers (4xx included) are kept: they were the request's outcome.
+work. Other answers (4xx included) are kept: they were the request's outcome. A replay carries
+the first answer's own headers (``x-hermes-run-id``, ``x-hermes-session-id``).
+
+A first request whose process died (killed) cannot give its key up. Its claim names its
+replica and that replica's start, and holds a lease the request renews while it is answered,
+and the run it starts is noted with it as it starts. A retry takes the request for dead when its
+claim is an earlier start's of the retry's own replica (one process holds a replica's name at a
+time), or when the lease ran out: then a claim without a run is the retry's (it does the work),
+and one with a run is answered ``idempotency_key_interrupted`` (its tools may have acted). A
+request that was only frozen past its lease finds its claim taken over at its next renewal and
+stops, if it started no run; its writes to the key name its start, so they land on nothing it
+lost.
 
 A request without the header pays one header lookup (the hot path's header loop).
 """
