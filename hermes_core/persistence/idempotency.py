@@ -97,11 +97,13 @@ class IdempotencyStore:
             row = (await conn.execute(select(KEYS).where(_of(owner, key)))).first()
         return None if row is None else _record(row)
 
-    async def started(self, owner: str, key: str, run_id: str, *, life: str | None = None) -> None:
-        """Note the run the claiming request started (a retry may name it); with ``life``,
-        only while the claim is that start's."""
+    async def started(self, owner: str, key: str, run_id: str, *, life: str | None = None) -> bool:
+        """Note the run the claiming request starts (a retry may name it); with ``life``,
+        only while the claim is that start's. False when it is not (any more): a retry took
+        the claim over."""
+        statement = update(KEYS).where(_held_by(owner, key, life)).values(run_id=run_id)
         async with self.db.engine.begin() as conn:
-            await conn.execute(update(KEYS).where(_held_by(owner, key, life)).values(run_id=run_id))
+            return bool((await conn.execute(statement)).rowcount)
 
     async def renew(self, owner: str, key: str, holder: Holder, *, now: float) -> bool:
         """Push the claim's lease on; False when it is no longer ``holder``'s (answered, or

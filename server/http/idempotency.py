@@ -37,12 +37,12 @@ A request without the header pays one header lookup (the hot path's header loop)
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import hashlib
 import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Final, TypeVar
 
@@ -55,7 +55,6 @@ from hermes_core.persistence.idempotency import Holder
 from hermes_core.persistence.runs import LIVE_STATUSES
 from server.errors import APIError, error_envelope
 from server.http.auth import Principal
-from server.telemetry.run_context import current_run
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +69,6 @@ store, before a retry takes it as lost."""
 CLAIM_LEASE_SECONDS = 30.0
 """How long a claim holds unless its request renews it (three times a lease, while it is being
 answered): once it ran out, the request's process is dead, and a retry takes the key over."""
-RUN_NOTE_SECONDS = 0.05
-"""How often a request being answered looks whether it has started its run yet, to note the run
-with its key: a non-streamed answer names its run only when it is whole, and a claim without a
-run is one a retry may take over (and do the work again) once its request died."""
 MAX_KEY_LENGTH = 255
 MAX_KEPT_BYTES = 16 * 1024 * 1024
 """A longer answer is not kept (its retry is told to read the run instead)."""
@@ -182,6 +177,75 @@ class Claim:
     key: str
     endpoint: str
     fingerprint: str
+
+
+class _Held:
+    """A keyed request's claim while the request is answered: its lease renewed, and the run
+    it starts noted with the key before that run starts."""
+
+    def __init__(
+        self, store: IdempotencyStore, claim: Claim, holder: Holder, task: asyncio.Task[Any]
+    ) -> None:
+        self._store = store
+        self._claim = claim
+        self._holder = holder
+        self._task = task
+        """The request's: stopped when a retry took its claim over before it started a run."""
+        self.run_id: str | None = None
+
+    async def note(self, run_id: str) -> None:
+        """Note ``run_id`` with the key, or refuse to start it: a retry took the claim over
+        (this process froze past its lease, and the retry does the work)."""
+        if self.run_id is not None:
+            return  # a later run in the context this request's run inherited
+        self.run_id = run_id
+        claim, life = self._claim, self._holder.life
+        try:
+            ours = await self._store.started(claim.owner, claim.key, run_id, life=life)
+        except Exception:  # the store cannot say: doing the work is what the client asked for
+            log.exception("noting an idempotency key's run failed")
+            return
+        if not ours:
+            raise APIError(
+                409,
+                "A retry with this Idempotency-Key took the request over; it answers instead.",
+                code="idempotency_key_in_use",
+            )
+
+    async def keep(self) -> None:
+        """Renew the claim's lease while the request is answered. A renewal that finds the
+        claim taken over stops a request that started no run (the retry does its work)."""
+        claim, holder = self._claim, self._holder
+        try:
+            while True:
+                await asyncio.sleep(holder.lease_seconds / 3)
+                try:
+                    held = await self._store.renew(claim.owner, claim.key, holder, now=time.time())
+                except Exception:  # the database away for a moment: the next renewal may do
+                    log.exception("renewing an idempotency key's claim failed")
+                    continue
+                if not held:
+                    if self.run_id is None:
+                        log.warning(
+                            "an idempotency key's claim was taken over: stopping its request"
+                        )
+                        self._task.cancel()
+                    return
+        except Exception:  # the next retry finds the lease run out, at worst
+            log.exception("keeping an idempotency key's claim failed")
+
+
+_held: ContextVar[_Held | None] = ContextVar("hermes_idempotency_claim", default=None)
+"""The claim of the keyed request this task answers (None: a request without a key)."""
+
+
+async def note_run(run_id: str) -> None:
+    """Where a run is about to start: a keyed request notes the run with its key first, so a
+    retry after this process died knows the work began and does not begin it again. Raises a
+    409 ``APIError`` when a retry has taken the key over. Nothing for a request without a key."""
+    held = _held.get()
+    if held is not None:
+        await held.note(run_id)
 
 
 class Idempotency:
@@ -308,73 +372,19 @@ class Idempotency:
     async def _holding(
         self, store: IdempotencyStore, claim: Claim, make: Callable[[], Awaitable[T]]
     ) -> T:
-        """``make``'s result, made while the key's claim is kept alive (its lease renewed) and
-        the run it starts noted with the key as soon as it starts. ``make`` runs in a task of
-        its own, with a context this request can read: the serving layer names a run there
-        (``current_run``) just before starting it."""
-        context = contextvars.copy_context()
-        before = context.get(current_run)
-
-        async def making() -> T:
-            return await make()
-
-        task = asyncio.create_task(making(), context=context)
-        keeper = asyncio.create_task(self._keep_claim(store, claim, task, context, before))
+        """``make``'s result, made while the key's claim is kept alive (its lease renewed),
+        with the run it starts noted with the key before the run starts: the serving layer
+        awaits :func:`note_run` there, which finds this claim in the request's context."""
+        task = asyncio.current_task()
+        assert task is not None
+        held = _Held(store, claim, self._holder(), task)
+        token = _held.set(held)
+        keeper = asyncio.create_task(held.keep())
         try:
-            return await task
+            return await make()
         finally:
             keeper.cancel()
-
-    async def _keep_claim(
-        self,
-        store: IdempotencyStore,
-        claim: Claim,
-        task: asyncio.Task[Any],
-        context: contextvars.Context,
-        before: object,
-    ) -> None:
-        """While ``task`` answers the claim's request: note its run once it has one, and renew
-        the claim's lease. A renewal that finds the claim taken over (this process was frozen
-        past its lease, and a retry found it dead) stops a request that started no run: the
-        retry does its work.
-
-        The run is seen here within ``RUN_NOTE_SECONDS`` of its start, and noted a write
-        later: a process killed in between leaves a claim without its run, which a retry takes
-        over. Its first tool waits on the model's first answer (of a real model, longer than
-        that), so the work is rarely begun by then; a hook where the run starts, awaited before
-        it starts, would close the window."""
-        holder = self._holder()
-        renew_at = time.monotonic() + holder.lease_seconds / 3
-        noted = False
-        try:
-            while not task.done():
-                if noted:
-                    await asyncio.sleep(max(0.0, renew_at - time.monotonic()))
-                else:
-                    await asyncio.sleep(RUN_NOTE_SECONDS)
-                    bound = context.get(current_run)
-                    if bound is not None and bound is not before and bound.run_id:
-                        noted = True
-                        await _quietly(
-                            store.started(claim.owner, claim.key, bound.run_id, life=holder.life)
-                        )
-                if time.monotonic() < renew_at or task.done():
-                    continue
-                renew_at = time.monotonic() + holder.lease_seconds / 3
-                try:
-                    held = await store.renew(claim.owner, claim.key, holder, now=time.time())
-                except Exception:  # the database away for a moment: the next renewal may do
-                    log.exception("renewing an idempotency key's claim failed")
-                    continue
-                if not held:
-                    if not noted:
-                        log.warning(
-                            "an idempotency key's claim was taken over: stopping its request"
-                        )
-                        task.cancel()
-                    return
-        except Exception:  # the next retry finds the lease run out, at worst
-            log.exception("keeping an idempotency key's claim failed")
+            _held.reset(token)
 
     async def _first(
         self, store: IdempotencyStore, claim: Claim, work: Work, receive: Receive, send: Send
@@ -729,7 +739,7 @@ async def _refuse(send: Send, status: int, message: str, code: str) -> None:
         await send(part)
 
 
-async def _quietly(step: Awaitable[None]) -> None:
+async def _quietly(step: Awaitable[object]) -> None:
     """A bookkeeping write whose failure must not fail the answer (the key then simply
     expires, or stays claimed: a retry waits and is told to retry)."""
     try:

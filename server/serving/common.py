@@ -23,6 +23,7 @@ from hermes_core.tools.registry import Tool
 from server.errors import APIError
 from server.files.removal import remove_workspace
 from server.http.auth import Principal
+from server.http.idempotency import note_run
 from server.profiles import Profile
 from server.runs.approvals import Asker, settle_open_approvals
 from server.runs.manager import Run, Runnable, new_id
@@ -202,6 +203,7 @@ async def start_run(
             await services.release_run(principal.name, run_id, end_user)
             raise
         try:
+            await note_run(run_id)  # a keyed request's claim knows its work began
             run = services.runs.start(
                 agent,
                 request,

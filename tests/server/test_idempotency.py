@@ -27,6 +27,7 @@ from hermes_core.persistence import IdempotencyStore, Store, sqlite_url
 from hermes_core.persistence.idempotency import Holder
 from hermes_core.tools.registry import ToolContext
 from server.app import create_app
+from server.errors import APIError
 from server.http import idempotency
 from server.http.idempotency import Claim, Idempotency
 from server.http.threaded import ThreadedServer
@@ -502,7 +503,37 @@ async def test_a_retry_of_a_request_that_died_with_its_run_is_told_so_at_once(
         await store.close()
 
 
-async def test_a_non_streamed_answer_s_run_is_noted_with_its_key_while_it_answers(
+async def test_a_request_whose_claim_a_retry_took_over_starts_no_run(tmp_path: Path) -> None:
+    """Its process froze past its lease and a retry, finding the claim dead, does the work:
+    when the frozen request wakes and reaches its run's start, the run does not start."""
+    store = await Store.open(sqlite_url(tmp_path / "hermes.db"), migrate=True)
+    keys = Idempotency()
+    keys.store = store.idempotency
+    keys.runs = _NoRuns()  # type: ignore[assignment]
+    did: list[str] = []
+
+    async def make() -> dict[str, Any]:
+        claimed = await store.idempotency.get("alice", "k-dead")
+        assert claimed is not None
+        retry = Holder("replica-2", "the-retry", lease_seconds=30)
+        assert await store.idempotency.take_over(claimed, retry, now=time.time())
+        await idempotency.note_run("run_frozen")  # where serving starts its run
+        did.append("work")
+        return {}
+
+    try:
+        with pytest.raises(APIError) as refused:
+            await keys.once(DEAD_CLAIM, make)
+        assert (refused.value.status, refused.value.code) == (409, "idempotency_key_in_use")
+        assert did == []
+        kept = await store.idempotency.get("alice", "k-dead")
+        assert kept is not None
+        assert (kept.state, kept.life, kept.run_id) == ("running", "the-retry", None)
+    finally:
+        await store.close()
+
+
+async def test_a_non_streamed_answer_s_run_is_noted_with_its_key_before_its_tools_run(
     server: ThreadedServer, data: Path, simulator: SimulatorServer, outbox: Outbox
 ) -> None:
     """A non-streamed answer names its run only once it is whole; were its server to die
@@ -519,11 +550,7 @@ async def test_a_non_streamed_answer_s_run_is_noted_with_its_key_while_it_answer
         async with _sdk(server.base_url) as client:
             answering = asyncio.create_task(_raw_completion(client, key))
             assert await asyncio.to_thread(outbox.posted.wait, 30)  # its tool ran
-            noted = await claimed_run()
-            deadline = time.monotonic() + 30
-            while noted is None and not answering.done() and time.monotonic() < deadline:
-                await asyncio.sleep(0.02)
-                noted = await claimed_run()
+            noted = await claimed_run()  # before the run started, not some time after
             answer = await answering
     finally:
         await store.close()
