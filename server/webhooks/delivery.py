@@ -88,6 +88,9 @@ class Dispatcher:
 
     async def _loop(self) -> None:
         wait = self.settings.poll_seconds
+        failing_since: float | None = None
+        """While claiming fails (the database away): when it began. Said once when it starts
+        failing and once when it works again, not with a traceback at every poll."""
         while True:
             try:
                 claimed = await self.store.claim(
@@ -97,8 +100,19 @@ class Dispatcher:
                     limit=self.settings.batch,
                 )
             except Exception:  # a database hiccup must not end delivery for good
-                log.exception("claiming webhook deliveries failed")
+                if failing_since is None:
+                    failing_since = time.monotonic()
+                    log.exception(
+                        "claiming webhook deliveries failed; trying again quietly until it works"
+                    )
                 claimed = []
+            else:
+                if failing_since is not None:
+                    log.warning(
+                        "claiming webhook deliveries works again, after %.0f s",
+                        time.monotonic() - failing_since,
+                    )
+                    failing_since = None
             for delivery in claimed:
                 task = asyncio.create_task(self._attempt(delivery))
                 self._sending.add(task)
