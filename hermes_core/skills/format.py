@@ -37,6 +37,9 @@ MAX_DESCRIPTION_CHARS = 1024
 MAX_ZIP_BYTES = MAX_SKILL_BYTES + 2 * 1024 * 1024
 """A zip's own size: what it unpacks to plus room for its headers (stored, not compressed)."""
 MAX_PATH_CHARS = 512
+MAX_PATH_PART_BYTES = 255
+"""One file or folder name, in UTF-8 bytes: what a filesystem holds (``NAME_MAX``). A longer
+one would pass every other check yet never unpack for a run."""
 
 _NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _FRONT_MATTER_FENCE = "---"
@@ -322,7 +325,7 @@ def _parts(raw: str) -> tuple[str, ...] | None:
     """``raw``'s path parts once checked; None for an archiver's junk (``__MACOSX/``, ...)."""
     if not raw or len(raw) > MAX_PATH_CHARS:
         raise SkillError(f"{_shown(raw)} is not an acceptable file name")
-    if "\\" in raw or "\x00" in raw or any(ord(ch) < 0x20 for ch in raw):
+    if "\\" in raw or "\x00" in raw or any(ord(ch) < 0x20 for ch in raw) or _lone_surrogate(raw):
         raise SkillError(f"{_shown(raw)} holds a character a skill's paths may not hold")
     if raw.startswith("/") or re.match(r"[A-Za-z]:", raw):
         raise SkillError(f"{_shown(raw)} is an absolute path; a skill's paths are relative")
@@ -331,9 +334,24 @@ def _parts(raw: str) -> tuple[str, ...] | None:
         raise SkillError(f"{_shown(raw)} climbs out of the skill's folder")
     if not parts:
         raise SkillError(f"{_shown(raw)} is not an acceptable file name")
+    if any(len(part.encode("utf-8")) > MAX_PATH_PART_BYTES for part in parts):
+        raise SkillError(
+            f"{_shown(raw)} has a name too long for a folder to hold "
+            f"(at most {MAX_PATH_PART_BYTES} bytes a name)"
+        )
     if any(part in _JUNK_PARTS for part in parts):
         return None
     return parts
+
+
+def _lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate (a model's JSON can spell one): no file name
+    on disk can hold it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _check_path(path: str) -> str:

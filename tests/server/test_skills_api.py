@@ -201,6 +201,21 @@ async def test_a_zip_climbing_out_of_its_folder_is_refused(alice: openai.AsyncOp
         await alice.skills.create(files=[("SKILL.md", SKILL_MD), ("../evil.sh", b"x")])
 
 
+async def test_a_file_name_no_folder_could_hold_is_refused_at_upload(
+    alice: openai.AsyncOpenAI,
+) -> None:
+    # Kept, such a skill could never be unpacked for a run (ENAMETOOLONG): attaching it was a 500.
+    for name in ("a" * 256, "scripts/" + "é" * 128 + ".py"):
+        with pytest.raises(openai.BadRequestError, match="too long"):
+            await alice.skills.create(files=[("SKILL.md", SKILL_MD), (name, b"x")])
+        with pytest.raises(openai.BadRequestError, match="too long"):
+            await alice.skills.create(
+                files=("long.zip", zipped({"SKILL.md": SKILL_MD, name: b"x"}))
+            )
+    kept = await alice.skills.create(files=[("SKILL.md", SKILL_MD), ("a" * 255, b"x")])
+    assert kept.name == "pdf-tools"
+
+
 async def test_an_upload_over_a_skills_size_limit_is_413(skills_server: ThreadedServer) -> None:
     too_big = b"x" * (MAX_ZIP_BYTES + UPLOAD_ENVELOPE_BYTES + 1)
     async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=skills_server.base_url) as raw:

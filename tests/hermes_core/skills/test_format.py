@@ -16,6 +16,7 @@ from hermes_core.skills.format import (
     bundle_from_files,
     bundle_from_zip,
     bundle_to_zip,
+    checked_bundle,
     parse_skill_md,
     read_skill_folder,
     skill_markdown,
@@ -92,6 +93,16 @@ def test_a_single_zip_upload_is_unpacked() -> None:
 def test_paths_outside_the_folder_are_refused(path: str) -> None:
     with pytest.raises(SkillError):
         bundle_from_files([("SKILL.md", SKILL_MD), (path, b"x")])
+
+
+def test_a_path_no_disk_could_hold_is_refused() -> None:
+    # A model's JSON spells lone surrogates; a file named with one cannot be written.
+    with pytest.raises(SkillError, match="may not hold"):
+        checked_bundle(
+            SkillBundle(name="x", description="y", files={"SKILL.md": SKILL_MD, "a\ud800": b"x"})
+        )
+    with pytest.raises(SkillError, match="too long"):
+        bundle_from_files([("SKILL.md", SKILL_MD), ("x" * 256, b"x")])
 
 
 def test_a_zip_with_traversal_is_refused() -> None:
