@@ -265,6 +265,7 @@ class Services:
             on_draft=lambda profile, _entry: metrics.skills_created.labels(
                 profile, "extracted"
             ).inc(),
+            on_call=self.ledger.record_call if self.ledger is not None else None,
         )
         self.runs.observers.append(self.extractor.observe)
 
@@ -272,7 +273,11 @@ class Services:
         profile = self.profile(model)
         if profile is None or profile.learn_after is None or profile.skills is None:
             return None
-        return Learner(provider=profile.side_task_provider, min_tool_calls=profile.learn_after)
+        return Learner(
+            provider=profile.side_task_provider,
+            min_tool_calls=profile.learn_after,
+            prices=profile.config.prices,
+        )
 
     async def reserve_run(
         self, owner: str, run_id: str, alias: str = "", end_user: str | None = None

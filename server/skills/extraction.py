@@ -21,6 +21,7 @@ from typing import Any
 
 from hermes_core.events import (
     AgentEvent,
+    CallRecord,
     ExitReason,
     MessageAdded,
     RunFinished,
@@ -28,6 +29,7 @@ from hermes_core.events import (
     ToolStarted,
 )
 from hermes_core.messages import Message, text_of
+from hermes_core.pricing import PriceTable
 from hermes_core.providers.base import ModelRequest, ModelResponse, Provider
 from hermes_core.skills.format import SkillError, bundle_from_files, skill_markdown
 from hermes_core.skills.library import SKILL_FILE, SkillEntry, SkillLibrary
@@ -62,6 +64,8 @@ class Learner:
 
     provider: Provider
     min_tool_calls: int
+    prices: PriceTable | None = None
+    """What the proposing call costs (the profile's prices; None: unpriced)."""
 
 
 @dataclass(slots=True)
@@ -79,12 +83,16 @@ class SkillExtractor:
         learner_of: Callable[[str], Learner | None],
         *,
         on_draft: Callable[[str, SkillEntry], None] | None = None,
+        on_call: Callable[[RunInfo, CallRecord], None] | None = None,
     ) -> None:
         """``learner_of(profile_id)``: how that profile learns, or None when it does not.
-        ``on_draft(profile_id, entry)`` hears of each draft kept (metrics)."""
+        ``on_draft(profile_id, entry)`` hears of each draft kept (metrics). ``on_call(run,
+        call)`` hears of each proposing call, paid for as a call of ``run`` (the usage
+        ledger: the key's budget must see what learning from its runs costs)."""
         self.library = library
         self.learner_of = learner_of
         self.on_draft = on_draft
+        self.on_call = on_call
         self._watched: dict[str, _Watched] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -127,8 +135,22 @@ class SkillExtractor:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _extract(self, info: RunInfo, learner: Learner, messages: list[Message]) -> None:
+        def paid(response: ModelResponse) -> None:
+            if self.on_call is not None:
+                prices = learner.prices
+                cost = prices.cost(response.model, response.usage) if prices else 0.0
+                call = CallRecord(
+                    provider=response.provider,
+                    model=response.model,
+                    usage=response.usage,
+                    cost_usd=cost,
+                )
+                self.on_call(info, call)
+
         try:
-            entry = await propose_skill(self.library, info.owner, learner.provider, messages)
+            entry = await propose_skill(
+                self.library, info.owner, learner.provider, messages, on_response=paid
+            )
         except Exception:  # learning is a side task: it must never disturb serving
             log.exception("run %s: proposing a skill failed", info.id)
             return
@@ -139,10 +161,16 @@ class SkillExtractor:
 
 
 async def propose_skill(
-    library: SkillLibrary, owner: str, provider: Provider, messages: list[Message]
+    library: SkillLibrary,
+    owner: str,
+    provider: Provider,
+    messages: list[Message],
+    *,
+    on_response: Callable[[ModelResponse], None] | None = None,
 ) -> SkillEntry | None:
     """Ask ``provider`` for a skill from the run ``messages``; the draft kept in ``owner``'s
-    library, or None when the model saw none or wrote one that breaks the format."""
+    library, or None when the model saw none or wrote one that breaks the format.
+    ``on_response`` hears of the call's answer (what it cost), whatever it proposes."""
     request = ModelRequest(
         messages=[
             {"role": "system", "content": INSTRUCTIONS},
@@ -163,6 +191,8 @@ async def propose_skill(
             await aclose()
     if response is None:
         return None
+    if on_response is not None:
+        on_response(response)
     proposal = _json_object(text_of(response.message.get("content")))
     if proposal is None or "skip" in proposal:
         return None

@@ -90,6 +90,11 @@ class UsageLedger:
             if calls:
                 self.record(run, calls)
 
+    def record_call(self, run: RunInfo, call: CallRecord) -> None:
+        """Add one call made for ``run`` after it ended (learning from it): paid for by its
+        key, end user and profile, though no run counted it."""
+        self.record(run, (call,))
+
     def record(self, run: RunInfo, calls: Sequence[CallRecord]) -> None:
         """Add ``calls`` of ``run`` to the ledger, on the day it ended."""
         day = self.day(self.clock())

@@ -132,3 +132,30 @@ async def test_a_run_with_too_few_tool_calls_is_not_read(
     # An extraction would have taken the next scripted reply (it starts as the run ends).
     assert await _chat(alice, "And now?", "short-2") == "Next."
     assert len(simulator.state.requests(scenario=UPSTREAM)) == 3
+
+
+async def test_the_call_that_proposes_a_skill_is_counted_in_the_keys_usage(
+    served: Served, simulator: SimulatorServer, alice: AsyncOpenAI, http: httpx.AsyncClient
+) -> None:
+    async def calls() -> int:
+        answered = await http.get("/v1/usage", params={"group_by": ""})
+        return int(answered.json()["totals"]["calls"])
+
+    before = await calls()
+    proposal = {**PROPOSAL, "name": "counted-notes"}
+    script(
+        simulator,
+        UPSTREAM,
+        call("write_file", path="COUNTED.md", content="- one\n"),
+        call("read_file", path="COUNTED.md"),
+        answer("Written."),
+        answer(json.dumps(proposal)),  # the extraction call: paid for like the run's own
+    )
+    await _chat(alice, "Write the counted notes.", "counted")
+
+    async def counted() -> bool:
+        return await calls() == before + 4
+
+    assert await until(counted, server=served, seconds=60), (
+        f"usage counts {await calls() - before} calls of the 4 made (3 for the run, 1 to learn)"
+    )
