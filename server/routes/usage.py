@@ -85,11 +85,7 @@ async def usage_report(
         end_user, key = _own_only(principal, viewer, end_user, key)
     owner = _owner(principal, key)
     until = _day(end, "to") if end is not None else _today()
-    since = (
-        _day(start, "from")
-        if start is not None
-        else until - datetime.timedelta(days=DEFAULT_DAYS - 1)
-    )
+    since = _day(start, "from") if start is not None else _days_before(until, DEFAULT_DAYS - 1)
     if since > until:
         raise APIError(400, "'from' must not be after 'to'.", param="from")
     groups = _groups(group_by)
@@ -162,6 +158,12 @@ def _day(value: str, param: str) -> datetime.date:
         except ValueError:
             pass
     raise APIError(400, f"'{param}' must be a day, YYYY-MM-DD (UTC).", param=param)
+
+
+def _days_before(day: datetime.date, days: int) -> datetime.date:
+    """``days`` before ``day``, or the calendar's first day (a ``to`` in year 1 is a day)."""
+    gap = min(days, (day - datetime.date.min).days)
+    return day - datetime.timedelta(days=gap)
 
 
 def _today() -> datetime.date:

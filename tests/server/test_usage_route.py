@@ -189,3 +189,20 @@ async def test_a_caller_without_a_key_is_refused(http: httpx.AsyncClient) -> Non
     response = await http.get("/v1/usage")
 
     assert response.status_code == 401
+
+
+async def test_a_to_day_near_the_calendars_start_is_answered_not_a_500(
+    http: httpx.AsyncClient,
+) -> None:
+    # The default 'from' is 29 days before 'to': before year 1 it was an OverflowError.
+    response = await http.get(
+        "/v1/usage", params={"to": "0001-01-05"}, headers={"authorization": f"Bearer {KEY_ALICE}"}
+    )
+
+    assert response.status_code == 200, response.text
+    answered = response.json()
+    assert (answered["start_day"], answered["end_day"], answered["data"]) == (
+        "0001-01-01",
+        "0001-01-05",
+        [],
+    )
