@@ -82,6 +82,12 @@ def parse_skill_md(text: str) -> SkillManifest:
     except yaml.YAMLError as exc:
         reason = getattr(exc, "problem", None) or "not valid YAML"
         raise SkillError(f"{SKILL_FILE}'s front matter is not valid YAML: {reason}") from None
+    except (ValueError, TypeError, RecursionError):
+        # Parsed, then no value could be built from it: ``2001-02-30``, ``!!int x``, or
+        # nesting deeper than Python's stack (PyYAML raises these unwrapped).
+        raise SkillError(
+            f"{SKILL_FILE}'s front matter is not valid YAML: a value cannot be read"
+        ) from None
     if not isinstance(front, dict):
         raise SkillError(f"{SKILL_FILE}'s front matter must be a mapping of keys to values")
     metadata = {str(key): value for key, value in front.items()}

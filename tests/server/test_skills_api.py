@@ -186,6 +186,20 @@ async def test_a_bad_skill_md_is_refused_with_the_reason(
     assert caught.value.status_code == 400
 
 
+@pytest.mark.parametrize(
+    "value",
+    ["2001-02-30", "!!timestamp 0000-01-01", "!!int x", "[" * 5000 + "]" * 5000],
+    ids=["impossible-date", "year-zero", "bad-int", "deep-nesting"],
+)
+async def test_a_front_matter_value_yaml_cannot_build_is_a_400_not_a_500(
+    alice: openai.AsyncOpenAI, value: str
+) -> None:
+    # YAML reads these, then fails building the value (ValueError, RecursionError).
+    text = f"---\nname: odd-values\ndescription: x\nwhen: {value}\n---\n\nBody\n"
+    with pytest.raises(openai.BadRequestError, match="not valid YAML"):
+        await alice.skills.create(files=[("SKILL.md", text.encode())])
+
+
 async def test_a_zip_bomb_is_refused(alice: openai.AsyncOpenAI) -> None:
     bomb = zipped({"SKILL.md": SKILL_MD, "bomb.bin": b"\0" * (9 * 1024 * 1024)})
     assert len(bomb) < 100_000
