@@ -45,6 +45,7 @@ from server.protocol.schemas.skills import (
 )
 from server.routes.key_alone import key_alone
 from server.services import Services
+from server.serving.end_users import end_user_id
 from server.skills.library import LATEST, StoredSkills, new_version, version_number
 
 router = APIRouter(prefix="/v1/skills", tags=["skills"])
@@ -101,9 +102,18 @@ def _skills(request: Request) -> StoredSkills:
     return services.skills
 
 
-async def _skill(skills: StoredSkills, owner: str, skill_id: str) -> SkillRecord:
+def _sees_drafts(request: Request, principal: Principal) -> bool:
+    """Whether the request may read drafts: the key alone. A draft is written from one run's
+    record (its user's words) for a person to read before any run is offered it; until then
+    it is not for the key's other end users to read, as their runs are not offered it."""
+    return end_user_id(request, principal) is None
+
+
+async def _skill(
+    skills: StoredSkills, owner: str, skill_id: str, *, drafts: bool = True
+) -> SkillRecord:
     record = await skills.store.get(owner, skill_id)
-    if record is None:
+    if record is None or (record.draft and not drafts):
         raise APIError(404, f"No skill with id {skill_id[:80]!r}.", param="skill_id")
     return record
 
@@ -231,12 +241,19 @@ async def list_skills(
 ) -> dict[str, Any]:
     """The key's skills (drafts too, marked), newest first (``order=asc``: oldest first)."""
     skills = _skills(request)
+    drafts = _sees_drafts(request, principal)
     past = await skills.store.get(principal.name, after) if after is not None else None
-    if after is not None and past is None:
+    if after is not None and (past is None or (past.draft and not drafts)):
         raise APIError(400, f"No skill with id {after[:80]!r} to list after.", param="after")
-    records = await skills.store.page(
-        principal.name, after=past, limit=limit + 1, newest_first=order == "desc"
-    )
+    records: list[SkillRecord] = []
+    while len(records) <= limit:
+        page = await skills.store.page(
+            principal.name, after=past, limit=limit + 1, newest_first=order == "desc"
+        )
+        records += [record for record in page if drafts or not record.draft]
+        if len(page) <= limit:
+            break
+        past = page[-1]
     data = [skill_object(record) for record in records[:limit]]
     return list_page(data, has_more=len(records) > limit)
 
@@ -248,7 +265,8 @@ async def list_skills(
     responses=errors(401, 404),
 )
 async def retrieve_skill(skill_id: str, request: Request, principal: Owner) -> dict[str, Any]:
-    return skill_object(await _skill(_skills(request), principal.name, skill_id))
+    drafts = _sees_drafts(request, principal)
+    return skill_object(await _skill(_skills(request), principal.name, skill_id, drafts=drafts))
 
 
 @router.post(
@@ -269,7 +287,7 @@ async def update_skill(skill_id: str, request: Request, principal: KeyAlone) -> 
             400, "The body must be a JSON object with 'default_version'.", param="default_version"
         ) from None
     skills = _skills(request)
-    record = await _skill(skills, principal.name, skill_id)
+    record = await _skill(skills, principal.name, skill_id, drafts=_sees_drafts(request, principal))
     number = version_number(body.default_version)
     try:
         updated = (
@@ -321,7 +339,7 @@ async def delete_skill(skill_id: str, request: Request, principal: KeyAlone) -> 
 async def skill_content(skill_id: str, request: Request, principal: Owner) -> Response:
     """The default version's files, zipped."""
     skills = _skills(request)
-    record = await _skill(skills, principal.name, skill_id)
+    record = await _skill(skills, principal.name, skill_id, drafts=_sees_drafts(request, principal))
     return await _content(skills, principal.name, record, str(record.default_version))
 
 
@@ -337,7 +355,7 @@ async def create_version(
     """Upload a new version of a skill (same name); ``default=true`` makes runs use it."""
     # With an Idempotency-Key, a retry gets the first upload's version.
     skills = _skills(request)
-    record = await _skill(skills, principal.name, skill_id)
+    record = await _skill(skills, principal.name, skill_id, drafts=_sees_drafts(request, principal))
     bundle, fields = await _upload(request)
     if bundle.name != record.name:
         raise APIError(
@@ -393,7 +411,7 @@ async def list_versions(
 ) -> dict[str, Any]:
     """A skill's versions, newest first (``order=asc``: oldest first)."""
     skills = _skills(request)
-    record = await _skill(skills, principal.name, skill_id)
+    record = await _skill(skills, principal.name, skill_id, drafts=_sees_drafts(request, principal))
     past: int | None = None
     if after is not None:
         found = await skills.store.version_with_id(principal.name, record.id, after)
@@ -416,7 +434,7 @@ async def retrieve_version(
     skill_id: str, version: str, request: Request, principal: Owner
 ) -> dict[str, Any]:
     skills = _skills(request)
-    record = await _skill(skills, principal.name, skill_id)
+    record = await _skill(skills, principal.name, skill_id, drafts=_sees_drafts(request, principal))
     return version_object(await _version(skills, principal.name, record, version))
 
 
@@ -430,7 +448,7 @@ async def delete_version(
 ) -> dict[str, Any]:
     """Delete one version; the default version cannot be (choose another default first)."""
     skills = _skills(request)
-    record = await _skill(skills, principal.name, skill_id)
+    record = await _skill(skills, principal.name, skill_id, drafts=_sees_drafts(request, principal))
     kept = await _version(skills, principal.name, record, version)
     try:
         deleted = await skills.store.delete_version(principal.name, record.id, kept.version)
@@ -462,7 +480,7 @@ async def version_content(
 ) -> Response:
     """One version's files, zipped."""
     skills = _skills(request)
-    record = await _skill(skills, principal.name, skill_id)
+    record = await _skill(skills, principal.name, skill_id, drafts=_sees_drafts(request, principal))
     return await _content(skills, principal.name, record, version)
 
 

@@ -264,6 +264,37 @@ async def test_a_draft_is_listed_as_one_and_offered_once_approved(
     assert [e.name for e in await library.offered("alice")] == ["learnt"]
 
 
+async def test_an_end_user_never_sees_a_draft_learnt_from_another_end_users_run(
+    alice: openai.AsyncOpenAI, services: Services
+) -> None:
+    # A draft is written from one run's record (its user's words) and read by a person
+    # before anyone is offered it: until then it is the key's to read, not its end users'.
+    library = services.skills
+    assert isinstance(library, StoredSkills)
+    draft = await library.write(
+        "alice",
+        bundle_from_zip(zipped({"SKILL.md": skill_md("Ben's.", "bens")})),
+        origin="agent",
+        draft=True,
+    )
+    shared = await alice.skills.create(files=[("SKILL.md", skill_md("Shared.", "shared"))])
+    ann = alice.with_options(default_headers={"x-hermes-memory-scope": "ann"})
+
+    assert [s.id async for s in ann.skills.list()] == [shared.id]
+    assert [s.id async for s in ann.skills.list(limit=1, order="asc")] == [shared.id]
+    for attempt in (
+        ann.skills.retrieve(str(draft.skill_id)),
+        ann.skills.content.retrieve(str(draft.skill_id)),
+        ann.skills.versions.list(str(draft.skill_id)),
+        ann.skills.versions.retrieve("1", skill_id=str(draft.skill_id)),
+        ann.skills.versions.content.retrieve("1", skill_id=str(draft.skill_id)),
+    ):
+        with pytest.raises(openai.NotFoundError):
+            await attempt
+    assert (await ann.skills.retrieve(shared.id)).name == "shared"
+    assert {s.id async for s in alice.skills.list()} == {shared.id, draft.skill_id}
+
+
 async def test_a_versions_folder_is_materialised_once_and_only_for_its_owner(
     alice: openai.AsyncOpenAI, services: Services
 ) -> None:
