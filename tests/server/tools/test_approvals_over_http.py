@@ -306,3 +306,83 @@ async def test_stopping_a_run_that_waits_for_approval_closes_the_request_unanswe
     # The conversation's next words are not taken as an answer to it.
     url = f"/v1/runs/{run_id}/approvals/{asked['approval_id']}"
     assert (await http.post(url, json={"approve": True})).status_code == 409
+
+
+async def test_a_streamed_response_asks_with_an_approval_item_a_streamed_answer_runs_it(
+    tool_server: ToolServer, simulator: SimulatorServer, openai: AsyncOpenAI
+) -> None:
+    build = _with_build_dir(tool_server, "streamed-ask")
+    script(simulator, call("shell", command=DANGEROUS), answer("unreached"))
+    headers = {"x-hermes-session-id": "streamed-ask"}
+    stream = await openai.responses.create(
+        model=MODEL, input="clean the build", stream=True, extra_headers=headers
+    )
+    events = [event async for event in stream]
+
+    done = [e.item for e in events if e.type == "response.output_item.done"]
+    (ask,) = [item for item in done if item.type == "mcp_approval_request"]
+    assert events[-1].type == "response.completed"
+    final = events[-1].response
+    assert [item.id for item in final.output if item.type == "mcp_approval_request"] == [ask.id]
+    assert build.exists()
+
+    script(simulator, answer("Cleaned."))
+    answered = await openai.responses.create(
+        model=MODEL,
+        previous_response_id=final.id,
+        input=[{"type": "mcp_approval_response", "approval_request_id": ask.id, "approve": True}],
+        stream=True,
+    )
+    texts = [e.delta async for e in answered if e.type == "response.output_text.delta"]
+    assert "".join(texts) == "Cleaned."
+    assert not build.exists()
+
+
+async def test_an_answer_posted_before_the_next_turn_is_the_one_acted_on(
+    tool_server: ToolServer,
+    simulator: SimulatorServer,
+    openai: AsyncOpenAI,
+    http: httpx.AsyncClient,
+) -> None:
+    build = _with_build_dir(tool_server, "posted-first")
+    script(simulator, call("shell", command=DANGEROUS), answer("unreached"))
+    question, completion = await _ask_on_chat(openai, "posted-first")
+    run_id = completion.model_extra["hermes"]["run_id"]
+    (pending,) = (await http.get(f"/v1/runs/{run_id}")).json()["approvals"]
+
+    bob = await http.post(
+        f"/v1/runs/{run_id}/approvals/{pending['id']}",
+        json={"approve": True},
+        headers={"authorization": f"Bearer {KEY_BOB}"},
+    )
+    assert bob.status_code == 404
+    posted = await http.post(f"/v1/runs/{run_id}/approvals/{pending['id']}", json={"approve": True})
+    assert posted.json()["status"] == "approved"
+
+    # The next turn's words ("no") do not overturn the answer already given.
+    script(simulator, answer("Cleaned."))
+    assert await _answer_on_chat(openai, "posted-first", question, "no") == "Cleaned."
+    assert not build.exists()
+    again = await http.post(f"/v1/runs/{run_id}/approvals/{pending['id']}", json={"approve": False})
+    assert again.status_code == 409
+
+
+async def test_approve_said_on_another_branch_of_the_conversation_runs_nothing(
+    tool_server: ToolServer,
+    simulator: SimulatorServer,
+    openai: AsyncOpenAI,
+    http: httpx.AsyncClient,
+) -> None:
+    build = _with_build_dir(tool_server, "forked-approve")
+    script(simulator, call("shell", command=DANGEROUS), answer("unreached"))
+    _, completion = await _ask_on_chat(openai, "forked-approve")
+    run_id = completion.model_extra["hermes"]["run_id"]
+
+    # The person went back and edited the assistant's turn: "approve" there answers nothing.
+    script(simulator, answer("Nothing to approve here."))
+    said = await _answer_on_chat(openai, "forked-approve", "Something else entirely.", "approve")
+
+    assert said == "Nothing to approve here."
+    assert build.exists()
+    (asked,) = (await http.get(f"/v1/runs/{run_id}")).json()["approvals"]
+    assert asked["status"] == "expired"
