@@ -330,6 +330,7 @@ async def delete_skill(skill_id: str, request: Request, principal: KeyAlone) -> 
     skills.forget(principal.name)
     if not deleted:
         raise APIError(404, f"No skill with id {skill_id[:80]!r}.", param="skill_id")
+    await skills.discard(skill_id)
     return {"id": skill_id, "object": "skill.deleted", "deleted": True}
 
 
@@ -462,6 +463,7 @@ async def delete_version(
         ) from None
     if not deleted:
         raise APIError(404, f"The skill has no version {version[:40]!r}.", param="version")
+    await skills.discard(record.id, kept.version)
     return {
         "id": kept.id,
         "object": "skill.version.deleted",

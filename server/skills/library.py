@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import functools
 import re
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -157,6 +158,18 @@ class StoredSkills:
         await asyncio.to_thread(_materialise, data, target)
         return target
 
+    async def discard(self, skill_id: str, number: int | None = None) -> None:
+        """Remove the files of a deleted skill (every version) or of one deleted version from
+        this host's cache: deleted means its files are gone too, not just its rows. (Another
+        replica's copy goes with that replica's cache; no run is handed it meanwhile, as
+        :meth:`folder` asks the store first.)"""
+        if self._cache_dir is None or not _SKILL_ID.fullmatch(skill_id):
+            return
+        target = self._cache_dir / skill_id
+        if number is not None:
+            target = target / str(number)
+        await asyncio.to_thread(shutil.rmtree, target, ignore_errors=True)
+
     async def write(
         self, owner: str, bundle: SkillBundle, *, origin: SkillOrigin, draft: bool = False
     ) -> SkillEntry:
@@ -195,6 +208,8 @@ class StoredSkills:
             return False
         deleted = await self.store.delete(owner, record.id)
         self.forget(owner)
+        if deleted:
+            await self.discard(record.id)
         return deleted
 
 

@@ -312,6 +312,24 @@ async def test_a_versions_folder_is_materialised_once_and_only_for_its_owner(
         await library.folder("alice", SkillEntry(name="x", description="y", origin="uploaded"))
 
 
+async def test_deleting_a_skill_or_a_version_removes_its_files_from_this_host(
+    alice: openai.AsyncOpenAI, services: Services
+) -> None:
+    library = services.skills
+    assert isinstance(library, StoredSkills)
+    skill = await alice.skills.create(files=[("SKILL.md", SKILL_MD), ("fill.py", SCRIPT)])
+    await alice.skills.versions.create(skill.id, files=[("SKILL.md", SKILL_MD)])
+    first = await library.folder("alice", await library.find("alice", skill.id, "1"))
+    second = await library.folder("alice", await library.find("alice", skill.id, "2"))
+
+    await alice.skills.versions.delete("2", skill_id=skill.id)
+    assert not second.exists()
+    assert (first / "fill.py").read_bytes() == SCRIPT
+
+    await alice.skills.delete(skill.id)
+    assert not first.parent.exists(), "a deleted skill's files stayed on the host"
+
+
 async def test_two_requests_materialising_one_version_at_once_share_one_folder(
     alice: openai.AsyncOpenAI, services: Services
 ) -> None:
