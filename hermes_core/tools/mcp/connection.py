@@ -38,7 +38,10 @@ _STOP_GRACE_SECONDS = 2.0
 """How long :meth:`McpConnection.stop` lets the session close itself before it kills a stdio
 server's processes: the SDK's own shutdown can wait on a server that never answers."""
 _KILL_GRACE_SECONDS = 1.0
-"""Between SIGTERM and SIGKILL, and after SIGKILL for the session to notice."""
+"""Between SIGTERM and SIGKILL."""
+_CLOSE_GRACE_SECONDS = 3.0
+"""After :meth:`McpConnection.stop` killed a stdio server, how long the SDK's shutdown gets to
+hear its exit and close the process (it gives itself 2 s for that)."""
 _REAP_GRACE_SECONDS = 5.0
 """After a stdio server exited, how long to wait for the SDK's watcher to reap it (generous:
 it is a thread, and a loaded machine may not run it at once; it returns as soon as it did)."""
@@ -91,6 +94,10 @@ class McpConnection:
         """The pid of this attempt's stdio server (its process group's leader), once known."""
         self._killers: set[asyncio.Task[None]] = set()
         """Kills the handshake's watchdog started (held so that they are not collected)."""
+        self._handshake: asyncio.Timeout | None = None
+        """The connect timeout of the handshake in progress, if one is."""
+        self._closing = False
+        """The SDK is closing a session: see :meth:`_interrupt`."""
 
     def start(self) -> None:
         if self._task is None:
@@ -112,16 +119,33 @@ class McpConnection:
         task, self._task = self._task, None
         if task is None:
             return
-        task.cancel()
+        self._interrupt(task)
         done, _ = await asyncio.wait({task}, timeout=_STOP_GRACE_SECONDS)
         if not done:
             await self._kill_child()
-            done, _ = await asyncio.wait({task}, timeout=_KILL_GRACE_SECONDS)
+            done, _ = await asyncio.wait({task}, timeout=_CLOSE_GRACE_SECONDS)
         if done:
             await asyncio.gather(task, return_exceptions=True)
         else:
             log.warning("MCP server %s did not close in time; abandoning it", self.spec.name)
         await self._kill_child()  # whatever the SDK left running
+
+    def _interrupt(self, task: asyncio.Task[None]) -> None:
+        """Cancel the supervisor, but never the SDK's shutdown of a session: that waits (bounded)
+        for a stdio server's exit to be heard and then closes its process, and a cancellation
+        cuts it short, leaving a process object "still running" and its transport open once
+        the loop is gone (a ResourceWarning at collection). So a stdio session already closing
+        (a lost server, a timed-out handshake) is left to end by itself (``_stopping`` then
+        ends the supervisor), and the handshake's connect timeout, which would cancel the
+        shutdown a stop started, is disarmed first. An HTTP session has no process to leave
+        behind: it is cancelled wherever it is."""
+        handshake = self._handshake
+        if self.spec.command:
+            if self._closing or (handshake is not None and handshake.expired()):
+                return
+            if handshake is not None:
+                handshake.reschedule(None)
+        task.cancel()
 
     @property
     def settled(self) -> bool:
@@ -227,8 +251,9 @@ class McpConnection:
             self.spec.connect_timeout_seconds,
             lambda: self._killers.add(loop.create_task(self._kill_child())),
         )
+        self._handshake = asyncio.timeout(self.spec.connect_timeout_seconds)
         try:
-            async with asyncio.timeout(self.spec.connect_timeout_seconds):
+            async with self._handshake:
                 client = Client(
                     self._transport(),
                     message_handler=self._message,
@@ -236,6 +261,7 @@ class McpConnection:
                 )
                 await client.__aenter__()
         finally:
+            self._handshake = None
             watchdog.cancel()
             self._killers = {task for task in self._killers if not task.done()}
         try:
@@ -261,12 +287,15 @@ class McpConnection:
             self._up.clear()
             self._client = None
             self.down_since = time.monotonic()
+            self._closing = True
             try:
                 await client.__aexit__(None, None, None)
             except BaseException as error:
                 if isinstance(error, asyncio.CancelledError):
                     raise
                 log.debug("closing MCP server %s: %s", self.spec.name, _describe(error))
+            finally:
+                self._closing = False
             await self._kill_child()  # a server that outlived the SDK's shutdown
 
     async def _kill_child(self) -> None:
