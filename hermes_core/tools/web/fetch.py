@@ -133,7 +133,9 @@ class WebFetcher:
         if content_type in HTML_TYPES:
             return page(*await asyncio.to_thread(_readable_html, body, url, charset))
         if content_type in JSON_TYPES or content_type.endswith("+json"):
-            return page("", _json_text(body, charset))
+            # Laying out megabytes of JSON takes most of a second: not on the loop every
+            # tenant's requests run on.
+            return page("", await asyncio.to_thread(_json_text, body, charset))
         if content_type.startswith("text/") or content_type in ("application/xml", ""):
             return page("", body.decode(charset, errors="replace"))
         size = response.headers.get("Content-Length") or f"at least {len(body)}"
@@ -196,5 +198,6 @@ def _json_text(body: bytes, charset: str) -> str:
     text = body.decode(charset, errors="replace")
     try:
         return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    except ValueError:
-        return text  # truncated or not JSON after all: as it came
+    except (ValueError, RecursionError):
+        # Truncated, not JSON after all, or nested deeper than the parser goes: as it came.
+        return text

@@ -3,10 +3,14 @@ each backend in its documented shape. Real HTTP against pages and fake backends 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from aiohttp import web
 
 from hermes_core.tools.web.fetch import FetchFailed, FetchLimits, WebFetcher
 from hermes_core.tools.web.guard import AddressPolicy
@@ -117,3 +121,54 @@ async def test_a_backend_refusing_the_key_is_a_clear_failure_without_the_key(
     with pytest.raises(SearchFailed, match="HTTP 401") as failure:
         await search_backend(settings).search("x", 3)
     assert "wrong-key-123" not in str(failure.value)
+
+
+@contextlib.asynccontextmanager
+async def json_page(body: bytes) -> AsyncIterator[str]:
+    """A page on loopback answering ``body`` as application/json: its URL."""
+
+    async def handle(request: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_get("/page.json", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield f"http://127.0.0.1:{port}/page.json"
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_large_json_page_is_laid_out_off_the_event_loop() -> None:
+    # Laying out 8 MB of small objects takes the better part of a second: on the loop, every
+    # tenant's requests waited for it.
+    body = json.dumps([{}] * 2_000_000).encode()
+    gaps: list[float] = []
+
+    async def tick() -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.005)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    async with json_page(body) as url:
+        ticker = asyncio.create_task(tick())
+        started = time.monotonic()
+        page = await fetcher(max_bytes=len(body)).fetch(url)
+        took = time.monotonic() - started
+        ticker.cancel()
+    assert page.text.startswith("[\n  {}")
+    assert max(gaps) < max(0.3, took / 2), (max(gaps), took)
+
+
+async def test_json_nested_past_the_parsers_depth_comes_back_as_it_is() -> None:
+    body = b"[" * 200_000
+    async with json_page(body) as url:
+        page = await fetcher().fetch(url)
+    assert page.text == body.decode()
