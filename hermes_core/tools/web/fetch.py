@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
@@ -29,6 +30,13 @@ USER_AGENT = "hermes-server/0.1 (+https://github.com/hermes-server; web_fetch to
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 JSON_TYPES = frozenset({"application/json", "application/ld+json"})
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
+EXTRACTION_THREADS = 2
+"""Threads that turn HTML into Markdown, for every fetch of the process. trafilatura takes
+seconds of CPU on a hostile page (8.9 s for 2 MB of links) and runs on after its fetch timed
+out; in the loop's default pool, eight such fetches held every thread that uploads, workspace
+snapshots and lookups of all tenants wait for (another tenant's job waited 31 s). Here they
+wait for each other only, and one still queued when its fetch gives up never runs."""
+_extraction_pool: ThreadPoolExecutor | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,7 +139,7 @@ class WebFetcher:
             )
 
         if content_type in HTML_TYPES:
-            return page(*await asyncio.to_thread(_readable_html, body, url, charset))
+            return page(*await _extracted(body, url, charset))
         if content_type in JSON_TYPES or content_type.endswith("+json"):
             # Laying out megabytes of JSON takes most of a second: not on the loop every
             # tenant's requests run on.
@@ -170,6 +178,20 @@ async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> tuple[by
         if size > limit:
             return b"".join(chunks)[:limit], True
     return b"".join(chunks), False
+
+
+def _extraction_threads() -> ThreadPoolExecutor:
+    global _extraction_pool
+    if _extraction_pool is None:
+        _extraction_pool = ThreadPoolExecutor(
+            EXTRACTION_THREADS, thread_name_prefix="hermes-web-extract"
+        )
+    return _extraction_pool
+
+
+async def _extracted(body: bytes, url: str, charset: str) -> tuple[str, str]:
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_extraction_threads(), _readable_html, body, url, charset)
 
 
 def _readable_html(body: bytes, url: str, charset: str) -> tuple[str, str]:

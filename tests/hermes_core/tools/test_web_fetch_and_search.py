@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 from aiohttp import web
@@ -124,11 +124,18 @@ async def test_a_backend_refusing_the_key_is_a_clear_failure_without_the_key(
 
 
 @contextlib.asynccontextmanager
-async def json_page(body: bytes) -> AsyncIterator[str]:
-    """A page on loopback answering ``body`` as application/json: its URL."""
+async def json_page(
+    body: bytes, content_type: str = "application/json", sent: Callable[[], None] = lambda: None
+) -> AsyncIterator[str]:
+    """A page on loopback answering ``body`` as ``content_type`` (calling ``sent`` after each
+    answer): its URL."""
 
     async def handle(request: web.Request) -> web.Response:
-        return web.Response(body=body, content_type="application/json")
+        response = web.Response(body=body, content_type=content_type)
+        await response.prepare(request)
+        await response.write_eof()
+        sent()
+        return response
 
     app = web.Application()
     app.router.add_get("/page.json", handle)
@@ -172,3 +179,33 @@ async def test_json_nested_past_the_parsers_depth_comes_back_as_it_is() -> None:
     async with json_page(body) as url:
         page = await fetcher().fetch(url)
     assert page.text == body.decode()
+
+
+async def test_hostile_html_pages_leave_the_shared_threads_free() -> None:
+    # trafilatura spends seconds on a page of nothing but links, and runs on after its fetch
+    # gave up: eight of them held every thread of the loop's default pool, which uploads,
+    # workspace snapshots and lookups of every tenant wait for.
+    body = b"<html><body>" + b"<p>word <a href='/x'>link</a></p>" * 20_000
+    answered = 0
+    all_answered = asyncio.Event()
+
+    def sent() -> None:
+        nonlocal answered
+        answered += 1
+        if answered == 8:
+            all_answered.set()
+
+    async with json_page(body, "text/html", sent) as url:
+
+        async def hostile() -> None:
+            with pytest.raises(FetchFailed, match="did not answer"):
+                await fetcher(timeout_seconds=0.5).fetch(url)
+
+        attack = [asyncio.create_task(hostile()) for _ in range(8)]
+        await asyncio.wait_for(all_answered.wait(), 30)  # every page was sent whole
+        await asyncio.sleep(0.05)  # and read by its fetch (a few ms on loopback)
+        started = time.monotonic()
+        await asyncio.to_thread(lambda: None)  # another tenant's work on the default pool
+        waited = time.monotonic() - started
+        await asyncio.gather(*attack)
+    assert waited < 1.0, waited
