@@ -3,10 +3,10 @@
 A URL a model (or a client) hands us may point at the server's own neighbourhood: loopback,
 the private network, a cloud metadata service. :class:`AddressPolicy` refuses every address
 that is not globally routable — loopback, private, link-local (169.254.169.254 among them),
-multicast, reserved, unspecified, shared (CGNAT) — and the same addresses written as IPv6
-(IPv4-mapped ``::ffff:127.0.0.1``, 6to4, Teredo), and the server's own listening port on any
-address of this machine, unless the operator allow-listed the host or a range holding the
-address — on every port, or on the one port the entry names (``localhost:8080``).
+multicast, reserved, unspecified, shared (CGNAT), IPv6 site-local — and the same addresses
+written as IPv6 (IPv4-mapped ``::ffff:127.0.0.1``, 6to4, Teredo), and the server's own
+listening port on any address of this machine, unless the operator allow-listed the host or a
+range holding the address — on every port, or on the one port the entry names (``localhost:8080``).
 
 :class:`GuardedResolver` is where the check happens: aiohttp asks it for a host's addresses,
 it resolves once, checks every answer, and hands back only checked addresses, which is what the
@@ -109,6 +109,9 @@ class AddressPolicy:
             ("a link-local address", address.is_link_local),
             ("a multicast address", address.is_multicast),
             ("a private address", address.is_private),
+            # fec0::/10, deprecated but still IPv6's private range on older networks;
+            # ipaddress counts it neither private nor reserved.
+            ("a site-local address", getattr(address, "is_site_local", False)),
             ("a reserved address", address.is_reserved),
         ):
             if flag:

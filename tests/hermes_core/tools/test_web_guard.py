@@ -59,6 +59,7 @@ ALLOW_SITE = AddressPolicy.allowing(["127.0.0.1/32"])
         ("::ffff:169.254.169.254", "metadata"),
         ("2002:7f00:1::", "loopback"),  # 6to4 wrapping 127.0.0.1
         ("fc00::5", "private"),
+        ("fec0::1", "site-local"),  # IPv6's old private range, still routed on some networks
     ],
 )
 def test_internal_addresses_are_refused_with_the_reason(address: str, reason: str) -> None:
