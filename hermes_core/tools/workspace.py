@@ -64,7 +64,14 @@ class Workspace:
             )
         if ".." in pure.parts:
             raise OutsideWorkspace(f"'{relative}' climbs out of the workspace with '..'.")
-        resolved = (root / pure).resolve()
+        try:
+            resolved = (root / pure).resolve()
+        except (RuntimeError, OSError) as exc:
+            # A symlink loop: RuntimeError until Python 3.13, ELOOP after. Its message holds
+            # the absolute path, which the model must not see.
+            if isinstance(exc, OSError) and exc.errno != errno.ELOOP:
+                raise
+            raise OutsideWorkspace(f"'{relative}' leads into a loop of symlinks.") from None
         if not resolved.is_relative_to(root):
             raise OutsideWorkspace(f"'{relative}' leads outside the workspace (a symlink).")
         return resolved

@@ -192,6 +192,24 @@ def test_a_symlink_leading_outside_is_refused_for_every_tool(workspace: Path, se
     assert secret.read_text() == "root:secret-hash:19000:0:99999:7:::\n"
 
 
+def test_a_symlink_loop_is_refused_without_naming_the_servers_paths(workspace: Path) -> None:
+    # Path.resolve raised RuntimeError("Symlink loop from '/data/workspaces/…'"), which the
+    # tool's caller showed the model whole: where the server keeps every tenant's files.
+    os.symlink("b", workspace / "a")
+    os.symlink("a", workspace / "b")
+    results = [
+        call(read_file, workspace, path="a"),
+        call(read_file, workspace, path="a/x.txt"),
+        call(write_file, workspace, path="a/x.txt", content="x"),
+        call(list_files, workspace, path="a"),
+        call(search_files, workspace, pattern="x", path="a"),
+    ]
+    for result in results:
+        assert result.startswith("Error: 'a"), result
+        assert "loop" in result, result
+        assert str(workspace) not in result, result
+
+
 def test_a_symlink_inside_the_workspace_is_followed(workspace: Path) -> None:
     (workspace / "real.txt").write_text("inside\n")
     os.symlink(workspace / "real.txt", workspace / "alias.txt")
