@@ -159,7 +159,7 @@ async def run_command(
         if process.returncode is None:
             _kill_tree(process.pid)
             with contextlib.suppress(ProcessLookupError):
-                await asyncio.shield(process.wait())
+                await asyncio.shield(_ended(process))
         output.flush()
         out_of_memory = launch.cgroup is not None and launch.cgroup.oom_killed()
         await asyncio.shield(asyncio.to_thread(launch.close))
@@ -172,6 +172,16 @@ async def run_command(
         out_of_memory=out_of_memory,
         duration_s=time.monotonic() - started,
     )
+
+
+async def _ended(process: asyncio.subprocess.Process) -> None:
+    """Wait for a killed command, reading what is left of its output to the end: a command
+    that flooded it until the limit stopped the reading left the pipe paused and full, its end
+    never seen, and Python 3.11's ``wait()`` waits for that end (the call never returned)."""
+    assert process.stdout is not None
+    while await process.stdout.read(65536):
+        pass
+    await process.wait()
 
 
 def _kill_tree(pid: int) -> None:

@@ -191,6 +191,24 @@ async def test_a_timeout_kills_the_whole_tree(workspace: Path) -> None:
     assert wait_until_gone("31.4") == []
 
 
+async def test_a_command_flooding_output_past_its_time_limit_ends_at_the_limit(
+    workspace: Path,
+) -> None:
+    # Once the limit stopped the reading, the pipe stayed paused with output in it, so its end
+    # was never seen; Python 3.11's wait() waits for that end, and the call never returned.
+    limits = SandboxLimits(timeout_seconds=1, max_output_bytes=10_000)
+    started = time.monotonic()
+    result = await asyncio.wait_for(
+        run_command(
+            ["/bin/bash", "-c", "cat /dev/zero"], workspace=workspace, limits=limits, policy=POLICY
+        ),
+        30,
+    )
+    assert result.timed_out
+    assert len(result.output) == 10_000
+    assert time.monotonic() - started < 15
+
+
 async def test_cancelling_kills_the_whole_tree_at_once(workspace: Path) -> None:
     seen: list[str] = []
     started = asyncio.Event()
