@@ -191,7 +191,9 @@ async def _run(
             command.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await command
-    text = describe_result(result, limits=limits)
+    # The call's own timeout, when it asked for a shorter one, is the limit it ran under.
+    wall = min(_wall(arguments) or limits.timeout_seconds, limits.timeout_seconds)
+    text = describe_result(result, limits=dataclasses.replace(limits, timeout_seconds=wall))
     after = await asyncio.to_thread(assess, workspace, quota, budget_s=WATCH_SECONDS)
     if after.full and _grew(before.usage, after.usage):
         text += f"\n[{after.problem}; delete files to go on]"

@@ -67,6 +67,21 @@ async def test_a_fork_bomb_starves_no_other_conversation(
     await assert_run_ended(http, run_id)
 
 
+async def test_an_output_flood_past_the_time_limit_ends_the_call_and_starves_nobody(
+    tool_server: ToolServer, simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    # The call's own timeout is the limit it is told (it was told the profile's 60 s). A flood
+    # stopped with the pipe full once hung the call (tests/hermes_core/tools/test_sandbox.py).
+    script(simulator, call("shell", command="cat /dev/zero", timeout=3), answer("done"))
+
+    run_id, seen = await watch_victims(tool_server, attacker_turn(http, "output-flood"))
+
+    seen.assert_unharmed()
+    (result,) = tool_results(simulator)
+    assert "timed out after 3 s and was killed" in result
+    await assert_run_ended(http, run_id)
+
+
 async def test_memory_beyond_the_sandboxes_share_kills_only_the_sandbox(
     tool_server: ToolServer, simulator: SimulatorServer, http: httpx.AsyncClient
 ) -> None:
