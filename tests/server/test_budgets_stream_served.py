@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from server.simulator import Reply, SimulatorServer, Step, ToolCallSpec
+from tests.server.budgeted import budgeted_config
 from tests.server.served import Served, http_client, script, sdk_client, serving, until
 
 pytestmark = pytest.mark.slow
@@ -27,21 +28,7 @@ LOOP = Step(reply=Reply(tool_calls=[TODO], output_tokens=1000), repeat=20)
 
 @pytest.fixture
 def server(simulator: SimulatorServer, tmp_path: Path) -> Iterator[Served]:
-    config = f"""
-server:
-  api_keys:
-    - {{principal: team, key: {KEY}, budget: {{cost_per_month_usd: {BUDGET_USD}}}}}
-providers:
-  - name: sim
-    model: {UPSTREAM}
-    api_mode: chat_completions
-    base_url: {simulator.base_url}/v1
-    api_key: upstream-key
-prices:
-  {UPSTREAM}: {{input: 0, output: 1000}}
-profiles:
-  - {{id: hermes-agent, providers: [sim]}}
-"""
+    config = budgeted_config(simulator.base_url, UPSTREAM, KEY, BUDGET_USD)
     with serving(tmp_path, config) as served:
         yield served
 
