@@ -18,7 +18,7 @@ import pytest
 from aiohttp import web
 
 from server.simulator import SimulatorServer
-from tests.processes import free_port, hermes_command
+from tests.server.served import serving
 from tests.server.tools.conftest import KEY, KEY_BOB, UPSTREAM, answer, calls, script
 
 pytestmark = pytest.mark.slow  # starts a server process
@@ -72,21 +72,17 @@ async def hostile_site() -> AsyncIterator[int]:
 def web_server(
     _simulator_server: SimulatorServer, hostile_site: int, tmp_path: Path
 ) -> Iterator[str]:
-    config = tmp_path / "hermes.yaml"
-    config.write_text(
-        CONFIG.format(
-            data=tmp_path,
-            key=KEY,
-            key_bob=KEY_BOB,
-            upstream=UPSTREAM,
-            simulator=_simulator_server.base_url,
-            model=MODEL,
-            site_port=hostile_site,
-        )
+    config = CONFIG.format(
+        data=tmp_path,
+        key=KEY,
+        key_bob=KEY_BOB,
+        upstream=UPSTREAM,
+        simulator=_simulator_server.base_url,
+        model=MODEL,
+        site_port=hostile_site,
     )
-    port = free_port()
-    with hermes_command("serve", "--config", str(config), port=port, log=tmp_path / "log"):
-        yield f"http://127.0.0.1:{port}"
+    with serving(tmp_path, config) as served:
+        yield served.base_url
 
 
 async def _upload(client: httpx.AsyncClient) -> float:
