@@ -40,8 +40,10 @@ async def test_a_restart_under_a_new_host_name_recovers_the_runs_it_left_live(
         created_at=1.0,
     )
     await before.store.db.writer.flush()
-    await before.store.close()  # killed here: the run is still "running" on record
-    before.store = None
+    # Killed here: the run is still "running" on record. Closing the services (not only the
+    # store) stops their background tasks too, which would otherwise go on using the closed
+    # store's engine and leave its connections unclosed when the loop ends.
+    await before.close()
 
     monkeypatch.setattr(socket, "gethostname", lambda: "container-2")  # recreated
     after = build_services(load_config(None, environ=environ))
