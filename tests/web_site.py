@@ -3,16 +3,19 @@ that answer in each vendor's documented shape (and record what they were asked).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from aiohttp import web
 
 ARTICLE = """<!doctype html>
 <html><head><title>The Lighthouse Keepers of Brightwater</title></head>
@@ -221,3 +224,30 @@ def web_site(host: str = "127.0.0.1", port: int = 0) -> Iterator[WebSite]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextlib.asynccontextmanager
+async def served_page(
+    body: bytes, content_type: str = "application/json", sent: Callable[[], None] = lambda: None
+) -> AsyncIterator[str]:
+    """A page on loopback (an aiohttp server, on the test's own loop) answering ``body`` as
+    ``content_type``, calling ``sent`` after each answer: its URL."""
+
+    async def handle(request: web.Request) -> web.Response:
+        response = web.Response(body=body, content_type=content_type)
+        await response.prepare(request)
+        await response.write_eof()
+        sent()
+        return response
+
+    app = web.Application()
+    app.router.add_get("/page.json", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield f"http://127.0.0.1:{port}/page.json"
+    finally:
+        await runner.cleanup()

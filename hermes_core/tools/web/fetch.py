@@ -3,7 +3,7 @@
 Every hop goes through the :mod:`~hermes_core.tools.web.guard` (redirects are followed here,
 one at a time, so each target is checked before it is requested), and every fetch is capped in
 time, size and redirects. The main content of an HTML page is extracted with trafilatura (the
-well-kept extraction library), off the event loop.
+well-kept extraction library) in a child process (``page_readers.py``), never in the server.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import codecs
 import json
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
@@ -25,18 +24,12 @@ from hermes_core.tools.web.guard import (
     Lookup,
     system_lookup,
 )
+from hermes_core.tools.web.page_readers import PageUnreadable, read_page
 
 USER_AGENT = "hermes-server/0.1 (+https://github.com/hermes-server; web_fetch tool)"
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 JSON_TYPES = frozenset({"application/json", "application/ld+json"})
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
-EXTRACTION_THREADS = 2
-"""Threads that turn HTML into Markdown, for every fetch of the process. trafilatura takes
-seconds of CPU on a hostile page (8.9 s for 2 MB of links) and runs on after its fetch timed
-out; in the loop's default pool, eight such fetches held every thread that uploads, workspace
-snapshots and lookups of all tenants wait for (another tenant's job waited 31 s). Here they
-wait for each other only, and one still queued when its fetch gives up never runs."""
-_extraction_pool: ThreadPoolExecutor | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,7 +132,10 @@ class WebFetcher:
             )
 
         if content_type in HTML_TYPES:
-            return page(*await _extracted(body, url, charset))
+            try:
+                return page(*await read_page(body, url, charset))
+            except PageUnreadable as unreadable:
+                raise FetchFailed(f"{url} could not be read: {unreadable}") from None
         if content_type in JSON_TYPES or content_type.endswith("+json"):
             # Laying out megabytes of JSON takes most of a second: not on the loop every
             # tenant's requests run on.
@@ -178,42 +174,6 @@ async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> tuple[by
         if size > limit:
             return b"".join(chunks)[:limit], True
     return b"".join(chunks), False
-
-
-def _extraction_threads() -> ThreadPoolExecutor:
-    global _extraction_pool
-    if _extraction_pool is None:
-        _extraction_pool = ThreadPoolExecutor(
-            EXTRACTION_THREADS, thread_name_prefix="hermes-web-extract"
-        )
-    return _extraction_pool
-
-
-async def _extracted(body: bytes, url: str, charset: str) -> tuple[str, str]:
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_extraction_threads(), _readable_html, body, url, charset)
-
-
-def _readable_html(body: bytes, url: str, charset: str) -> tuple[str, str]:
-    """The page's title and its main content as Markdown (the whole text when extraction
-    finds no main content, e.g. a page that is all navigation)."""
-    # trafilatura (and lxml under it, ~0.15 s) is loaded by the first page read, not at start.
-    import trafilatura
-
-    html = body.decode(charset, errors="replace")
-    metadata = trafilatura.extract_metadata(html, default_url=url)
-    title = (metadata.title if metadata is not None else None) or ""
-    text = trafilatura.extract(
-        html,
-        url=url,
-        output_format="markdown",
-        include_links=True,
-        include_tables=True,
-        favor_recall=True,
-    )
-    if not text:
-        text = trafilatura.html2txt(html) or ""
-    return title, text
 
 
 def _json_text(body: bytes, charset: str) -> str:

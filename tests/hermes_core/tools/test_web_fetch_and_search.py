@@ -4,18 +4,16 @@ each backend in its documented shape. Real HTTP against pages and fake backends 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
-from aiohttp import web
 
 from hermes_core.tools.web.fetch import FetchFailed, FetchLimits, WebFetcher
 from hermes_core.tools.web.guard import AddressPolicy
 from hermes_core.tools.web.search import SearchFailed, SearchSettings, search_backend
-from tests.web_site import WebSite, web_site
+from tests.web_site import WebSite, served_page, web_site
 
 LOOPBACK = AddressPolicy.allowing(["127.0.0.1"])
 
@@ -123,33 +121,6 @@ async def test_a_backend_refusing_the_key_is_a_clear_failure_without_the_key(
     assert "wrong-key-123" not in str(failure.value)
 
 
-@contextlib.asynccontextmanager
-async def json_page(
-    body: bytes, content_type: str = "application/json", sent: Callable[[], None] = lambda: None
-) -> AsyncIterator[str]:
-    """A page on loopback answering ``body`` as ``content_type`` (calling ``sent`` after each
-    answer): its URL."""
-
-    async def handle(request: web.Request) -> web.Response:
-        response = web.Response(body=body, content_type=content_type)
-        await response.prepare(request)
-        await response.write_eof()
-        sent()
-        return response
-
-    app = web.Application()
-    app.router.add_get("/page.json", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        yield f"http://127.0.0.1:{port}/page.json"
-    finally:
-        await runner.cleanup()
-
-
 async def test_a_large_json_page_is_laid_out_off_the_event_loop() -> None:
     # Laying out 8 MB of small objects takes the better part of a second: on the loop, every
     # tenant's requests waited for it.
@@ -164,7 +135,7 @@ async def test_a_large_json_page_is_laid_out_off_the_event_loop() -> None:
             gaps.append(now - last)
             last = now
 
-    async with json_page(body) as url:
+    async with served_page(body) as url:
         ticker = asyncio.create_task(tick())
         started = time.monotonic()
         page = await fetcher(max_bytes=len(body)).fetch(url)
@@ -176,7 +147,7 @@ async def test_a_large_json_page_is_laid_out_off_the_event_loop() -> None:
 
 async def test_json_nested_past_the_parsers_depth_comes_back_as_it_is() -> None:
     body = b"[" * 200_000
-    async with json_page(body) as url:
+    async with served_page(body) as url:
         page = await fetcher().fetch(url)
     assert page.text == body.decode()
 
@@ -195,7 +166,7 @@ async def test_hostile_html_pages_leave_the_shared_threads_free() -> None:
         if answered == 8:
             all_answered.set()
 
-    async with json_page(body, "text/html", sent) as url:
+    async with served_page(body, "text/html", sent) as url:
 
         async def hostile() -> None:
             with pytest.raises(FetchFailed, match="did not answer"):

@@ -1,9 +1,10 @@
 """A tenant's ``web_fetch`` of hostile pages, through a real server: another tenant's uploads
 (which wait on the same worker threads as lookups and workspace snapshots) must not notice.
 
-The page is 2 MB of nothing but links: trafilatura takes seconds of CPU per copy, and runs on
-after its fetch gave up. Eight fetched at once held every thread of the loop's default pool,
-and another key's upload waited for them (measured 10-31 s before HTML got its own pool).
+The page is 2 MB of nothing but links: trafilatura takes seconds of CPU per copy. Eight fetched
+at once held every thread of the loop's default pool, and another key's upload waited for them
+(measured 10-31 s before HTML got its own pool; it is now read by child processes,
+``hermes_core/tools/web/page_readers.py``).
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ async def test_hostile_pages_fetched_at_once_leave_other_tenants_uploads_prompt(
         while not attack.done():
             attacked.append(await _upload(client))
         response = await attack
-        for _ in range(3):  # the extractions outlive their fetches: still there just after
+        for _ in range(3):  # and just after, as their readers are killed
             attacked.append(await _upload(client))
     print(f"\nupload worst: quiet {quiet * 1000:.0f} ms, attacked {max(attacked) * 1000:.0f} ms")
     assert response.status_code == 200, response.text

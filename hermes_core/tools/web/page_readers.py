@@ -1,0 +1,233 @@
+"""Reading fetched HTML pages in child processes, so a hostile page costs the server nothing.
+
+trafilatura spends seconds of CPU (8.9 s on 2 MB of links) and hundreds of MB on a hostile
+page. On threads of the server it held the GIL the event loop needs (every tenant's requests
+slowed by a third while two such pages were read) and ran on after its fetch gave up, with no
+memory bound. Here each page is read by one of :data:`READER_PROCESSES` long-lived children
+(``page_reader_process.py``: niced, memory-capped, no secrets in its environment): a read that
+takes longer than :data:`READ_SECONDS`, or whose fetch gives up (the run interrupted, the
+fetch's own time limit), kills its child, and the next page starts a new one. A page waiting
+for a free child holds nothing, and one whose fetch gave up meanwhile is never read.
+
+Each child is driven by a thread of a small pool of our own, blocked on the child's pipe (no
+GIL held), so the reading works the same from any event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+READER_PROCESSES = 2
+"""Children reading pages at once, for the whole server (each ~60 MB once trafilatura is
+loaded); more pages wait for one to be free."""
+READ_SECONDS = 10.0
+"""How long one page may take to read (an ordinary page takes well under a second)."""
+_SCRIPT = Path(__file__).with_name("page_reader_process.py")
+_ENVIRONMENT = {"PATH": os.defpath, "LC_ALL": "C.UTF-8"}
+"""All a child is given: the server's environment holds its keys."""
+
+
+class PageUnreadable(Exception):
+    """The page's HTML could not be read; the message says why, in the model's words."""
+
+
+class _Refused(PageUnreadable):
+    """The child answered that it could not read the page (it is fine for the next one)."""
+
+
+class _Reader:
+    """One child process, and its pipes."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", str(_SCRIPT)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=_ENVIRONMENT,
+            # Not a session of its own: the kernel's autogroups would then share the cores
+            # between it and the server as equals, whatever its nice value.
+        )
+        with _idle_lock:
+            _live.add(self)
+
+    def read(self, body: bytes, url: str, charset: str, seconds: float) -> tuple[str, str]:
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
+        head = json.dumps({"url": url, "charset": charset, "size": len(body)}).encode()
+        try:
+            self.process.stdin.write(head + b"\n" + body)
+            self.process.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            raise PageUnreadable(self._ended()) from None
+        deadline = time.monotonic() + seconds
+        answer = self._answer(self.process.stdout.fileno(), deadline)
+        if answer is None:
+            late = time.monotonic() >= deadline
+            raise PageUnreadable(self._ended(seconds if late else None))
+        decoded = json.loads(answer)
+        if "error" in decoded:
+            raise _Refused(decoded["error"])
+        return decoded["title"], decoded["text"]
+
+    @staticmethod
+    def _answer(descriptor: int, deadline: float) -> bytes | None:
+        """The child's answer line, or None when it ended or the deadline passed first."""
+        parts: list[bytes] = []
+        poller = select.poll()
+        poller.register(descriptor, select.POLLIN)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not poller.poll(left * 1000):
+                return None
+            part = os.read(descriptor, 1 << 20)
+            if not part:
+                return None
+            parts.append(part)
+            if part.endswith(b"\n"):
+                return b"".join(parts)
+
+    def _ended(self, seconds: float | None = None) -> str:
+        """Why the child gave no answer (it is killed if it still runs): it ended by itself,
+        or was still reading after ``seconds``."""
+        self.kill()
+        code = self.process.wait()
+        if seconds is not None:
+            return f"reading its HTML took longer than the {seconds:g} s a page may take"
+        return f"the process reading its HTML ended (exit code {code})"
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+
+    def discard(self) -> None:
+        """Ends a child whatever it is doing (its state is unknown after a failed read)."""
+        self.kill()
+        self.process.wait()
+        self._close_pipes()
+
+    def close(self) -> None:
+        """Ends an idle child: it exits when its input closes."""
+        self._close_pipes()
+        try:
+            self.process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self.discard()
+
+    def _close_pipes(self) -> None:
+        with _idle_lock:
+            _live.discard(self)
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+
+
+class _Job:
+    """One page's read, which the awaiting side may call off at any moment."""
+
+    def __init__(self, body: bytes, url: str, charset: str, seconds: float) -> None:
+        self.page = (body, url, charset, seconds)
+        self._lock = threading.Lock()
+        self._called_off = False
+        self._reader: _Reader | None = None
+
+    def run(self) -> tuple[str, str]:
+        """In a pool thread: the page read by an idle child (or a new one)."""
+        reader = _idle_reader() or _Reader()
+        with self._lock:
+            if self._called_off:
+                _put_back(reader)
+                raise PageUnreadable("the read was called off")
+            self._reader = reader
+        try:
+            answer = reader.read(*self.page)
+        except _Refused:
+            _put_back(reader)
+            raise
+        except BaseException:
+            reader.discard()
+            raise
+        _put_back(reader)
+        return answer
+
+    def call_off(self) -> None:
+        """From the event loop: a read not started never starts, one started is killed."""
+        with self._lock:
+            self._called_off = True
+            reader = self._reader
+        if reader is not None:
+            reader.kill()
+
+
+_threads: ThreadPoolExecutor | None = None
+_idle: list[_Reader] = []
+_live: set[_Reader] = set()
+_idle_lock = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _threads
+    if _threads is None:
+        _threads = ThreadPoolExecutor(READER_PROCESSES, thread_name_prefix="hermes-page-reader")
+    return _threads
+
+
+def _idle_reader() -> _Reader | None:
+    """An idle child still alive (one killed while idle, say by the OOM killer, is let go)."""
+    while True:
+        with _idle_lock:
+            if not _idle:
+                return None
+            reader = _idle.pop()
+        if reader.process.poll() is None:
+            return reader
+        reader.close()
+
+
+def _put_back(reader: _Reader) -> None:
+    if reader.process.poll() is not None:
+        reader.close()
+        return
+    with _idle_lock:
+        _idle.append(reader)
+
+
+async def read_page(
+    body: bytes, url: str, charset: str, seconds: float = READ_SECONDS
+) -> tuple[str, str]:
+    """The page's title and its main content as Markdown, read by a child process within
+    ``seconds``; :class:`PageUnreadable` when it cannot be. Cancelling the caller (its fetch
+    gave up) kills the child reading the page."""
+    job = _Job(body, url, charset, seconds)
+    try:
+        return await asyncio.get_running_loop().run_in_executor(_pool(), job.run)
+    except asyncio.CancelledError:
+        job.call_off()
+        raise
+
+
+def reader_pids() -> set[int]:
+    """The process ids of the children alive, idle or reading (for tests and diagnostics)."""
+    with _idle_lock:
+        return {reader.process.pid for reader in _live}
+
+
+@atexit.register
+def close_idle_readers() -> None:
+    """Ends the children not reading a page (the next page starts a new one)."""
+    with _idle_lock:
+        readers, _idle[:] = list(_idle), []
+    for reader in readers:
+        reader.close()
