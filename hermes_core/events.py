@@ -232,6 +232,10 @@ class RunFinished(_Event):
     """Summed over ``calls`` (0 when the agent has no prices)."""
     error: str | None = None
     """What went wrong, naming the upstream failure, when the run did not complete."""
+    retry_after: float | None = None
+    """Set when the run failed because the upstream refused it for its rate (every provider
+    of the chain, when it has several): seconds after which it may answer. A waiting client is
+    then told 429 with ``retry-after`` — its SDK retries — not 502."""
     interrupt_source: InterruptSource | None = None
     """Who interrupted the run; set exactly when ``exit_reason`` is ``interrupted``."""
     session_id: str | None = None

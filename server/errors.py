@@ -16,6 +16,7 @@ streams it (an error frame in the stream's own format, after the stream began): 
 from __future__ import annotations
 
 import logging
+import math
 import sqlite3
 from typing import Any, TypedDict
 
@@ -149,19 +150,31 @@ def error_response(
     return JSONResponse(body, status, headers=headers)
 
 
-def run_failed(error: str | None) -> ErrorBody:
-    """How a failed run is told, on every endpoint, streamed or not: a 502's body. Its code,
-    ``server_error``, is one the Responses API's own error codes allow."""
-    return error_body(RUN_FAILED_STATUS, error or "The run failed.", code="server_error")
+def run_failed(error: str | None, *, retry_after: float | None = None) -> ErrorBody:
+    """How a failed run is told, on every endpoint, streamed or not: a 502's body, or a 429's
+    when the upstream refused it for its rate (``retry_after`` set, see
+    ``RunFinished.retry_after``). Their codes, ``server_error`` and ``rate_limit_exceeded``,
+    are ones the Responses API's own error codes allow."""
+    message = error or "The run failed."
+    if retry_after is not None:
+        return error_body(429, message, code="rate_limit_exceeded")
+    return error_body(RUN_FAILED_STATUS, message, code="server_error")
 
 
-def run_failed_response(error: str | None, *, headers: dict[str, str]) -> JSONResponse:
-    """The answer to a waiting client whose run failed before it produced any answer: a 502,
-    or a 507 when the server's disk filled (the client may retry later; it is no upstream's
-    fault)."""
+def run_failed_response(
+    error: str | None, *, headers: dict[str, str], retry_after: float | None = None
+) -> JSONResponse:
+    """The answer to a waiting client whose run failed before it produced any answer: a 502;
+    a 429 with ``retry-after`` when the upstream refused it for its rate (the client's SDK
+    waits and retries, as it would against OpenAI); a 507 when the server's disk filled (the
+    client may retry later; it is no upstream's fault)."""
     if error == DISK_FULL_ERROR:
         return storage_full_response(headers)
-    return JSONResponse({"error": run_failed(error)}, RUN_FAILED_STATUS, headers=headers)
+    body = {"error": run_failed(error, retry_after=retry_after)}
+    if retry_after is not None:
+        headers = {**headers, "retry-after": str(max(1, math.ceil(retry_after)))}
+        return JSONResponse(body, 429, headers=headers)
+    return JSONResponse(body, RUN_FAILED_STATUS, headers=headers)
 
 
 def storage_full_response(headers: dict[str, str] | None = None) -> JSONResponse:

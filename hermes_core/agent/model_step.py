@@ -25,6 +25,7 @@ from hermes_core.events import (
     StepFinished,
 )
 from hermes_core.providers.base import ModelRequest, ToolSchema
+from hermes_core.providers.retry import rate_limited_for
 from hermes_core.usage import Usage
 
 
@@ -112,7 +113,12 @@ class ModelStep:
             run.finish_interrupted(shown)
             return None
         if outcome.error is not None:
-            run.finish(ExitReason.FAILED, shown, error=outcome.error.message)
+            run.finish(
+                ExitReason.FAILED,
+                shown,
+                error=outcome.error.message,
+                retry_after=rate_limited_for(outcome.error),
+            )
             return None
         response = outcome.response
         assert response is not None

@@ -268,6 +268,7 @@ class ActiveRun:
         text: str,
         *,
         error: str | None = None,
+        retry_after: float | None = None,
         partial: bool = False,
         refusal: str | None = None,
         notice: bool = False,
@@ -285,6 +286,7 @@ class ActiveRun:
             usage=self.state.usage,
             model_calls=self.state.model_calls,
             error=error,
+            retry_after=retry_after,
             interrupt_source=(self.agent.interrupt_source or InterruptSource.OTHER)
             if interrupted
             else None,

@@ -67,6 +67,14 @@ half-open probe): a provider that answers again is back at once, not when its Re
 (up to an hour) runs out."""
 
 
+def rate_limited_for(failure: ProviderError) -> float | None:
+    """Seconds a failure refused for its rate asks to wait before asking again (what the
+    upstream said, else the cooldown it causes), or None when it was no rate limit."""
+    if failure.kind is not ErrorKind.RATE_LIMIT:
+        return None
+    return min(failure.retry_after or DEFAULT_COOLDOWN, MAX_COOLDOWN)
+
+
 CooldownListener = Callable[[str, float | None], None]
 """Told ``(provider, seconds)`` when this process puts a provider on cooldown, and
 ``(provider, None)`` when one answers again (replicas share their cooldowns this way)."""

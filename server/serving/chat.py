@@ -108,5 +108,5 @@ class ChatServing:
         for event in run.events:
             builder.add(event)
         if not end.final_text and end.exit_reason is ExitReason.FAILED:
-            return run_failed_response(end.error, headers=headers)
+            return run_failed_response(end.error, headers=headers, retry_after=end.retry_after)
         return FastJSONResponse(builder.build(end), headers=headers)

@@ -113,7 +113,12 @@ class ResponsesServing:
         ):
             # As on chat: a run that failed before it answered is an error, not a 200 whose
             # answer is empty (its progress lines alone are no answer). GET still shows it.
-            return run_failed_response((final.get("error") or {}).get("message"), headers=headers)
+            end = await run.until_finished()
+            return run_failed_response(
+                (final.get("error") or {}).get("message"),
+                headers=headers,
+                retry_after=end.retry_after,
+            )
         return FastJSONResponse(final, headers=headers)
 
     async def stream_events(

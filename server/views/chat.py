@@ -389,7 +389,7 @@ class ChatStreamView:
             # "retrying in 1.8 s" after a failure).
             frames += _status_frames(self._status.ending(event))
         if event.exit_reason is ExitReason.FAILED:
-            frames.append({"error": run_failed(event.error)})
+            frames.append({"error": run_failed(event.error, retry_after=event.retry_after)})
             return frames
         frames += self._citations(event)
         if event.refusal:

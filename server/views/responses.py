@@ -385,7 +385,7 @@ class ResponsesView:
         if terminal == "response.failed":
             error = self.response["error"]
             assert error is not None
-            frames.append(_error_event(run_failed(error["message"])))
+            frames.append(_error_event(run_failed(error["message"], retry_after=end.retry_after)))
         frames.append({"type": terminal, "response": self.response})
         self._done = True
         return frames
@@ -444,7 +444,7 @@ class ResponsesView:
                 return "response.incomplete"
             case ExitReason.FAILED:
                 response["status"] = "failed"
-                failure = run_failed(end.error)
+                failure = run_failed(end.error, retry_after=end.retry_after)
                 response["error"] = {"code": failure["code"], "message": failure["message"]}
                 return "response.failed"
             case _:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
+import openai
 import pytest
 from pydantic import SecretStr
 
@@ -114,3 +115,56 @@ async def test_every_provider_failing_is_a_502_naming_them_all(
     assert error["code"] == "server_error"
     assert error["message"].startswith("every provider failed (primary, backup)")
     assert len(simulator.state.requests(scenario="backup")) == 2  # retried, then given up
+
+
+async def test_every_provider_refusing_for_its_rate_is_a_429_the_sdk_retries(
+    server: ThreadedServer, simulator: SimulatorServer
+) -> None:
+    # A 502 told the client the server was broken; OpenAI's SDKs wait and retry a 429 itself.
+    script(simulator, "primary", Step(fault=Fault(status=429, retry_after=0.1), repeat=5))
+    script(simulator, "backup", Step(fault=Fault(status=429, retry_after=0.2), repeat=5))
+    async with openai.AsyncOpenAI(
+        api_key=KEY, base_url=server.base_url + "/v1", max_retries=0, http_client=_plain()
+    ) as client:
+        with pytest.raises(openai.RateLimitError) as raised:
+            await client.chat.completions.create(
+                model="fallback-agent", messages=[{"role": "user", "content": "hi"}]
+            )
+
+    response = raised.value.response
+    assert response.headers["retry-after"] == "1"  # the backup's 0.2 s, in whole seconds
+    error = response.json()["error"]
+    assert (error["type"], error["code"]) == ("rate_limit_error", "rate_limit_exceeded")
+    assert error["message"].startswith("every provider failed (primary, backup)")
+
+
+async def test_a_response_refused_for_its_rate_is_a_429_and_stored_as_rate_limited(
+    http: httpx.AsyncClient, simulator: SimulatorServer
+) -> None:
+    script(simulator, "primary", Step(fault=Fault(status=429, retry_after=0.1), repeat=5))
+    script(simulator, "backup", Step(fault=Fault(status=429, retry_after=0.1), repeat=5))
+
+    response = await http.post(
+        "/v1/responses", json={"model": "fallback-agent", "input": "hi", "store": False}
+    )
+
+    assert response.status_code == 429
+    assert response.json()["error"]["code"] == "rate_limit_exceeded"
+    assert "retry-after" in response.headers
+
+
+async def test_a_streamed_run_refused_for_its_rate_ends_on_a_rate_limit_error_frame(
+    http: httpx.AsyncClient, simulator: SimulatorServer
+) -> None:
+    script(simulator, "primary", Step(fault=Fault(status=429, retry_after=0.1), repeat=5))
+    script(simulator, "backup", Step(fault=Fault(status=429, retry_after=0.1), repeat=5))
+
+    response = await http.post("/v1/chat/completions", json=_request(stream=True))
+
+    assert response.status_code == 200  # the stream had begun: its end says what happened
+    errors = [frame["error"] for frame in sse_data(response.text) if "error" in frame]
+    assert [(e["type"], e["code"]) for e in errors] == [("rate_limit_error", "rate_limit_exceeded")]
+
+
+def _plain() -> openai.DefaultAsyncHttpxClient:
+    return openai.DefaultAsyncHttpxClient(verify=TLS_UNUSED)
