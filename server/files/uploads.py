@@ -22,12 +22,14 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import time
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
+from email.header import decode_header, make_header
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
@@ -50,6 +52,22 @@ class FileLimits:
     """Bytes of all of one key's files."""
     max_files: int
     """Files one key may keep."""
+
+
+_ENCODED_WORDS = re.compile(r"(?:=\?[^?\s]+\?[BbQq]\?[^?\s]*\?=\s*)+")
+
+
+def decoded_filename(name: str | None) -> str:
+    """A multipart upload's file name as its sender meant it. .NET's HttpClient (and so its
+    OpenAI SDK) sends a name that is not ASCII as MIME encoded words (``=?utf-8?B?…?=``),
+    with the plain name only in ``filename*``, which the multipart parser ignores; such a
+    name is decoded, anything else (or one that does not decode) is kept as it came."""
+    if not name or not _ENCODED_WORDS.fullmatch(name):
+        return name or ""
+    try:
+        return str(make_header(decode_header(name)))
+    except (LookupError, ValueError, UnicodeDecodeError):  # an unknown charset, bad base64
+        return name
 
 
 def clean_filename(name: str | None) -> str:

@@ -11,7 +11,7 @@ from fastapi.responses import FileResponse, Response
 
 from hermes_core.persistence import FileRecord
 from server.errors import APIError
-from server.files.uploads import FileVault
+from server.files.uploads import FileVault, decoded_filename
 from server.http.auth import Principal, require_principal
 from server.http.idempotency import claim_of, file_digest, key_of
 from server.http.openapi import BYTES, errors
@@ -58,10 +58,11 @@ async def upload_file(
     workspace."""
     # With an Idempotency-Key, a retry gets the first upload's file (server/http/idempotency.py).
     vault = _vault(request, principal)
+    filename = decoded_filename(file.filename)
     claim = None
     if key_of(request.scope) is not None:
         content = await file_digest(file.file)
-        name = (file.filename or "").encode()
+        name = filename.encode()
         claim = claim_of(request.scope, principal, lambda: (purpose.encode(), name, content))
 
     async def save() -> dict[str, Any]:
@@ -69,7 +70,7 @@ async def upload_file(
             principal.name,
             file.file,
             size=file.size,
-            filename=file.filename or "upload",
+            filename=filename or "upload",
             purpose=purpose,
         )
         return file_object(record)

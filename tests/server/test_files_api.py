@@ -195,6 +195,42 @@ async def test_a_file_name_is_kept_without_its_path(raw: httpx.AsyncClient) -> N
     assert response.json()["filename"] == "passwd"
 
 
+async def test_a_file_name_sent_as_mime_encoded_words_is_kept_decoded(
+    raw: httpx.AsyncClient,
+) -> None:
+    # As .NET's HttpClient (and its OpenAI SDK) sends a name that is not ASCII.
+    body = (
+        b"--b\r\n"
+        b'Content-Disposition: form-data; name=file; filename="=?utf-8?B?csOpc3Vtw6kucGRm?="; '
+        b"filename*=utf-8''r%C3%A9sum%C3%A9.pdf\r\n"
+        b"Content-Type: application/pdf\r\n\r\n"
+        b"%PDF-1.4\r\n"
+        b"--b\r\n"
+        b"Content-Disposition: form-data; name=purpose\r\n\r\n"
+        b"user_data\r\n"
+        b"--b--\r\n"
+    )
+    response = await raw.post(
+        "/v1/files", content=body, headers={"content-type": "multipart/form-data; boundary=b"}
+    )
+
+    assert response.status_code == 200, response.text
+    assert response.json()["filename"] == "r\u00e9sum\u00e9.pdf"
+
+
+async def test_a_file_name_that_only_looks_encoded_is_kept_as_it_came(
+    raw: httpx.AsyncClient,
+) -> None:
+    response = await raw.post(
+        "/v1/files",
+        files={"file": ("=?nonesuch?B?csOp?=", b"x")},
+        data={"purpose": "user_data"},
+    )
+
+    assert response.status_code == 200
+    assert response.json()["filename"] == "=?nonesuch?B?csOp?="
+
+
 async def test_files_need_a_key(files_server: ThreadedServer) -> None:
     async with httpx.AsyncClient(verify=TLS_UNUSED, base_url=files_server.base_url) as anonymous:
         assert (await anonymous.get("/v1/files")).status_code == 401
