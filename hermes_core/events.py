@@ -232,6 +232,10 @@ class RunFinished(_Event):
     """Summed over ``calls`` (0 when the agent has no prices)."""
     error: str | None = None
     """What went wrong, naming the upstream failure, when the run did not complete."""
+    content_filtered: bool = False
+    """The run failed because the upstream's content filter stopped the model's answer
+    (``final_text`` is what it had said by then): chat says ``finish_reason:
+    "content_filter"``, Responses ``incomplete`` for ``content_filter``, as OpenAI does."""
     retry_after: float | None = None
     """Set when the run failed because the upstream refused it for its rate (every provider
     of the chain, when it has several): seconds after which it may answer. A waiting client is

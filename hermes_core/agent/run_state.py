@@ -269,6 +269,7 @@ class ActiveRun:
         *,
         error: str | None = None,
         retry_after: float | None = None,
+        content_filtered: bool = False,
         partial: bool = False,
         refusal: str | None = None,
         notice: bool = False,
@@ -287,6 +288,7 @@ class ActiveRun:
             model_calls=self.state.model_calls,
             error=error,
             retry_after=retry_after,
+            content_filtered=content_filtered,
             interrupt_source=(self.agent.interrupt_source or InterruptSource.OTHER)
             if interrupted
             else None,

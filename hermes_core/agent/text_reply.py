@@ -16,6 +16,7 @@ from hermes_core.events import ExitReason, TextDelta
 from hermes_core.messages import Message, text_of
 from hermes_core.providers.base import ModelResponse
 
+FILTERED = "The upstream's content filter stopped the answer."
 EMPTY_NUDGE = (
     "You just executed tool calls but returned an empty response. Please process the tool "
     "results above and continue with the task."
@@ -47,11 +48,12 @@ def handle_text(run: ActiveRun, response: ModelResponse, streamed: str) -> bool:
                 error="The answer was cut off by the output token limit.",
             )
         elif response.finish_reason == "content_filter":
-            run.finish(
-                ExitReason.FAILED, text, error="The upstream content filter stopped the answer."
-            )
+            run.finish(ExitReason.FAILED, text, error=FILTERED, content_filtered=True)
         else:
             run.finish(ExitReason.COMPLETED, text)
+        return False
+    if response.finish_reason == "content_filter":  # stopped before it said anything
+        run.finish(ExitReason.FAILED, "", error=FILTERED, content_filtered=True)
         return False
     earlier = _text_before_housekeeping(run)
     if earlier:

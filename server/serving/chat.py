@@ -107,6 +107,6 @@ class ChatServing:
         end = await run.until_finished()
         for event in run.events:
             builder.add(event)
-        if not end.final_text and end.exit_reason is ExitReason.FAILED:
+        if not end.final_text and end.exit_reason is ExitReason.FAILED and not end.content_filtered:
             return run_failed_response(end.error, headers=headers, retry_after=end.retry_after)
         return FastJSONResponse(builder.build(end), headers=headers)

@@ -83,8 +83,12 @@ from server.views.progress import (
 OPENWEBUI_OUTPUT_INDEX = 1_000_000
 
 
-def finish_reason_for(exit_reason: ExitReason) -> str:
-    """``stop`` only for a clean completion; every unfinished ending says ``length``."""
+def finish_reason_for(end: RunFinished) -> str:
+    """``stop`` only for a clean completion; ``content_filter`` for an answer the upstream's
+    filter stopped; every other unfinished ending says ``length``."""
+    exit_reason = end.exit_reason
+    if end.content_filtered:
+        return "content_filter"
     if exit_reason in (ExitReason.COMPLETED, ExitReason.AWAITING_APPROVAL):
         # Awaiting approval, the answer is a question to the user: hermes.exit_reason says so.
         return "stop"
@@ -388,13 +392,13 @@ class ChatStreamView:
             # The last status line stays on screen: it must say how the run ended (not
             # "retrying in 1.8 s" after a failure).
             frames += _status_frames(self._status.ending(event))
-        if event.exit_reason is ExitReason.FAILED:
+        if event.exit_reason is ExitReason.FAILED and not event.content_filtered:
             frames.append({"error": run_failed(event.error, retry_after=event.retry_after)})
             return frames
         frames += self._citations(event)
         if event.refusal:
             frames.append(self.chunk({"refusal": event.refusal}))
-        final = self.chunk({}, finish_reason_for(event.exit_reason))
+        final = self.chunk({}, finish_reason_for(event))
         final["hermes"] = hermes_summary(event)
         frames.append(final)
         if self.include_usage:
@@ -559,7 +563,7 @@ class ChatCompletionBuilder:
                     "index": 0,
                     "message": message,
                     "logprobs": None,
-                    "finish_reason": finish_reason_for(end.exit_reason),
+                    "finish_reason": finish_reason_for(end),
                 }
             ],
             "usage": chat_usage(end.usage),

@@ -442,6 +442,10 @@ class ResponsesView:
                 # The SDK's event union has no response.cancelled.
                 response["status"] = "cancelled"
                 return "response.incomplete"
+            case ExitReason.FAILED if end.content_filtered:
+                response["status"] = "incomplete"
+                response["incomplete_details"] = {"reason": "content_filter"}
+                return "response.incomplete"
             case ExitReason.FAILED:
                 response["status"] = "failed"
                 failure = run_failed(end.error, retry_after=end.retry_after)
