@@ -5,18 +5,20 @@ in a process the server can kill, not in the server (see ``page_readers.py``). T
 imports nothing of hermes: it is started with ``python -I <this file>``, with an environment
 that holds no secrets.
 
-One page at a time, on stdin: a JSON line ``{"url", "charset", "size"}`` followed by ``size``
-bytes of HTML. One answer a page, on stdout: a JSON line ``{"title", "text"}``, or
-``{"error"}`` when the page could not be read (memory ran out, the parser failed).
+Its arguments: the bytes of address space it may use, and the server's process id. One page
+at a time, on stdin: a JSON line ``{"url", "charset", "size"}`` followed by ``size`` bytes of
+HTML. One answer a page, on stdout: a JSON line ``{"title", "text"}``, or ``{"error"}`` when
+the page could not be read (memory ran out, the parser failed).
 """
 
+import ctypes
 import json
 import os
 import resource
+import signal
 import sys
 
-MEMORY_BYTES = 1024**3
-"""Address space this process may use (a page that needs more is answered with an error)."""
+_PR_SET_PDEATHSIG = 1
 
 
 def readable_html(html: str, url: str) -> tuple[str, str]:
@@ -39,9 +41,31 @@ def readable_html(html: str, url: str) -> tuple[str, str]:
     return title, text
 
 
-def confine() -> None:
+def end_with_the_server(server: int) -> None:
+    """Killed by the kernel when the server ends, however it ends: a SIGKILLed server closes
+    the pipe, but a reader busy on a page would only notice once done with it.
+
+    The kernel sends the signal when the *thread* that started this process ends: the server
+    starts readers only on the threads of its reading pool, which last as long as it does."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != server:  # it ended before the signal was asked for
+        sys.exit(0)
+
+
+def decoded(html: bytes, charset: str) -> str:
+    """The page's text; as UTF-8 when its charset is a codec of no text Python knows
+    ("base64", "rot13", "undefined"…: a page may declare any of them)."""
+    try:
+        return html.decode(charset, errors="replace")
+    except (LookupError, UnicodeError):
+        return html.decode("utf-8", errors="replace")
+
+
+def confine(memory_bytes: int) -> None:
     """Limits set before the first page is read (the imports they would hinder are done)."""
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))  # writes no files
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     # Behind everything else on the machine: at nice 19 alone, two busy readers still took a
@@ -51,22 +75,23 @@ def confine() -> None:
     os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
-def serve() -> None:
+def serve(memory_bytes: int, server: int) -> None:
+    end_with_the_server(server)
     import trafilatura  # noqa: F401  (loaded once, before any page: ~0.3 s)
 
-    confine()
+    confine(memory_bytes)
     pages, answers = sys.stdin.buffer, sys.stdout
     while True:
         head = pages.readline()
         if not head:
             return  # the server closed the pipe (or is gone)
         request = json.loads(head)
-        html = pages.read(request["size"]).decode(request["charset"], errors="replace")
+        html = decoded(pages.read(request["size"]), request["charset"])
         try:
             title, text = readable_html(html, request["url"])
             answer: dict[str, str] = {"title": title, "text": text}
         except MemoryError:
-            answer = {"error": f"it needed more than {MEMORY_BYTES // 1024**2} MB to read"}
+            answer = {"error": f"it needed more than {memory_bytes // 1024**2} MB to read"}
         except Exception as error:  # a parser failure is the page's, reported for the model
             answer = {"error": f"its HTML could not be read ({type(error).__name__})"}
         del html
@@ -75,4 +100,4 @@ def serve() -> None:
 
 
 if __name__ == "__main__":
-    serve()
+    serve(memory_bytes=int(sys.argv[1]), server=int(sys.argv[2]))

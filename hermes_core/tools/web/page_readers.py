@@ -33,6 +33,12 @@ READER_PROCESSES = 2
 loaded); more pages wait for one to be free."""
 READ_SECONDS = 10.0
 """How long one page may take to read (an ordinary page takes well under a second)."""
+MEMORY_BYTES = 1024**3
+"""Address space a child may use: a page that needs more is answered with an error."""
+ANSWER_BYTES = 64 * 1024**2
+"""The longest answer taken from a child. A 2 MB page answers a few MB of JSON (links made
+absolute and characters escaped grow it a few times); more is a child gone wrong, which would
+otherwise fill the server's memory."""
 _SCRIPT = Path(__file__).with_name("page_reader_process.py")
 _ENVIRONMENT = {"PATH": os.defpath, "LC_ALL": "C.UTF-8"}
 """All a child is given: the server's environment holds its keys."""
@@ -51,7 +57,8 @@ class _Reader:
 
     def __init__(self) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-I", str(_SCRIPT)],
+            # Its memory cap, and the server's process id (it ends with the server).
+            [sys.executable, "-I", str(_SCRIPT), str(MEMORY_BYTES), str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -76,15 +83,22 @@ class _Reader:
         if answer is None:
             late = time.monotonic() >= deadline
             raise PageUnreadable(self._ended(seconds if late else None))
-        decoded = json.loads(answer)
-        if "error" in decoded:
-            raise _Refused(decoded["error"])
-        return decoded["title"], decoded["text"]
+        try:
+            decoded = json.loads(answer)
+        except ValueError:
+            decoded = None
+        match decoded:
+            case {"error": str(error)}:
+                raise _Refused(error)
+            case {"title": str(title), "text": str(text)}:
+                return title, text
+        # Something printed by mistake, or a child taken over by its page: not to be trusted.
+        raise PageUnreadable("the process reading its HTML answered something other than a page")
 
-    @staticmethod
-    def _answer(descriptor: int, deadline: float) -> bytes | None:
+    def _answer(self, descriptor: int, deadline: float) -> bytes | None:
         """The child's answer line, or None when it ended or the deadline passed first."""
         parts: list[bytes] = []
+        size = 0
         poller = select.poll()
         poller.register(descriptor, select.POLLIN)
         while True:
@@ -95,8 +109,14 @@ class _Reader:
             if not part:
                 return None
             parts.append(part)
+            size += len(part)
             if part.endswith(b"\n"):
                 return b"".join(parts)
+            if size > ANSWER_BYTES:
+                raise PageUnreadable(
+                    f"the process reading its HTML gave an answer longer than "
+                    f"{ANSWER_BYTES // 1024**2} MB"
+                )
 
     def _ended(self, seconds: float | None = None) -> str:
         """Why the child gave no answer (it is killed if it still runs): it ended by itself,
@@ -140,35 +160,50 @@ class _Job:
     def __init__(self, body: bytes, url: str, charset: str, seconds: float) -> None:
         self.page = (body, url, charset, seconds)
         self._lock = threading.Lock()
-        self._called_off = False
+        self._called_off = threading.Event()
         self._reader: _Reader | None = None
 
     def run(self) -> tuple[str, str]:
         """In a pool thread: the page read by an idle child (or a new one)."""
-        reader = _idle_reader() or _Reader()
+        if self._called_off.is_set():  # before starting a child for it
+            raise PageUnreadable("the read was called off")
+        try:
+            reader = _idle_reader() or _Reader()
+        except OSError as error:  # no memory or processes left to start one
+            raise PageUnreadable(f"no process could be started to read it ({error})") from None
         with self._lock:
-            if self._called_off:
+            if self._called_off.is_set():
                 _put_back(reader)
                 raise PageUnreadable("the read was called off")
             self._reader = reader
         try:
             answer = reader.read(*self.page)
         except _Refused:
-            _put_back(reader)
+            self._give_back(reader)
             raise
         except BaseException:
             reader.discard()
             raise
-        _put_back(reader)
+        self._give_back(reader)
         return answer
+
+    def _give_back(self, reader: _Reader) -> None:
+        """The reader, done with this page, for the next one: unless it was killed as its
+        answer came (the call-off is too late then, and must not reach a later page)."""
+        with self._lock:
+            self._reader = None
+            killed = self._called_off.is_set()
+        if killed:
+            reader.discard()
+        else:
+            _put_back(reader)
 
     def call_off(self) -> None:
         """From the event loop: a read not started never starts, one started is killed."""
         with self._lock:
-            self._called_off = True
-            reader = self._reader
-        if reader is not None:
-            reader.kill()
+            self._called_off.set()
+            if self._reader is not None:
+                self._reader.kill()
 
 
 _threads: ThreadPoolExecutor | None = None

@@ -4,8 +4,11 @@ process nothing, and work on it ends when its fetch gives up. Real children, rea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -102,3 +105,142 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
     except OSError:
         return True
+
+
+async def test_calling_off_a_read_that_has_ended_leaves_its_reader_to_the_next_page() -> None:
+    # The run's cancel can arrive just after the child answered: the reader is idle again by
+    # then, or already reading another tenant's page, and must not be killed under it.
+    page_readers.close_idle_readers()
+    job = page_readers._Job(ARTICLE, "http://example.test/tides", "utf-8", 10.0)
+    await asyncio.get_running_loop().run_in_executor(page_readers._pool(), job.run)
+    (pid,) = reader_pids()
+    job.call_off()
+    _title, text = await read_page(ARTICLE, "http://example.test/tides", "utf-8")
+    assert "4.2 metres" in text
+    assert reader_pids() == {pid}
+
+
+async def test_a_charset_python_decodes_no_text_with_is_read_as_utf8() -> None:
+    # codecs.lookup knows "base64", "rot13", "undefined"…: a page may declare any of them.
+    for charset in ("base64", "rot-13", "undefined", "idna"):
+        title, text = await read_page(ARTICLE, "http://example.test/tides", charset)
+        assert (title, "4.2 metres" in text) == ("Tides", True), charset
+
+
+async def test_a_reader_answering_garbage_is_an_error_and_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a child taken over by its page (or printing by mistake) could send back.
+    page_readers.close_idle_readers()
+    for garbage in ('"not an answer"', '{"title": 1}', "not json at all"):
+        script = tmp_path / "garbage.py"
+        script.write_text(
+            "import json, sys\n"
+            "head = json.loads(sys.stdin.buffer.readline())\n"
+            "sys.stdin.buffer.read(head['size'])\n"
+            f"print({garbage!r}, flush=True)\n"
+            "sys.stdin.buffer.read()\n"
+        )
+        monkeypatch.setattr(page_readers, "_SCRIPT", script)
+        with pytest.raises(PageUnreadable, match="answered something other than a page"):
+            await read_page(ARTICLE, "http://example.test/tides", "utf-8")
+        assert reader_pids() == set()
+
+
+async def test_a_reader_flooding_its_answer_is_killed_at_the_answer_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page_readers.close_idle_readers()
+    script = tmp_path / "flood.py"
+    script.write_text("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n")
+    monkeypatch.setattr(page_readers, "_SCRIPT", script)
+    monkeypatch.setattr(page_readers, "ANSWER_BYTES", 1024**2)
+    with pytest.raises(PageUnreadable, match=r"an answer longer than 1 MB"):
+        await read_page(ARTICLE, "http://example.test/tides", "utf-8", seconds=60)
+    assert reader_pids() == set()
+
+
+async def test_a_page_needing_more_memory_than_a_reader_has_is_an_error_and_the_reader_reads_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    page_readers.close_idle_readers()
+    monkeypatch.setattr(page_readers, "MEMORY_BYTES", 150 * 1024**2)
+    big = b"<html><body>" + b"<div><p>word <a href='/x'>link</a> <b>x</b></p></div>" * 40_000
+    with pytest.raises(PageUnreadable, match="needed more than 150 MB"):
+        await read_page(big, "http://example.test/big", "utf-8", seconds=60)
+    (pid,) = reader_pids()
+    _title, text = await read_page(ARTICLE, "http://example.test/tides", "utf-8")
+    assert "4.2 metres" in text
+    assert reader_pids() == {pid}
+
+
+async def test_a_reader_that_cannot_be_started_is_an_error_for_the_page(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    page_readers.close_idle_readers()
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")  # as fork or exec failing
+    with pytest.raises(PageUnreadable, match="no process could be started to read it"):
+        await read_page(ARTICLE, "http://example.test/tides", "utf-8")
+
+
+async def test_a_long_answer_is_read_whole() -> None:
+    # Several MB of JSON on the pipe (every character escaped), many reads of it.
+    paragraphs = "".join(f"<p>{n}: " + "Ébène à l’été — ✓ " * 50 + "</p>" for n in range(1200))
+    page = f"<html><body><article>{paragraphs}</article></body></html>".encode()
+    _title, text = await read_page(page, "http://example.test/long", "utf-8", seconds=60)
+    assert len(text) > 1_000_000
+    assert text.count("✓") == 50 * 1200
+
+
+async def test_many_pages_at_once_some_called_off_leave_no_stray_reader() -> None:
+    async def read(page: bytes) -> str:
+        return (await read_page(page, "http://example.test/p", "utf-8"))[1]
+
+    reads = [asyncio.create_task(read(HOSTILE if n % 3 == 0 else ARTICLE)) for n in range(20)]
+    await _until(lambda: len(reader_pids()) == page_readers.READER_PROCESSES, "busy readers")
+    for n, task in enumerate(reads):
+        if n % 3 == 0:  # some reading, some still waiting for a reader
+            task.cancel()
+    results = await asyncio.gather(*reads, return_exceptions=True)
+    for n, result in enumerate(results):
+        if n % 3 == 0:
+            assert isinstance(result, asyncio.CancelledError), n
+        else:
+            assert isinstance(result, str), (n, result)
+            assert "4.2 metres" in result
+    pids = reader_pids()
+    assert 0 < len(pids) <= page_readers.READER_PROCESSES
+    assert not any(_gone(pid) or _zombie(pid) for pid in pids)
+
+
+def test_a_reader_ends_with_the_server_even_one_stuck_on_a_page() -> None:
+    # SIGKILLed, the server closes no pipe in order: a reader mid-page (here stopped, so it
+    # would never see its input close) must not run on as an orphan.
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import asyncio, sys\n"
+            "from hermes_core.tools.web.page_readers import read_page, reader_pids\n"
+            f"asyncio.run(read_page({ARTICLE!r}, 'http://example.test/tides', 'utf-8'))\n"
+            "print(*reader_pids(), flush=True)\n"
+            "sys.stdin.read()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=Path(__file__).parents[3],
+    )
+    assert server.stdout is not None
+    with server:
+        (reader,) = (int(pid) for pid in server.stdout.readline().split())
+        try:
+            os.kill(reader, signal.SIGSTOP)
+            server.kill()
+            server.wait()
+            deadline = time.monotonic() + 30
+            while not (_gone(reader) or _zombie(reader)):
+                assert time.monotonic() < deadline, "the reader outlived the server"
+                time.sleep(0.05)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(reader, signal.SIGKILL)
