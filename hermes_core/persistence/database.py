@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).with_name("migrations")
-SCHEMA_HEAD = "0013"
+SCHEMA_HEAD = "0014"
 """The newest migration's revision (a test holds it to the scripts'): a start reads the
 database's revision with one query and compares it to this, and loads alembic (~0.1 s to
 import, more to read its scripts) only when the schema is behind."""

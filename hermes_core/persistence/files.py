@@ -1,12 +1,18 @@
-"""Uploaded files' records: whose each file is, what it is called, and how big it is.
+"""Uploaded files' records: whose each file is, what it is called, how big it is, and when it
+expires (if it does).
 
 Writes are direct, not queued with a run's writes: an upload is answered only once its record
-is durable, and the quota a key is held to counts what is committed.
+is durable, and the quota a key is held to counts what is committed. A file past its
+``expires_at`` is gone for its owner at once (not found, not listed, not counted), though its
+record and bytes stay until the retention sweeper removes them (:meth:`FileStore.expire`).
 """
 
 from __future__ import annotations
 
+import builtins
 import hashlib
+import time
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +34,8 @@ class FileRecord:
     created_at: float
     end_user: str | None = None
     """The end user who uploaded it (only requests naming them see it), if any."""
+    expires_at: float | None = None
+    """When it expires (UNIX time; its upload's ``expires_after``); None: kept until deleted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +46,19 @@ class FileUsage:
     count: int
 
 
+EXPIRED_BATCH = 500
+"""Expired files' records removed per transaction (a sweep takes as many as there are)."""
+
+
 class FileStore:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
         self.db = db
+        self.clock = clock
+        """The time (UNIX) files expire by."""
+
+    def _live(self) -> Any:
+        """Files not expired now."""
+        return FILES.c.expires_at.is_(None) | (FILES.c.expires_at > self.clock())
 
     async def add(self, record: FileRecord) -> None:
         values = {name: getattr(record, name) for name in _FIELDS}
@@ -61,14 +79,15 @@ class FileStore:
         async with self.db.engine.begin() as conn:
             if self.db.dialect == "postgresql":
                 await conn.execute(select(func.pg_advisory_xact_lock(_lock_key(record.owner))))
-            total, count = (await conn.execute(_usage(record.owner))).one()
+            total, count = (await conn.execute(self._usage(record.owner))).one()
             usage = FileUsage(int(total), int(count))
             if usage.count + 1 <= max_files and usage.bytes + record.bytes <= quota_bytes:
                 await conn.execute(insert(FILES), values)
         return usage
 
     async def get(self, owner: str, file_id: str) -> FileRecord | None:
-        statement = select(FILES).where((FILES.c.id == file_id) & (FILES.c.owner == owner))
+        mine = (FILES.c.id == file_id) & (FILES.c.owner == owner)
+        statement = select(FILES).where(mine & self._live())
         async with self.db.engine.connect() as conn:
             row = (await conn.execute(statement)).first()
         return _record(row) if row is not None else None
@@ -83,9 +102,10 @@ class FileStore:
         newest_first: bool = True,
         visible_to: str | None = None,
     ) -> list[FileRecord]:
-        """``owner``'s files, newest first (or oldest), from just past ``after``, that its
-        end user ``visible_to`` sees: the key's own, and theirs (None: the key's own only)."""
-        where: Any = FILES.c.owner == owner
+        """``owner``'s unexpired files, newest first (or oldest), from just past ``after``,
+        that its end user ``visible_to`` sees: the key's own, and theirs (None: the key's own
+        only)."""
+        where: Any = (FILES.c.owner == owner) & self._live()
         mine = FILES.c.end_user.is_(None)
         where = where & (mine if visible_to is None else mine | (FILES.c.end_user == visible_to))
         if purpose is not None:
@@ -112,17 +132,33 @@ class FileStore:
 
     async def usage(self, owner: str) -> FileUsage:
         async with self.db.engine.connect() as conn:
-            total, count = (await conn.execute(_usage(owner))).one()
+            total, count = (await conn.execute(self._usage(owner))).one()
         return FileUsage(int(total), int(count))
+
+    async def expire(self) -> AsyncGenerator[builtins.list[FileRecord], None]:
+        """Delete the records of files expired now, in batches; yields each batch's records,
+        whose bytes the caller removes."""
+        expired = FILES.c.expires_at <= self.clock()
+        while True:
+            async with self.db.engine.begin() as conn:
+                statement = select(FILES).where(expired).limit(EXPIRED_BATCH)
+                rows = (await conn.execute(statement)).all()
+                if not rows:
+                    return
+                await conn.execute(delete(FILES).where(FILES.c.id.in_([row.id for row in rows])))
+            yield [_record(row) for row in rows]
+            if len(rows) < EXPIRED_BATCH:
+                return
+
+    def _usage(self, owner: str) -> Any:
+        """What ``owner``'s files take up: an expired file takes nothing of the quota (its
+        bytes are on disk until the next sweep, a bounded while)."""
+        return select(func.coalesce(func.sum(FILES.c.bytes), 0), func.count()).where(
+            (FILES.c.owner == owner) & self._live()
+        )
 
 
 _FIELDS = tuple(column.name for column in FILES.columns)
-
-
-def _usage(owner: str) -> Any:
-    return select(func.coalesce(func.sum(FILES.c.bytes), 0), func.count()).where(
-        FILES.c.owner == owner
-    )
 
 
 def _lock_key(owner: str) -> int:

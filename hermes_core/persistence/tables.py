@@ -232,6 +232,8 @@ class FileRow(SQLModel, table=True):
     purpose: str
     bytes: int = Field(sa_column=Column(BigInteger, nullable=False))
     created_at: float
+    expires_at: float | None = None
+    """When it expires (its upload's ``expires_after``); None: kept until deleted."""
 
 
 class SkillRow(SQLModel, table=True):
