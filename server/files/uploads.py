@@ -113,10 +113,18 @@ class FileVault:
         return self.root / _digest(record.owner) / record.id
 
     async def save(
-        self, owner: str, source: BinaryIO, *, size: int | None, filename: str, purpose: str
+        self,
+        owner: str,
+        source: BinaryIO,
+        *,
+        size: int | None,
+        filename: str,
+        purpose: str,
+        expires_after: int | None = None,
     ) -> FileRecord:
-        """Keep ``source``'s bytes as a new file of ``owner``; 400 for a bad purpose, 413
-        beyond the size limit or the owner's quota."""
+        """Keep ``source``'s bytes as a new file of ``owner`` (expiring ``expires_after``
+        seconds after it is made, if given); 400 for a bad purpose, 413 beyond the size limit
+        or the owner's quota."""
         if purpose not in PURPOSES:
             raise APIError(
                 400,
@@ -132,14 +140,16 @@ class FileVault:
             usage = await self.store.files.usage(owner)
             if usage.count + 1 > self.limits.max_files:
                 raise self._too_many_files(usage.count)
+            created_at = time.time()
             record = FileRecord(
                 id=f"file-{secrets.token_hex(12)}",
                 owner=owner,
                 filename=clean_filename(filename),
                 purpose=purpose,
                 bytes=0,
-                created_at=time.time(),
+                created_at=created_at,
                 end_user=self.end_user,
+                expires_at=created_at + expires_after if expires_after is not None else None,
             )
             target = self.path(record)
             room = min(self.limits.max_file_bytes, self.limits.quota_bytes - usage.bytes)
@@ -189,7 +199,8 @@ class FileVault:
 
     async def get(self, owner: str, file_id: str) -> FileRecord:
         """``owner``'s file ``file_id``; 404 for one that is not (or not theirs, or another
-        end user's)."""
+        end user's, or expired: every use of a file by id comes here, so an expired one is
+        as deleted for all of them)."""
         record = await self.store.files.get(owner, file_id)
         if record is None or record.end_user not in (None, self.end_user):
             raise APIError(404, f"No file '{file_id}'.", param="file_id", code="file_not_found")

@@ -11,7 +11,9 @@ What goes, per sweep (docs/retention.md): sessions not updated for ``sessions_da
 their transcripts, todos and approvals; a conversation's workspace once none of its sessions
 is left; never a conversation whose run holds it), run records that ended ``runs_days`` ago
 (with their ``api_runs`` rows and webhook deliveries), uploads ``files_days`` old (records and
-bytes), approvals asked ``approvals_days`` ago. One log line says how many of each.
+bytes), approvals asked ``approvals_days`` ago; and, whatever the policy, uploads past their
+own ``expires_at`` (``expires_after`` at upload: the client's, not the configuration's; its
+owner stopped seeing it then). One log line says how many of each.
 
 Every replica also forgets its own cached skill folders (``skills-cache/<skill id>``) of
 skills that no longer exist (deleted, or erased with their end user): that cache is each
@@ -98,10 +100,9 @@ class Sweeper:
 
     async def sweep(self, *, wait_seconds: float = 0.0) -> Counts | None:
         """One sweep now: what it deleted, by table (``workspaces``: directories); None when
-        another replica held the lease for all of ``wait_seconds``."""
+        another replica held the lease for all of ``wait_seconds``. A policy that keeps
+        everything still sweeps expired uploads."""
         policy = self.policy()
-        if policy.empty:
-            return {}
         async with self._one_at_a_time:
             deadline = time.monotonic() + wait_seconds
             while not await self.store.leases.take(LEASE, self.holder, seconds=self.lease_seconds):
@@ -130,44 +131,58 @@ class Sweeper:
 
     async def _sweep(self, policy: RetentionPolicy) -> Counts:
         started = time.monotonic()
-        now = time.time()
-        retention = self.store.retention
         counts: Counts = {}
         try:
-            expired = retention.expire_sessions(
-                policy.sessions.horizon(now), holder=f"retention_{token_hex(8)}"
-            )
-            async with contextlib.aclosing(expired) as batches:
-                async for batch in batches:
-                    add_counts(counts, batch.counts)
-                    gone = [self._workspace(owner, name) for owner, name in batch.gone]
-                    removed = await asyncio.to_thread(_remove_workspaces, [p for p in gone if p])
-                    add_counts(counts, {"workspaces": removed})
+            if not policy.empty:
+                await self._sweep_retention(policy, time.time(), counts)
+            async with contextlib.aclosing(self.store.files.expire()) as expired_files:
+                async for records in expired_files:
+                    add_counts(counts, {"files": len(records)})
+                    await self._remove_files(records)
                     self._check()
-            async with contextlib.aclosing(retention.expire_runs(policy.runs.horizon(now))) as runs:
-                async for done in runs:
-                    add_counts(counts, done)
-                    self._check()
-            approvals = retention.expire_approvals(policy.approvals.horizon(now), now=now)
-            async with contextlib.aclosing(approvals) as batches_of_approvals:
-                async for done in batches_of_approvals:
-                    add_counts(counts, done)
-                    self._check()
-            if policy.files_days is not None:
-                files = retention.expire_files(now - policy.files_days * DAY)
-                async with contextlib.aclosing(files) as batches_of_files:
-                    async for records in batches_of_files:
-                        add_counts(counts, {"files": len(records)})
-                        if self.file_path is not None:
-                            paths = [self.file_path(record) for record in records]
-                            await asyncio.to_thread(remove_files, paths)
-                        self._check()
         except LeaseLost:
             log.warning("retention sweep stopped: another replica holds its lease now")
         took = time.monotonic() - started
         deleted = ", ".join(f"{count} {name}" for name, count in counts.items() if count)
-        log.info("retention sweep: deleted %s in %.1f s", deleted or "nothing", took)
+        if deleted or not policy.empty:  # no line each sweep of a server that keeps everything
+            log.info("retention sweep: deleted %s in %.1f s", deleted or "nothing", took)
         return counts
+
+    async def _sweep_retention(self, policy: RetentionPolicy, now: float, counts: Counts) -> None:
+        """Delete what ``policy`` says is past retention at ``now``, adding it to ``counts``."""
+        retention = self.store.retention
+        expired = retention.expire_sessions(
+            policy.sessions.horizon(now), holder=f"retention_{token_hex(8)}"
+        )
+        async with contextlib.aclosing(expired) as batches:
+            async for batch in batches:
+                add_counts(counts, batch.counts)
+                gone = [self._workspace(owner, name) for owner, name in batch.gone]
+                removed = await asyncio.to_thread(_remove_workspaces, [p for p in gone if p])
+                add_counts(counts, {"workspaces": removed})
+                self._check()
+        async with contextlib.aclosing(retention.expire_runs(policy.runs.horizon(now))) as runs:
+            async for done in runs:
+                add_counts(counts, done)
+                self._check()
+        approvals = retention.expire_approvals(policy.approvals.horizon(now), now=now)
+        async with contextlib.aclosing(approvals) as batches_of_approvals:
+            async for done in batches_of_approvals:
+                add_counts(counts, done)
+                self._check()
+        if policy.files_days is not None:
+            files = retention.expire_files(now - policy.files_days * DAY)
+            async with contextlib.aclosing(files) as batches_of_files:
+                async for records in batches_of_files:
+                    add_counts(counts, {"files": len(records)})
+                    await self._remove_files(records)
+                    self._check()
+
+    async def _remove_files(self, records: list[FileRecord]) -> None:
+        """Remove the bytes of uploads whose records were deleted (in a worker thread)."""
+        if self.file_path is not None:
+            paths = [self.file_path(record) for record in records]
+            await asyncio.to_thread(remove_files, paths)
 
     def _workspace(self, owner: str, conversation: str) -> Path | None:
         if self.workspaces_dir is None:

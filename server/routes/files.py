@@ -22,6 +22,11 @@ from server.serving.end_users import end_user_of
 
 router = APIRouter(prefix="/v1/files", tags=["files"])
 
+EXPIRY_ANCHORS = frozenset({"created_at"})
+"""What an ``expires_after`` counts from, as OpenAI allows."""
+MIN_EXPIRY_SECONDS = 3600
+MAX_EXPIRY_SECONDS = 30 * 24 * 3600
+
 
 def _vault(request: Request, principal: Principal) -> FileVault:
     """The files as the request's end user (if its key may name one) sees them."""
@@ -41,7 +46,7 @@ def file_object(record: FileRecord) -> dict[str, Any]:
         "filename": record.filename,
         "purpose": record.purpose,
         "status": "processed",
-        "expires_at": None,
+        "expires_at": int(record.expires_at) if record.expires_at is not None else None,
         "status_details": None,
     }
 
@@ -52,18 +57,38 @@ async def upload_file(
     principal: Annotated[Principal, Depends(require_principal)],
     file: Annotated[UploadFile, File(description="The file's bytes, with its name.")],
     purpose: Annotated[str, Form(description="What it is for, as OpenAI names it.")],
+    expires_anchor: Annotated[
+        str | None,
+        Form(
+            alias="expires_after[anchor]",
+            description="What the expiry counts from: `created_at` (with its `seconds`).",
+        ),
+    ] = None,
+    expires_seconds: Annotated[
+        str | None,
+        Form(
+            alias="expires_after[seconds]",
+            description="Seconds after the anchor the file expires: 3600 to 2592000.",
+        ),
+    ] = None,
 ) -> dict[str, Any] | Response:
-    """Upload a file (multipart: ``file`` and ``purpose``). A message refers to it by id: a
-    chat ``file`` part or a Responses ``input_file``; the agent then finds it in its
-    workspace."""
+    """Upload a file (multipart: ``file`` and ``purpose``; ``expires_after``, optional). A
+    message refers to it by id: a chat ``file`` part or a Responses ``input_file``; the agent
+    then finds it in its workspace. Once expired, a file is gone as if deleted."""
     # With an Idempotency-Key, a retry gets the first upload's file (server/http/idempotency.py).
     vault = _vault(request, principal)
     filename = decoded_filename(file.filename)
+    expires_after = _expires_after(expires_anchor, expires_seconds)
     claim = None
     if key_of(request.scope) is not None:
         content = await file_digest(file.file)
         name = filename.encode()
-        claim = claim_of(request.scope, principal, lambda: (purpose.encode(), name, content))
+        # The expiry is part of what the request is (a retry with another is not the same);
+        # none adds nothing, so a key's fingerprint without one is what it always was.
+        expiry = () if expires_after is None else (b"expires_after=%d" % expires_after,)
+        claim = claim_of(
+            request.scope, principal, lambda: (purpose.encode(), name, content, *expiry)
+        )
 
     async def save() -> dict[str, Any]:
         record = await vault.save(
@@ -72,11 +97,37 @@ async def upload_file(
             size=file.size,
             filename=filename or "upload",
             purpose=purpose,
+            expires_after=expires_after,
         )
         return file_object(record)
 
     services: Services = request.app.state.services
     return await services.idempotency.once(claim, save)
+
+
+def _expires_after(anchor: str | None, seconds: str | None) -> int | None:
+    """The seconds after its upload a file expires (``expires_after``), as OpenAI allows
+    them; None without one; 400 for one that is not allowed."""
+    if anchor is None and seconds is None:
+        return None
+    if anchor not in EXPIRY_ANCHORS:
+        raise APIError(
+            400,
+            f"'expires_after.anchor' must be one of {', '.join(sorted(EXPIRY_ANCHORS))}.",
+            param="expires_after.anchor",
+        )
+    try:
+        after = int(seconds) if seconds is not None else None
+    except ValueError:
+        after = None
+    if after is None or not MIN_EXPIRY_SECONDS <= after <= MAX_EXPIRY_SECONDS:
+        raise APIError(
+            400,
+            f"'expires_after.seconds' must be an integer from {MIN_EXPIRY_SECONDS} "
+            f"to {MAX_EXPIRY_SECONDS}.",
+            param="expires_after.seconds",
+        )
+    return after
 
 
 @router.get("", response_model=FileList, responses=errors(400, 401))

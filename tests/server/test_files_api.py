@@ -1,11 +1,15 @@
 """``/v1/files`` as the official SDK uses it: upload, list, retrieve, download, delete; each
-key sees its own files only, and a key's size limit and quotas are held with a clear 413."""
+key sees its own files only, and a key's size limit and quotas are held with a clear 413; a
+file uploaded with ``expires_after`` is gone for its owner once it expires, and the sweeper
+removes it."""
 
 from __future__ import annotations
 
 import base64
 import io
 import os
+import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,11 +17,15 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from sqlalchemy import select, update
 
-from hermes_core.persistence import sqlite_url
+from hermes_core.persistence import Store, sqlite_url
+from hermes_core.persistence.files import FILES
 from server.app import create_app
-from server.files.uploads import FileLimits
+from server.files.uploads import FileLimits, FileVault
 from server.http.threaded import ThreadedServer
+from server.retention.policy import RetentionPolicy
+from server.retention.sweeper import Sweeper
 from server.simulator import SimulatorServer
 from tests.plain_http import TLS_UNUSED
 from tests.server.conftest import KEY_ALICE, KEY_BOB, make_services
@@ -299,3 +307,169 @@ async def test_a_conversation_item_naming_a_file_not_the_callers_is_a_404_and_no
 
     added = await alice.conversations.items.create(conversation.id, items=[item(mine.id)])
     assert len(added.data) == 1
+
+
+HOUR = 3600
+EXPIRES_AFTER: Any = {"anchor": "created_at", "seconds": HOUR}
+
+
+@pytest.fixture
+async def store(files_server: ThreadedServer, tmp_path: Path) -> AsyncIterator[Store]:
+    """The files server's database, opened beside it (as another replica would)."""
+    opened = await Store.open(sqlite_url(tmp_path / "hermes.db"), migrate=False)
+    yield opened
+    await opened.close()
+
+
+async def expire(store: Store, file_id: str) -> None:
+    """Make ``file_id`` expired now (its ``expires_after`` ran out a moment ago)."""
+    async with store.db.engine.begin() as conn:
+        await conn.execute(
+            update(FILES).where(FILES.c.id == file_id).values(expires_at=time.time() - 1)
+        )
+
+
+async def test_a_file_uploaded_with_expires_after_has_its_expires_at(
+    alice: openai.AsyncOpenAI,
+) -> None:
+    uploaded = await alice.files.create(
+        file=("brief.txt", b"for an hour"), purpose="user_data", expires_after=EXPIRES_AFTER
+    )
+    kept = await alice.files.create(file=("kept.txt", b"for good"), purpose="user_data")
+
+    assert uploaded.expires_at == uploaded.created_at + HOUR
+    assert (await alice.files.retrieve(uploaded.id)).expires_at == uploaded.expires_at
+    listed = {f.id: f.expires_at async for f in alice.files.list()}
+    assert listed == {uploaded.id: uploaded.created_at + HOUR, kept.id: None}
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"expires_after[anchor]": "last_active_at", "expires_after[seconds]": "3600"}, "anchor"),
+        ({"expires_after[anchor]": "created_at", "expires_after[seconds]": "3599"}, "seconds"),
+        ({"expires_after[anchor]": "created_at", "expires_after[seconds]": "2592001"}, "seconds"),
+        ({"expires_after[anchor]": "created_at", "expires_after[seconds]": "soon"}, "seconds"),
+        ({"expires_after[anchor]": "created_at"}, "seconds"),
+        ({"expires_after[seconds]": "3600"}, "anchor"),
+    ],
+)
+async def test_a_bad_expires_after_is_a_400_naming_its_param(
+    raw: httpx.AsyncClient, fields: dict[str, str], param: str
+) -> None:
+    response = await raw.post(
+        "/v1/files", files={"file": ("a.txt", b"x")}, data={"purpose": "user_data", **fields}
+    )
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["param"] == f"expires_after.{param}"
+    assert (await raw.get("/v1/files")).json()["data"] == []
+
+
+async def test_an_expired_file_is_gone_for_its_owner(
+    alice: openai.AsyncOpenAI, store: Store
+) -> None:
+    brief = await alice.files.create(
+        file=("brief.txt", b"gone soon"), purpose="user_data", expires_after=EXPIRES_AFTER
+    )
+    kept = await alice.files.create(file=("kept.txt", b"kept"), purpose="user_data")
+    await expire(store, brief.id)
+
+    assert [f.id async for f in alice.files.list()] == [kept.id]
+    with pytest.raises(openai.NotFoundError):
+        await alice.files.retrieve(brief.id)
+    with pytest.raises(openai.NotFoundError):
+        await alice.files.content(brief.id)
+    with pytest.raises(openai.NotFoundError):
+        await alice.files.delete(brief.id)
+
+
+async def test_an_expired_file_cannot_be_attached_to_a_message(
+    alice: openai.AsyncOpenAI, store: Store
+) -> None:
+    brief = await alice.files.create(
+        file=("brief.txt", b"gone soon"), purpose="user_data", expires_after=EXPIRES_AFTER
+    )
+    await expire(store, brief.id)
+
+    with pytest.raises(openai.NotFoundError) as refused:
+        await alice.responses.create(
+            model="hermes-agent",
+            input=[
+                {"role": "user", "content": [{"type": "input_file", "file_id": brief.id}]},
+            ],
+        )
+    assert refused.value.code == "file_not_found"
+    with pytest.raises(openai.NotFoundError):
+        await alice.chat.completions.create(
+            model="hermes-agent",
+            messages=[
+                {"role": "user", "content": [{"type": "file", "file": {"file_id": brief.id}}]}
+            ],
+        )
+
+
+async def test_an_expired_file_counts_against_no_quota(
+    alice: openai.AsyncOpenAI, store: Store
+) -> None:
+    brief = await alice.files.create(
+        file=("brief.bin", os.urandom(60 * 1024)), purpose="user_data", expires_after=EXPIRES_AFTER
+    )
+    for n in range(LIMITS.max_files - 1):
+        await alice.files.create(file=(f"{n}.txt", b"x"), purpose="user_data")
+    await expire(store, brief.id)
+
+    # Past the count (4 files) and the bytes (100 KiB) it took, were it still counted.
+    after = await alice.files.create(file=("big.bin", os.urandom(60 * 1024)), purpose="user_data")
+    assert after.bytes == 60 * 1024
+
+
+async def test_an_upload_retried_with_another_expiry_is_not_the_same_request(
+    alice: openai.AsyncOpenAI,
+) -> None:
+    key = {"Idempotency-Key": str(uuid.uuid4())}
+    first = await alice.files.create(
+        file=("notes.txt", b"n"),
+        purpose="user_data",
+        expires_after=EXPIRES_AFTER,
+        extra_headers=key,
+    )
+    again = await alice.files.create(
+        file=("notes.txt", b"n"),
+        purpose="user_data",
+        expires_after=EXPIRES_AFTER,
+        extra_headers=key,
+    )
+    assert again.id == first.id
+
+    with pytest.raises(openai.UnprocessableEntityError):
+        await alice.files.create(
+            file=("notes.txt", b"n"),
+            purpose="user_data",
+            expires_after={"anchor": "created_at", "seconds": 2 * HOUR},
+            extra_headers=key,
+        )
+    with pytest.raises(openai.UnprocessableEntityError):
+        await alice.files.create(file=("notes.txt", b"n"), purpose="user_data", extra_headers=key)
+
+
+async def test_the_sweeper_removes_an_expired_files_record_and_bytes(
+    alice: openai.AsyncOpenAI, store: Store, tmp_path: Path
+) -> None:
+    brief = await alice.files.create(
+        file=("brief.txt", b"gone soon"), purpose="user_data", expires_after=EXPIRES_AFTER
+    )
+    kept = await alice.files.create(file=("kept.txt", b"kept"), purpose="user_data")
+    await expire(store, brief.id)
+    vault = FileVault(tmp_path / "files", store, LIMITS)
+    # Without any retention configured: an expiry is the client's, not the policy's.
+    sweeper = Sweeper(store, RetentionPolicy, instance="sweeper", file_path=vault.path)
+
+    assert await sweeper.sweep() == {"files": 1}
+
+    assert {p.name for p in (tmp_path / "files").rglob("file-*")} == {kept.id}
+    async with store.db.engine.connect() as conn:
+        assert list((await conn.execute(select(FILES.c.id))).scalars()) == [kept.id]
+    assert (await alice.files.content(kept.id)).content == b"kept"
