@@ -62,6 +62,7 @@ class _Reader:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
+            bufsize=0,  # both pipes are written and read by descriptor, within a deadline
             env=_ENVIRONMENT,
             # Not a session of its own: the kernel's autogroups would then share the cores
             # between it and the server as equals, whatever its nice value.
@@ -73,13 +74,10 @@ class _Reader:
         assert self.process.stdin is not None
         assert self.process.stdout is not None
         head = json.dumps({"url": url, "charset": charset, "size": len(body)}).encode()
-        try:
-            self.process.stdin.write(head + b"\n" + body)
-            self.process.stdin.flush()
-        except (BrokenPipeError, ValueError):
-            raise PageUnreadable(self._ended()) from None
         deadline = time.monotonic() + seconds
-        answer = self._answer(self.process.stdout.fileno(), deadline)
+        answer = None
+        if self._send(self.process.stdin.fileno(), head + b"\n" + body, deadline):
+            answer = self._answer(self.process.stdout.fileno(), deadline)
         if answer is None:
             late = time.monotonic() >= deadline
             raise PageUnreadable(self._ended(seconds if late else None))
@@ -94,6 +92,26 @@ class _Reader:
                 return title, text
         # Something printed by mistake, or a child taken over by its page: not to be trusted.
         raise PageUnreadable("the process reading its HTML answered something other than a page")
+
+    @staticmethod
+    def _send(descriptor: int, request: bytes, deadline: float) -> bool:
+        """Whether the child took the whole request before the deadline (a stopped or starved
+        child takes the pipe's 64 kB and no more, and would hold a blocking write forever)."""
+        os.set_blocking(descriptor, False)
+        poller = select.poll()
+        poller.register(descriptor, select.POLLOUT)
+        unsent = memoryview(request)
+        while unsent:
+            left = deadline - time.monotonic()
+            if left <= 0 or not poller.poll(left * 1000):
+                return False
+            try:
+                unsent = unsent[os.write(descriptor, unsent) :]
+            except BlockingIOError:
+                continue
+            except BrokenPipeError:  # it ended
+                return False
+        return True
 
     def _answer(self, descriptor: int, deadline: float) -> bytes | None:
         """The child's answer line, or None when it ended or the deadline passed first."""

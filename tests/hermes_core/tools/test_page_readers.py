@@ -147,6 +147,20 @@ async def test_a_reader_answering_garbage_is_an_error_and_replaced(
         assert reader_pids() == set()
 
 
+async def test_a_reader_that_takes_no_page_is_given_up_within_the_time_a_page_may_take(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Stopped, or starved behind busy cores: the page's bytes fill the pipe and wait there.
+    page_readers.close_idle_readers()
+    script = tmp_path / "deaf.py"
+    script.write_text("import time\ntime.sleep(120)\n")
+    monkeypatch.setattr(page_readers, "_SCRIPT", script)
+    async with asyncio.timeout(60):
+        with pytest.raises(PageUnreadable, match=r"took longer than the 0\.5 s a page may take"):
+            await read_page(b"<p>" * 1024**2, "http://example.test/big", "utf-8", seconds=0.5)
+    assert reader_pids() == set()
+
+
 async def test_a_reader_flooding_its_answer_is_killed_at_the_answer_cap(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
