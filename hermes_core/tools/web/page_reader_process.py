@@ -12,13 +12,25 @@ the page could not be read (memory ran out, the parser failed).
 """
 
 import ctypes
+import errno
 import json
 import os
+import platform
 import resource
 import signal
+import struct
 import sys
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
+# Per machine: AUDIT_ARCH_*, then the system calls refused: socket, execve, execveat, ptrace,
+# process_vm_readv, process_vm_writev.
+_REFUSED_CALLS = {
+    "x86_64": (0xC000003E, (41, 59, 322, 101, 310, 311)),
+    "aarch64": (0xC00000B7, (198, 221, 281, 117, 270, 271)),
+}
 
 
 def readable_html(html: str, url: str) -> tuple[str, str]:
@@ -47,11 +59,49 @@ def end_with_the_server(server: int) -> None:
 
     The kernel sends the signal when the *thread* that started this process ends: the server
     starts readers only on the threads of its reading pool, which last as long as it does."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != server:  # it ended before the signal was asked for
         sys.exit(0)
+
+
+def no_network_nor_programs() -> None:
+    """A seccomp filter refusing (EPERM) what a page exploiting the parser would do next, as
+    the server's user: open a socket, run a program, or reach into the server's memory (its
+    parent, so ptrace is within reach where Yama allows it). Classic BPF over ``struct
+    seccomp_data`` (``nr`` at offset 0, ``arch`` at 4), like ``hermes_core/tools/seccomp.py``
+    assembles for the sandbox; another ABI's calls are refused whole, as they would dodge it.
+    A machine with no numbers here goes without."""
+    if platform.machine() not in _REFUSED_CALLS:
+        return
+    arch, refused = _REFUSED_CALLS[platform.machine()]
+    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    # Jump offsets count instructions after the jump; the last instruction refuses.
+    refuse_at = 4 + len(refused) + 1
+    program = [
+        (load, 0, 0, 4),  # arch
+        (jeq, 0, refuse_at - 2, arch),
+        (load, 0, 0, 0),  # nr
+        (jge, refuse_at - 4, 0, 0x40000000),  # x32 numbering
+        *((jeq, refuse_at - 5 - n, 0, call) for n, call in enumerate(refused)),
+        (ret, 0, 0, 0x7FFF0000),  # allow
+        (ret, 0, 0, 0x00050000 | errno.EPERM),
+    ]
+    code = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *op) for op in program))
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1)  # what an unprivileged process must promise first
+    fprog = SockFprog(len(program), ctypes.addressof(code))
+    _prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
+
+
+def _prctl(option: int, value: int, *rest: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    arguments = [ctypes.c_ulong(argument) for argument in (value, *rest, 0, 0, 0)][:4]
+    if libc.prctl(ctypes.c_int(option), *arguments) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"prctl({option}): {os.strerror(error)}")
 
 
 def decoded(html: bytes, charset: str) -> str:
@@ -73,6 +123,7 @@ def confine(memory_bytes: int) -> None:
     # On cores kept busy by other work a page may then take its whole READ_SECONDS and fail.
     os.nice(19)
     os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    no_network_nor_programs()
 
 
 def serve(memory_bytes: int, server: int) -> None:

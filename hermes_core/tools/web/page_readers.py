@@ -4,9 +4,10 @@ trafilatura spends seconds of CPU (8.9 s on 2 MB of links) and hundreds of MB on
 page. On threads of the server it held the GIL the event loop needs (every tenant's requests
 slowed by a third while two such pages were read) and ran on after its fetch gave up, with no
 memory bound. Here each page is read by one of :data:`READER_PROCESSES` long-lived children
-(``page_reader_process.py``: niced, memory-capped, no secrets in its environment): a read that
-takes longer than :data:`READ_SECONDS`, or whose fetch gives up (the run interrupted, the
-fetch's own time limit), kills its child, and the next page starts a new one. A page waiting
+(``page_reader_process.py``: niced, memory-capped, no secrets in its environment, no sockets
+nor programs, ended with the server): a read that takes longer than :data:`READ_SECONDS`, or
+whose fetch gives up (the run interrupted, the fetch's own time limit), kills its child, and
+the next page starts a new one. A page waiting
 for a free child holds nothing, and one whose fetch gave up meanwhile is never read.
 
 Each child is driven by a thread of a small pool of our own, blocked on the child's pipe (no

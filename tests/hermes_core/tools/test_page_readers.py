@@ -100,6 +100,10 @@ def _environment(pid: int) -> bytes:
     return Path(f"/proc/{pid}/environ").read_bytes()
 
 
+def _status(pid: int) -> str:
+    return Path(f"/proc/{pid}/status").read_text()
+
+
 def _zombie(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
@@ -258,3 +262,26 @@ def test_a_reader_ends_with_the_server_even_one_stuck_on_a_page() -> None:
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(reader, signal.SIGKILL)
+
+
+async def test_a_confined_reader_opens_no_socket_and_runs_no_program() -> None:
+    # What a page exploiting the HTML parser would do next, as the server's user.
+    page_readers.close_idle_readers()
+    await read_page(ARTICLE, "http://example.test/tides", "utf-8")  # read under the filter
+    for pid in reader_pids():
+        assert "Seccomp:\t2\n" in _status(pid)  # 2: a filter
+    script = Path(page_readers.__file__).with_name("page_reader_process.py")
+    probe = (
+        "import os, runpy, socket, subprocess\n"
+        f"runpy.run_path({str(script)!r})['confine'](1024**3)\n"
+        "for attempt in (lambda: socket.socket(), lambda: subprocess.run(['/bin/true'])):\n"
+        "    try:\n"
+        "        attempt()\n"
+        "        print('allowed')\n"
+        "    except PermissionError:\n"
+        "        print('refused')\n"
+    )
+    done = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-I", "-c", probe], capture_output=True, text=True
+    )
+    assert done.stdout.split() == ["refused", "refused"], done.stderr
