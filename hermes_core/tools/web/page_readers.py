@@ -275,7 +275,9 @@ async def read_page(
 def reader_pids() -> set[int]:
     """The process ids of the children alive, idle or reading (for tests and diagnostics)."""
     with _idle_lock:
-        return {reader.process.pid for reader in _live}
+        readers = list(_live)
+    # One that died while idle stays listed until a page would have it: not alive, though.
+    return {reader.process.pid for reader in readers if reader.process.poll() is None}
 
 
 @atexit.register

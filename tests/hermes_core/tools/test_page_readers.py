@@ -86,6 +86,15 @@ async def test_a_reader_that_died_is_replaced_for_the_next_page() -> None:
     assert "4.2 metres" in text
 
 
+async def test_a_reader_that_died_idle_is_no_longer_counted() -> None:
+    page_readers.close_idle_readers()
+    await read_page(ARTICLE, "http://example.test/tides", "utf-8")
+    (pid,) = reader_pids()
+    os.kill(pid, signal.SIGKILL)
+    await _until(lambda: _zombie(pid), "the kill")
+    assert reader_pids() == set()
+
+
 async def test_readers_see_none_of_the_servers_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-never-in-a-reader")
     page_readers.close_idle_readers()  # so the next page starts a reader under this environment
