@@ -26,10 +26,11 @@ _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
 # Per machine: AUDIT_ARCH_*, then the system calls refused: socket, execve, execveat, ptrace,
-# process_vm_readv, process_vm_writev.
+# process_vm_readv, process_vm_writev, pidfd_getfd, and io_uring_setup (its rings open sockets
+# and connect without the calls above).
 _REFUSED_CALLS = {
-    "x86_64": (0xC000003E, (41, 59, 322, 101, 310, 311)),
-    "aarch64": (0xC00000B7, (198, 221, 281, 117, 270, 271)),
+    "x86_64": (0xC000003E, (41, 59, 322, 101, 310, 311, 438, 425)),
+    "aarch64": (0xC00000B7, (198, 221, 281, 117, 270, 271, 438, 425)),
 }
 
 
