@@ -91,6 +91,12 @@ def odd_charset(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes)
     h._send(200, "text/plain; charset=x-no-such-charset", "caf\u00e9".encode())
 
 
+def codec_charset(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
+    """UTF-8 text declared in a codec of Python's that is no text encoding (``?charset=``)."""
+    kind = query.get("type", ["text/plain"])[0]
+    h._send(200, f"{kind}; charset={query['charset'][0]}", '"caf\u00e9"'.encode())
+
+
 def image(h: Any, site: WebSite, query: dict[str, list[str]], body: bytes) -> None:
     h._send(200, "image/png", b"\x89PNG\r\n\x1a\n" + b"\0" * 100)
 
@@ -153,6 +159,7 @@ ROUTES = {
     "/notes.txt": notes,
     "/image.png": image,
     "/odd-charset": odd_charset,
+    "/codec-charset": codec_charset,
     "/big": big,
     "/redirect": redirect,
     "/loop": loop,

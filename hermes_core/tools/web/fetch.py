@@ -155,13 +155,16 @@ class WebFetcher:
 
 
 def _known_charset(name: str | None) -> str:
-    """The page's declared charset when Python knows it; UTF-8 otherwise (a page may declare
-    anything)."""
+    """The page's declared charset when Python knows it as a text encoding; UTF-8 otherwise
+    (a page may declare anything, "base64" and "undefined" included, which are codecs of
+    Python's that no text decodes with)."""
     if name:
         try:
-            return codecs.lookup(name).name
-        except LookupError:
-            pass
+            known = codecs.lookup(name).name
+            b"x".decode(known, errors="replace")
+        except (LookupError, UnicodeError):
+            return "utf-8"
+        return known
     return "utf-8"
 
 

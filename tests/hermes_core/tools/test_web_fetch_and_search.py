@@ -50,6 +50,16 @@ async def test_an_unknown_charset_is_read_as_utf8(site: WebSite) -> None:
     assert page.text == "caf\u00e9"
 
 
+@pytest.mark.parametrize("charset", ["base64", "rot13", "undefined", "hex"])
+@pytest.mark.parametrize("kind", ["text/plain", "application/json"])
+async def test_a_charset_that_is_no_text_encoding_is_read_as_utf8(
+    site: WebSite, charset: str, kind: str
+) -> None:
+    # Python knows these codecs, but decoding text with them fails: the fetch failed.
+    page = await fetcher().fetch(site.url(f"/codec-charset?charset={charset}&type={kind}"))
+    assert "caf\u00e9" in page.text
+
+
 async def test_content_that_is_not_text_is_described_not_shown(site: WebSite) -> None:
     page = await fetcher().fetch(site.url("/image.png"))
     assert not page.readable
