@@ -20,6 +20,7 @@ from hermes_core.agent.config import chained
 from hermes_core.events import ExitReason
 from hermes_core.tools.quota import quota_in_force
 from hermes_core.tools.registry import Tool
+from hermes_core.tools.tenant import work_for
 from server.errors import APIError
 from server.files.removal import remove_workspace
 from server.http.auth import Principal
@@ -192,6 +193,7 @@ async def start_run(
     if services.ledger is not None:  # the ledger gains each call as the run counts it
         request = _with_counter(services.ledger, request, principal.name, end_user, profile.id)
     bind_run(request.run_id or "", session_id, principal.name)
+    work_for(principal.name)  # what tools share between tenants, they share fairly
     request = with_workspace(services, profile, request, principal, conversation)
     temporary = request.workspace if conversation is None else None
     with turn_given_back_on_failure(services, request.run_id):

@@ -7,11 +7,13 @@ memory bound. Here each page is read by one of :data:`READER_PROCESSES` long-liv
 (``page_reader_process.py``: niced, memory-capped, no secrets in its environment, no sockets
 nor programs, ended with the server): a read that takes longer than :data:`READ_SECONDS`, or
 whose fetch gives up (the run interrupted, the fetch's own time limit), kills its child, and
-the next page starts a new one. A page waiting
-for a free child holds nothing, and one whose fetch gave up meanwhile is never read.
+the next page starts a new one. A page waiting for a free child holds no child, and one whose
+fetch gave up meanwhile is never read.
 
 Each child is driven by a thread of a small pool of our own, blocked on the child's pipe (no
-GIL held), so the reading works the same from any event loop.
+GIL held), so the reading works the same from any event loop. The pool takes the tenants (API
+keys: ``tools/tenant.py``) in turn, so one tenant's queue of hostile pages delays another's
+page by one read at most, not by the whole queue.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from hermes_core.tools.fair_threads import FairThreads
+from hermes_core.tools.tenant import current_tenant
 
 READER_PROCESSES = 2
 """Children reading pages at once, for the whole server (each ~60 MB once trafilatura is
@@ -225,17 +229,10 @@ class _Job:
                 self._reader.kill()
 
 
-_threads: ThreadPoolExecutor | None = None
+_threads = FairThreads(READER_PROCESSES, name="hermes-page-reader")
 _idle: list[_Reader] = []
 _live: set[_Reader] = set()
 _idle_lock = threading.Lock()
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _threads
-    if _threads is None:
-        _threads = ThreadPoolExecutor(READER_PROCESSES, thread_name_prefix="hermes-page-reader")
-    return _threads
 
 
 def _idle_reader() -> _Reader | None:
@@ -266,7 +263,7 @@ async def read_page(
     gave up) kills the child reading the page."""
     job = _Job(body, url, charset, seconds)
     try:
-        return await asyncio.get_running_loop().run_in_executor(_pool(), job.run)
+        return await asyncio.wrap_future(_threads.submit(current_tenant(), job.run))
     except asyncio.CancelledError:
         job.call_off()
         raise

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from hermes_core.tools.tenant import work_for
 from hermes_core.tools.web import page_readers
 from hermes_core.tools.web.fetch import FetchFailed, FetchLimits, WebFetcher
 from hermes_core.tools.web.guard import AddressPolicy
@@ -125,7 +126,7 @@ async def test_calling_off_a_read_that_has_ended_leaves_its_reader_to_the_next_p
     # then, or already reading another tenant's page, and must not be killed under it.
     page_readers.close_idle_readers()
     job = page_readers._Job(ARTICLE, "http://example.test/tides", "utf-8", 10.0)
-    await asyncio.get_running_loop().run_in_executor(page_readers._pool(), job.run)
+    await asyncio.wrap_future(page_readers._threads.submit("", job.run))
     (pid,) = reader_pids()
     job.call_off()
     _title, text = await read_page(ARTICLE, "http://example.test/tides", "utf-8")
@@ -294,3 +295,23 @@ async def test_a_confined_reader_opens_no_socket_and_runs_no_program() -> None:
         subprocess.run, [sys.executable, "-I", "-c", probe], capture_output=True, text=True
     )
     assert done.stdout.split() == ["refused", "refused"], done.stderr
+
+
+async def test_one_tenants_queue_of_hostile_pages_waits_behind_anothers_page() -> None:
+    # Two readers for the whole server, once taken in order of coming: a tenant's queue of
+    # hostile pages (each read until its limit) stood in front of every other tenant's page.
+    async def read_as(tenant: str, body: bytes, seconds: float) -> str:
+        work_for(tenant)
+        try:
+            return (await read_page(body, "http://example.test/", "utf-8", seconds=seconds))[1]
+        except PageUnreadable:
+            return "unreadable"
+
+    attack = [asyncio.create_task(read_as("mallory", HOSTILE, 1.5)) for _ in range(6)]
+    await _until(lambda: page_readers._threads.waiting().get("mallory") == 4, "both readers busy")
+    article = await read_as("alice", ARTICLE, 10.0)
+    assert "4.2 metres" in article
+    assert page_readers._threads.waiting().get("mallory", 0) >= 2  # read before mallory's queue
+    for task in attack:
+        task.cancel()
+    await asyncio.gather(*attack, return_exceptions=True)
