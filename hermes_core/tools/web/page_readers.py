@@ -78,7 +78,10 @@ class _Reader:
     def read(self, body: bytes, url: str, charset: str, seconds: float) -> tuple[str, str]:
         assert self.process.stdin is not None
         assert self.process.stdout is not None
-        head = json.dumps({"url": url, "charset": charset, "size": len(body)}).encode()
+        # Decoded here, where every codec can still be loaded (the child opens no file once
+        # confined, and Python loads a codec's module on its first use): it gets UTF-8.
+        body = _as_utf8(body, charset)
+        head = json.dumps({"url": url, "charset": "utf-8", "size": len(body)}).encode()
         deadline = time.monotonic() + seconds
         answer = None
         if self._send(self.process.stdin.fileno(), head + b"\n" + body, deadline):
@@ -175,6 +178,18 @@ class _Reader:
             if pipe is not None:
                 with contextlib.suppress(OSError):
                     pipe.close()
+
+
+def _as_utf8(body: bytes, charset: str) -> bytes:
+    """The page's bytes in UTF-8 (from ``charset``, or as UTF-8 already when Python cannot
+    decode text with it: a page may declare anything)."""
+    if charset.replace("-", "").replace("_", "").lower() == "utf8":
+        return body
+    try:
+        text = body.decode(charset, errors="replace")
+    except (LookupError, UnicodeError):
+        return body
+    return text.encode("utf-8", errors="replace")
 
 
 class _Job:

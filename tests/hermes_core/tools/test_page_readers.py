@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -295,6 +296,44 @@ async def test_a_confined_reader_opens_no_socket_and_runs_no_program() -> None:
         subprocess.run, [sys.executable, "-I", "-c", probe], capture_output=True, text=True
     )
     assert done.stdout.split() == ["refused", "refused"], done.stderr
+
+
+def _landlock() -> bool:
+    libc = ctypes.CDLL(None, use_errno=True)
+    return int(libc.syscall(444, None, ctypes.c_size_t(0), 1)) >= 1
+
+
+@pytest.mark.skipif(not _landlock(), reason="this kernel has no Landlock")
+async def test_a_confined_reader_opens_no_file(tmp_path: Path) -> None:
+    # A page exploiting the parser would next read what the server's user may: the data
+    # directory, the configuration, the server's /proc entries.
+    secret = tmp_path / "hermes.db"
+    secret.write_text("every tenant's conversations")
+    script = Path(page_readers.__file__).with_name("page_reader_process.py")
+    probe = (
+        "import runpy\n"
+        f"runpy.run_path({str(script)!r})['confine'](1024**3)\n"
+        f"for path in ({str(secret)!r}, '/proc/' + str(__import__('os').getppid()) + '/environ'):\n"
+        "    try:\n"
+        "        open(path, 'rb').read()\n"
+        "        print('allowed')\n"
+        "    except PermissionError:\n"
+        "        print('refused')\n"
+    )
+    done = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-I", "-c", probe], capture_output=True, text=True
+    )
+    assert done.stdout.split() == ["refused", "refused"], done.stderr
+
+
+async def test_a_page_in_a_charset_other_than_utf8_is_read_by_a_confined_reader() -> None:
+    # The child opens no file once confined, and Python loads a codec on its first use.
+    page = "<html><head><title>潮</title></head><body><article><p>{}</p></article></body></html>"
+    body = page.format("春の大潮は4.2メートルに達した。" * 20).encode("shift_jis")
+    page_readers.close_idle_readers()
+    title, text = await read_page(body, "http://example.test/tides", "shift_jis")
+    assert title == "潮"
+    assert "4.2メートル" in text
 
 
 async def test_one_tenants_queue_of_hostile_pages_waits_behind_anothers_page() -> None:
