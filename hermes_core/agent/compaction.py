@@ -22,7 +22,6 @@ from hermes_core.events import (
     RunStarted,
 )
 from hermes_core.ids import token_hex
-from hermes_core.messages import Message
 from hermes_core.usage import Usage
 
 TARGET_SHARE = 4
@@ -58,7 +57,7 @@ class CompactionRun:
             budget=1,
             streamed=False,
         )
-        messages = _conversation(request)
+        messages = request.conversation()
         tokens = estimate_tokens(messages)
         self._task = asyncio.ensure_future(
             self.compressor.compress(
@@ -112,10 +111,3 @@ class CompactionRun:
             transcript_length=len(result.messages),
             calls=[call] if call is not None else [],
         )
-
-
-def _conversation(request: AgentRequest) -> list[Message]:
-    messages = list(request.history)
-    if request.user_message is not None:
-        messages.append({"role": "user", "content": request.user_message})
-    return messages

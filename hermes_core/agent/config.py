@@ -108,6 +108,9 @@ class AgentRequest:
     user_message: str | list[dict[str, Any]] | None = None
     """Appended to the history; None continues the history as it is (e.g. after client tool
     results were appended)."""
+    user_name: str | None = None
+    """Who of several participants says ``user_message`` (chat's ``name``): kept on it, so an
+    upstream that reads names (Chat Completions) tells the speakers apart."""
     history: Sequence[Message] = ()
     system_message: str | None = None
     """The client's system message, layered over the agent's own prompt."""
@@ -160,3 +163,17 @@ class AgentRequest:
     """Someone follows the answer as it is generated (a streaming client). False lets each
     model reply come from upstream in one piece (cheaper for the server); the run's events
     then carry a reply's text only once the reply is complete."""
+
+    def new_message(self) -> Message | None:
+        """The new user message as the transcript keeps it (None: there is none)."""
+        if self.user_message is None:
+            return None
+        message: Message = {"role": "user", "content": self.user_message}
+        if self.user_name is not None:
+            message["name"] = self.user_name
+        return message
+
+    def conversation(self) -> list[Message]:
+        """The history with the new user message on top."""
+        new = self.new_message()
+        return [*self.history, new] if new is not None else list(self.history)

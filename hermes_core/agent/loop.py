@@ -119,8 +119,9 @@ class RunDriver:
         """What the run starts from: the new message, answered approvals, a plan. False: the
         run has already finished (the plan's call failed)."""
         run = self.run
-        if run.request.user_message is not None:
-            run.append({"role": "user", "content": run.request.user_message})
+        new = run.request.new_message()
+        if new is not None:
+            run.append(new)
         if run.request.recalled:  # kept in the transcript: later turns' prefix stays put
             run.append({"role": "system", "content": run.request.recalled})
         if run.request.approvals:

@@ -49,7 +49,9 @@ class ToolCallIn(_Open):
 class ChatMessageIn(_Open):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[dict[str, Any]] | None = None
-    name: str | None = None
+    name: str | None = Field(default=None, pattern=r"^[a-zA-Z0-9_-]+$")
+    """Which participant of several said it: kept on user and assistant messages (the
+    pattern is OpenAI's, which refuses any other name)."""
     tool_calls: list[ToolCallIn] | None = None
     tool_call_id: str | None = None
 
@@ -233,10 +235,14 @@ class ChatCompletionRequest(_Open):
                 continue
             conversation.append(_to_internal(message))
         user_message: str | list[dict[str, Any]] | None = None
+        user_name: str | None = None
         if conversation and conversation[-1]["role"] == "user":
-            user_message = conversation.pop().get("content") or ""
+            last = conversation.pop()
+            user_message = last.get("content") or ""
+            user_name = last.get("name")
         return AgentRequest(
             user_message=user_message,
+            user_name=user_name,
             history=conversation,
             system_message="\n\n".join(system_parts) or None,
             client_tools=self.client_tools() if with_client_tools else (),
@@ -325,6 +331,8 @@ def _to_internal(message: ChatMessageIn) -> Message:
             for call in message.tool_calls
         ]
         out["tool_calls"] = calls
+    if message.name is not None and message.role in ("user", "assistant"):
+        out["name"] = message.name
     if message.role == "tool":
         if not message.tool_call_id:
             raise APIError(400, "A tool message needs a tool_call_id.", param="messages")

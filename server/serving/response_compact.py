@@ -39,9 +39,7 @@ async def compact(
         services.store, principal.name, body.input_items(), end_user=end_user
     )
     request = body.to_agent_request(with_client_tools=False)
-    messages = list(request.history)
-    if request.user_message is not None:
-        messages.append({"role": "user", "content": request.user_message})
+    messages = request.conversation()
     store = services.store
     if previous is not None and previous.session_id is not None and store is not None:
         owner = scoped_owner(principal, end_user)

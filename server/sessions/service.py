@@ -192,7 +192,7 @@ class SessionService:
         visible history (a chat completion), so whether it forks the conversation tells
         whether it is on the branch of the turn running in it (see :meth:`_elsewhere`); a
         run's input is only its new message, whatever it continues."""
-        client = _client_messages(request)
+        client = request.conversation()
         if name is None:
             turn = await self._new_session(agent, request, owner, profile, client, name=None)
             self._track(run_id, turn, lock=None)
@@ -226,7 +226,7 @@ class SessionService:
         ``apart``: always a child, named by its own id (the session is a conversation's that
         the turn is not part of). Raises :class:`LookupError` when the session is not the
         owner's, or is deleted before the turn has it."""
-        client = _client_messages(request)
+        client = request.conversation()
         if after is None:
             turn = await self._new_session(agent, request, owner, profile, client, name=None)
             self._track(run_id, turn, lock=None)
@@ -265,7 +265,7 @@ class SessionService:
         held (a Responses ``conversation``: the client sends only its new items, so nothing
         is reconciled): its newest branch, or a new session. A session the Conversations API
         started before any turn is bound to this turn's profile and frozen prompt."""
-        client = _client_messages(request)
+        client = request.conversation()
 
         async def latest(_: float | None) -> Turn:
             tips = await self.store.sessions.tips(owner, name, limit=1)
@@ -289,7 +289,7 @@ class SessionService:
         if session.profile != UNBOUND_PROFILE:  # else the agent's own: nothing is bound here
             agent.freeze_prompt(session.system_prompt)
         stored = await self.store.sessions.messages(session.id)
-        transcript = [m.message for m in stored[: after.position]] + _client_messages(request)
+        transcript = [m.message for m in stored[: after.position]] + request.conversation()
         peeked = dataclasses.replace(request, history=transcript, user_message=None)
         return peeked, session.name or session.id
 
@@ -299,7 +299,7 @@ class SessionService:
         """``request`` on the branch of the conversation ``name`` that its history matches
         best, as :meth:`begin` would continue it, saving nothing (a turn with ``store:
         false``); None when there is no such conversation."""
-        client = _client_messages(request)
+        client = request.conversation()
         best = await self._best_branch(owner, name, client)
         if best is None:
             return None
@@ -712,13 +712,6 @@ def _unanswered_calls(messages: list[StoredMessage]) -> list[str]:
             answered = {m.message.get("tool_call_id") for m in messages[index + 1 :]}
             return [call["id"] for call in calls if call["id"] not in answered]
     return []
-
-
-def _client_messages(request: AgentRequest) -> list[Message]:
-    client = list(request.history)
-    if request.user_message is not None:
-        client.append({"role": "user", "content": request.user_message})
-    return client
 
 
 def _title(messages: list[Message]) -> str:
