@@ -57,6 +57,15 @@ _RUN_EVENT = {
 ``data.status`` says how."""
 
 
+def _response_event(end: RunFinished) -> str:
+    """The event of a background response that ended so: the Response's own status (see
+    ``ResponsesView._settle``). An answer the upstream's content filter stopped failed the
+    run, but its Response is ``incomplete`` (``content_filter``), and so is its event."""
+    if end.content_filtered:
+        return "response.incomplete"
+    return _RESPONSE_EVENT[end.exit_reason]
+
+
 @dataclass(frozen=True, slots=True)
 class WebhookTarget:
     """A configured endpoint (``webhooks:`` in the file)."""
@@ -150,7 +159,7 @@ class Webhooks:
                 }
                 self._spawn(self._run_ended(info, event, kind, data, own, suspect))
             elif info.endpoint == "responses" and info.completion_id:
-                kind = _RESPONSE_EVENT[event.exit_reason]
+                kind = _response_event(event)
                 if any(kind in target.events for target in self.targets):
                     self._spawn(self._background_response(info, event, kind, suspect))
         elif isinstance(event, ApprovalRequested) and info.endpoint == RUNS_ENDPOINT:
