@@ -237,9 +237,10 @@ class RunFinished(_Event):
     (``final_text`` is what it had said by then): chat says ``finish_reason:
     "content_filter"``, Responses ``incomplete`` for ``content_filter``, as OpenAI does."""
     retry_after: float | None = None
-    """Set when the run failed because the upstream refused it for its rate (every provider
-    of the chain, when it has several): seconds after which it may answer. A waiting client is
-    then told 429 with ``retry-after`` — its SDK retries — not 502."""
+    """Set when the run failed because the upstream refused it for its rate (the last
+    provider the chain tried, whatever the earlier ones failed with: its last word was
+    "wait"): seconds after which it may answer. A waiting client is then told 429 with
+    ``retry-after`` — its SDK retries — not 502."""
     interrupt_source: InterruptSource | None = None
     """Who interrupted the run; set exactly when ``exit_reason`` is ``interrupted``."""
     session_id: str | None = None
