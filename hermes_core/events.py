@@ -239,8 +239,9 @@ class RunFinished(_Event):
     retry_after: float | None = None
     """Set when the run failed because the upstream refused it for its rate (the last
     provider the chain tried, whatever the earlier ones failed with: its last word was
-    "wait"): seconds after which it may answer. A waiting client is then told 429 with
-    ``retry-after`` — its SDK retries — not 502."""
+    "wait") before anything acted (no model call had answered, no approved call ran; after,
+    the run did work and is a plain failure): seconds after which it may answer. A waiting
+    client is then told 429 with ``retry-after`` — its SDK retries — not 502."""
     interrupt_source: InterruptSource | None = None
     """Who interrupted the run; set exactly when ``exit_reason`` is ``interrupted``."""
     session_id: str | None = None

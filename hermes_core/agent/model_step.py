@@ -113,11 +113,15 @@ class ModelStep:
             run.finish_interrupted(shown)
             return None
         if outcome.error is not None:
+            # Refused for its rate before anything acted (no answer came, no approved call
+            # ran): a refusal the client may simply retry, told as a 429. Once a tool may have
+            # acted, the run did work, and a retry (its Idempotency-Key given up) would act twice.
+            acted = run.state.model_calls > 0 or bool(run.request.approvals)
             run.finish(
                 ExitReason.FAILED,
                 shown,
                 error=outcome.error.message,
-                retry_after=rate_limited_for(outcome.error),
+                retry_after=None if acted else rate_limited_for(outcome.error),
             )
             return None
         response = outcome.response

@@ -17,9 +17,11 @@ tools again (a second ``rm``, a second email). With one, for 24 hours:
 
 A first request that did no work — refused before a run started with a 429, a 409 (its
 session busy: the SDKs retry a 409, and a kept one would answer every retry the same for a
-day) or a 5xx, or that crashed before it answered — gives the key up, so its retry does the
-work. Other answers (4xx included) are kept: they were the request's outcome. A replay carries
-the first answer's own headers (``x-hermes-run-id``, ``x-hermes-session-id``).
+day) or a 5xx, a run the upstream refused for its rate before anything acted (a 429 too,
+whose ``retry-after`` the retry follows), or that crashed before it answered — gives the key
+up, so its retry does the work. Other answers (4xx included) are kept: they were the
+request's outcome. A replay carries the first answer's own headers (``x-hermes-run-id``,
+``x-hermes-session-id``).
 
 A first request whose process died (killed) cannot give its key up. Its claim names its
 replica and that replica's start, and holds a lease the request renews while it is answered,
@@ -652,6 +654,8 @@ class _Answer:
 def _did_work(status: int | None, run_id: str | None) -> bool:
     """Whether an answer is the request's outcome, not a refusal before any work (a 429, a 409
     or a 5xx before a run started, or no answer at all): only then is it kept."""
+    if status == 429:  # a run's too: one refused for its rate before anything acted
+        return False
     if run_id is not None:
         return True
     return status is not None and not (status in (409, 429) or status >= 500)
