@@ -79,6 +79,9 @@ _SKIPPED = frozenset({TextDelta, ReasoningDelta, ToolCallGenerating, ToolProgres
 
 _NOT_ERRORS = frozenset({ToolOutcome.SUCCESS, ToolOutcome.AWAITING_APPROVAL})
 """Tool outcomes that are no failure (a call waiting for approval did not fail)."""
+CONTENT_FILTER = "content_filter"
+"""How a run whose answer the upstream's filter stopped ended, as the GenAI conventions say
+it (a finish reason of theirs) and as its error's type."""
 
 RECENT_RUNS = 1024
 """Ended runs whose trace ids log lines may still ask for (a run's last lines follow its end)."""
@@ -368,11 +371,13 @@ class RunSpans:
                 turn = _turn_input(agent.messages[agent.turn_start :])
                 attributes[genai.INPUT_MESSAGES] = genai.message_json(turn)
             attributes[genai.OUTPUT_MESSAGES] = genai.output_json(
-                None, _finish_of(event.exit_reason), event.refusal or event.final_text
+                None, _finish_of(event), event.refusal or event.final_text
             )
         span.set_attributes(attributes)
         if event.exit_reason is ExitReason.FAILED:
-            _fail(span, agent.failure or genai.OTHER_ERROR, event.error)
+            # The filter's stop, not a retry's reason seen earlier in the run.
+            failure = CONTENT_FILTER if event.content_filtered else agent.failure
+            _fail(span, failure or genai.OTHER_ERROR, event.error)
         span.end(end_time=now)
 
     # --- model calls --------------------------------------------------------------------------
@@ -568,7 +573,11 @@ def _turn_start(history: list[Message]) -> int:
     return 0
 
 
-def _finish_of(exit_reason: ExitReason) -> str:
+def _finish_of(end: RunFinished) -> str:
+    """The run's answer's finish reason, in the GenAI conventions' words."""
+    if end.content_filtered:
+        return CONTENT_FILTER
+    exit_reason = end.exit_reason
     return {
         ExitReason.COMPLETED: "stop",
         ExitReason.TRUNCATED: "length",
