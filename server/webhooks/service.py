@@ -20,7 +20,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from hermes_core.events import AgentEvent, ApprovalRequested, ExitReason, RunFinished, RunStarted
+from hermes_core.events import (
+    AgentEvent,
+    ApprovalRequested,
+    ExitReason,
+    InterruptSource,
+    RunFinished,
+    RunStarted,
+)
 from hermes_core.ids import token_hex
 from hermes_core.persistence import RunRecord, Store
 from hermes_core.persistence.webhooks import Delivery
@@ -60,9 +67,12 @@ _RUN_EVENT = {
 def _response_event(end: RunFinished) -> str:
     """The event of a background response that ended so: the Response's own status (see
     ``ResponsesView._settle``). An answer the upstream's content filter stopped failed the
-    run, but its Response is ``incomplete`` (``content_filter``), and so is its event."""
+    run, but its Response is ``incomplete`` (``content_filter``), and so is its event; one
+    its server stopped (a drain's end) was cancelled by no client: it is ``failed``."""
     if end.content_filtered:
         return "response.incomplete"
+    if end.interrupt_source is InterruptSource.SHUTDOWN:
+        return "response.failed"
     return _RESPONSE_EVENT[end.exit_reason]
 
 
