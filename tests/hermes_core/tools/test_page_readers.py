@@ -142,21 +142,27 @@ async def test_a_charset_python_decodes_no_text_with_is_read_as_utf8() -> None:
         assert (title, "4.2 metres" in text) == ("Tides", True), charset
 
 
+def _readers_run(source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Readers from here on run ``source`` instead of the real reader (none is left idle)."""
+    page_readers.close_idle_readers()
+    script = tmp_path / "reader.py"
+    script.write_text(source)
+    monkeypatch.setattr(page_readers, "_SCRIPT", script)
+
+
 async def test_a_reader_answering_garbage_is_an_error_and_replaced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # What a child taken over by its page (or printing by mistake) could send back.
-    page_readers.close_idle_readers()
     for garbage in ('"not an answer"', '{"title": 1}', "not json at all"):
-        script = tmp_path / "garbage.py"
-        script.write_text(
+        source = (
             "import json, sys\n"
             "head = json.loads(sys.stdin.buffer.readline())\n"
             "sys.stdin.buffer.read(head['size'])\n"
             f"print({garbage!r}, flush=True)\n"
             "sys.stdin.buffer.read()\n"
         )
-        monkeypatch.setattr(page_readers, "_SCRIPT", script)
+        _readers_run(source, tmp_path, monkeypatch)
         with pytest.raises(PageUnreadable, match="answered something other than a page"):
             await read_page(ARTICLE, "http://example.test/tides", "utf-8")
         assert reader_pids() == set()
@@ -166,10 +172,7 @@ async def test_a_reader_that_takes_no_page_is_given_up_within_the_time_a_page_ma
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Stopped, or starved behind busy cores: the page's bytes fill the pipe and wait there.
-    page_readers.close_idle_readers()
-    script = tmp_path / "deaf.py"
-    script.write_text("import time\ntime.sleep(120)\n")
-    monkeypatch.setattr(page_readers, "_SCRIPT", script)
+    _readers_run("import time\ntime.sleep(120)\n", tmp_path, monkeypatch)
     async with asyncio.timeout(60):
         with pytest.raises(PageUnreadable, match=r"took longer than the 0\.5 s a page may take"):
             await read_page(b"<p>" * 1024**2, "http://example.test/big", "utf-8", seconds=0.5)
@@ -179,10 +182,9 @@ async def test_a_reader_that_takes_no_page_is_given_up_within_the_time_a_page_ma
 async def test_a_reader_flooding_its_answer_is_killed_at_the_answer_cap(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    page_readers.close_idle_readers()
-    script = tmp_path / "flood.py"
-    script.write_text("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n")
-    monkeypatch.setattr(page_readers, "_SCRIPT", script)
+    _readers_run(
+        "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n", tmp_path, monkeypatch
+    )
     monkeypatch.setattr(page_readers, "ANSWER_BYTES", 1024**2)
     with pytest.raises(PageUnreadable, match=r"an answer longer than 1 MB"):
         await read_page(ARTICLE, "http://example.test/tides", "utf-8", seconds=60)
