@@ -72,7 +72,9 @@ def rate_limited_for(failure: ProviderError) -> float | None:
     upstream said, else the cooldown it causes), or None when it was no rate limit."""
     if failure.kind is not ErrorKind.RATE_LIMIT:
         return None
-    return min(failure.retry_after or DEFAULT_COOLDOWN, MAX_COOLDOWN)
+    if failure.retry_after is None:
+        return DEFAULT_COOLDOWN
+    return min(failure.retry_after, MAX_COOLDOWN)  # 0 too: "at once" is what it said
 
 
 CooldownListener = Callable[[str, float | None], None]

@@ -53,3 +53,17 @@ async def test_a_chain_whose_last_provider_refused_for_its_rate_is_a_429(
     assert response.status_code == 429
     assert response.headers["retry-after"] == "1"
     assert response.json()["error"]["code"] == "rate_limit_exceeded"
+
+
+async def test_an_upstream_saying_retry_at_once_is_not_told_as_a_minute(
+    http: httpx.AsyncClient,  # noqa: F811
+    simulator: SimulatorServer,
+) -> None:
+    # "retry-after: 0" is what the upstream said, not a silence to fill with the cooldown.
+    script(simulator, "primary", Step(fault=Fault(status=429, retry_after=0), repeat=5))
+    script(simulator, "backup", Step(fault=Fault(status=429, retry_after=0), repeat=5))
+
+    response = await http.post("/v1/chat/completions", json=_request(stream=False))
+
+    assert response.status_code == 429
+    assert response.headers["retry-after"] == "1"  # the least whole second a client reads
