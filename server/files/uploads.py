@@ -29,6 +29,7 @@ import time
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
+from email.errors import HeaderParseError
 from email.header import decode_header, make_header
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
@@ -66,7 +67,8 @@ def decoded_filename(name: str | None) -> str:
         return name or ""
     try:
         return str(make_header(decode_header(name)))
-    except (LookupError, ValueError, UnicodeDecodeError):  # an unknown charset, bad base64
+    # An unknown charset; base64 of no whole byte (HeaderParseError, which is no ValueError).
+    except (LookupError, ValueError, UnicodeDecodeError, HeaderParseError):
         return name
 
 

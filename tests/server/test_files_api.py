@@ -473,3 +473,51 @@ async def test_the_sweeper_removes_an_expired_files_record_and_bytes(
     async with store.db.engine.connect() as conn:
         assert list((await conn.execute(select(FILES.c.id))).scalars()) == [kept.id]
     assert (await alice.files.content(kept.id)).content == b"kept"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "=?utf-8?B?b?=",  # one base64 character: no byte at all
+        "=?utf-8?B?YWJjZ?=",  # a base64 length no padding makes whole
+    ],
+)
+async def test_a_file_name_of_encoded_words_whose_base64_is_broken_is_kept_as_it_came(
+    raw: httpx.AsyncClient, name: str
+) -> None:
+    for headers in ({}, {"Idempotency-Key": str(uuid.uuid4())}):
+        response = await raw.post(
+            "/v1/files",
+            files={"file": (name, b"x")},
+            data={"purpose": "user_data"},
+            headers=headers,
+        )
+
+        assert response.status_code == 200, response.text
+        assert response.json()["filename"] == name
+
+
+@pytest.mark.parametrize(
+    ("name", "kept"),
+    [
+        ("=?utf-8?B?Li4vLi4vZXRjL3Bhc3N3ZA==?=", "passwd"),  # ../../etc/passwd
+        ("=?utf-8?Q?..=5C..=5Cboot.ini?=", "boot.ini"),  # ..\..\boot.ini
+        ("=?utf-8?Q?a=00b=0A=1B=E2=80=AEc.txt?=", "abc.txt"),  # NUL, LF, ESC, RTL override
+        ("=?utf-8?Q?=2E=2E?=", "upload"),
+        ("=?utf-16?B?/v8AYQBi?=", "ab"),  # another charset than UTF-8
+        ("=?unknown-8bit?B?Yf9i?=", "a\ufffdb"),  # bytes of no known charset
+        ("=?utf-8?B?" + base64.b64encode(b"n" * 3_000).decode() + "?=", "n" * 255),
+    ],
+)
+async def test_a_file_name_decoded_from_encoded_words_is_kept_without_path_or_control_characters(
+    raw: httpx.AsyncClient, name: str, kept: str, tmp_path: Path
+) -> None:
+    response = await raw.post(
+        "/v1/files", files={"file": (name, b"x")}, data={"purpose": "user_data"}
+    )
+
+    assert response.status_code == 200, response.text
+    assert response.json()["filename"] == kept
+    assert [p.name for p in (tmp_path / "files").rglob("*") if p.is_file()] == [
+        response.json()["id"]
+    ]
