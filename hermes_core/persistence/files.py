@@ -137,17 +137,21 @@ class FileStore:
 
     async def expire(self) -> AsyncGenerator[builtins.list[FileRecord], None]:
         """Delete the records of files expired now, in batches; yields each batch's records,
-        whose bytes the caller removes."""
+        whose bytes the caller removes. Each is yielded by the one deletion that removed it:
+        another replica sweeping at once (one that lost the sweep's lease) may have selected
+        the same records, and deleted some first."""
         expired = FILES.c.expires_at <= self.clock()
         while True:
             async with self.db.engine.begin() as conn:
-                statement = select(FILES).where(expired).limit(EXPIRED_BATCH)
-                rows = (await conn.execute(statement)).all()
-                if not rows:
+                statement = select(FILES.c.id).where(expired).limit(EXPIRED_BATCH)
+                ids = list((await conn.execute(statement)).scalars())
+                if not ids:
                     return
-                await conn.execute(delete(FILES).where(FILES.c.id.in_([row.id for row in rows])))
-            yield [_record(row) for row in rows]
-            if len(rows) < EXPIRED_BATCH:
+                removing = delete(FILES).where(FILES.c.id.in_(ids)).returning(*FILES.c)
+                removed = (await conn.execute(removing)).all()
+            if removed:
+                yield [_record(row) for row in removed]
+            if len(ids) < EXPIRED_BATCH:
                 return
 
     def _usage(self, owner: str) -> Any:

@@ -1,0 +1,148 @@
+"""Files with an ``expires_at`` (OpenAI's ``expires_after``), in the store, on SQLite and on
+PostgreSQL: an expired file takes nothing of its key's quota, its records are removed once
+however many replicas sweep at once, and migration 0014 keeps the files there were."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from typing import Any
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Connection, text
+from sqlmodel import SQLModel
+
+from hermes_core.persistence import FileRecord, FileUsage, Store
+from hermes_core.persistence.database import MIGRATIONS, SCHEMA_HEAD
+from hermes_core.persistence.files import EXPIRED_BATCH, FILES, FileStore
+
+NOW = 1_800_000_000.0
+
+
+def _file(owner: str, size: int, *, expires_at: float | None = None) -> FileRecord:
+    return FileRecord(
+        id=f"file-{secrets.token_hex(8)}",
+        owner=owner,
+        filename="a.txt",
+        purpose="user_data",
+        bytes=size,
+        created_at=NOW - 7200,
+        expires_at=expires_at,
+    )
+
+
+def _at(store: Store, now: float) -> FileStore:
+    """``store``'s files as they are at ``now``."""
+    return FileStore(store.db, clock=lambda: now)
+
+
+async def _expired_ids(files: FileStore) -> list[str]:
+    """The ids of the records ``files.expire()`` says it removed, in one sweep."""
+    return [record.id async for batch in files.expire() for record in batch]
+
+
+async def test_an_expired_file_takes_nothing_of_its_keys_quota(store: Store) -> None:
+    files = _at(store, NOW)
+    await files.add(_file("dora", 90, expires_at=NOW - 1))
+    await files.add(_file("dora", 5, expires_at=NOW + 3600))
+
+    assert await files.usage("dora") == FileUsage(5, 1)
+    before = await files.add_within(_file("dora", 95), max_files=2, quota_bytes=100)
+    assert (before.count, before.bytes) == (1, 5)
+    assert (await files.usage("dora")).bytes == 100
+    # An hour on, the other one has expired too.
+    assert (await _at(store, NOW + 3600).usage("dora")).bytes == 95
+
+
+async def test_expired_files_are_removed_once_by_two_sweeps_one_after_another(
+    store: Store,
+) -> None:
+    files = _at(store, NOW)
+    expired = [_file("erin", 1, expires_at=NOW - n) for n in range(1, 4)]
+    for record in [*expired, _file("erin", 1, expires_at=NOW + 1), _file("erin", 1)]:
+        await files.add(record)
+
+    assert sorted(await _expired_ids(files)) == sorted(r.id for r in expired)
+    assert await _expired_ids(files) == []
+    assert (await files.usage("erin")).count == 2
+
+
+async def test_expired_files_swept_by_two_replicas_at_once_are_each_removed_once(
+    store: Store, database_url: str
+) -> None:
+    if not database_url.startswith("postgresql"):
+        pytest.skip("replicas share a PostgreSQL only")
+    other = await Store.open(database_url, instance="instance-b")
+    try:
+        for round_ in range(3):
+            records = [
+                _file(f"fay-{round_}", 1, expires_at=NOW - 1) for _ in range(EXPIRED_BATCH + 20)
+            ]
+            async with store.db.engine.begin() as conn:
+                await conn.execute(FILES.insert(), [_values(r) for r in records])
+            mine, theirs = await asyncio.gather(
+                _expired_ids(_at(store, NOW)), _expired_ids(_at(other, NOW))
+            )
+
+            assert sorted(mine + theirs) == sorted(r.id for r in records), round_
+    finally:
+        await other.close()
+
+
+def _values(record: FileRecord) -> dict[str, Any]:
+    return {column.name: getattr(record, column.name) for column in FILES.columns}
+
+
+def _alembic(connection: Connection, revision: str, *, up: bool) -> None:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    (command.upgrade if up else command.downgrade)(config, revision)
+
+
+def _differences(connection: Connection) -> list[Any]:
+    context = MigrationContext.configure(connection)
+    return [
+        diff
+        for diff in compare_metadata(context, SQLModel.metadata)
+        if not (isinstance(diff, tuple) and str(diff[1].name).startswith("messages_fts"))
+        and not (isinstance(diff, tuple) and str(diff[1].name) == "ix_messages_search")
+    ]
+
+
+async def test_files_uploaded_before_the_expiry_migration_are_kept_and_never_expire(
+    store: Store,
+) -> None:
+    async with store.db.engine.begin() as conn:
+        await conn.run_sync(lambda sync: _alembic(sync, "0013", up=False))
+        await conn.execute(
+            text(
+                "INSERT INTO files (id, owner, end_user, filename, purpose, bytes, created_at) "
+                "VALUES ('file-old', 'gus', NULL, 'old.txt', 'user_data', 7, 1.5)"
+            )
+        )
+        await conn.run_sync(lambda sync: _alembic(sync, "head", up=True))
+
+    assert await store.db.current_revision() == SCHEMA_HEAD
+    old = await store.files.get("gus", "file-old")
+    assert old is not None
+    assert (old.bytes, old.expires_at) == (7, None)
+    assert await _expired_ids(_at(store, time.time() + 10 * 365 * 86400)) == []
+    async with store.db.engine.connect() as conn:
+        assert await conn.run_sync(_differences) == []
+
+
+async def test_the_expiry_migration_downgrades_keeping_the_files_there_are(store: Store) -> None:
+    await store.files.add(_file("hal", 3, expires_at=NOW + 3600))
+    async with store.db.engine.begin() as conn:
+        await conn.run_sync(lambda sync: _alembic(sync, "0013", up=False))
+        rows = (await conn.execute(text("SELECT owner, bytes FROM files"))).all()
+        await conn.run_sync(lambda sync: _alembic(sync, "head", up=True))
+
+    assert [tuple(row) for row in rows] == [("hal", 3)]
+    assert (await store.files.usage("hal")).count == 1
