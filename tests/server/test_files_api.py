@@ -521,3 +521,64 @@ async def test_a_file_name_decoded_from_encoded_words_is_kept_without_path_or_co
     assert [p.name for p in (tmp_path / "files").rglob("*") if p.is_file()] == [
         response.json()["id"]
     ]
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"expires_after[anchor]": "created_at", "expires_after[seconds]": "9" * 5000}, "seconds"),
+        ({"expires_after[anchor]": "created_at", "expires_after[seconds]": "3600.0"}, "seconds"),
+        ({"expires_after[anchor]": "created_at", "expires_after[seconds]": "-3600"}, "seconds"),
+        ({"expires_after[anchor]": "created_at", "expires_after[seconds]": ""}, "seconds"),
+        ({"expires_after[anchor]": "", "expires_after[seconds]": "3600"}, "anchor"),
+        ({"expires_after[anchor]": "CREATED_AT", "expires_after[seconds]": "3600"}, "anchor"),
+    ],
+)
+async def test_an_expires_after_out_of_range_or_empty_is_a_400_that_uses_up_no_idempotency_key(
+    raw: httpx.AsyncClient, fields: dict[str, str], param: str
+) -> None:
+    key = {"Idempotency-Key": str(uuid.uuid4())}
+    refused = await raw.post(
+        "/v1/files",
+        files={"file": ("a.txt", b"x")},
+        data={"purpose": "user_data", **fields},
+        headers=key,
+    )
+
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["param"] == f"expires_after.{param}"
+    good = {"expires_after[anchor]": "created_at", "expires_after[seconds]": "3600"}
+    retried = await raw.post(
+        "/v1/files",
+        files={"file": ("a.txt", b"x")},
+        data={"purpose": "user_data", **good},
+        headers=key,
+    )
+    assert retried.status_code == 200, retried.text
+    assert retried.json()["expires_at"] == retried.json()["created_at"] + 3600
+
+
+async def test_an_expired_image_or_conversation_item_file_is_a_404_and_reaches_no_model(
+    alice: openai.AsyncOpenAI, store: Store, simulator: SimulatorServer
+) -> None:
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
+    image = await alice.files.create(
+        file=("dot.png", png), purpose="vision", expires_after=EXPIRES_AFTER
+    )
+    await expire(store, image.id)
+    conversation = await alice.conversations.create()
+    file_part: Any = {"type": "input_file", "file_id": image.id}
+    image_part: Any = {"type": "input_image", "file_id": image.id, "detail": "auto"}
+
+    with pytest.raises(openai.NotFoundError) as refused:
+        await alice.responses.create(
+            model="hermes-agent", input=[{"role": "user", "content": [image_part]}]
+        )
+    assert refused.value.code == "file_not_found"
+    for part in (file_part, image_part):
+        item: Any = {"type": "message", "role": "user", "content": [part]}
+        with pytest.raises(openai.NotFoundError) as refused:
+            await alice.conversations.items.create(conversation.id, items=[item])
+        assert refused.value.code == "file_not_found"
+    assert [i async for i in alice.conversations.items.list(conversation.id)] == []
+    assert simulator.state.requests() == []
