@@ -49,7 +49,7 @@ async def file_for_model(
     if isinstance(file_id, str) and file_id:
         if vault is None:
             raise APIError(400, "This server keeps no files: send file_data instead.")
-        record = await vault.get(owner, file_id)
+        record = await vault.get_readable(owner, file_id)
         source: Path | bytes = vault.path(record)
         name = part.get("filename") or record.filename
         reference = file_id

@@ -205,7 +205,16 @@ class FileVault:
         as deleted for all of them)."""
         record = await self.store.files.get(owner, file_id)
         if record is None or record.end_user not in (None, self.end_user):
-            raise APIError(404, f"No file '{file_id}'.", param="file_id", code="file_not_found")
+            raise _not_found(file_id)
+        return record
+
+    async def get_readable(self, owner: str, file_id: str) -> FileRecord:
+        """As :meth:`get`, for a use that reads the file's bytes: 404 too for one whose bytes
+        are gone (a sweep of its expiry, or a delete, removed them since its record was read),
+        as it will be once its record is, not a 500 where they are read."""
+        record = await self.get(owner, file_id)
+        if not await asyncio.to_thread(self.path(record).is_file):
+            raise _not_found(file_id)
         return record
 
     async def list(
@@ -237,6 +246,10 @@ class FileVault:
             await asyncio.to_thread(self.path(record).unlink, True)
 
 
+def _not_found(file_id: str) -> APIError:
+    return APIError(404, f"No file '{file_id}'.", param="file_id", code="file_not_found")
+
+
 async def into_workspace(
     vault: FileVault | None,
     owner: str,
@@ -254,7 +267,7 @@ async def into_workspace(
         if vault is None:
             raise APIError(400, "This server keeps no files: send file_data instead.")
         try:
-            record = await vault.get(owner, file_id)
+            record = await vault.get_readable(owner, file_id)
         except APIError as exc:
             if exc.status != 404:
                 raise
@@ -291,7 +304,7 @@ async def image_data_url(vault: FileVault | None, owner: str, file_id: str) -> s
     ``upload``, and a file named ``.png`` may be anything."""
     if vault is None:
         raise APIError(400, "This server keeps no files: send image_url instead.")
-    record = await vault.get(owner, file_id)
+    record = await vault.get_readable(owner, file_id)
     if record.bytes > MAX_INLINE_IMAGE_BYTES:
         raise APIError(
             400,

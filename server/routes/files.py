@@ -165,7 +165,7 @@ async def file_content(
     file_id: str, request: Request, principal: Annotated[Principal, Depends(require_principal)]
 ) -> FileResponse:
     vault = _vault(request, principal)
-    record = await vault.get(principal.name, file_id)
+    record = await vault.get_readable(principal.name, file_id)
     return FileResponse(
         vault.path(record),
         filename=record.filename,

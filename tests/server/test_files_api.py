@@ -582,3 +582,37 @@ async def test_an_expired_image_or_conversation_item_file_is_a_404_and_reaches_n
         assert refused.value.code == "file_not_found"
     assert [i async for i in alice.conversations.items.list(conversation.id)] == []
     assert simulator.state.requests() == []
+
+
+async def test_an_upload_whose_bytes_are_gone_is_a_404_to_read_and_can_still_be_deleted(
+    alice: openai.AsyncOpenAI, tmp_path: Path
+) -> None:
+    # As a sweep (of its expiry, on another replica) leaves it for a request that read its
+    # record a moment before: its bytes are gone, and reading them is no 500.
+    notes = await alice.files.create(file=("notes.txt", b"words"), purpose="user_data")
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
+    image = await alice.files.create(file=("dot.png", png), purpose="vision")
+    for path in (tmp_path / "files").rglob("file-*"):
+        path.unlink()
+
+    with pytest.raises(openai.NotFoundError):
+        await alice.files.content(notes.id)
+    parts: list[Any] = [
+        {"type": "input_file", "file_id": notes.id},
+        {"type": "input_image", "file_id": image.id, "detail": "auto"},
+    ]
+    for part in parts:
+        with pytest.raises(openai.NotFoundError) as refused:
+            await alice.responses.create(
+                model="hermes-agent", input=[{"role": "user", "content": [part]}]
+            )
+        assert refused.value.code == "file_not_found"
+    with pytest.raises(openai.NotFoundError):
+        await alice.chat.completions.create(
+            model="hermes-agent",
+            messages=[
+                {"role": "user", "content": [{"type": "file", "file": {"file_id": notes.id}}]}
+            ],
+        )
+    assert (await alice.files.delete(notes.id)).deleted is True
+    assert [f.id async for f in alice.files.list()] == [image.id]
