@@ -54,6 +54,7 @@ from hermes_core.providers.base import (
 )
 from hermes_core.providers.cache_markers import system_and_last_3
 from hermes_core.providers.config import ProviderConfig
+from hermes_core.providers.sdk_tls import upstream_tls_context
 from hermes_core.usage import Usage
 
 _FINISH_REASONS: dict[str, FinishReason] = {
@@ -287,6 +288,7 @@ class AnthropicMessagesProvider(ConfiguredProvider):
             api_key=self._key,
             max_retries=0,  # retries and fallback belong to the agent, not the SDK
             timeout=config.timeout,
+            http_client=anthropic.DefaultAsyncHttpxClient(verify=upstream_tls_context()),
         )
 
     def _key_changed(self) -> None:

@@ -37,6 +37,7 @@ from hermes_core.providers.base import (
 )
 from hermes_core.providers.config import ProviderConfig
 from hermes_core.providers.images import images_for_model, offers_vision_tool
+from hermes_core.providers.sdk_tls import upstream_tls_context
 from hermes_core.usage import Usage
 
 API_MODE: ApiMode = "codex_responses"
@@ -454,6 +455,7 @@ class ResponsesProvider(ConfiguredProvider):
             api_key=self._key,
             max_retries=0,  # retries and fallback belong to the agent, not the SDK
             timeout=config.timeout,
+            http_client=openai.DefaultAsyncHttpxClient(verify=upstream_tls_context()),
         )
 
     def _key_changed(self) -> None:
