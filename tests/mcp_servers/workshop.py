@@ -8,7 +8,6 @@ image, one that crashes the process, and one that changes the tool list.
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 import sys
 import time
@@ -17,11 +16,10 @@ from pathlib import Path
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.utilities.types import Image
 
+from tests.pictures import PNG
+
 MARKS = Path(os.environ.get("WORKSHOP_MARKS", "/tmp/workshop-marks"))
 """Where ``slow`` writes what happened to it (started / finished / cancelled)."""
-PNG = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-)
 
 server = MCPServer("workshop", instructions="Test tools.")
 

@@ -17,10 +17,8 @@ from hermes_core.tools.registry import ToolContext, ToolRegistry
 from hermes_core.tools.results import ImagePart, ToolOutput
 from server.simulator import Reply, SimulatorServer, Step
 from tests.hermes_core.agent.conftest import ProviderFor, call, script, sent
+from tests.pictures import PNG
 
-PNG = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-)
 PNG_B64 = base64.b64encode(PNG).decode()
 
 

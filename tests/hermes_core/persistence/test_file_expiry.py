@@ -10,16 +10,12 @@ import time
 from typing import Any
 
 import pytest
-from alembic import command
-from alembic.autogenerate import compare_metadata
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection, text
-from sqlmodel import SQLModel
+from sqlalchemy import text
 
 from hermes_core.persistence import FileRecord, FileUsage, Store
-from hermes_core.persistence.database import MIGRATIONS, SCHEMA_HEAD
+from hermes_core.persistence.database import SCHEMA_HEAD
 from hermes_core.persistence.files import EXPIRED_BATCH, FILES, FileStore
+from tests.hermes_core.persistence.migrating import schema_differences, to_revision
 
 NOW = 1_800_000_000.0
 
@@ -98,35 +94,18 @@ def _values(record: FileRecord) -> dict[str, Any]:
     return {column.name: getattr(record, column.name) for column in FILES.columns}
 
 
-def _alembic(connection: Connection, revision: str, *, up: bool) -> None:
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    config.attributes["connection"] = connection
-    (command.upgrade if up else command.downgrade)(config, revision)
-
-
-def _differences(connection: Connection) -> list[Any]:
-    context = MigrationContext.configure(connection)
-    return [
-        diff
-        for diff in compare_metadata(context, SQLModel.metadata)
-        if not (isinstance(diff, tuple) and str(diff[1].name).startswith("messages_fts"))
-        and not (isinstance(diff, tuple) and str(diff[1].name) == "ix_messages_search")
-    ]
-
-
 async def test_files_uploaded_before_the_expiry_migration_are_kept_and_never_expire(
     store: Store,
 ) -> None:
     async with store.db.engine.begin() as conn:
-        await conn.run_sync(lambda sync: _alembic(sync, "0013", up=False))
+        await conn.run_sync(to_revision("0013"))
         await conn.execute(
             text(
                 "INSERT INTO files (id, owner, end_user, filename, purpose, bytes, created_at) "
                 "VALUES ('file-old', 'gus', NULL, 'old.txt', 'user_data', 7, 1.5)"
             )
         )
-        await conn.run_sync(lambda sync: _alembic(sync, "head", up=True))
+        await conn.run_sync(to_revision("head", up=True))
 
     assert await store.db.current_revision() == SCHEMA_HEAD
     old = await store.files.get("gus", "file-old")
@@ -134,15 +113,15 @@ async def test_files_uploaded_before_the_expiry_migration_are_kept_and_never_exp
     assert (old.bytes, old.expires_at) == (7, None)
     assert await _expired_ids(_at(store, time.time() + 10 * 365 * 86400)) == []
     async with store.db.engine.connect() as conn:
-        assert await conn.run_sync(_differences) == []
+        assert await conn.run_sync(schema_differences) == []
 
 
 async def test_the_expiry_migration_downgrades_keeping_the_files_there_are(store: Store) -> None:
     await store.files.add(_file("hal", 3, expires_at=NOW + 3600))
     async with store.db.engine.begin() as conn:
-        await conn.run_sync(lambda sync: _alembic(sync, "0013", up=False))
+        await conn.run_sync(to_revision("0013"))
         rows = (await conn.execute(text("SELECT owner, bytes FROM files"))).all()
-        await conn.run_sync(lambda sync: _alembic(sync, "head", up=True))
+        await conn.run_sync(to_revision("head", up=True))
 
     assert [tuple(row) for row in rows] == [("hal", 3)]
     assert (await store.files.usage("hal")).count == 1

@@ -4,44 +4,26 @@ migrate refuses a database that is behind."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
-from alembic import command
-from alembic.autogenerate import compare_metadata
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, inspect
+from sqlalchemy import inspect
 from sqlmodel import SQLModel
 
 from hermes_core.persistence import Database, SchemaOutOfDate, Store, sqlite_url
-from hermes_core.persistence.database import MIGRATIONS, SCHEMA_HEAD
+from hermes_core.persistence.database import SCHEMA_HEAD
 from hermes_core.persistence.search import PG_VECTOR
 from tests.hermes_core.persistence.helpers import new_session, user
-
-SEARCH_OBJECTS = ("messages_fts", "ix_messages_search")
-"""Full-text search objects made by raw DDL (FTS5 tables on SQLite, a GIN index on PostgreSQL):
-not in the sqlmodel tables, by design."""
-
-
-def _head() -> str | None:
-    return ScriptDirectory(str(MIGRATIONS)).get_current_head()
-
-
-def _differences(connection: Connection) -> list[Any]:
-    context = MigrationContext.configure(connection)
-    return [
-        diff
-        for diff in compare_metadata(context, SQLModel.metadata)
-        if not (isinstance(diff, tuple) and str(diff[1].name).startswith(SEARCH_OBJECTS))
-    ]
+from tests.hermes_core.persistence.migrating import (
+    newest_revision,
+    schema_differences,
+    to_revision,
+)
 
 
 async def test_open_creates_every_table_at_the_newest_revision(database_url: str) -> None:
     store = await Store.open(database_url)
     try:
-        assert await store.db.current_revision() == _head()
+        assert await store.db.current_revision() == newest_revision()
         async with store.db.engine.connect() as conn:
             tables = set(await conn.run_sync(lambda sync: inspect(sync).get_table_names()))
         assert set(SQLModel.metadata.tables) <= tables
@@ -69,7 +51,7 @@ async def test_migrated_schema_matches_the_tables(database_url: str) -> None:
     store = await Store.open(database_url)
     try:
         async with store.db.engine.connect() as conn:
-            assert await conn.run_sync(_differences) == []
+            assert await conn.run_sync(schema_differences) == []
     finally:
         await store.close()
 
@@ -100,16 +82,6 @@ async def test_an_empty_database_is_refused_without_migrating(database_url: str)
         await Store.open(database_url, migrate=False)
 
 
-def _downgrade_to(revision: str) -> Any:
-    def downgrade(connection: Connection) -> None:
-        config = Config()
-        config.set_main_option("script_location", str(MIGRATIONS))
-        config.attributes["connection"] = connection
-        command.downgrade(config, revision)
-
-    return downgrade
-
-
 async def test_messages_stay_searchable_across_the_batched_index_migration(
     tmp_path: Path,
 ) -> None:
@@ -119,7 +91,7 @@ async def test_messages_stay_searchable_across_the_batched_index_migration(
     try:
         await new_session(store, user("an ocelot in the garden"), session_id="before")
         async with store.db.engine.begin() as conn:
-            await conn.run_sync(_downgrade_to("0001"))
+            await conn.run_sync(to_revision("0001"))
             await conn.exec_driver_sql(  # written while the trigger indexes
                 "INSERT INTO messages (session_id, position, role, content, source, compacted, "
                 "search_text, created_at) VALUES ('before', 1, 'user', '\"a pangolin\"', 'client', "
@@ -137,7 +109,7 @@ async def test_messages_stay_searchable_across_the_batched_index_migration(
 
 def test_the_schema_head_a_start_compares_with_is_the_newest_migration() -> None:
     # A start skips alembic when the database is at SCHEMA_HEAD: a new migration must move it.
-    assert _head() == SCHEMA_HEAD
+    assert newest_revision() == SCHEMA_HEAD
 
 
 async def test_a_database_behind_is_migrated_at_open_or_refused_when_it_may_not_be(
@@ -147,7 +119,7 @@ async def test_a_database_behind_is_migrated_at_open_or_refused_when_it_may_not_
     try:
         session = await new_session(store, user("kept across the upgrade"))
         async with store.db.engine.begin() as conn:
-            await conn.run_sync(_downgrade_to("0004"))
+            await conn.run_sync(to_revision("0004"))
     finally:
         await store.close()
 

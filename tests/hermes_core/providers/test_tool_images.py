@@ -17,12 +17,10 @@ from hermes_core.providers.chat_completions import to_wire_messages
 from hermes_core.providers.images import images_for_model
 from server.simulator import Reply, Scenario, SimulatorServer, Step
 from tests.hermes_core.providers.conftest import ProviderFactory, collect, final
+from tests.pictures import PNG
 
 each_mode = pytest.mark.parametrize("api_mode", API_MODES)
 
-PNG = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-)
 PNG_B64 = base64.b64encode(PNG).decode()
 DATA_URL = f"data:image/png;base64,{PNG_B64}"
 

@@ -21,10 +21,8 @@ from hermes_core.tools.images import view_image, vision_analyze_tool
 from hermes_core.tools.mcp.toolset import result_output
 from hermes_core.tools.registry import Tool, ToolContext, ToolRegistry
 from hermes_core.tools.results import MAX_IMAGES_PER_RESULT, ImagePart, ToolOutput
+from tests.pictures import PNG
 
-PNG = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-)
 JPEG_START = b"\xff\xd8\xff\xe0" + b"\0" * 16
 
 

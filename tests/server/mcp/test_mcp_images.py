@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from server.simulator import SimulatorServer
-from tests.mcp_servers.workshop import PNG
+from tests.pictures import PNG
 from tests.server.mcp.conftest import MODEL, UPSTREAM, McpServerProcess, script
 from tests.server.served import answer, call, until
 
