@@ -18,13 +18,14 @@ It does not stop runs: the caller stops the end user's live runs first
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 
 from sqlalchemy import Select, and_, or_, select
 
 from hermes_core.persistence.database import Database
-from hermes_core.persistence.files import FILES, FileRecord
+from hermes_core.persistence.files import FILES, FileRecord, delete_files
 from hermes_core.persistence.retention import (
     APPROVALS,
     BATCH,
@@ -32,7 +33,6 @@ from hermes_core.persistence.retention import (
     add_counts,
     delete_chunked,
     delete_runs,
-    file_record,
     index_before_deleting,
 )
 from hermes_core.persistence.runs import LIVE_STATUSES, RUNS
@@ -162,17 +162,10 @@ class ErasureStore:
         )
         theirs = and_(FILES.c.owner == key, FILES.c.end_user == end_user)
         counts["files"] = 0
-        while True:
-            async with self.db.engine.begin() as conn:
-                rows = (await conn.execute(select(FILES).where(theirs).limit(BATCH))).all()
-                if rows:
-                    await conn.execute(
-                        FILES.delete().where(FILES.c.id.in_([row.id for row in rows]))
-                    )
-            erased.files.extend(file_record(row) for row in rows)
-            counts["files"] += len(rows)
-            if len(rows) < BATCH:
-                break
+        async with contextlib.aclosing(delete_files(self.db, theirs, BATCH)) as batches:
+            async for records in batches:
+                erased.files.extend(records)
+                counts["files"] += len(records)
         counts["conversations"] = await delete_chunked(
             self.db,
             CONVERSATIONS,

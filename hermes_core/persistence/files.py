@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, func, insert, select
+from sqlalchemy.sql import ColumnElement
 
 from hermes_core.persistence.database import Database
 from hermes_core.persistence.tables import FileRow
@@ -90,7 +91,7 @@ class FileStore:
         statement = select(FILES).where(mine & self._live())
         async with self.db.engine.connect() as conn:
             row = (await conn.execute(statement)).first()
-        return _record(row) if row is not None else None
+        return file_record(row) if row is not None else None
 
     async def list(
         self,
@@ -122,7 +123,7 @@ class FileStore:
         statement = select(FILES).where(where).order_by(*ordering).limit(limit)
         async with self.db.engine.connect() as conn:
             rows = (await conn.execute(statement)).all()
-        return [_record(row) for row in rows]
+        return [file_record(row) for row in rows]
 
     async def delete(self, owner: str, file_id: str) -> bool:
         statement = delete(FILES).where((FILES.c.id == file_id) & (FILES.c.owner == owner))
@@ -135,24 +136,10 @@ class FileStore:
             total, count = (await conn.execute(self._usage(owner))).one()
         return FileUsage(int(total), int(count))
 
-    async def expire(self) -> AsyncGenerator[builtins.list[FileRecord], None]:
+    def expire(self) -> AsyncGenerator[builtins.list[FileRecord], None]:
         """Delete the records of files expired now, in batches; yields each batch's records,
-        whose bytes the caller removes. Each is yielded by the one deletion that removed it:
-        another replica sweeping at once (one that lost the sweep's lease) may have selected
-        the same records, and deleted some first."""
-        expired = FILES.c.expires_at <= self.clock()
-        while True:
-            async with self.db.engine.begin() as conn:
-                statement = select(FILES.c.id).where(expired).limit(EXPIRED_BATCH)
-                ids = list((await conn.execute(statement)).scalars())
-                if not ids:
-                    return
-                removing = delete(FILES).where(FILES.c.id.in_(ids)).returning(*FILES.c)
-                removed = (await conn.execute(removing)).all()
-            if removed:
-                yield [_record(row) for row in removed]
-            if len(ids) < EXPIRED_BATCH:
-                return
+        whose bytes the caller removes."""
+        return delete_files(self.db, FILES.c.expires_at <= self.clock(), EXPIRED_BATCH)
 
     def _usage(self, owner: str) -> Any:
         """What ``owner``'s files take up: an expired file takes nothing of the quota (its
@@ -172,5 +159,27 @@ def _lock_key(owner: str) -> int:
     return int.from_bytes(digest.digest()[:8], "big", signed=True)
 
 
-def _record(row: Any) -> FileRecord:
+async def delete_files(
+    db: Database, where: ColumnElement[bool], batch: int
+) -> AsyncGenerator[list[FileRecord], None]:
+    """Delete the records of the files ``where`` selects, ``batch`` at a time; yields the
+    records each batch removed, whose bytes the caller removes. A record is yielded by the one
+    deletion that removed it: another replica sweeping at once (one that lost the sweep's
+    lease) may select the same records and delete some first, and bytes must be removed, and
+    counted, once."""
+    while True:
+        async with db.engine.begin() as conn:
+            statement = select(FILES.c.id).where(where).limit(batch)
+            ids = list((await conn.execute(statement)).scalars())
+            if not ids:
+                return
+            removing = delete(FILES).where(FILES.c.id.in_(ids)).returning(*FILES.c)
+            removed = (await conn.execute(removing)).all()
+        if removed:
+            yield [file_record(row) for row in removed]
+        if len(ids) < batch:
+            return
+
+
+def file_record(row: Any) -> FileRecord:
     return FileRecord(**{name: getattr(row, name) for name in _FIELDS})

@@ -24,7 +24,7 @@ from sqlalchemy.sql import ColumnElement
 
 from hermes_core.persistence.crons import FIRINGS
 from hermes_core.persistence.database import Database
-from hermes_core.persistence.files import FILES, FileRecord
+from hermes_core.persistence.files import FILES, FileRecord, delete_files
 from hermes_core.persistence.idempotency import KEYS as IDEMPOTENCY_KEYS
 from hermes_core.persistence.runs import LIVE_STATUSES, RUNS
 from hermes_core.persistence.search_index import LOWER_WATERMARK
@@ -291,22 +291,10 @@ class RetentionStore:
             if len(ids) < BATCH:
                 return
 
-    async def expire_files(self, before: float) -> AsyncGenerator[list[FileRecord], None]:
+    def expire_files(self, before: float) -> AsyncGenerator[list[FileRecord], None]:
         """Delete the records of files uploaded before ``before``; yields each batch's
         records, whose bytes the caller removes."""
-        while True:
-            async with self.db.engine.begin() as conn:
-                rows = (
-                    await conn.execute(
-                        select(FILES).where(FILES.c.created_at < before).limit(BATCH)
-                    )
-                ).all()
-                if not rows:
-                    return
-                await conn.execute(delete(FILES).where(FILES.c.id.in_([row.id for row in rows])))
-            yield [file_record(row) for row in rows]
-            if len(rows) < BATCH:
-                return
+        return delete_files(self.db, FILES.c.created_at < before, BATCH)
 
     async def existing_skills(self, skill_ids: Sequence[str]) -> set[str]:
         """Which of ``skill_ids`` are still skills (a replica's cache of the others can go)."""
@@ -363,15 +351,3 @@ async def delete_runs(conn: Any, ids: list[str]) -> Counts:
         counts[name] = int(result.rowcount or 0)
     await conn.execute(update(FIRINGS).where(FIRINGS.c.run_id.in_(ids)).values(run_id=None))
     return counts
-
-
-def file_record(row: Any) -> FileRecord:
-    return FileRecord(
-        id=row.id,
-        owner=row.owner,
-        end_user=row.end_user,
-        filename=row.filename,
-        purpose=row.purpose,
-        bytes=row.bytes,
-        created_at=row.created_at,
-    )
