@@ -78,6 +78,15 @@ async def upload_file(
     # With an Idempotency-Key, a retry gets the first upload's file (server/http/idempotency.py).
     vault = _vault(request, principal)
     filename = decoded_filename(file.filename)
+    if "expires_after" in await request.form():  # the form FastAPI parsed, kept on the request
+        # A client that sent the object as one field asked for an expiry all the same: a file
+        # kept for ever instead, unannounced, is not what it asked for.
+        raise APIError(
+            400,
+            "Send 'expires_after' as the fields 'expires_after[anchor]' and "
+            "'expires_after[seconds]', as the OpenAI SDKs do.",
+            param="expires_after",
+        )
     expires_after = _expires_after(expires_anchor, expires_seconds)
     claim = None
     if key_of(request.scope) is not None:
@@ -116,10 +125,11 @@ def _expires_after(anchor: str | None, seconds: str | None) -> int | None:
             f"'expires_after.anchor' must be one of {', '.join(sorted(EXPIRY_ANCHORS))}.",
             param="expires_after.anchor",
         )
-    try:
-        after = int(seconds) if seconds is not None else None
-    except ValueError:
-        after = None
+    # Digits only: int() would also take " 3600", "3_600" and other scripts' digits.
+    # Digits only (int() would also take " 3600", "3_600" and other scripts' digits), and few
+    # of them (int() refuses over 4,300).
+    digits = seconds is not None and seconds.isascii() and seconds.isdigit() and len(seconds) < 10
+    after = int(seconds) if digits and seconds is not None else None
     if after is None or not MIN_EXPIRY_SECONDS <= after <= MAX_EXPIRY_SECONDS:
         raise APIError(
             400,

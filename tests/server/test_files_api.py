@@ -352,6 +352,9 @@ async def test_a_file_uploaded_with_expires_after_has_its_expires_at(
         ({"expires_after[anchor]": "created_at", "expires_after[seconds]": "soon"}, "seconds"),
         ({"expires_after[anchor]": "created_at"}, "seconds"),
         ({"expires_after[seconds]": "3600"}, "anchor"),
+        ({"expires_after[anchor]": "created_at", "expires_after[seconds]": " 3600"}, "seconds"),
+        ({"expires_after[anchor]": "created_at", "expires_after[seconds]": "3_600"}, "seconds"),
+        ({"expires_after[anchor]": "created_at", "expires_after[seconds]": "٣٦٠٠"}, "seconds"),
     ],
 )
 async def test_a_bad_expires_after_is_a_400_naming_its_param(
@@ -365,6 +368,25 @@ async def test_a_bad_expires_after_is_a_400_naming_its_param(
     error = response.json()["error"]
     assert error["type"] == "invalid_request_error"
     assert error["param"] == f"expires_after.{param}"
+    assert (await raw.get("/v1/files")).json()["data"] == []
+
+
+async def test_an_expires_after_sent_whole_rather_than_by_its_fields_is_a_400(
+    raw: httpx.AsyncClient,
+) -> None:
+    """A client that sends the object as one field (JSON) asked for an expiry: it must not get
+    a file kept for ever without being told."""
+    whole = '{"anchor": "created_at", "seconds": 3600}'
+    response = await raw.post(
+        "/v1/files",
+        files={"file": ("a.txt", b"x")},
+        data={"purpose": "user_data", "expires_after": whole},
+    )
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["param"] == "expires_after"
+    assert "expires_after[seconds]" in error["message"]
     assert (await raw.get("/v1/files")).json()["data"] == []
 
 
