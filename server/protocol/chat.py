@@ -49,9 +49,10 @@ class ToolCallIn(_Open):
 class ChatMessageIn(_Open):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[dict[str, Any]] | None = None
-    name: str | None = Field(default=None, pattern=r"^[a-zA-Z0-9_-]+$")
-    """Which participant of several said it: kept on user and assistant messages (the
-    pattern is OpenAI's, which refuses any other name)."""
+    name: str | None = Field(default=None, pattern=r"^[^\s<|\\/>]+$")
+    """Which participant of several said it: kept on user and assistant messages. The pattern
+    is OpenAI's as of 2026 (it was ``[a-zA-Z0-9_-]+``): any letters, no white space and none
+    of ``<|\\/>``, the characters of a chat template's special tokens."""
     tool_calls: list[ToolCallIn] | None = None
     tool_call_id: str | None = None
 

@@ -32,11 +32,26 @@ async def test_names_reach_the_upstream_on_the_history_and_the_new_message(
     ]
 
 
-async def test_a_name_openai_would_refuse_is_a_400_naming_it(client: openai.AsyncOpenAI) -> None:
+async def test_a_name_in_any_script_reaches_the_upstream(
+    simulator: SimulatorServer, client: openai.AsyncOpenAI
+) -> None:
+    simulator.state.script(UPSTREAM_MODEL, Scenario(steps=[Step(reply=Reply(text="Hola."))]))
+    await client.chat.completions.create(
+        model="hermes-agent", messages=[{"role": "user", "name": "José", "content": "hola"}]
+    )
+
+    sent = simulator.state.requests()[-1].body["messages"]
+    assert [m.get("name") for m in sent if m["role"] == "user"] == ["José"]
+
+
+@pytest.mark.parametrize("name", ["Ada Lovelace", "<|im_start|>", "a/b", ""])
+async def test_a_name_openai_would_refuse_is_a_400_naming_it(
+    client: openai.AsyncOpenAI, name: str
+) -> None:
     with pytest.raises(openai.BadRequestError) as refused:
         await client.chat.completions.create(
             model="hermes-agent",
-            messages=[{"role": "user", "name": "Ada Lovelace", "content": "hello"}],
+            messages=[{"role": "user", "name": name, "content": "hello"}],
         )
     error = refused.value.body
     assert isinstance(error, dict)
