@@ -1,9 +1,12 @@
 """The retention sweeper without a server, on SQLite and PostgreSQL: one replica sweeps at a
 time (the lease), a sweep deletes what the policy says; the policy comes from ``retention:``
-and ``profiles[].retention`` field by field, and a configuration reload replaces it."""
+and ``profiles[].retention`` field by field, and a configuration reload replaces it. Expired
+uploads swept by two replicas at once lose their record and bytes once."""
 
 from __future__ import annotations
 
+import asyncio
+import secrets
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -11,10 +14,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, update
 
-from hermes_core.persistence import Store
+from hermes_core.persistence import FileRecord, Store
 from hermes_core.persistence.sessions import SESSIONS
 from server.bootstrap import build_profiles
 from server.config import load_config
+from server.files.uploads import FileLimits, FileVault
 from server.process.reload import ConfigReloader
 from server.retention.policy import DAY, RetentionPolicy, Rule, retention_policy
 from server.retention.sweeper import LEASE, Sweeper
@@ -35,6 +39,9 @@ profiles:
     providers: [real]
     retention: {{sessions_days: 2, runs_days: null}}
 """
+
+
+UPLOAD_LIMITS = FileLimits(max_file_bytes=1024, quota_bytes=10 * 1024, max_files=10)
 
 
 @pytest.fixture
@@ -148,3 +155,43 @@ async def test_a_replica_forgets_its_cached_folders_of_skills_that_are_gone(
     assert await cleaner.forget_cached_skills() == 1
 
     assert sorted(path.name for path in cache.iterdir()) == sorted([kept, "skill_ab.partial"])
+
+
+async def _uploaded(store: Store, vault: FileVault, *, expires_at: float | None) -> FileRecord:
+    record = FileRecord(
+        id=f"file-{secrets.token_hex(12)}",
+        owner="alice",
+        filename="a.txt",
+        purpose="user_data",
+        bytes=3,
+        created_at=time.time() - 7200,
+        expires_at=expires_at,
+    )
+    path = vault.path(record)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"abc")
+    await store.files.add(record)
+    return record
+
+
+async def test_expired_uploads_swept_by_two_replicas_at_once_are_removed_once(
+    replicas: tuple[Store, Store], tmp_path: Path
+) -> None:
+    first, second = replicas
+    vault = FileVault(tmp_path / "files", first, UPLOAD_LIMITS)  # the volume the replicas share
+    expired = [await _uploaded(first, vault, expires_at=time.time() - 1) for _ in range(3)]
+    kept = await _uploaded(first, vault, expires_at=time.time() + 3600)
+    sweepers = [
+        Sweeper(store, RetentionPolicy, instance=store.runs.instance, file_path=vault.path)
+        for store in (first, second)
+    ]
+
+    counts = await asyncio.gather(*(s.sweep(wait_seconds=60) for s in sweepers))
+
+    assert sorted(c.get("files", 0) for c in counts if c is not None) == [0, 3]
+    assert [p.name for p in (tmp_path / "files").rglob("file-*")] == [kept.id]
+    for record in expired:
+        assert await second.files.get("alice", record.id) is None
+    assert await second.files.get("alice", kept.id) == kept
+    # And a sweep again finds nothing to remove.
+    assert await sweepers[1].sweep() == {}

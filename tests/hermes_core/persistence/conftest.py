@@ -19,3 +19,14 @@ async def store(database_url: str) -> AsyncIterator[Store]:
         yield opened
     finally:
         await opened.close()
+
+
+@pytest.fixture
+async def other(store: Store, database_url: str) -> AsyncIterator[Store]:
+    """Another replica's store on ``store``'s database, with connections of its own, as a
+    process of its own would have."""
+    opened = await Store.open(database_url, instance="instance-b")
+    try:
+        yield opened
+    finally:
+        await opened.close()

@@ -69,25 +69,19 @@ async def test_expired_files_are_removed_once_by_two_sweeps_one_after_another(
 
 
 async def test_expired_files_swept_by_two_replicas_at_once_are_each_removed_once(
-    store: Store, database_url: str
+    store: Store, other: Store, database_url: str
 ) -> None:
     if not database_url.startswith("postgresql"):
         pytest.skip("replicas share a PostgreSQL only")
-    other = await Store.open(database_url, instance="instance-b")
-    try:
-        for round_ in range(3):
-            records = [
-                _file(f"fay-{round_}", 1, expires_at=NOW - 1) for _ in range(EXPIRED_BATCH + 20)
-            ]
-            async with store.db.engine.begin() as conn:
-                await conn.execute(FILES.insert(), [_values(r) for r in records])
-            mine, theirs = await asyncio.gather(
-                _expired_ids(_at(store, NOW)), _expired_ids(_at(other, NOW))
-            )
+    for round_ in range(3):
+        records = [_file(f"fay-{round_}", 1, expires_at=NOW - 1) for _ in range(EXPIRED_BATCH + 20)]
+        async with store.db.engine.begin() as conn:
+            await conn.execute(FILES.insert(), [_values(r) for r in records])
+        mine, theirs = await asyncio.gather(
+            _expired_ids(_at(store, NOW)), _expired_ids(_at(other, NOW))
+        )
 
-            assert sorted(mine + theirs) == sorted(r.id for r in records), round_
-    finally:
-        await other.close()
+        assert sorted(mine + theirs) == sorted(r.id for r in records), round_
 
 
 def _values(record: FileRecord) -> dict[str, Any]:

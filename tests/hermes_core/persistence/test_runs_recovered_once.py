@@ -28,23 +28,18 @@ def _start(runs: RunStore, run_id: str) -> None:
 
 
 async def test_two_recoveries_racing_over_a_dead_replicas_runs_recover_each_run_once(
-    store: Store, database_url: str
+    store: Store, other: Store
 ) -> None:
-    # Another replica: a process of its own, with its own connections to the same database.
-    other = await Store.open(database_url, instance="instance-b")
-    try:
-        for round_ in range(ROUNDS):
-            ids = [f"run_{round_}_{n}" for n in range(RUNS)]
-            for run_id in ids:
-                _start(store.runs, run_id)
-            await store.db.writer.flush()
+    for round_ in range(ROUNDS):
+        ids = [f"run_{round_}_{n}" for n in range(RUNS)]
+        for run_id in ids:
+            _start(store.runs, run_id)
+        await store.db.writer.flush()
 
-            restarted, watched = await asyncio.gather(
-                store.runs.recover(),  # the replica back under its name
-                other.runs.recover(INSTANCE),  # the other's watch, before the lease is back
-            )
+        restarted, watched = await asyncio.gather(
+            store.runs.recover(),  # the replica back under its name
+            other.runs.recover(INSTANCE),  # the other's watch, before the lease is back
+        )
 
-            told = Counter(run.id for run in [*restarted, *watched])
-            assert told == Counter(ids), f"round {round_}: {told - Counter(ids)} twice"
-    finally:
-        await other.close()
+        told = Counter(run.id for run in [*restarted, *watched])
+        assert told == Counter(ids), f"round {round_}: {told - Counter(ids)} twice"

@@ -70,20 +70,16 @@ async def test_drafts_are_not_published_until_approved(store: Store) -> None:
 
 
 async def test_two_stores_adding_versions_at_once_get_different_numbers(
-    store: Store, database_url: str
+    store: Store, other: Store
 ) -> None:
     skill = await store.skills.create("alice", _version(), origin="uploaded")
-    other = await Store.open(database_url, instance="instance-b")
-    try:
-        added = await asyncio.gather(
-            *(
-                replica.skills.add_version("alice", skill.id, _version(), make_default=True)
-                for _ in range(5)
-                for replica in (store, other)
-            )
+    added = await asyncio.gather(
+        *(
+            replica.skills.add_version("alice", skill.id, _version(), make_default=True)
+            for _ in range(5)
+            for replica in (store, other)
         )
-    finally:
-        await other.close()
+    )
     numbers = sorted(v.version for v in added if v is not None)
     assert numbers == list(range(2, 12))
     final = await store.skills.get("alice", skill.id)
