@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import secrets
+
 from hermes_core.messages import Message
-from hermes_core.persistence import SessionInfo, Source, Store, StoredMessage
+from hermes_core.persistence import FileRecord, SessionInfo, Source, Store, StoredMessage
 
 
 def user(text: str) -> Message:
@@ -60,3 +62,16 @@ async def reload(store: Store, session_id: str, *, owner: str = "alice") -> Sess
     info = await store.sessions.get(owner, session_id)
     assert info is not None
     return info
+
+
+def uploaded(owner: str, size: int = 10, *, expires_at: float | None = None) -> FileRecord:
+    """The record of an upload of ``size`` bytes by ``owner``, made long ago."""
+    return FileRecord(
+        id=f"file-{secrets.token_hex(8)}",
+        owner=owner,
+        filename="a.txt",
+        purpose="user_data",
+        bytes=size,
+        created_at=0.0,
+        expires_at=expires_at,
+    )

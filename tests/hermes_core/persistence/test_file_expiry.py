@@ -5,7 +5,6 @@ however many replicas sweep at once, and migration 0014 keeps the files there we
 from __future__ import annotations
 
 import asyncio
-import secrets
 import time
 from typing import Any
 
@@ -15,21 +14,10 @@ from sqlalchemy import text
 from hermes_core.persistence import FileRecord, FileUsage, Store
 from hermes_core.persistence.database import SCHEMA_HEAD
 from hermes_core.persistence.files import EXPIRED_BATCH, FILES, FileStore
+from tests.hermes_core.persistence.helpers import uploaded
 from tests.hermes_core.persistence.migrating import schema_differences, to_revision
 
 NOW = 1_800_000_000.0
-
-
-def _file(owner: str, size: int, *, expires_at: float | None = None) -> FileRecord:
-    return FileRecord(
-        id=f"file-{secrets.token_hex(8)}",
-        owner=owner,
-        filename="a.txt",
-        purpose="user_data",
-        bytes=size,
-        created_at=NOW - 7200,
-        expires_at=expires_at,
-    )
 
 
 def _at(store: Store, now: float) -> FileStore:
@@ -44,11 +32,11 @@ async def _expired_ids(files: FileStore) -> list[str]:
 
 async def test_an_expired_file_takes_nothing_of_its_keys_quota(store: Store) -> None:
     files = _at(store, NOW)
-    await files.add(_file("dora", 90, expires_at=NOW - 1))
-    await files.add(_file("dora", 5, expires_at=NOW + 3600))
+    await files.add(uploaded("dora", 90, expires_at=NOW - 1))
+    await files.add(uploaded("dora", 5, expires_at=NOW + 3600))
 
     assert await files.usage("dora") == FileUsage(5, 1)
-    before = await files.add_within(_file("dora", 95), max_files=2, quota_bytes=100)
+    before = await files.add_within(uploaded("dora", 95), max_files=2, quota_bytes=100)
     assert (before.count, before.bytes) == (1, 5)
     assert (await files.usage("dora")).bytes == 100
     # An hour on, the other one has expired too.
@@ -59,8 +47,8 @@ async def test_expired_files_are_removed_once_by_two_sweeps_one_after_another(
     store: Store,
 ) -> None:
     files = _at(store, NOW)
-    expired = [_file("erin", 1, expires_at=NOW - n) for n in range(1, 4)]
-    for record in [*expired, _file("erin", 1, expires_at=NOW + 1), _file("erin", 1)]:
+    expired = [uploaded("erin", 1, expires_at=NOW - n) for n in range(1, 4)]
+    for record in [*expired, uploaded("erin", 1, expires_at=NOW + 1), uploaded("erin", 1)]:
         await files.add(record)
 
     assert sorted(await _expired_ids(files)) == sorted(r.id for r in expired)
@@ -74,7 +62,9 @@ async def test_expired_files_swept_by_two_replicas_at_once_are_each_removed_once
     if not database_url.startswith("postgresql"):
         pytest.skip("replicas share a PostgreSQL only")
     for round_ in range(3):
-        records = [_file(f"fay-{round_}", 1, expires_at=NOW - 1) for _ in range(EXPIRED_BATCH + 20)]
+        records = [
+            uploaded(f"fay-{round_}", 1, expires_at=NOW - 1) for _ in range(EXPIRED_BATCH + 20)
+        ]
         async with store.db.engine.begin() as conn:
             await conn.execute(FILES.insert(), [_values(r) for r in records])
         mine, theirs = await asyncio.gather(
@@ -111,7 +101,7 @@ async def test_files_uploaded_before_the_expiry_migration_are_kept_and_never_exp
 
 
 async def test_the_expiry_migration_downgrades_keeping_the_files_there_are(store: Store) -> None:
-    await store.files.add(_file("hal", 3, expires_at=NOW + 3600))
+    await store.files.add(uploaded("hal", 3, expires_at=NOW + 3600))
     async with store.db.engine.begin() as conn:
         await conn.run_sync(to_revision("0013"))
         rows = (await conn.execute(text("SELECT owner, bytes FROM files"))).all()

@@ -4,33 +4,22 @@ replicas) on one PostgreSQL at once."""
 from __future__ import annotations
 
 import asyncio
-import secrets
 
 import pytest
 
-from hermes_core.persistence import FileRecord, Store
+from hermes_core.persistence import Store
+from tests.hermes_core.persistence.helpers import uploaded
 
 ROUNDS = 20
 
 
-def _file(owner: str, size: int = 10) -> FileRecord:
-    return FileRecord(
-        id=f"file-{secrets.token_hex(8)}",
-        owner=owner,
-        filename="a.txt",
-        purpose="user_data",
-        bytes=size,
-        created_at=0.0,
-    )
-
-
 async def test_a_file_past_the_quota_is_not_added(store: Store) -> None:
-    before = await store.files.add_within(_file("bob", 60), max_files=5, quota_bytes=100)
+    before = await store.files.add_within(uploaded("bob", 60), max_files=5, quota_bytes=100)
     assert (before.count, before.bytes) == (0, 0)
-    refused = await store.files.add_within(_file("bob", 60), max_files=5, quota_bytes=100)
+    refused = await store.files.add_within(uploaded("bob", 60), max_files=5, quota_bytes=100)
     assert (refused.count, refused.bytes) == (1, 60)
-    await store.files.add_within(_file("bob", 40), max_files=2, quota_bytes=100)
-    refused = await store.files.add_within(_file("bob", 0), max_files=2, quota_bytes=100)
+    await store.files.add_within(uploaded("bob", 40), max_files=2, quota_bytes=100)
+    refused = await store.files.add_within(uploaded("bob", 0), max_files=2, quota_bytes=100)
     assert refused.count == 2
     assert (await store.files.usage("bob")).count == 2
 
@@ -43,7 +32,7 @@ async def test_two_stores_adding_one_keys_files_at_once_keep_it_within_its_count
     for n in range(ROUNDS):
         owner = f"carol-{n}"
         tries = [
-            s.files.add_within(_file(owner), max_files=1, quota_bytes=100)
+            s.files.add_within(uploaded(owner), max_files=1, quota_bytes=100)
             for s in (store, other) * 2
         ]
         await asyncio.gather(*tries)
