@@ -8,7 +8,8 @@ written as IPv6 (IPv4-mapped ``::ffff:127.0.0.1``, 6to4, Teredo), and the server
 listening port on any address of this machine, unless the operator allow-listed the host or a
 range holding the address — on every port, or on the one port the entry names (``localhost:8080``).
 
-:class:`GuardedResolver` is where the check happens: aiohttp asks it for a host's addresses,
+:class:`~hermes_core.tools.web.guarded_resolver.GuardedResolver` is where the check happens:
+aiohttp asks it for a host's addresses,
 it resolves once, checks every answer, and hands back only checked addresses, which is what the
 connection then uses. There is no second lookup an attacker's DNS could answer differently.
 aiohttp does not ask the resolver about IP literals, so :meth:`AddressPolicy.check_url` checks
@@ -24,8 +25,6 @@ import socket
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
-
-from aiohttp.abc import AbstractResolver, ResolveResult
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -259,36 +258,3 @@ async def checked_addresses(
             if reason:
                 raise AddressRefused(refused_text(host, address, reason))
     return addresses
-
-
-class GuardedResolver(AbstractResolver):
-    """An aiohttp resolver that hands out only addresses the policy allows.
-
-    Every address a name resolves to must pass: a name with one internal answer among public
-    ones is refused as a whole (it is how rebinding services hedge).
-    """
-
-    def __init__(self, policy: AddressPolicy, lookup: Lookup = system_lookup) -> None:
-        self._policy = policy
-        self._lookup = lookup
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        addresses = await checked_addresses(self._policy, self._lookup, host, port)
-        return [_result(host, port, address) for address in addresses]
-
-    async def close(self) -> None:
-        return None
-
-
-def _result(host: str, port: int, address: IPAddress) -> ResolveResult:
-    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
-    return ResolveResult(
-        hostname=host,
-        host=str(address),
-        port=port,
-        family=family,
-        proto=0,
-        flags=socket.AI_NUMERICHOST,
-    )
