@@ -42,6 +42,7 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 TIMEOUT_SECONDS = 120.0
 
 LAZY_MODULES = (
+    "aiohttp",
     "mcp",
     "mcp_types",
     "trafilatura",

@@ -5,6 +5,9 @@ parsing, a cookie jar, line decoding), which cost more CPU per model call than t
 server's work for it (bench/server_overhead.py). This module keeps what a streamed POST needs:
 a pooled session per provider, the provider's timeout, and the proxy settings of the
 environment, as the SDKs honour them.
+
+aiohttp is imported on the first call, not with this module: a server starts without it
+(~0.1 s of CPU) and loads it when its first model call goes out.
 """
 
 from __future__ import annotations
@@ -12,12 +15,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 from urllib.request import getproxies, proxy_bypass
 
-import aiohttp
-
 from hermes_core.providers._wire_errors import connection_failed, timed_out
+
+if TYPE_CHECKING:
+    import aiohttp
 
 
 class UpstreamSession:
@@ -30,16 +35,19 @@ class UpstreamSession:
         # The body's silences are watched by ReadWatchdog, not aiohttp's ``sock_read``, which
         # re-arms a timer for every chunk that arrives.
         self._wait_seconds = timeout
-        self._timeout = aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=None)
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
         self._proxies: dict[str, str | None] = {}
 
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
+            import aiohttp
+
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self._max_connections),
-                timeout=self._timeout,
+                timeout=aiohttp.ClientTimeout(
+                    total=None, connect=self._wait_seconds, sock_read=None
+                ),
                 cookie_jar=aiohttp.DummyCookieJar(),  # an API upstream sets no cookies we want
                 # Not trust_env: it reads the proxy settings again on every request (about
                 # 1 ms of CPU); _proxy_for reads them once per URL.
@@ -145,5 +153,9 @@ def transport_errors(provider: str) -> Iterator[None]:
         yield
     except TimeoutError as exc:  # aiohttp's timeouts are TimeoutErrors
         raise timed_out(provider) from exc
-    except aiohttp.ClientError as exc:
+    except Exception as exc:
+        import aiohttp  # loaded already: the failure came from its session
+
+        if not isinstance(exc, aiohttp.ClientError):
+            raise
         raise connection_failed(provider, exc) from exc

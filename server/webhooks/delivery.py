@@ -12,10 +12,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import aiohttp
-
 from hermes_core.persistence.webhooks import Delivery, WebhookStore
-from hermes_core.tools.web.guard import AddressPolicy, GuardedResolver
+from hermes_core.tools.web.guard import AddressPolicy
 from server.webhooks import signing
 
 log = logging.getLogger("hermes.webhooks")
@@ -173,6 +171,10 @@ class Dispatcher:
     async def _post(self, delivery: Delivery, secret: str) -> tuple[int | None, str | None]:
         """One attempt: the status the endpoint answered (None: no answer) and why it is a
         failure (None: delivered)."""
+        import aiohttp  # here, not at the top: a server starts without aiohttp (~0.1 s)
+
+        from hermes_core.tools.web.guarded_resolver import GuardedResolver
+
         policy = self.policy()
         headers = signing.headers(secret, delivery.id, int(time.time()), delivery.body)
         try:

@@ -2,9 +2,10 @@
 and one with MCP servers loads the MCP SDK on a worker thread once it runs.
 
 The heavy packages — the MCP SDK, trafilatura and lxml, alembic, the provider SDKs, jsonschema,
-the Redis client — are loaded on first use (a profile's MCP servers, a page read, a schema
-behind, a provider of that protocol, a structured answer, a replica set). One import placed at
-the top of a module again would cost every start, silently: this test says where.
+the Redis client, aiohttp — are loaded on first use (a profile's MCP servers, a page read, a
+schema behind, a provider of that protocol, a structured answer, a replica set, a model call,
+a web tool's or a webhook's request). One import placed at the top of a module again would
+cost every start, silently: this test says where.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from server.config import load_config
 
 REPO = Path(__file__).parents[2]
 NOT_AT_START = (
+    "aiohttp",
     "mcp",
     "mcp_types",
     "trafilatura",

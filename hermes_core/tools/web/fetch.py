@@ -12,19 +12,20 @@ import asyncio
 import codecs
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urljoin
-
-import aiohttp
 
 from hermes_core.tools.web.domains import allowed_domains, within
 from hermes_core.tools.web.guard import (
     AddressPolicy,
     AddressRefused,
-    GuardedResolver,
     Lookup,
     system_lookup,
 )
 from hermes_core.tools.web.page_readers import PageUnreadable, read_page
+
+if TYPE_CHECKING:
+    import aiohttp
 
 USER_AGENT = "hermes-server/0.1 (+https://github.com/hermes-server; web_fetch tool)"
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -86,6 +87,10 @@ class WebFetcher:
             ) from None
 
     async def _fetch(self, url: str) -> Page:
+        import aiohttp  # here, not at the top: a server starts without aiohttp (~0.1 s)
+
+        from hermes_core.tools.web.guarded_resolver import GuardedResolver
+
         # A fresh connector per fetch: no DNS cache, no pooled connection to an address that a
         # different policy decision (or an earlier answer) produced.
         connector = aiohttp.TCPConnector(

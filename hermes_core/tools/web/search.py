@@ -18,11 +18,12 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
-
-import aiohttp
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from hermes_core.events import Source
+
+if TYPE_CHECKING:
+    import aiohttp
 
 SearchBackendName = Literal["searxng", "brave", "tavily"]
 _TAGS = re.compile(r"<[^>]+>")
@@ -51,11 +52,14 @@ class SearchBackend(ABC):
             raise ValueError(f"the {self.name} search backend needs a url")
         self.url = url.rstrip("/")
         self.api_key = settings.api_key
-        self.timeout = aiohttp.ClientTimeout(total=settings.timeout_seconds)
+        self.timeout_seconds = settings.timeout_seconds
 
     async def search(self, query: str, count: int) -> list[Source]:
+        import aiohttp  # here, not at the top: a server starts without aiohttp (~0.1 s)
+
+        timeout = aiohttp.ClientTimeout(total=self.timeout_seconds)
         try:
-            async with aiohttp.ClientSession(timeout=self.timeout) as session:
+            async with aiohttp.ClientSession(timeout=timeout) as session:
                 answer = await self._request(session, query, count)
         except TimeoutError:
             raise SearchFailed(f"{self.name} search did not answer in time") from None
