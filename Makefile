@@ -62,7 +62,7 @@ typecheck: install
 # Redis server of its own (tests/redis_server.py). SLOW_WORKERS=0 runs them in this process.
 SLOW_WORKERS ?= 2
 unit: install sandbox-python
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -m "not slow" -n $(FAST_WORKERS) --dist loadgroup
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -m "not slow" -n $(FAST_WORKERS) --dist loadscope
 	$(BIN)/pytest -q -m slow -n $(SLOW_WORKERS)
 
 test: lint typecheck openapi-check unit
@@ -73,13 +73,15 @@ test: lint typecheck openapi-check unit
 # (timeouts, sleeps, processes starting), ~80 s of CPU in ~150 s of tests, so a second worker
 # per core fills the waits (2 cores: ~85 s with 2 workers, ~60 s with 4). Bytecode is cached
 # even where PYTHONDONTWRITEBYTECODE is set: pytest would otherwise rewrite every test
-# module's asserts again in each worker (~4 s of CPU each). --dist loadgroup hands out tests one
-# at a time, as `load` does, but keeps an xdist_group together: the tests of an SDK that they
-# alone import (the Agents SDK, ~1.5 s) then pay for it in one worker. `make test` is what CI runs.
+# module's asserts again in each worker (~4 s of CPU each). --dist loadscope hands out a module's
+# tests together: what a module alone needs (the Agents SDK, ~1.5 s; a module-scoped server) is
+# then paid for in one worker, not in each that draws one of its tests (63-65 s against 65-73 s
+# for `load`, 2026-11-27; xdist_group marks, which loadgroup would honour, have no effect under
+# pytest 9.2). `make test` is what CI runs.
 FAST_WORKERS ?= $(shell echo $$(( 2 * $$(nproc 2>/dev/null || echo 1) )))
 fast: install sandbox-python
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -m "not slow and not postgres" --ignore=tests/e2e \
-		-n $(FAST_WORKERS) --dist loadgroup
+		-n $(FAST_WORKERS) --dist loadscope
 
 # The browser suite: real Open WebUI in headless Chromium against a real server and the
 # simulator (tests/e2e/openwebui; CONTRIBUTING.md). Builds what it needs once: Playwright into

@@ -19,9 +19,8 @@ if TYPE_CHECKING:
     from agents import Agent
 
 # The SDK is imported by these tests, not at collection: every test process collects every
-# module, and the Agents SDK takes ~1.5 s of CPU to import. The group keeps the tests in one
-# process under `make fast` (--dist loadgroup), so one process pays for it.
-pytestmark = pytest.mark.xdist_group("openai_agents_sdk")
+# module, and the Agents SDK takes ~1.5 s of CPU to import (`make fast` hands a module's tests
+# to one process: --dist loadscope).
 
 CALLS: list[str] = []
 

@@ -32,7 +32,7 @@ from tests.server.test_responses_hosted_tools import (  # noqa: F401 (fixtures u
 if TYPE_CHECKING:
     from agents import Agent
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("openai_agents_sdk")]
+pytestmark = pytest.mark.slow
 
 CITIES: list[str] = []
 

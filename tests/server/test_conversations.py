@@ -301,7 +301,6 @@ def get_weather(city: str) -> str:
     return f"21 °C in {city}"
 
 
-@pytest.mark.xdist_group("openai_agents_sdk")  # one process pays for the SDK's import
 async def test_the_agents_sdk_runs_a_client_tool_in_a_conversation_and_continues_it(
     simulator: SimulatorServer, hermes: ThreadedServer, client: openai.AsyncOpenAI
 ) -> None:

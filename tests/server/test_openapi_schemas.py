@@ -41,9 +41,6 @@ ENVELOPE = {"$ref": "#/components/schemas/ErrorEnvelope"}
 NEEDS_NO_KEY = {"/health", "/ready", "/v1/workspaces/signed/{token}/{name}"}
 RUN = "run_1"
 
-# One process builds the document (~0.7 s of CPU), not each that `make fast` hands a test to.
-pytestmark = pytest.mark.xdist_group("openapi_document")
-
 
 @pytest.fixture(scope="module")
 def document() -> dict[str, Any]:
