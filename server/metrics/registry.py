@@ -68,6 +68,8 @@ from server.metrics.live import LiveCollector, LiveState, RunsNow
 from server.runs.manager import RunInfo
 
 OTHER = "other"
+CONTENT_FILTER = "content_filter"
+"""The ``exit_reason`` of a finished run the upstream's content filter stopped."""
 ENDPOINTS = frozenset({"chat_completions", "responses", "runs", "models"})
 _ERROR_KINDS = frozenset(kind.value for kind in ErrorKind)
 
@@ -323,8 +325,8 @@ class Metrics:
         for endpoint in ("chat_completions", "responses"):
             self.runs_active.labels(endpoint)
             self.budget_exhausted.labels(endpoint)
-            for reason in ExitReason:
-                self.runs_finished.labels(endpoint, reason.value)
+            for reason in [*(r.value for r in ExitReason), CONTENT_FILTER]:
+                self.runs_finished.labels(endpoint, reason)
             for source in InterruptSource:
                 self.interrupts.labels(endpoint, source.value)
         for tier in ("caution", "warning"):
@@ -578,7 +580,7 @@ class Metrics:
         endpoint = scratch.endpoint if scratch is not None else run_endpoint(info.endpoint)
         if scratch is not None and scratch.started is not None:
             self.runs_active.labels(endpoint).dec()
-        self.runs_finished.labels(endpoint, event.exit_reason.value).inc()
+        self.runs_finished.labels(endpoint, _finished_as(event)).inc()
         self.run_iterations.labels(endpoint).observe(event.iterations)
         budget = scratch.budget if scratch is not None else max(1, event.iterations)
         self.budget_used.labels(endpoint).observe(min(1.0, event.iterations / budget))
@@ -595,6 +597,14 @@ class Metrics:
         upstream's unknown name as ``other``): over a run's calls, its ``hermes.cost_usd``."""
         bounded = provider if provider in info.providers else OTHER
         self.llm_cost.labels(info.model, bounded).inc(cost_usd)
+
+
+def _finished_as(event: RunFinished) -> str:
+    """A finished run's ``exit_reason`` label: its exit reason, but ``content_filter`` for a run
+    the upstream's content filter stopped (``failed`` in the API, as it answered no question).
+    Its user asked for what the upstream will not say, which is no fault of the server's or the
+    upstream's: the error-ratio alert, which reads ``failed``, must not page for it."""
+    return CONTENT_FILTER if event.content_filtered else event.exit_reason.value
 
 
 def _grace_outcome(event: RunFinished, *, still_calling: bool) -> str:

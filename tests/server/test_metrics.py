@@ -289,6 +289,21 @@ async def test_a_fallback_is_counted_by_provider_and_reason(
     assert seen.value("hermes_runs_active", endpoint=CHAT) == 0
 
 
+async def test_a_run_the_upstreams_content_filter_stopped_is_not_counted_as_failed(
+    simulator: SimulatorServer, http: httpx.AsyncClient
+) -> None:
+    """Its user asked for what the upstream will not say: no fault of the server's or the
+    upstream's, so it is kept out of the failed runs the error-ratio alert reads."""
+    script(simulator, "sim-plain", Step(reply=Reply(text="", finish_reason="content_filter")))
+    answer = await chat(http, "plain-agent")
+    assert answer["choices"][0]["finish_reason"] == "content_filter"
+
+    seen = await scrape(http)
+    finished = {"endpoint": CHAT}
+    assert seen.value("hermes_runs_finished_total", **finished, exit_reason="failed") == 0
+    assert seen.value("hermes_runs_finished_total", **finished, exit_reason="content_filter") == 1
+
+
 async def test_time_to_first_token_is_measured_on_streamed_runs_only(
     simulator: SimulatorServer, http: httpx.AsyncClient
 ) -> None:
