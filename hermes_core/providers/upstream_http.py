@@ -6,8 +6,8 @@ server's work for it (bench/server_overhead.py). This module keeps what a stream
 a pooled session per provider, the provider's timeout, and the proxy settings of the
 environment, as the SDKs honour them.
 
-aiohttp is imported on the first call, not with this module: a server starts without it
-(~0.1 s of CPU) and loads it when its first model call goes out.
+aiohttp is imported at the first call (on a worker thread), not with this module: a server
+starts without it (~0.1 s of CPU).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 from urllib.request import getproxies, proxy_bypass
 
+from hermes_core.imports_off_loop import import_off_loop
 from hermes_core.providers._wire_errors import connection_failed, timed_out
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ class UpstreamSession:
         """POST ``body``; yields the response with its body unread. Leaving the block, however it
         happens, releases the connection: back to the pool once the body was read to its end,
         closed otherwise (an abandoned stream must not keep the upstream generating)."""
+        await import_off_loop("aiohttp")  # a server starts without it
         sending = self._open().post(
             url, data=body, headers=headers, allow_redirects=False, proxy=self._proxy_for(url)
         )

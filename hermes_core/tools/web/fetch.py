@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin
 
+from hermes_core.imports_off_loop import import_off_loop
 from hermes_core.tools.web.domains import allowed_domains, within
 from hermes_core.tools.web.guard import (
     AddressPolicy,
@@ -87,7 +88,8 @@ class WebFetcher:
             ) from None
 
     async def _fetch(self, url: str) -> Page:
-        import aiohttp  # here, not at the top: a server starts without aiohttp (~0.1 s)
+        await import_off_loop("aiohttp")  # a server starts without it
+        import aiohttp
 
         from hermes_core.tools.web.guarded_resolver import GuardedResolver
 
