@@ -40,7 +40,10 @@ class UpstreamSession:
         self._session: aiohttp.ClientSession | None = None
         self._proxies: dict[str, str | None] = {}
 
-    def _open(self) -> aiohttp.ClientSession:
+    async def _open(self) -> aiohttp.ClientSession:
+        """The session, opened if there is none (the first call, or one after :meth:`aclose`)."""
+        await import_off_loop("aiohttp")  # a server starts without it
+        # Checked again after that wait: calls that came together open one session.
         if self._session is None or self._session.closed:
             import aiohttp
 
@@ -63,8 +66,10 @@ class UpstreamSession:
         """POST ``body``; yields the response with its body unread. Leaving the block, however it
         happens, releases the connection: back to the pool once the body was read to its end,
         closed otherwise (an abandoned stream must not keep the upstream generating)."""
-        await import_off_loop("aiohttp")  # a server starts without it
-        sending = self._open().post(
+        session = self._session
+        if session is None or session.closed:
+            session = await self._open()
+        sending = session.post(
             url, data=body, headers=headers, allow_redirects=False, proxy=self._proxy_for(url)
         )
         async with asyncio.timeout(self._wait_seconds):  # connecting, sending, the headers

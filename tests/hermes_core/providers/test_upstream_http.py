@@ -3,11 +3,13 @@ the environment's proxy."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
 from hermes_core.errors import ErrorKind, ProviderError
+from hermes_core.providers import upstream_http
 from hermes_core.providers.base import ModelTextDelta, ProviderEvent, ToolCallDelta
 from hermes_core.providers.upstream_http import SseData
 from server.simulator import Fault, Reply, Scenario, SimulatorServer, Step, ToolCallSpec
@@ -107,3 +109,26 @@ async def test_no_proxy_hosts_are_called_directly(
     proxy_env.setenv("NO_PROXY", "127.0.0.1,localhost")
     provider = make_provider("chat_completions", "m")
     assert final(await collect(provider, user("hi"))).message["content"] == "direct"
+
+
+async def test_posts_that_come_together_before_aiohttp_is_loaded_share_one_session(
+    simulator: SimulatorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def loading_takes_a_while(name: str) -> None:
+        await asyncio.sleep(0.01)  # as the first import on a worker thread does
+
+    monkeypatch.setattr(upstream_http, "import_off_loop", loading_takes_a_while)
+    session = upstream_http.UpstreamSession(timeout=10)
+    body = json.dumps({"model": "together", "messages": [{"role": "user", "content": "hi"}]})
+    url = simulator.base_url + "/v1/chat/completions"
+
+    async def post() -> object:
+        async with session.post(url, body.encode(), {"content-type": "application/json"}) as r:
+            await r.read()
+            return session._session
+
+    try:
+        opened = await asyncio.gather(*(post() for _ in range(3)))
+        assert len({id(s) for s in opened}) == 1
+    finally:
+        await session.aclose()
