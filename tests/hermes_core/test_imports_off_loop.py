@@ -25,4 +25,3 @@ async def test_a_module_not_yet_loaded_is_imported_on_a_worker_thread(
 
     loaded_on = sys.modules["heavy_probe"].LOADED_ON
     assert loaded_on is not threading.current_thread()
-
