@@ -19,9 +19,9 @@ A first request that did no work — refused before a run started with a 429, a 
 session busy: the SDKs retry a 409, and a kept one would answer every retry the same for a
 day) or a 5xx, a run the upstream refused for its rate before anything acted (a 429 too,
 whose ``retry-after`` the retry follows), or that crashed before it answered — gives the key
-up, so its retry does the work. Other answers (4xx included) are kept: they were the
-request's outcome. A replay carries the first answer's own headers (``x-hermes-run-id``,
-``x-hermes-session-id``).
+up, so its retry does the work (one already waiting for it too). Other answers (4xx
+included) are kept: they were the request's outcome. A replay carries the first answer's
+own headers (``x-hermes-run-id``, ``x-hermes-session-id``).
 
 A first request whose process died (killed) cannot give its key up. Its claim names its
 replica and that replica's start, and holds a lease the request renews while it is answered,
@@ -272,6 +272,18 @@ class Idempotency:
         instance = self.runs.instance if self.runs is not None else None
         return Holder(instance, self.life, CLAIM_LEASE_SECONDS)
 
+    async def _claim(self, store: IdempotencyStore, claim: Claim) -> IdempotencyRecord | None:
+        """Claim the key for this request: None when it is ours now, else the row holding it."""
+        return await store.claim(
+            claim.owner,
+            claim.key,
+            endpoint=claim.endpoint,
+            fingerprint=claim.fingerprint,
+            now=time.time(),
+            ttl=TTL_SECONDS,
+            holder=self._holder(),
+        )
+
     async def serve(self, claim: Claim, work: Work, receive: Receive, send: Send) -> None:
         """Answer a keyed request: do ``work`` if the key is new, else what the first did."""
         store = self.store
@@ -279,15 +291,7 @@ class Idempotency:
             await work(receive, send)
             return
         try:
-            held = await store.claim(
-                claim.owner,
-                claim.key,
-                endpoint=claim.endpoint,
-                fingerprint=claim.fingerprint,
-                now=time.time(),
-                ttl=TTL_SECONDS,
-                holder=self._holder(),
-            )
+            held = await self._claim(store, claim)
         except Exception:
             # The table cannot say: doing the work is what the client asked for.
             await work(receive, send)
@@ -305,15 +309,7 @@ class Idempotency:
         store = self.store
         if claim is None or store is None:
             return await make()
-        held = await store.claim(
-            claim.owner,
-            claim.key,
-            endpoint=claim.endpoint,
-            fingerprint=claim.fingerprint,
-            now=time.time(),
-            ttl=TTL_SECONDS,
-            holder=self._holder(),
-        )
+        held = await self._claim(store, claim)
         if held is not None:
             messages: list[Message] = []
 
@@ -484,8 +480,7 @@ class Idempotency:
                 await _refuse(
                     send,
                     409,
-                    "The first request with this Idempotency-Key has not answered yet (or "
-                    "failed before it did); retry.",
+                    "The first request with this Idempotency-Key has not answered yet; retry.",
                     "idempotency_key_in_use",
                 )
                 return False
@@ -497,15 +492,21 @@ class Idempotency:
         self, store: IdempotencyStore, claim: Claim
     ) -> IdempotencyRecord | _TakenOver | None:
         """The key's row once its answer is kept (another replica is making it); TAKEN_OVER
-        once the key is this retry's (its first request died before it started a run); or
-        None: the key was given up (its work failed: the client should retry), or the wait ran
-        out."""
+        once the key is this retry's (its first request died before it started a run, or gave
+        the key up having done no work); or None: the wait ran out."""
         deadline = time.monotonic() + self.wait_seconds
         next_look = time.monotonic() + RUN_LOOK_SECONDS
         while time.monotonic() < deadline:
             await asyncio.sleep(self.poll_seconds)
             found = await store.get(claim.owner, claim.key)
-            if found is None or found.state == "done":
+            if found is None:
+                # Given up since this retry saw it held (its first request did no work, a 429
+                # it answered as this retry came): the work is this retry's, unless another
+                # retry claimed the key first.
+                found = await self._claim(store, claim)
+                if found is None:
+                    return TAKEN_OVER
+            if found.state == "done":
                 return found
             if self._dead(found):
                 if found.run_id is None:  # it did nothing: this retry does the work

@@ -483,6 +483,37 @@ async def test_a_retry_waits_on_a_claim_whose_lease_is_renewed(tmp_path: Path) -
         await store.close()
 
 
+async def test_a_retry_waiting_on_a_request_that_gives_the_key_up_does_the_work_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its first request did no work (a run the upstream refused for its rate is a 429 that
+    gives the key up), and gave the key up after this retry saw it held: the retry is not
+    told to retry again, it does the work."""
+    store = await Store.open(sqlite_url(tmp_path / "hermes.db"), migrate=True)
+    waiting = asyncio.Event()
+    look = store.idempotency.get
+
+    async def looked(owner: str, key: str) -> Any:
+        waiting.set()  # the retry saw the key held, and waits for its answer
+        return await look(owner, key)
+
+    monkeypatch.setattr(store.idempotency, "get", looked)
+    try:
+        await _claimed_by_another_replica(store, lease_left=30)  # replica-2 is answering it
+        retry = asyncio.create_task(_retried(store))
+        await asyncio.wait_for(waiting.wait(), 30)
+        await store.idempotency.release("alice", "k-dead", life="its-life")  # its 429
+
+        sent, did = await asyncio.wait_for(retry, 30)
+        assert did == ["work"]
+        assert sent[0]["status"] == 200
+        kept = await store.idempotency.get("alice", "k-dead")
+        assert kept is not None
+        assert (kept.state, kept.instance) == ("done", "replica-1")
+    finally:
+        await store.close()
+
+
 async def test_a_retry_of_a_request_that_died_with_its_run_is_told_so_at_once(
     tmp_path: Path,
 ) -> None:
