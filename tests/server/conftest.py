@@ -25,6 +25,7 @@ from server.runs.manager import RunManager
 from server.services import Services
 from server.simulator import SimulatorServer
 from tests.plain_http import TLS_UNUSED
+from tests.server.webhook_receiver import WebhookReceiver
 
 UPSTREAM_MODEL = "upstream-agent"
 """The model id the agent profile sends upstream: tests script the simulator under it."""
@@ -120,6 +121,14 @@ def make_services(
     }
     settings.update(overrides)
     return Services(**settings)
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[WebhookReceiver]:
+    """A webhook endpoint the tests' servers post to (modules about OTLP have their own
+    ``receiver``, a collector)."""
+    with WebhookReceiver() as running:
+        yield running
 
 
 @pytest.fixture(scope="session")

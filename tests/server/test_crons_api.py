@@ -41,12 +41,6 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def receiver() -> Iterator[WebhookReceiver]:
-    with WebhookReceiver() as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
 def served(
     _simulator_server: SimulatorServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:

@@ -24,12 +24,6 @@ SECRET = "whsec_" + base64.b64encode(b"a shared secret, 32 bytes long!!").decode
 
 
 @pytest.fixture(scope="module")
-def receiver() -> Iterator[WebhookReceiver]:
-    with WebhookReceiver() as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
 def served(
     _simulator_server: SimulatorServer,
     receiver: WebhookReceiver,

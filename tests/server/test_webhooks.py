@@ -73,12 +73,6 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def receiver() -> Iterator[WebhookReceiver]:
-    with WebhookReceiver() as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
 def served(
     _simulator_server: SimulatorServer,
     receiver: WebhookReceiver,
