@@ -283,11 +283,19 @@ async def test_a_confined_reader_opens_no_socket_and_runs_no_program() -> None:
     await read_page(ARTICLE, "http://example.test/tides", "utf-8")  # read under the filter
     for pid in reader_pids():
         assert "Seccomp:\t2\n" in _status(pid)  # 2: a filter
+    attempts = "(lambda: socket.socket(), lambda: subprocess.run(['/bin/true']))"
+    outcomes, errors = await _tried_when_confined(attempts, imports="socket, subprocess")
+    assert outcomes == ["refused", "refused"], errors
+
+
+async def _tried_when_confined(attempts: str, *, imports: str = "os") -> tuple[list[str], str]:
+    """What each of ``attempts`` (a tuple of callables, as Python source) met in a process
+    confined as a reader confines itself: "allowed" or "refused"; and what it wrote to stderr."""
     script = Path(page_readers.__file__).with_name("page_reader_process.py")
     probe = (
-        "import os, runpy, socket, subprocess\n"
+        f"import runpy, {imports}\n"
         f"runpy.run_path({str(script)!r})['confine'](1024**3)\n"
-        "for attempt in (lambda: socket.socket(), lambda: subprocess.run(['/bin/true'])):\n"
+        f"for attempt in {attempts}:\n"
         "    try:\n"
         "        attempt()\n"
         "        print('allowed')\n"
@@ -297,7 +305,7 @@ async def test_a_confined_reader_opens_no_socket_and_runs_no_program() -> None:
     done = await asyncio.to_thread(
         subprocess.run, [sys.executable, "-I", "-c", probe], capture_output=True, text=True
     )
-    assert done.stdout.split() == ["refused", "refused"], done.stderr
+    return done.stdout.split(), done.stderr
 
 
 def _landlock() -> bool:
@@ -311,21 +319,10 @@ async def test_a_confined_reader_opens_no_file(tmp_path: Path) -> None:
     # directory, the configuration, the server's /proc entries.
     secret = tmp_path / "hermes.db"
     secret.write_text("every tenant's conversations")
-    script = Path(page_readers.__file__).with_name("page_reader_process.py")
-    probe = (
-        "import runpy\n"
-        f"runpy.run_path({str(script)!r})['confine'](1024**3)\n"
-        f"for path in ({str(secret)!r}, '/proc/' + str(__import__('os').getppid()) + '/environ'):\n"
-        "    try:\n"
-        "        open(path, 'rb').read()\n"
-        "        print('allowed')\n"
-        "    except PermissionError:\n"
-        "        print('refused')\n"
-    )
-    done = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-I", "-c", probe], capture_output=True, text=True
-    )
-    assert done.stdout.split() == ["refused", "refused"], done.stderr
+    environ = "'/proc/%d/environ' % os.getppid()"
+    attempts = f"(lambda: open({str(secret)!r}, 'rb').read(), lambda: open({environ}, 'rb').read())"
+    outcomes, errors = await _tried_when_confined(attempts)
+    assert outcomes == ["refused", "refused"], errors
 
 
 async def test_a_page_in_a_charset_other_than_utf8_is_read_by_a_confined_reader() -> None:
